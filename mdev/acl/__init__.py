@@ -1,0 +1,41 @@
+"""pyACL-shaped API of the mdev emulator: ``import mdev.acl as acl``.
+
+    acl.init / acl.finalize             process initialisation (aclInit / aclFinalize)
+    acl.rt.*                            runtime: devices, contexts, streams, memory, ...
+    acl.util.*                          host buffers <-> pointers, numpy views
+    acl.get_recent_err_msg()            what went wrong, in words
+
+Every function returns what pyACL returns: outputs first, the aclError ``ret`` last.
+The constants (``ACL_MEMCPY_HOST_TO_DEVICE``, ...) and error codes (``ACL_SUCCESS``,
+``ACL_ERROR_RT_PARAM_INVALID``, ...) are importable from here too, with their real values.
+"""
+
+from __future__ import annotations
+
+from mdev.acl import constants, errors, rt, util
+from mdev.acl._binding import bind
+from mdev.acl.constants import *  # noqa: F401,F403  (pyACL programs use these names)
+from mdev.acl.errors import *  # noqa: F401,F403
+from mdev.runtime import devices as _devices
+from mdev.runtime import lifecycle as _lifecycle
+from mdev.runtime.core import RUNTIME as _rt
+
+init = bind(_lifecycle.init)
+finalize = bind(_lifecycle.finalize)
+finalize_reference = bind(_lifecycle.finalize_reference, 1)
+
+
+def get_recent_err_msg() -> str | None:
+    """The calling thread's error messages, newest first; reading them clears them."""
+    messages, _rt.thread.messages = _rt.thread.messages, []
+    return "\n".join(messages) if messages else None
+
+
+def get_soc_name() -> str | None:
+    """SoC name of device 0 (None when no board can be reached)."""
+    name, ret = bind(_devices.get_soc_name, 1, None)()
+    return name if ret == 0 else None
+
+
+def get_version() -> tuple[int, int, int, int]:
+    return constants.ACL_MAJOR_VERSION, constants.ACL_MINOR_VERSION, constants.ACL_PATCH_VERSION, 0

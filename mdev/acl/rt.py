@@ -1,0 +1,83 @@
+"""``acl.rt``: the runtime functions, named and shaped as pyACL names and shapes them.
+
+Each name binds an implementation from ``mdev.runtime``; ``bind(..., outputs=n)`` gives the
+pyACL return shape (outputs first, ``ret`` last).  Handles and pointers are ints and 0 (or
+None) is the default stream.
+"""
+
+from __future__ import annotations
+
+from mdev.acl import errors as E
+from mdev.acl._binding import bind
+from mdev.runtime import devices, memops, streams
+from mdev.runtime.core import RUNTIME as _rt
+
+# devices
+set_device = bind(devices.set_device)
+reset_device = bind(devices.reset_device)
+reset_device_force = bind(devices.reset_device_force)
+get_device = bind(devices.get_device, 1)
+get_device_count = bind(devices.get_device_count, 1)
+get_run_mode = bind(devices.get_run_mode, 1)
+set_ts_device = bind(devices.set_ts_device)
+get_device_info = bind(devices.get_device_info, 1)
+get_mem_info = bind(devices.get_mem_info, 2)
+synchronize_device = bind(streams.synchronize_device)
+synchronize_device_with_timeout = bind(streams.synchronize_device_with_timeout)
+device_get_stream_priority_range = bind(streams.device_get_stream_priority_range, 2)
+device_get_bare_tgid = bind(devices.device_get_bare_tgid, 1)
+get_devices_topo = bind(devices.get_devices_topo, 1)
+
+# contexts
+create_context = bind(devices.create_context, 1)
+destroy_context = bind(devices.destroy_context)
+set_context = bind(devices.set_context)
+get_context = bind(devices.get_context, 1)
+ctx_get_current_default_stream = bind(devices.ctx_get_current_default_stream, 1)
+get_primary_ctx_state = bind(devices.get_primary_ctx_state, 2)
+
+# streams
+create_stream = bind(streams.create_stream, 1)
+create_stream_with_config = bind(streams.create_stream_with_config, 1)
+destroy_stream = bind(streams.destroy_stream)
+destroy_stream_force = bind(streams.destroy_stream_force)
+synchronize_stream = bind(streams.synchronize_stream)
+synchronize_stream_with_timeout = bind(streams.synchronize_stream_with_timeout)
+stream_query = bind(streams.stream_query, 1)
+stream_get_id = bind(streams.stream_get_id, 1)
+get_stream_id = stream_get_id
+stream_get_priority = bind(streams.stream_get_priority, 1)
+stream_get_flags = bind(streams.stream_get_flags, 1)
+set_stream_failure_mode = bind(streams.set_stream_failure_mode)
+stream_abort = bind(streams.stream_abort)
+
+# memory
+malloc = bind(memops.malloc, 1)
+malloc_align32 = bind(memops.malloc_align32, 1)
+malloc_cached = bind(memops.malloc, 1)
+free = bind(memops.free)
+malloc_host = bind(memops.malloc_host, 1)
+free_host = bind(memops.free_host)
+memcpy = bind(memops.memcpy)
+memcpy_async = bind(memops.memcpy_async)
+memcpy2d = bind(memops.memcpy2d)
+memcpy2d_async = bind(memops.memcpy2d_async)
+memset = bind(memops.memset)
+memset_async = bind(memops.memset_async)
+
+
+# errors
+
+def get_last_error(level: int = 0) -> int:
+    """The calling thread's last error; the slot is reset to ACL_SUCCESS."""
+    if level != 0:
+        return E.ACL_ERROR_INVALID_PARAM
+    code, _rt.thread.last_error = _rt.thread.last_error, E.ACL_SUCCESS
+    return code
+
+
+def peek_at_last_error(level: int = 0) -> int:
+    """The calling thread's last error, left in place."""
+    if level != 0:
+        return E.ACL_ERROR_INVALID_PARAM
+    return _rt.thread.last_error

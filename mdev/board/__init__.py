@@ -1,0 +1,1 @@
+"""The board: a supervisor process and one process per emulated device."""

@@ -1,0 +1,480 @@
+"""One emulated device: a process that owns an HBM segment and runs stream tasks.
+
+    host process A ---main socket (tasks)----+
+    host process A ---per-thread sockets-----+--> dispatcher thread --> DeviceStream queues
+    host process B ---...--------------------+        |  requests          | workers
+                                                      v                    v
+                                          allocator / contexts    tasks.OPS on HBM (shm)
+                                                                           |
+                     control page (shm) <--- stream_done / errors ---------+
+
+The dispatcher thread reads every client socket, queues tasks on their streams and answers
+requests (malloc, create stream, ...).  A blocking request (a host synchronising a stream)
+is parked as a waiter and answered by the worker that completes the awaited task.  The
+control page lets hosts answer queries without asking.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import socket
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+
+from mdev import protocol
+from mdev.acl import constants as C
+from mdev.acl import errors as E
+from mdev.acl.errors import AclError
+from mdev.board import status as S
+from mdev.board.engines import Engine
+from mdev.board.naming import BoardPaths
+from mdev.board.stream import DeviceStream
+from mdev.board.tasks import OPS, TaskFault, dma_fault
+from mdev.memory import address
+from mdev.memory.allocator import Allocator, OutOfMemory
+from mdev.memory.segment import Segment
+
+DMA_ENGINES = 2
+
+
+@dataclass
+class ContextState:
+    client: int
+    ctx: int
+    streams: set = field(default_factory=set)
+    stopped: int = 0          # failure code once a stop-on-failure context has stopped
+
+    @property
+    def stop_on_failure(self) -> bool:
+        return any(s.failure_mode == C.ACL_STOP_ON_FAILURE for s in self.streams)
+
+
+class ClientConn:
+    """One socket from a host process."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.decoder = protocol.Decoder()
+        self.client = -1
+        self.pid = 0
+        self.role = ""
+        self.command = ""
+        self.lock = threading.Lock()
+
+    def send(self, message: tuple) -> None:
+        data = protocol.encode(message)
+        with self.lock:
+            try:
+                self.sock.sendall(data)
+            except OSError:
+                pass  # the host is gone; its cleanup runs when the dispatcher sees EOF
+
+
+@dataclass
+class SyncWaiter:
+    conn: ClientConn
+    req: int
+    targets: list            # [(slot, seq)]
+    consume: bool = True
+
+
+class Device:
+    def __init__(self, paths: BoardPaths, index: int, topo, authkey: bytes) -> None:
+        self.paths = paths
+        self.index = index
+        self.topo = topo
+        self.spec = topo.device(index)
+        self.authkey = authkey
+        self.boot_ns = time.monotonic_ns()
+        self.hbm = Segment(paths.hbm(index), self.spec.hbm_bytes, create=True)
+        n = topo.device_count
+        self.control = S.ControlPage(Segment(paths.control(index), S.size_for(n), create=True), n)
+        h = self.control.header
+        h[S.H_MAGIC], h[S.H_DEVICE], h[S.H_PID] = S.MAGIC, index, os.getpid()
+        h[S.H_HBM_TOTAL], h[S.H_BOOT_NS] = self.spec.hbm_bytes, self.boot_ns
+        self.allocator = Allocator(self.spec.hbm_bytes)
+        self.lock = threading.RLock()
+        self.progress = threading.Condition(self.lock)
+        self.watchers = 0
+        self.streams: dict[int, DeviceStream] = {}
+        self._free_slots = list(range(S.MAX_STREAMS - 1, -1, -1))
+        self._next_stream_id = 0
+        self.contexts: dict[tuple[int, int], ContextState] = {}
+        self.clients: dict[int, dict] = {}
+        self.sync_waiters: dict[int, list[SyncWaiter]] = {}
+        self.engines = {"dma": Engine("dma", DMA_ENGINES),
+                        "compute": Engine("compute", max(1, self.spec.aicore))}
+        self._segments: dict[str, Segment] = {}
+        self._peer_controls: dict[int, S.ControlPage] = {}
+        self._running = True
+        self.handlers = {name[4:]: getattr(self, name) for name in dir(self) if name.startswith("rpc_")}
+
+    # ------------------------------------------------------------------ serving
+    def serve(self, ready_fd: int | None = None) -> None:
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        path = self.paths.device_socket(self.index)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        old = os.umask(0o177)
+        try:
+            listener.bind(path)
+        finally:
+            os.umask(old)
+        listener.listen(128)
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(listener, selectors.EVENT_READ, None)
+        self.control.header[S.H_STATE] = S.STATE_ALIVE
+        if ready_fd is not None:
+            os.write(ready_fd, bytes([self.index & 0xFF]))
+            os.close(ready_fd)
+        parent = os.getppid()
+        try:
+            while self._running:
+                for key, _ in self.selector.select(timeout=0.5):
+                    if key.data is None:
+                        self._accept(listener)
+                    else:
+                        self._read(key.data)
+                if os.getppid() != parent:
+                    break  # the supervisor died: do not outlive it
+        finally:
+            self.control.header[S.H_STATE] = S.STATE_STOPPED
+            listener.close()
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+    def stop(self, *_) -> None:
+        self._running = False
+
+    def _accept(self, listener: socket.socket) -> None:
+        sock, _ = listener.accept()
+        try:
+            protocol.handshake(sock, self.authkey, server=True)
+        except Exception:
+            sock.close()
+            return
+        conn = ClientConn(sock)
+        self.selector.register(sock, selectors.EVENT_READ, conn)
+
+    def _read(self, conn: ClientConn) -> None:
+        try:
+            data = conn.sock.recv(1 << 18)
+        except OSError:
+            data = b""
+        if not data:
+            self._disconnect(conn)
+            return
+        for message in conn.decoder.feed(data):
+            kind = message[0]
+            if kind == "t":
+                _, slot, seq, op, args = message
+                stream = self.streams.get(slot)
+                if stream is not None and stream.client == conn.client:
+                    stream.push(seq, op, args)
+            elif kind == "r":
+                self._request(conn, message[1], message[2], message[3])
+            elif kind == "hello":
+                _, conn.client, conn.pid, conn.role, conn.command = message
+                if conn.role == "main":
+                    self.clients[conn.client] = {"pid": conn.pid, "command": conn.command}
+                    self.control.header[S.H_CLIENTS] = len(self.clients)
+            elif kind == "cancel":
+                self._cancel_waiter(conn, message[1])
+
+    def _request(self, conn: ClientConn, req: int, op: str, args: tuple) -> None:
+        handler = self.handlers.get(op)
+        try:
+            if handler is None:
+                raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"unknown request {op!r}")
+            result = handler(conn, req, *args)
+        except AclError as exc:
+            conn.send(("r", req, exc.code, exc.message))
+        except Exception as exc:  # a bug here must not take the device down
+            traceback.print_exc()
+            conn.send(("r", req, E.ACL_ERROR_RT_INTERNAL_ERROR, f"device {self.index}: {exc!r}"))
+        else:
+            if result is not _DEFERRED:
+                conn.send(("r", req, 0, result))
+
+    def _disconnect(self, conn: ClientConn) -> None:
+        try:
+            self.selector.unregister(conn.sock)
+        except (KeyError, ValueError):
+            pass
+        conn.sock.close()
+        with self.lock:
+            for waiters in self.sync_waiters.values():
+                waiters[:] = [w for w in waiters if w.conn is not conn]
+        if conn.role == "main":
+            self.release_client(conn.client)
+
+    # ------------------------------------------------------------------ clients
+    def release_client(self, client: int) -> None:
+        """Free everything a host process held here (it detached or died)."""
+        with self.lock:
+            for stream in [s for s in self.streams.values() if s.client == client]:
+                self._destroy_stream(stream)
+            for block in self.allocator.owned_by(client):
+                self._free_block(block.offset)
+            for key in [k for k in self.contexts if k[0] == client]:
+                del self.contexts[key]
+            self.clients.pop(client, None)
+            self.control.header[S.H_CLIENTS] = len(self.clients)
+
+    # ------------------------------------------------------------------ memory
+    def rpc_malloc(self, conn, req, size: int, reserved: int, page: int, policy: int) -> int:
+        with self.lock:
+            self._check_backing(reserved)
+            try:
+                block = self.allocator.allocate(size, reserved, page, conn.client, policy)
+            except OutOfMemory as exc:
+                raise AclError(E.ACL_ERROR_RT_MEMORY_ALLOCATION, f"device {self.index}: {exc}")
+            self.control.header[S.H_HBM_USED] = self.allocator.used
+        return address.device_base(self.index) + block.offset
+
+    def _check_backing(self, reserved: int) -> None:
+        """Refuse what /dev/shm could not back: touching it later would be a SIGBUS."""
+        st = os.statvfs("/dev/shm")
+        capacity = st.f_blocks * st.f_frsize
+        promised = sum(int(self.peer_control(d).header[S.H_HBM_USED])
+                       for d in range(self.topo.device_count))
+        if promised + reserved > capacity:
+            raise AclError(E.ACL_ERROR_RT_MEMORY_ALLOCATION,
+                           f"device {self.index}: board has {promised} bytes allocated; "
+                           f"{reserved} more exceeds the {capacity} bytes /dev/shm can back")
+
+    def rpc_free(self, conn, req, ptr: int) -> None:
+        with self.lock:
+            dev_off = address.split(ptr)
+            block = self.allocator.blocks.get(dev_off[1]) if dev_off else None
+            if block is None or dev_off[0] != self.index:
+                raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{ptr:#x} is not an allocation of device {self.index}")
+            if block.owner != conn.client:
+                raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{ptr:#x} belongs to another process")
+            self._free_block(block.offset)
+
+    def _free_block(self, offset: int) -> None:
+        block = self.allocator.release(offset)
+        # drop the pages: RAM goes back to the OS and the range reads as zero when reused
+        self.hbm.release(block.offset, block.reserved)
+        self.control.header[S.H_HBM_USED] = self.allocator.used
+
+    def rpc_forget_segment(self, conn, req, name: str) -> None:
+        with self.lock:
+            seg = self._segments.pop(name, None)
+        if seg is not None:
+            seg.close()
+
+    def view(self, loc: tuple, nbytes: int, write: bool = False):
+        """uint8 numpy view of ``nbytes`` at a location; TaskFault if it is not valid memory."""
+        kind, key, offset = loc
+        if kind == "d" and key == self.index:
+            block = self.allocator.find(offset)
+            if block is None or offset + nbytes > block.offset + block.reserved:
+                raise dma_fault(f"device {self.index}: {nbytes} bytes at offset {offset:#x} "
+                                f"are not inside a live allocation (freed while queued?)")
+            return self.hbm.array[offset:offset + nbytes]
+        seg = self.segment(loc)
+        if offset + nbytes > seg.size:
+            raise dma_fault(f"{nbytes} bytes at {offset:#x} overrun {seg.name}")
+        return seg.array[offset:offset + nbytes]
+
+    def segment(self, loc: tuple) -> Segment:
+        kind, key, _ = loc
+        name = self.paths.hbm(key) if kind == "d" else key
+        with self.lock:
+            seg = self._segments.get(name)
+            if seg is None:
+                try:
+                    seg = self._segments[name] = Segment(name)
+                except Exception as exc:
+                    raise dma_fault(f"cannot map {name}: {exc}") from exc
+        return seg
+
+    def peer_control(self, device: int) -> S.ControlPage:
+        if device == self.index:
+            return self.control
+        page = self._peer_controls.get(device)
+        if page is None:
+            page = S.ControlPage(Segment(self.paths.control(device)), self.topo.device_count)
+            self._peer_controls[device] = page
+        return page
+
+    def on_memory_written(self, loc: tuple) -> None:
+        """Wake tasks waiting on memory values (value waits re-check on every write)."""
+        if self.watchers:
+            with self.progress:
+                self.progress.notify_all()
+
+    # ------------------------------------------------------------------ streams
+    def rpc_create_stream(self, conn, req, ctx: int, priority: int, flags: int, default: bool) -> tuple:
+        with self.lock:
+            if len(self.streams) >= self.stream_limit:
+                raise AclError(E.ACL_ERROR_RT_NO_STREAM_RESOURCE,
+                               f"device {self.index}: all {self.stream_limit} streams are in use")
+            slot = self._free_slots.pop()
+            context = self.contexts.setdefault((conn.client, ctx), ContextState(conn.client, ctx))
+            stream_id = self._next_stream_id
+            self._next_stream_id += 1
+            self.control.stream_done[slot] = 0
+            self.control.stream_err[slot] = 0
+            stream = DeviceStream(self, slot, stream_id, conn.client, context, priority, flags)
+            self.streams[slot] = stream
+            context.streams.add(stream)
+            self.control.header[S.H_STREAMS] = len(self.streams)
+        return slot, stream_id
+
+    @property
+    def stream_limit(self) -> int:
+        return 1984
+
+    def rpc_destroy_stream(self, conn, req, slot: int) -> None:
+        with self.lock:
+            stream = self._own_stream(conn, slot)
+            self._destroy_stream(stream)
+
+    def _own_stream(self, conn: ClientConn, slot: int) -> DeviceStream:
+        stream = self.streams.get(slot)
+        if stream is None or stream.client != conn.client:
+            raise AclError(E.ACL_ERROR_RT_INVALID_HANDLE, f"no stream in slot {slot}")
+        return stream
+
+    def _destroy_stream(self, stream: DeviceStream) -> None:
+        stream.close()
+        self.streams.pop(stream.slot, None)
+        stream.context.streams.discard(stream)
+        self._free_slots.append(stream.slot)
+        self.sync_waiters.pop(stream.slot, None)
+        self.control.header[S.H_STREAMS] = len(self.streams)
+
+    def rpc_set_failure_mode(self, conn, req, slot: int, mode: int) -> None:
+        with self.lock:
+            self._own_stream(conn, slot).failure_mode = mode
+
+    def rpc_abort(self, conn, req, slot: int, upto: int) -> None:
+        stream = self._own_stream(conn, slot)
+        stream.discard(upto)
+        if not stream.pending():
+            self.complete(stream, max(upto, int(self.control.stream_done[slot])), 0, "")
+
+    def rpc_wait(self, conn, req, targets: list, consume: bool):
+        """Answer when every (slot, seq) has completed; the reply carries the first error."""
+        waiter = SyncWaiter(conn, req, targets, consume)
+        with self.lock:
+            if self._settle(waiter):
+                return _DEFERRED
+            for slot, _ in targets:
+                self.sync_waiters.setdefault(slot, []).append(waiter)
+            self.watchers += 1
+        return _DEFERRED
+
+    def _cancel_waiter(self, conn: ClientConn, req: int) -> None:
+        with self.lock:
+            for waiters in self.sync_waiters.values():
+                for w in [w for w in waiters if w.conn is conn and w.req == req]:
+                    waiters.remove(w)
+                    self.watchers -= 1
+
+    def _settle(self, waiter: SyncWaiter) -> bool:
+        """Reply to ``waiter`` if all its targets are done (call with the lock held)."""
+        done, err = self.control.stream_done, self.control.stream_err
+        if any(int(done[slot]) < seq for slot, seq in waiter.targets):
+            return False
+        code, message = 0, ""
+        for slot, _ in waiter.targets:
+            if err[slot] and not code:
+                stream = self.streams.get(slot)
+                code = int(err[slot])
+                message = stream.error_message if stream else ""
+            if err[slot] and waiter.consume and not self._stopped(slot):
+                err[slot] = 0
+        waiter.conn.send(("r", waiter.req, 0, (code, message)))
+        return True
+
+    def _stopped(self, slot: int) -> bool:
+        stream = self.streams.get(slot)
+        return bool(stream and stream.context.stopped)
+
+    # ------------------------------------------------------------------ execution
+    def run_task(self, stream: DeviceStream, op: str, args: tuple) -> tuple[int, str]:
+        fn = OPS.get(op)
+        if fn is None:
+            return E.ACL_ERROR_RT_TASK_TYPE_NOT_SUPPORT, f"unknown task {op!r}"
+        engine = self.engines.get(fn.engine) if fn.engine else None
+        if engine is not None:
+            engine.acquire(stream.priority)
+        try:
+            fn(self, stream, *args)
+        except TaskFault as fault:
+            return fault.code, fault.message
+        except Exception as exc:
+            return E.ACL_ERROR_RT_INTERNAL_ERROR, f"task {op} failed: {exc!r}"
+        finally:
+            if engine is not None:
+                engine.release()
+        return 0, ""
+
+    def complete(self, stream: DeviceStream, seq: int, code: int, message: str) -> None:
+        control = self.control
+        if code:
+            with self.lock:
+                if not control.stream_err[stream.slot]:
+                    control.stream_err[stream.slot] = code
+                    stream.error_message = message
+                if stream.context.stop_on_failure and not stream.context.stopped:
+                    self._stop_context(stream.context, code, message)
+        if seq > int(control.stream_done[stream.slot]):
+            control.stream_done[stream.slot] = seq
+        control.header[S.H_TASKS_DONE] += 1
+        if self.watchers:
+            with self.progress:
+                for waiter in list(self.sync_waiters.get(stream.slot, ())):
+                    if self._settle(waiter):
+                        for slot, _ in waiter.targets:
+                            lst = self.sync_waiters.get(slot)
+                            if lst and waiter in lst:
+                                lst.remove(waiter)
+                        self.watchers -= 1
+                self.progress.notify_all()
+
+    def _stop_context(self, context: ContextState, code: int, message: str) -> None:
+        """Stop-on-failure: no further task of the context runs; every stream reports ``code``."""
+        context.stopped = code
+        for other in context.streams:
+            other.discard(other.received)
+            if not self.control.stream_err[other.slot]:
+                self.control.stream_err[other.slot] = code
+                other.error_message = message
+            if not other.pending():
+                self.control.stream_done[other.slot] = max(int(self.control.stream_done[other.slot]), other.received)
+
+    # ------------------------------------------------------------------ introspection
+    def rpc_stats(self, conn, req) -> dict:
+        with self.lock:
+            return {
+                "device": self.index,
+                "hbm_used": self.allocator.used,
+                "hbm_total": self.spec.hbm_bytes,
+                "streams": len(self.streams),
+                "clients": {c: dict(info) for c, info in self.clients.items()},
+                "engines": {n: e.in_use for n, e in self.engines.items()},
+            }
+
+
+_DEFERRED = object()
+
+
+def main(paths: BoardPaths, index: int, topo, authkey: bytes, ready_fd: int) -> None:
+    """Entry point of a device process (forked by the supervisor)."""
+    device = Device(paths, index, topo, authkey)
+    signal.signal(signal.SIGTERM, device.stop)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    device.serve(ready_fd)

@@ -1,0 +1,47 @@
+"""Engines of a device: a fixed number of slots that ready tasks compete for.
+
+A stream worker acquires the engine its task needs (DMA for copies, compute for kernels)
+before running it.  When a slot frees, the waiting task of the highest-priority stream
+(smallest number) gets it, ties in arrival order; a running task is never pre-empted.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+
+
+class Engine:
+    def __init__(self, name: str, slots: int) -> None:
+        self.name = name
+        self.slots = slots
+        self._free = slots
+        self._cond = threading.Condition()
+        self._waiting: list[tuple[int, int]] = []
+        self._tickets = itertools.count()
+        self.busy_ns = 0
+
+    def acquire(self, priority: int) -> None:
+        with self._cond:
+            if self._free and not self._waiting:
+                self._free -= 1
+                return
+            entry = (priority, next(self._tickets))
+            heapq.heappush(self._waiting, entry)
+            while not (self._free and self._waiting[0] == entry):
+                self._cond.wait()
+            heapq.heappop(self._waiting)
+            self._free -= 1
+            if self._free and self._waiting:
+                self._cond.notify_all()
+
+    def release(self) -> None:
+        with self._cond:
+            self._free += 1
+            if self._waiting:
+                self._cond.notify_all()
+
+    @property
+    def in_use(self) -> int:
+        return self.slots - self._free

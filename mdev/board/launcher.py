@@ -1,0 +1,157 @@
+"""Finding, starting and stopping a board from a host process or the CLI.
+
+Starting runs the supervisor as a detached process (its own session, so the board
+outlives the program that started it on demand) and waits until it is ready to serve.
+A file lock makes concurrent starters of the same board agree on one supervisor.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from mdev import protocol
+from mdev.board.naming import BoardPaths
+
+START_TIMEOUT = 60.0
+
+
+class BoardError(Exception):
+    pass
+
+
+def resolve_topology(spec: str | None = None, devices: int | None = None, hbm: int | None = None):
+    """A Topology from a file path or preset name (default: the 8-device preset), with overrides."""
+    import topology
+
+    spec = spec or os.environ.get("MDEV_TOPOLOGY") or topology.default_preset()
+    path = Path(spec)
+    topo = topology.load(path if path.exists() else topology.preset_path(spec))
+    if devices is not None or hbm is not None:
+        topo = topology.resized(topo, devices=devices, hbm_bytes=hbm)
+    return topo
+
+
+def read_key(paths: BoardPaths) -> bytes:
+    try:
+        return bytes.fromhex(paths.key.read_text().strip())
+    except (OSError, ValueError) as exc:
+        raise BoardError(f"board {paths.name!r} is not running (no secret at {paths.key})") from exc
+
+
+def connect(paths: BoardPaths, command: str = "") -> protocol.Channel:
+    """An authenticated channel to the supervisor of a running board."""
+    try:
+        return protocol.connect(paths.socket, read_key(paths), ("hello", os.getpid(), command))
+    except (OSError, EOFError) as exc:
+        raise BoardError(f"board {paths.name!r} is not running ({exc})") from exc
+
+
+def request(channel: protocol.Channel, op: str, *args, timeout: float | None = 30.0):
+    channel.send(("r", 0, op, args))
+    _, _, code, value = channel.recv(timeout)
+    if code:
+        raise BoardError(f"supervisor: {op} failed: {value}")
+    return value
+
+
+def is_running(paths: BoardPaths) -> bool:
+    try:
+        channel = connect(paths)
+    except BoardError:
+        return False
+    channel.close()
+    return True
+
+
+@contextmanager
+def _start_lock(paths: BoardPaths):
+    fd = os.open(paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def start(name: str | None = None, topo=None, on_demand: bool = False,
+          idle_timeout: float | None = None) -> tuple[BoardPaths, bool]:
+    """Start board ``name`` unless it runs already; returns (paths, started_now)."""
+    paths = BoardPaths(name)
+    with _start_lock(paths):
+        if is_running(paths):
+            return paths, False
+        topo = topo or resolve_topology()
+        if idle_timeout is None:
+            idle_timeout = float(os.environ.get("MDEV_IDLE_TIMEOUT", "5"))
+        r, w = os.pipe()
+        cmd = [sys.executable, "-m", "mdev.board.supervisor", "--name", paths.name,
+               "--topology-json", json.dumps(topo.to_dict()), "--ready-fd", str(w),
+               "--idle-timeout", str(idle_timeout)]
+        if on_demand:
+            cmd.append("--on-demand")
+        log = open(paths.log, "ab")
+        try:
+            proc = subprocess.Popen(cmd, pass_fds=(w,), start_new_session=True,
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        finally:
+            log.close()
+            os.close(w)
+        try:
+            ready = _wait_readable(r, START_TIMEOUT) and os.read(r, 1)
+        finally:
+            os.close(r)
+        if not ready:
+            proc.kill()
+            raise BoardError(f"board {paths.name!r} failed to start; see {paths.log}")
+    return paths, True
+
+
+def _wait_readable(fd: int, timeout: float) -> bool:
+    import select
+    readable, _, _ = select.select([fd], [], [], timeout)
+    return bool(readable)
+
+
+def stop(name: str | None = None, timeout: float = 15.0) -> bool:
+    """Stop a running board and wait until its segments are gone; False if it was not running."""
+    paths = BoardPaths(name)
+    try:
+        channel = connect(paths)
+    except BoardError:
+        from mdev.board.supervisor import cleanup
+        cleanup(paths)   # stale remains of a dead board
+        return False
+    try:
+        request(channel, "stop")
+        deadline = time.monotonic() + timeout
+        # the supervisor closes our channel once it has shut down
+        while time.monotonic() < deadline:
+            try:
+                channel.recv(timeout=0.2)
+            except TimeoutError:
+                continue
+            except protocol.ChannelClosed:
+                break
+    finally:
+        channel.close()
+    deadline = time.monotonic() + timeout
+    while paths.segments() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return True
+
+
+def status(name: str | None = None) -> dict:
+    paths = BoardPaths(name)
+    channel = connect(paths)
+    try:
+        return request(channel, "status")
+    finally:
+        channel.close()

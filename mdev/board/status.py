@@ -1,0 +1,68 @@
+"""The control page of a device: state every process can read without a round trip.
+
+The device process is the only writer (except where noted); host processes map the page
+read-mostly and answer queries from it:
+
+    stream_done[slot]   seq of the last task the stream completed   -> stream_query, idle sync
+    stream_err[slot]    first unreported task failure of the stream -> fast-path sync check
+    event_ts[slot]      device time (us) of the event's latest executed record
+    event_done[slot]    number of records of the event executed
+    header              device state, HBM use, object counts, boot time
+
+Aligned 8-byte stores are atomic on the platforms we run on, so readers never see torn
+values; they may see slightly old ones, which is what a query of a running device means.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mdev.memory.segment import Segment
+
+MAGIC = 0x6D646576  # "mdev"
+
+MAX_STREAMS = 2048
+MAX_EVENTS = 65536
+MAX_NOTIFIES = 8192
+
+# header fields (int64 each)
+H_MAGIC, H_DEVICE, H_PID, H_STATE, H_HBM_TOTAL, H_HBM_USED, H_STREAMS, H_EVENTS, \
+    H_NOTIFIES, H_BOOT_NS, H_TASKS_DONE, H_CLIENTS = range(12)
+HEADER_FIELDS = 64
+
+STATE_STARTING, STATE_ALIVE, STATE_FAULTED, STATE_STOPPED = 0, 1, 2, 3
+STATE_NAMES = {0: "starting", 1: "ok", 2: "faulted", 3: "stopped"}
+
+
+def _layout(devices: int) -> list[tuple[str, tuple, type]]:
+    return [
+        ("header", (HEADER_FIELDS,), np.int64),
+        ("stream_done", (MAX_STREAMS,), np.uint64),
+        ("stream_err", (MAX_STREAMS,), np.int64),
+        ("event_ts", (MAX_EVENTS,), np.uint64),
+        ("event_done", (MAX_EVENTS,), np.uint64),
+        # notify records: one cell per recording device, so writers never share a cell
+        ("notify_rec", (MAX_NOTIFIES, devices), np.uint64),
+        ("notify_taken", (MAX_NOTIFIES,), np.uint64),
+    ]
+
+
+def size_for(devices: int) -> int:
+    return sum(int(np.prod(shape)) * np.dtype(dt).itemsize for _, shape, dt in _layout(devices))
+
+
+class ControlPage:
+    """Typed views over a device's control segment."""
+
+    def __init__(self, segment: Segment, devices: int) -> None:
+        self.segment = segment
+        offset = 0
+        for name, shape, dtype in _layout(devices):
+            count = int(np.prod(shape))
+            view = segment.array[offset:offset + count * np.dtype(dtype).itemsize]
+            setattr(self, name, view.view(dtype).reshape(shape))
+            offset += count * np.dtype(dtype).itemsize
+
+    @property
+    def state(self) -> int:
+        return int(self.header[H_STATE])

@@ -1,0 +1,93 @@
+"""A stream inside a device process: an ordered queue and the worker thread that drains it.
+
+    dispatcher --push(seq, op, args)--> queue --worker--> tasks.run(op) --> complete(seq)
+
+Tasks of one stream run strictly one after another; each stream has its own worker, so a
+stream blocked on an event or a long kernel never holds up another stream.  Workers are
+started on the first task and leave when the stream is destroyed.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from typing import TYPE_CHECKING
+
+from mdev.acl import constants as C
+
+if TYPE_CHECKING:
+    from mdev.board.device import Device, ContextState
+
+
+class DeviceStream:
+    def __init__(self, device: "Device", slot: int, stream_id: int, client: int,
+                 context: "ContextState", priority: int, flags: int) -> None:
+        self.device = device
+        self.slot = slot
+        self.stream_id = stream_id
+        self.client = client
+        self.context = context
+        self.priority = priority
+        self.flags = flags
+        self.failure_mode = C.ACL_CONTINUE_ON_FAILURE
+        self.error_message = ""
+        self.received = 0            # highest seq pushed
+        self.drop_upto = 0           # tasks with seq <= this are discarded (abort)
+        self._queue: collections.deque = collections.deque()
+        self._cond = threading.Condition()
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self.running_task = None
+
+    def push(self, seq: int, op: str, args: tuple) -> None:
+        with self._cond:
+            if self._closed:
+                return
+            self.received = seq
+            if seq <= self.drop_upto:
+                self.device.complete(self, seq, 0, "")
+                return
+            self._queue.append((seq, op, args))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=f"stream{self.slot}",
+                                                daemon=True)
+                self._thread.start()
+            else:
+                self._cond.notify()
+
+    def discard(self, upto: int) -> int:
+        """Drop queued tasks with seq <= upto (abort / stop-on-failure); returns how many."""
+        with self._cond:
+            self.drop_upto = max(self.drop_upto, upto)
+            kept = collections.deque(t for t in self._queue if t[0] > upto)
+            dropped = len(self._queue) - len(kept)
+            self._queue = kept
+        return dropped
+
+    def pending(self) -> int:
+        with self._cond:
+            return len(self._queue) + (self.running_task is not None)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._queue.clear()
+            self._cond.notify()
+
+    def _run(self) -> None:
+        device = self.device
+        while True:
+            with self._cond:
+                while not self._queue:
+                    if self._closed:
+                        return
+                    self._cond.wait()
+                task = self._queue.popleft()
+                self.running_task = task
+            seq, op, args = task
+            code, message = device.run_task(self, op, args)
+            with self._cond:
+                self.running_task = None
+                # tasks discarded by an abort count as done once the queue is empty
+                done = max(seq, self.drop_upto) if not self._queue else seq
+            device.complete(self, done, code, message)

@@ -1,0 +1,279 @@
+"""The board supervisor: starts the device processes and keeps the board's books.
+
+    host processes --(attach / status / segments / stop)--> supervisor
+                                                              |  fork at start
+                                                              v
+                                              device 0 ... device N-1 processes
+
+Hosts talk to devices directly; the supervisor only hands out client ids and the board
+description, remembers each client's pinned segments (unlinked when the client dies),
+watches client liveness, and stops the board on request or, for a board started on
+demand, once it has been idle for a while.  On stop it removes every segment and socket
+of the board.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import secrets
+import selectors
+import signal
+import socket
+import sys
+import time
+import traceback
+
+import psutil
+
+from mdev import protocol
+from mdev.acl import errors as E
+from mdev.board import device as device_process
+from mdev.board import status as S
+from mdev.board.naming import BoardPaths
+from mdev.memory import segment
+
+
+class Client:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.decoder = protocol.Decoder()
+        self.id = 0
+        self.pid = 0
+        self.command = ""
+        self.segments: set[str] = set()
+
+
+class Supervisor:
+    def __init__(self, paths: BoardPaths, topo, on_demand: bool, idle_timeout: float) -> None:
+        self.paths = paths
+        self.topo = topo
+        self.on_demand = on_demand
+        self.idle_timeout = idle_timeout
+        self.authkey = secrets.token_bytes(32)
+        self.clients: dict[socket.socket, Client] = {}
+        self.devices: list[multiprocessing.Process] = []
+        self._next_client = 1
+        self._running = True
+        self._idle_since = time.monotonic()
+        self.started = time.time()
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        cleanup(self.paths)
+        fd = os.open(self.paths.key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(self.authkey.hex())
+        ctx = multiprocessing.get_context("fork")
+        readers = []
+        for index in range(self.topo.device_count):
+            r, w = os.pipe()
+            proc = ctx.Process(target=device_process.main, name=f"mdev-{self.paths.name}-dev{index}",
+                               args=(self.paths, index, self.topo, self.authkey, w), daemon=False)
+            proc.start()
+            os.close(w)
+            self.devices.append(proc)
+            readers.append(r)
+        for index, r in enumerate(readers):
+            ok = os.read(r, 1)
+            os.close(r)
+            if not ok:
+                raise RuntimeError(f"device {index} failed to start (see {self.paths.log})")
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)
+        try:
+            self.listener.bind(self.paths.socket)
+        finally:
+            os.umask(old)
+        self.listener.listen(128)
+
+    def serve(self) -> None:
+        sel = self.selector = selectors.DefaultSelector()
+        sel.register(self.listener, selectors.EVENT_READ, None)
+        last_check = time.monotonic()
+        while self._running:
+            for key, _ in sel.select(timeout=0.5):
+                if key.data is None:
+                    self._accept()
+                else:
+                    self._read(key.data)
+            now = time.monotonic()
+            if now - last_check >= 1.0:
+                last_check = now
+                self._check_clients()
+                self._check_devices()
+            if self.on_demand and not self.clients and now - self._idle_since > self.idle_timeout:
+                break
+        self.shutdown()
+
+    def shutdown(self) -> None:
+        for client in list(self.clients.values()):
+            self._drop(client)
+        for proc in self.devices:
+            if proc.is_alive():
+                proc.terminate()
+        deadline = time.monotonic() + 5
+        for proc in self.devices:
+            proc.join(max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        try:
+            self.listener.close()
+        except OSError:
+            pass
+        cleanup(self.paths)
+
+    def stop(self, *_) -> None:
+        self._running = False
+
+    # ------------------------------------------------------------------ clients
+    def _accept(self) -> None:
+        sock, _ = self.listener.accept()
+        try:
+            protocol.handshake(sock, self.authkey, server=True)
+        except Exception:
+            sock.close()
+            return
+        client = Client(sock)
+        self.clients[sock] = client
+        self.selector.register(sock, selectors.EVENT_READ, client)
+
+    def _read(self, client: Client) -> None:
+        try:
+            data = client.sock.recv(1 << 16)
+        except OSError:
+            data = b""
+        if not data:
+            self._drop(client)
+            return
+        for message in client.decoder.feed(data):
+            if message[0] == "hello":
+                continue
+            _, req, op, args = message
+            try:
+                result = getattr(self, "rpc_" + op)(client, *args)
+                reply = ("r", req, 0, result)
+            except Exception as exc:
+                traceback.print_exc()
+                reply = ("r", req, E.ACL_ERROR_RT_INTERNAL_ERROR, repr(exc))
+            try:
+                client.sock.sendall(protocol.encode(reply))
+            except OSError:
+                self._drop(client)
+                return
+
+    def _drop(self, client: Client) -> None:
+        if self.clients.pop(client.sock, None) is None:
+            return
+        try:
+            self.selector.unregister(client.sock)
+        except (KeyError, ValueError, AttributeError):
+            pass
+        client.sock.close()
+        for name in client.segments:
+            segment.unlink(name)
+        if not self.clients:
+            self._idle_since = time.monotonic()
+
+    def _check_clients(self) -> None:
+        """A client whose process is gone (even if a forked child kept its socket) is dropped."""
+        for client in list(self.clients.values()):
+            if client.pid and not psutil.pid_exists(client.pid):
+                self._drop(client)
+
+    def _check_devices(self) -> None:
+        for index, proc in enumerate(self.devices):
+            if not proc.is_alive():
+                try:
+                    page = S.ControlPage(segment.Segment(self.paths.control(index)), self.topo.device_count)
+                    page.header[S.H_STATE] = S.STATE_FAULTED
+                    page.segment.close()
+                except Exception:
+                    pass
+
+    # ------------------------------------------------------------------ requests
+    def rpc_attach(self, client: Client, pid: int, command: str) -> dict:
+        client.id, client.pid, client.command = self._next_client, pid, command
+        self._next_client += 1
+        return {"client": client.id, "topology": self.topo.to_dict(), "board": self.paths.name,
+                "devices": self.topo.device_count}
+
+    def rpc_register_segment(self, client: Client, name: str) -> None:
+        client.segments.add(name)
+
+    def rpc_unregister_segment(self, client: Client, name: str) -> None:
+        client.segments.discard(name)
+
+    def rpc_status(self, client: Client) -> dict:
+        devices = []
+        for index, proc in enumerate(self.devices):
+            try:
+                page = S.ControlPage(segment.Segment(self.paths.control(index)), self.topo.device_count)
+                h = page.header.copy()
+                page.segment.close()
+                state = S.STATE_NAMES.get(int(h[S.H_STATE]), "?")
+            except Exception:
+                h, state = None, "lost"
+            if not proc.is_alive():
+                state = "faulted"
+            spec = self.topo.device(index)
+            devices.append({
+                "id": index, "soc": spec.soc_name, "pid": proc.pid, "state": state,
+                "hbm_total": spec.hbm_bytes,
+                "hbm_used": int(h[S.H_HBM_USED]) if h is not None else 0,
+                "streams": int(h[S.H_STREAMS]) if h is not None else 0,
+                "tasks_done": int(h[S.H_TASKS_DONE]) if h is not None else 0,
+            })
+        clients = [{"id": c.id, "pid": c.pid, "command": c.command} for c in self.clients.values()
+                   if c.pid]
+        return {"board": self.paths.name, "topology": self.topo.name, "pid": os.getpid(),
+                "on_demand": self.on_demand, "started": self.started, "devices": devices,
+                "clients": clients}
+
+    def rpc_stop(self, client: Client) -> None:
+        self._running = False
+
+
+def cleanup(paths: BoardPaths) -> None:
+    """Remove every segment and socket a board of this name left behind."""
+    for name in paths.segments():
+        segment.unlink(name)
+    for path in paths.sockets() + [str(paths.key)]:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
+def main(argv: list[str] | None = None) -> None:
+    import topology
+
+    parser = argparse.ArgumentParser(prog="mdev-supervisor")
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--topology-json", required=True, help="board description as JSON")
+    parser.add_argument("--on-demand", action="store_true")
+    parser.add_argument("--idle-timeout", type=float, default=5.0)
+    parser.add_argument("--ready-fd", type=int)
+    args = parser.parse_args(argv)
+    paths = BoardPaths(args.name)
+    topo = topology.from_dict(json.loads(args.topology_json), "<board>")
+    sup = Supervisor(paths, topo, args.on_demand, args.idle_timeout)
+    signal.signal(signal.SIGTERM, sup.stop)
+    signal.signal(signal.SIGINT, sup.stop)
+    try:
+        sup.start()
+    except Exception:
+        traceback.print_exc()
+        sup.shutdown()
+        sys.exit(1)
+    if args.ready_fd is not None:
+        os.write(args.ready_fd, b"1")
+        os.close(args.ready_fd)
+    sup.serve()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The mdev command line."""

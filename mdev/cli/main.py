@@ -1,0 +1,30 @@
+"""The ``mdev`` command: board control, device table, topology tools.
+
+    mdev board start|status|stop     run a named board explicitly
+    mdev smi                         device table of a running board (like npu-smi info)
+    mdev topo show|check|path|list   inspect topology files and presets
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from mdev.cli import board, topo
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mdev", description="Emulated Ascend NPU boards behind the CANN Runtime API.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    board.add_parser(sub)
+    topo.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.handler(args) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Memory building blocks shared by host and device processes: segments, addresses, allocator."""

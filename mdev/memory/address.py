@@ -1,0 +1,56 @@
+"""The emulated device address space and allocation geometry.
+
+Device pointers are plain integers that can never be real host addresses: device ``d``
+owns ``[DEVICE_BASE + d * DEVICE_SPAN, +DEVICE_SPAN)``, above 2**48, where x86-64 and
+arm64 user space never map anything.  So any pointer can be classified by value alone.
+"""
+
+from __future__ import annotations
+
+from mdev.acl import constants as C
+
+DEVICE_BASE = 1 << 48
+DEVICE_SPAN = 1 << 40          # 1 TiB of address space per device
+MAX_DEVICES = 128
+
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+NORMAL_PAGE, HUGE_PAGE, GIANT_PAGE = 4 * KiB, 2 * MiB, 1 * GiB
+
+_BASE_POLICY_MASK = 0xFF
+
+
+def device_base(device: int) -> int:
+    return DEVICE_BASE + device * DEVICE_SPAN
+
+
+def split(ptr: int) -> tuple[int, int] | None:
+    """(device, offset) of a device pointer, or None for anything else."""
+    if DEVICE_BASE <= ptr < DEVICE_BASE + MAX_DEVICES * DEVICE_SPAN:
+        rel = ptr - DEVICE_BASE
+        return rel // DEVICE_SPAN, rel % DEVICE_SPAN
+    return None
+
+
+def page_size(size: int, policy: int) -> int:
+    """Page size an allocation of ``size`` bytes gets under ``policy`` (aclrtMemMallocPolicy)."""
+    base = policy & _BASE_POLICY_MASK
+    if base in (C.ACL_MEM_MALLOC_HUGE1G_ONLY, C.ACL_MEM_MALLOC_HUGE1G_ONLY_P2P):
+        return GIANT_PAGE
+    if base in (C.ACL_MEM_MALLOC_HUGE_ONLY, C.ACL_MEM_MALLOC_HUGE_ONLY_P2P):
+        return HUGE_PAGE
+    if base in (C.ACL_MEM_MALLOC_NORMAL_ONLY, C.ACL_MEM_MALLOC_NORMAL_ONLY_P2P):
+        return NORMAL_PAGE
+    # HUGE_FIRST and values outside the enum: huge pages above 1 MiB (documented rule)
+    return HUGE_PAGE if size > 1 * MiB else NORMAL_PAGE
+
+
+def padded_size(size: int, policy: int, align32_only: bool = False) -> int:
+    """Bytes aclrtMalloc really reserves: ALIGN_UP(size, 32) + 32, except 1 GiB pages."""
+    aligned = -(-size // 32) * 32
+    if align32_only or page_size(size, policy) == GIANT_PAGE:
+        return aligned
+    return aligned + 32
+
+
+def align_up(value: int, alignment: int) -> int:
+    return -(-value // alignment) * alignment

@@ -1,0 +1,84 @@
+"""Page-granular first-fit allocator for one device's HBM.
+
+Runs inside the device process (the only writer of its HBM map of allocations).  Every
+allocation starts on a boundary of its page size and occupies whole pages, so IPC
+export checks and ``get_mem_info`` agree with the documented geometry.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+
+@dataclass
+class Block:
+    offset: int
+    size: int          # bytes the user asked for (bounds checks use this)
+    reserved: int      # whole pages actually taken
+    page: int
+    owner: int         # client id
+    policy: int
+
+
+class OutOfMemory(Exception):
+    pass
+
+
+class Allocator:
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.free: list[list[int]] = [[0, capacity]]   # sorted [offset, length] holes
+        self.blocks: dict[int, Block] = {}
+        self._starts: list[int] = []                    # sorted offsets of live blocks
+        self.used = 0
+
+    def allocate(self, size: int, reserved: int, page: int, owner: int, policy: int) -> Block:
+        for i, (start, length) in enumerate(self.free):
+            aligned = -(-start // page) * page
+            waste = aligned - start
+            if length - waste >= reserved:
+                self._carve(i, aligned, reserved)
+                block = Block(aligned, size, reserved, page, owner, policy)
+                self.blocks[aligned] = block
+                bisect.insort(self._starts, aligned)
+                self.used += reserved
+                return block
+        raise OutOfMemory(f"no hole of {reserved} bytes (used {self.used} of {self.capacity})")
+
+    def _carve(self, i: int, start: int, size: int) -> None:
+        hole_start, hole_len = self.free[i]
+        pieces = []
+        if start > hole_start:
+            pieces.append([hole_start, start - hole_start])
+        end, hole_end = start + size, hole_start + hole_len
+        if hole_end > end:
+            pieces.append([end, hole_end - end])
+        self.free[i:i + 1] = pieces
+
+    def release(self, offset: int) -> Block:
+        block = self.blocks.pop(offset)
+        del self._starts[bisect.bisect_left(self._starts, offset)]
+        self.used -= block.reserved
+        self._return_hole(block.offset, block.reserved)
+        return block
+
+    def _return_hole(self, start: int, size: int) -> None:
+        i = bisect.bisect_left(self.free, [start, 0])
+        self.free.insert(i, [start, size])
+        # merge with the right neighbour, then the left one
+        if i + 1 < len(self.free) and start + size == self.free[i + 1][0]:
+            self.free[i][1] += self.free.pop(i + 1)[1]
+        if i > 0 and self.free[i - 1][0] + self.free[i - 1][1] == start:
+            self.free[i - 1][1] += self.free.pop(i)[1]
+
+    def find(self, offset: int) -> Block | None:
+        """The live block containing ``offset``."""
+        i = bisect.bisect_right(self._starts, offset) - 1
+        if i < 0:
+            return None
+        block = self.blocks[self._starts[i]]
+        return block if offset < block.offset + block.reserved else None
+
+    def owned_by(self, owner: int) -> list[Block]:
+        return [b for b in self.blocks.values() if b.owner == owner]

@@ -1,0 +1,127 @@
+"""Messages between host processes, the supervisor and device processes.
+
+Every connection is an AF_UNIX stream socket authenticated with the board secret (the
+HMAC challenge of ``multiprocessing.connection``).  After that, a message is a 4-byte
+little-endian length followed by a pickled tuple:
+
+    host --("t", slot, seq, op, args)--> device      a stream task (fire and forget)
+    host --("r", req, op, args)-------> device       a request;  reply ("r", req, code, value)
+    device --("cb", ...)--------------> host         device-initiated (callbacks, reports)
+
+Pickle is safe here because only processes holding the 0600 secret get past the handshake.
+"""
+
+from __future__ import annotations
+
+import pickle
+import socket
+import struct
+from multiprocessing.connection import Connection, answer_challenge, deliver_challenge
+
+_LEN = struct.Struct("<I")
+
+
+class ChannelClosed(Exception):
+    pass
+
+
+def handshake(sock: socket.socket, authkey: bytes, server: bool, timeout: float = 5.0) -> None:
+    """Mutual HMAC challenge; raises AuthenticationError on a wrong secret.
+
+    The fd must stay blocking (Connection reads it with os.read), so the time limit is
+    the kernel's SO_RCVTIMEO/SO_SNDTIMEO rather than a socket timeout.
+    """
+    sock.setblocking(True)
+    limit = struct.pack("ll", int(timeout), int(timeout % 1 * 1e6))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, limit)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, limit)
+    conn = Connection(sock.fileno())
+    try:
+        if server:
+            deliver_challenge(conn, authkey)
+            answer_challenge(conn, authkey)
+        else:
+            answer_challenge(conn, authkey)
+            deliver_challenge(conn, authkey)
+    finally:
+        conn._handle = None  # the socket keeps owning the fd
+        unlimited = struct.pack("ll", 0, 0)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, unlimited)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, unlimited)
+
+
+def encode(message: tuple) -> bytes:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return _LEN.pack(len(data)) + data
+
+
+class Decoder:
+    """Splits a byte stream into messages."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list:
+        buf = self._buf
+        buf += data
+        out = []
+        pos = 0
+        while len(buf) - pos >= 4:
+            (n,) = _LEN.unpack_from(buf, pos)
+            if len(buf) - pos - 4 < n:
+                break
+            out.append(pickle.loads(memoryview(buf)[pos + 4:pos + 4 + n]))
+            pos += 4 + n
+        del buf[:pos]
+        return out
+
+
+class Channel:
+    """Blocking request/response use of one socket (host side, one per thread)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._decoder = Decoder()
+        self._pending: list = []
+
+    def send(self, message: tuple) -> None:
+        try:
+            self.sock.sendall(encode(message))
+        except OSError as exc:
+            raise ChannelClosed(str(exc)) from exc
+
+    def recv(self, timeout: float | None = None):
+        """Next message; raises TimeoutError after ``timeout`` seconds, ChannelClosed on EOF."""
+        while not self._pending:
+            self.sock.settimeout(timeout)
+            try:
+                data = self.sock.recv(1 << 16)
+            except socket.timeout:
+                raise TimeoutError from None
+            except OSError as exc:
+                raise ChannelClosed(str(exc)) from exc
+            finally:
+                self.sock.settimeout(None)
+            if not data:
+                raise ChannelClosed("connection closed by peer")
+            self._pending.extend(self._decoder.feed(data))
+        return self._pending.pop(0)
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def connect(path: str, authkey: bytes, hello: tuple) -> Channel:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+        handshake(sock, authkey, server=False)
+    except BaseException:
+        sock.close()
+        raise
+    channel = Channel(sock)
+    channel.send(hello)
+    return channel

@@ -1,0 +1,1 @@
+"""Host side of mdev: what runs inside the user's process behind ``mdev.acl``."""

@@ -1,0 +1,168 @@
+"""A host process's attachment to a board and its links to device processes.
+
+    user thread --request()--> per-thread socket --> device process --reply--> user thread
+    user thread --submit()---> process-wide socket (ordered per stream) --> device process
+    user thread --reads------> device control page (shm): stream progress, errors, usage
+
+The per-thread sockets let several threads block in synchronisation calls at once
+without a dispatcher thread in between; the single task socket keeps every stream's
+tasks in submission order.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import sys
+import threading
+
+import topology
+from mdev import protocol
+from mdev.acl import errors as E
+from mdev.acl.errors import AclError
+from mdev.board import launcher
+from mdev.board import status as S
+from mdev.board.naming import BoardPaths
+from mdev.memory.segment import Segment
+
+
+def _command_line() -> str:
+    return " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv))[:200]
+
+
+class DeviceLink:
+    """This process's connection to one device process."""
+
+    def __init__(self, board: "BoardClient", index: int) -> None:
+        self.board = board
+        self.index = index
+        self.control = S.ControlPage(Segment(board.paths.control(index)), board.device_count)
+        self.lock = threading.Lock()
+        self._task_sock: socket.socket | None = None
+        self._local = threading.local()
+        self._requests = itertools.count(1)
+        self._hbm: Segment | None = None
+
+    # -- sockets
+    def _open(self, role: str) -> protocol.Channel:
+        try:
+            return protocol.connect(self.board.paths.device_socket(self.index), self.board.authkey,
+                                    ("hello", self.board.client_id, os.getpid(), role, _command_line()))
+        except (OSError, EOFError) as exc:
+            raise self.lost(exc) from exc
+
+    def lost(self, why) -> AclError:
+        return AclError(E.ACL_ERROR_RT_SOCKET_CLOSE, f"device {self.index} is not reachable: {why}")
+
+    def check_alive(self) -> None:
+        if self.control.state != S.STATE_ALIVE:
+            raise self.lost(S.STATE_NAMES.get(self.control.state, "unknown state"))
+
+    def submit(self, stream, op: str, *args) -> int:
+        """Queue a task on ``stream``; returns its sequence number."""
+        with self.lock:
+            if self._task_sock is None:
+                self._task_sock = self._open("main").sock
+            seq = stream.seq + 1
+            try:
+                self._task_sock.sendall(protocol.encode(("t", stream.slot, seq, op, args)))
+            except OSError as exc:
+                raise self.lost(exc) from exc
+            stream.seq = seq
+            return seq
+
+    def ensure_main(self) -> None:
+        """Open the task socket: the device ties this process's resources to it."""
+        with self.lock:
+            if self._task_sock is None:
+                self._task_sock = self._open("main").sock
+
+    def request(self, op: str, *args, timeout: float | None = None):
+        """Ask the device and wait for its answer; AclError on failure, TimeoutError on expiry."""
+        channel = getattr(self._local, "channel", None)
+        if channel is None:
+            self.ensure_main()
+            channel = self._local.channel = self._open("rpc")
+        req = next(self._requests)
+        try:
+            channel.send(("r", req, op, args))
+            while True:
+                try:
+                    message = channel.recv(timeout)
+                except TimeoutError:
+                    channel.send(("cancel", req))
+                    raise
+                if message[1] == req:
+                    break   # older replies belong to requests that timed out
+        except protocol.ChannelClosed as exc:
+            self._local.channel = None
+            raise self.lost(exc) from exc
+        _, _, code, value = message
+        if code:
+            raise AclError(code, value)
+        return value
+
+    def hbm(self) -> Segment:
+        if self._hbm is None:
+            with self.lock:
+                if self._hbm is None:
+                    self._hbm = Segment(self.board.paths.hbm(self.index))
+        return self._hbm
+
+    def close(self) -> None:
+        with self.lock:
+            if self._task_sock is not None:
+                self._task_sock.close()
+                self._task_sock = None
+        channel = getattr(self._local, "channel", None)
+        if channel is not None:
+            channel.close()
+            self._local.channel = None
+        for seg in (self._hbm, self.control.segment):
+            if seg is not None:
+                seg.close()
+
+
+class BoardClient:
+    """Attachment of this process to a board (started on demand when absent)."""
+
+    def __init__(self, name: str | None = None) -> None:
+        self.paths = BoardPaths(name)
+        try:
+            channel = launcher.connect(self.paths, _command_line())
+        except launcher.BoardError:
+            if os.environ.get("MDEV_AUTOSTART", "1") == "0":
+                raise
+            launcher.start(self.paths.name, on_demand=True)
+            channel = launcher.connect(self.paths, _command_line())
+        self._channel = channel
+        self._lock = threading.Lock()
+        self.authkey = launcher.read_key(self.paths)
+        info = self.request("attach", os.getpid(), _command_line())
+        self.client_id: int = info["client"]
+        self.topology = topology.from_dict(info["topology"], f"<board {self.paths.name}>")
+        self.device_count: int = info["devices"]
+        self._links: dict[int, DeviceLink] = {}
+
+    def request(self, op: str, *args):
+        with self._lock:
+            try:
+                return launcher.request(self._channel, op, *args)
+            except protocol.ChannelClosed as exc:
+                raise AclError(E.ACL_ERROR_RT_SOCKET_CLOSE, f"board {self.paths.name!r} supervisor is gone: {exc}")
+
+    def link(self, device: int) -> DeviceLink:
+        link = self._links.get(device)
+        if link is None:
+            with self._lock:
+                link = self._links.get(device)
+                if link is None:
+                    link = self._links[device] = DeviceLink(self, device)
+        return link
+
+    def close(self) -> None:
+        for link in self._links.values():
+            link.close()
+        self._links.clear()
+        self._channel.close()

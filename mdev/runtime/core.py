@@ -1,0 +1,162 @@
+"""Process-wide runtime state and the per-thread state of the calling thread.
+
+One ``Runtime`` per host process holds the board attachment, the init and set-device
+reference counts, contexts, streams and the memory table.  Each thread has its own
+current context (hence current device), last error and error messages, as the CANN
+runtime specifies.  Handles given to users are integers that are never reused, so a stale
+handle is recognised instead of aliasing a newer object.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from dataclasses import dataclass, field
+
+from mdev.acl import constants as C
+from mdev.acl import errors as E
+from mdev.acl.errors import AclError
+
+# handle ranges, one per kind, so a handle of the wrong kind is rejected, not confused
+STREAM_HANDLES = 0x5_0000_0000
+CONTEXT_HANDLES = 0xC_0000_0000
+
+
+@dataclass(eq=False)
+class Stream:
+    handle: int
+    device: int
+    slot: int
+    stream_id: int
+    context: "Context"
+    priority: int = 0
+    flags: int = 0
+    seq: int = 0                       # seq of the last task submitted (guarded by link.lock)
+    failure_mode: int = C.ACL_CONTINUE_ON_FAILURE
+    attributes: dict = field(default_factory=dict)
+    destroyed: bool = False
+
+    @property
+    def is_default(self) -> bool:
+        return self.context.default_stream is self
+
+
+@dataclass(eq=False)
+class Context:
+    handle: int
+    device: int
+    is_default: bool
+    default_stream: Stream | None = None
+    streams: set = field(default_factory=set)       # explicit streams
+    sys_params: dict = field(default_factory=dict)
+    destroyed: bool = False
+
+    @property
+    def stop_on_failure(self) -> bool:
+        return any(s.failure_mode == C.ACL_STOP_ON_FAILURE
+                   for s in [self.default_stream, *self.streams] if s is not None)
+
+
+class ThreadState(threading.local):
+    def __init__(self) -> None:
+        self.context: Context | None = None
+        self.last_error = 0
+        self.messages: list[str] = []
+
+
+class Runtime:
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.thread = ThreadState()
+        self.board = None
+        self.init_count = 0
+        self.finalized = False
+        self.config: dict = {}
+        self.config_text: str | None = None
+        self.default_device: int | None = None
+        self.device_refs: dict[int, int] = {}
+        self.force_reset: set[int] = set()
+        self.peer_access: set[tuple[int, int]] = set()   # (device, peer) pairs enabled
+        self.default_contexts: dict[int, Context] = {}
+        self.contexts: dict[int, Context] = {}
+        self.streams: dict[int, Stream] = {}
+        self._handles = itertools.count(1)
+        from mdev.runtime.memory import MemoryTable
+        self.memory = MemoryTable(self)
+
+    # -- board
+    def attach(self):
+        if self.board is None:
+            with self.lock:
+                if self.board is None:
+                    from mdev.runtime.board_client import BoardClient
+                    try:
+                        self.board = BoardClient()
+                    except AclError:
+                        raise
+                    except Exception as exc:
+                        raise AclError(E.ACL_ERROR_RT_DRV_INTERNAL_ERROR, f"cannot attach to the board: {exc}") from exc
+        return self.board
+
+    def device_count(self) -> int:
+        return self.attach().device_count
+
+    def link(self, device: int):
+        return self.attach().link(device)
+
+    def check_device(self, device) -> int:
+        if not isinstance(device, int) or isinstance(device, bool):
+            raise AclError(E.ACL_ERROR_INVALID_PARAM, f"device id must be an int, got {device!r}")
+        if not 0 <= device < self.device_count():
+            raise AclError(E.ACL_ERROR_RT_INVALID_DEVICEID,
+                           f"device {device} does not exist (board has {self.device_count()})")
+        return device
+
+    def new_handle(self, base: int) -> int:
+        return base + next(self._handles)
+
+    # -- per-thread context
+    def current_context(self) -> Context:
+        """The calling thread's context; the aclInit default device is set implicitly."""
+        ctx = self.thread.context
+        if ctx is None or ctx.destroyed:
+            if self.default_device is not None:
+                from mdev.runtime import devices
+                devices.set_device(self.default_device)
+                return self.thread.context
+            raise AclError(E.ACL_ERROR_RT_CONTEXT_NULL,
+                           "no current context: call set_device (or create_context) on this thread first")
+        return ctx
+
+    def stream(self, handle, context: Context | None = None) -> Stream:
+        """The stream a handle names; 0/None is the current context's default stream."""
+        ctx = context or self.current_context()
+        if handle is None or handle == 0:
+            return ctx.default_stream
+        stream = self.streams.get(handle) if isinstance(handle, int) else None
+        if stream is None or stream.destroyed:
+            raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{handle!r} is not a live stream handle")
+        return stream
+
+    def stream_in_context(self, handle) -> Stream:
+        """A stream usable for submission from this thread (its context must be current)."""
+        ctx = self.current_context()
+        stream = self.stream(handle, ctx)
+        if stream.context is not ctx:
+            raise AclError(E.ACL_ERROR_RT_STREAM_CONTEXT,
+                           f"stream {handle:#x} belongs to a context of device {stream.device}, "
+                           f"not the current context (device {ctx.device})")
+        return stream
+
+    def reset_after_fork(self) -> None:
+        """A forked child starts unattached: the parent's sockets and handles are not its own."""
+        self.__init__()
+
+
+RUNTIME = Runtime()
+os.register_at_fork(after_in_child=RUNTIME.reset_after_fork)
+
+
+def fail(code: int, message: str) -> AclError:
+    return AclError(code, message)

@@ -1,0 +1,223 @@
+"""Devices and contexts of this process: set/reset, device info, memory info, contexts.
+
+A device's default context (with its default stream) is created by the first
+``set_device`` of the process and shared by every thread that sets that device; the
+reference count of set/reset decides when it goes away.
+"""
+
+from __future__ import annotations
+
+import os
+
+from mdev.acl import constants as C
+from mdev.acl import errors as E
+from mdev.acl.errors import AclError
+from mdev.board import status as S
+from mdev.runtime import streams
+from mdev.runtime.core import CONTEXT_HANDLES, Context
+from mdev.runtime.core import RUNTIME as rt
+from mdev.runtime.validate import as_int
+
+_DDR_CLASSES = {C.ACL_DDR_MEM, C.ACL_DDR_MEM_HUGE, C.ACL_DDR_MEM_NORMAL,
+                C.ACL_DDR_MEM_P2P_HUGE, C.ACL_DDR_MEM_P2P_NORMAL}
+
+
+def new_context(device: int, default: bool) -> Context:
+    ctx = Context(rt.new_handle(CONTEXT_HANDLES), device, default)
+    ctx.default_stream = streams.new_stream(ctx, default=True)
+    with rt.lock:
+        rt.contexts[ctx.handle] = ctx
+    return ctx
+
+
+def release_context(ctx: Context) -> None:
+    """Drain and destroy the context's streams; the context becomes unusable."""
+    for stream in streams.context_streams(ctx):
+        streams.release(stream, drain=True)
+    ctx.destroyed = True
+    with rt.lock:
+        rt.contexts.pop(ctx.handle, None)
+        if rt.default_contexts.get(ctx.device) is ctx:
+            del rt.default_contexts[ctx.device]
+
+
+def release_device_memory(device: int) -> None:
+    """Free this process's allocations on a device once it holds no context there."""
+    if any(c.device == device for c in rt.contexts.values()):
+        return
+    link = rt.link(device)
+    for alloc in rt.memory.of_device(device):
+        rt.memory.remove(alloc.ptr)
+        try:
+            link.request("free", alloc.ptr)
+        except AclError:
+            pass
+
+
+# ---------------------------------------------------------------------------- API
+def set_device(device_id: int) -> None:
+    device = rt.check_device(device_id)
+    with rt.lock:
+        ctx = rt.default_contexts.get(device)
+        if ctx is None:
+            ctx = rt.default_contexts[device] = new_context(device, default=True)
+        rt.device_refs[device] = rt.device_refs.get(device, 0) + 1
+        rt.force_reset.discard(device)
+    rt.thread.context = ctx
+
+
+def reset_device(device_id: int) -> None:
+    device = rt.check_device(device_id)
+    with rt.lock:
+        count = rt.device_refs.get(device, 0)
+        if count <= 0:
+            raise AclError(E.ACL_ERROR_RT_CONTEXT_RELEASE_ERROR,
+                           f"device {device} was reset more often than it was set")
+        rt.device_refs[device] = count - 1
+        if count == 1:
+            _release_default(device)
+
+
+def reset_device_force(device_id: int) -> None:
+    device = rt.check_device(device_id)
+    with rt.lock:
+        if rt.device_refs.get(device, 0) <= 0:
+            raise AclError(E.ACL_ERROR_RT_CONTEXT_RELEASE_ERROR,
+                           f"device {device} holds no default context to reset")
+        rt.device_refs[device] = 0
+        rt.force_reset.add(device)
+        _release_default(device)
+
+
+def _release_default(device: int) -> None:
+    ctx = rt.default_contexts.get(device)
+    if ctx is not None:
+        release_context(ctx)
+    release_device_memory(device)
+    if rt.thread.context is ctx:
+        rt.thread.context = None
+
+
+def get_device() -> int:
+    ctx = rt.thread.context
+    if (ctx is None or ctx.destroyed) and rt.default_device is not None:
+        return rt.default_device
+    return rt.current_context().device
+
+
+def get_device_count() -> int:
+    return rt.device_count()
+
+
+def get_run_mode() -> int:
+    return C.ACL_HOST
+
+
+def set_ts_device(ts_id: int) -> None:
+    if as_int(ts_id, "tsId") not in (C.ACL_TS_ID_AICORE, C.ACL_TS_ID_AIVECTOR):
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"unknown task scheduler id {ts_id}")
+
+
+def get_soc_name() -> str:
+    return rt.attach().topology.device(0).soc_name
+
+
+_DEVICE_INFO = {
+    C.ACL_DEV_ATTR_AICPU_CORE_NUM: lambda d, s: s.aicpu,
+    C.ACL_DEV_ATTR_AICORE_CORE_NUM: lambda d, s: s.aicore,
+    C.ACL_DEV_ATTR_CUBE_CORE_NUM: lambda d, s: s.cube,
+    C.ACL_DEV_ATTR_VECTOR_CORE_NUM: lambda d, s: s.vector,
+    C.ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE: lambda d, s: s.hbm_bytes,
+    C.ACL_DEV_ATTR_L2_CACHE_SIZE: lambda d, s: s.l2_bytes,
+    C.ACL_DEV_ATTR_SMP_ID: lambda d, s: 0,
+    C.ACL_DEV_ATTR_PHY_CHIP_ID: lambda d, s: d,
+    C.ACL_DEV_ATTR_SUPER_POD_DEVICE_ID: lambda d, s: d,
+    C.ACL_DEV_ATTR_SUPER_POD_SERVER_ID: lambda d, s: 0,
+    C.ACL_DEV_ATTR_SUPER_POD_ID: lambda d, s: 0,
+    C.ACL_DEV_ATTR_CUST_OP_PRIVILEGE: lambda d, s: 0,
+    C.ACL_DEV_ATTR_MAINBOARD_ID: lambda d, s: 0,
+    C.ACL_DEV_ATTR_IS_VIRTUAL: lambda d, s: 0,
+    C.ACL_DEV_ATTR_NPU_ARCH: lambda d, s: s.npu_arch,
+}
+# SIMT attributes exist only on Ascend 950 and read 0 elsewhere
+for _attr in range(C.ACL_DEV_ATTR_WARP_SIZE, C.ACL_DEV_ATTR_MAX_BLOCK_DIM_Z + 1):
+    _DEVICE_INFO[_attr] = lambda d, s: 0
+# connect type and form factor are Ascend 950 only: an error on the emulated A2-class parts
+_NOT_ON_THIS_SOC = {C.ACL_DEV_ATTR_HD_CONNECT_TYPE, C.ACL_DEV_ATTR_DEVICE_FORM_FACTOR}
+
+
+def get_device_info(device_id: int, attr: int) -> int:
+    device = rt.check_device(device_id)
+    attr = as_int(attr, "attr")
+    if attr in _NOT_ON_THIS_SOC:
+        raise AclError(E.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, f"attribute {attr} exists only on Ascend 950")
+    getter = _DEVICE_INFO.get(attr)
+    if getter is None:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"unknown device attribute {attr}")
+    return int(getter(device, rt.attach().topology.device(device)))
+
+
+def get_mem_info(attr: int) -> tuple[int, int]:
+    attr = as_int(attr, "attr")
+    if not 0 <= attr <= C.ACL_MEM_P2P_HUGE1G:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"unknown memory attribute {attr}")
+    device = rt.current_context().device
+    if attr in _DDR_CLASSES:
+        return 0, 0    # emulated parts have HBM only
+    header = rt.link(device).control.header
+    total, used = int(header[S.H_HBM_TOTAL]), int(header[S.H_HBM_USED])
+    return total - used, total
+
+
+def device_get_bare_tgid() -> int:
+    return os.getpid()
+
+
+def get_devices_topo(device_id: int, other_device_id: int) -> int:
+    a, b = rt.check_device(device_id), rt.check_device(other_device_id)
+    if a == b:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, "a device has no topology relation to itself")
+    return rt.attach().topology.topo_class(a, b)
+
+
+# ---------------------------------------------------------------------------- contexts
+def create_context(device_id: int) -> int:
+    device = rt.check_device(device_id)
+    ctx = new_context(device, default=False)
+    rt.thread.context = ctx
+    return ctx.handle
+
+
+def _context(handle) -> Context:
+    ctx = rt.contexts.get(handle) if isinstance(handle, int) else None
+    if ctx is None or ctx.destroyed:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM if not handle else E.ACL_ERROR_RT_PARAM_INVALID,
+                       f"{handle!r} is not a live context")
+    return ctx
+
+
+def destroy_context(context) -> None:
+    ctx = _context(context)
+    if ctx.is_default:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "the default context of a device cannot be destroyed")
+    release_context(ctx)
+    if rt.thread.context is ctx:
+        rt.thread.context = None
+    release_device_memory(ctx.device)
+
+
+def set_context(context) -> None:
+    rt.thread.context = _context(context)
+
+
+def get_context() -> int:
+    return rt.current_context().handle
+
+
+def ctx_get_current_default_stream() -> int:
+    return rt.current_context().default_stream.handle
+
+
+def get_primary_ctx_state(device_id: int) -> tuple[int, int]:
+    device = rt.check_device(device_id)
+    return 0, int(device in rt.default_contexts)

@@ -1,0 +1,127 @@
+"""aclInit / aclFinalize: the process's reference-counted initialisation and its config.
+
+Finalize releases everything the process holds on the board (contexts, streams, memory)
+by detaching from it; the device processes free what was left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from mdev.acl import errors as E
+from mdev.acl.errors import AclError
+from mdev.runtime.core import RUNTIME as rt
+
+MAX_JSON_DEPTH = 10
+
+
+def _depth(text: str) -> tuple[int, int]:
+    """Deepest nesting of {} and of [] outside strings (aclInit allows 10 of each)."""
+    depth = {"{": 0, "[": 0}
+    deepest = {"{": 0, "[": 0}
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            escaped = not escaped and ch == "\\"
+            if ch == '"' and not escaped:
+                in_string = False
+            continue
+        if ch == '"':
+            in_string = True
+        elif ch in "{[":
+            depth[ch] += 1
+            deepest[ch] = max(deepest[ch], depth[ch])
+        elif ch in "}]":
+            depth["{" if ch == "}" else "["] -= 1
+    return deepest["{"], deepest["["]
+
+
+def _parse(config_path: str | None) -> tuple[dict, str | None]:
+    if not config_path:
+        return {}, None
+    if not isinstance(config_path, str):
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"config path must be a str, got {type(config_path).__name__}")
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise AclError(E.ACL_ERROR_INVALID_FILE, f"cannot read aclInit config {config_path}: {exc}") from exc
+    if not text.strip():
+        return {}, text
+    if max(_depth(text)) > MAX_JSON_DEPTH:
+        raise AclError(E.ACL_ERROR_PARSE_FILE, f"{config_path}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise AclError(E.ACL_ERROR_PARSE_FILE, f"{config_path}: malformed JSON: {exc}") from exc
+    if not isinstance(config, dict):
+        raise AclError(E.ACL_ERROR_PARSE_FILE, f"{config_path}: the top level must be a JSON object")
+    return config, text
+
+
+def _default_device(config: dict) -> int | None:
+    section = config.get("defaultDevice")
+    if not isinstance(section, dict) or "default_device" not in section:
+        return None
+    value = section["default_device"]
+    if not isinstance(value, str) or not re.fullmatch(r"0|[1-9]\d*", value):
+        raise AclError(E.ACL_ERROR_INVALID_PARAM,
+                       f'defaultDevice.default_device must be a string of decimal digits, got {value!r}')
+    return int(value)
+
+
+def init(config_path: str | None = None) -> None:
+    config, text = _parse(config_path)
+    with rt.lock:
+        if rt.init_count > 0:
+            if (text or "") != (rt.config_text or ""):
+                raise AclError(E.ACL_ERROR_INVALID_PARAM, "acl.init called again with a different configuration")
+            rt.init_count += 1
+            raise AclError(E.ACL_ERROR_REPEAT_INITIALIZE, "acl.init was already called; only the first config counts")
+        default_device = _default_device(config)
+        if default_device is not None:
+            rt.check_device(default_device)
+        rt.config, rt.config_text, rt.default_device = config, text, default_device
+        rt.init_count = 1
+        rt.finalized = False
+
+
+def finalize() -> None:
+    with rt.lock:
+        if rt.init_count == 0:
+            if rt.finalized:
+                raise AclError(E.ACL_ERROR_REPEAT_FINALIZE, "acl.finalize was already called")
+            return
+        _release_all()
+        rt.finalized = True
+
+
+def finalize_reference() -> int:
+    with rt.lock:
+        if rt.init_count < 1:
+            raise AclError(E.ACL_ERROR_REPEAT_FINALIZE, "acl.finalize_reference without a matching init")
+        rt.init_count -= 1
+        if rt.init_count == 0:
+            _release_all()
+            rt.finalized = True
+        return rt.init_count
+
+
+def _release_all() -> None:
+    """Drop every resource of this process: detaching makes the devices free them."""
+    for ctx in list(rt.contexts.values()):
+        ctx.destroyed = True
+    for stream in rt.streams.values():
+        stream.destroyed = True
+    for alloc in list(rt.memory._by_start.values()):
+        rt.memory.remove(alloc.ptr)
+        if alloc.segment is not None:
+            alloc.segment.close()
+            alloc.segment.unlink()
+    board = rt.board
+    finalized = True
+    rt.__init__()
+    rt.finalized = finalized
+    if board is not None:
+        board.close()

@@ -1,0 +1,248 @@
+"""Memory API: device and pinned allocation, copies (1-D and 2-D) and memsets.
+
+Each copy is validated here first (NULL, sizes, kinds, bounds, peer access); then it
+either runs in this process (synchronous calls, pageable host memory) or becomes a task
+on the stream (asynchronous calls between device and pinned memory).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mdev.acl import constants as C
+from mdev.acl import errors as E
+from mdev.acl.errors import AclError
+from mdev.memory import address
+from mdev.runtime import streams
+from mdev.runtime.core import RUNTIME as rt
+from mdev.runtime.memory import DEVICE, PAGEABLE, PINNED, Allocation, Operand
+from mdev.runtime.validate import as_int, size
+
+_KIND_NAMES = {
+    C.ACL_MEMCPY_HOST_TO_HOST: "ACL_MEMCPY_HOST_TO_HOST",
+    C.ACL_MEMCPY_HOST_TO_DEVICE: "ACL_MEMCPY_HOST_TO_DEVICE",
+    C.ACL_MEMCPY_DEVICE_TO_HOST: "ACL_MEMCPY_DEVICE_TO_HOST",
+    C.ACL_MEMCPY_DEVICE_TO_DEVICE: "ACL_MEMCPY_DEVICE_TO_DEVICE",
+    C.ACL_MEMCPY_DEFAULT: "ACL_MEMCPY_DEFAULT",
+    C.ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE: "ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE",
+}
+# (source is host, destination is host) each kind demands; None = inferred from addresses
+_DIRECTION = {
+    C.ACL_MEMCPY_HOST_TO_HOST: (True, True),
+    C.ACL_MEMCPY_HOST_TO_DEVICE: (True, False),
+    C.ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE: (True, False),
+    C.ACL_MEMCPY_DEVICE_TO_HOST: (False, True),
+    C.ACL_MEMCPY_DEVICE_TO_DEVICE: (False, False),
+    C.ACL_MEMCPY_DEFAULT: None,
+}
+_KINDS_2D_SYNC = {C.ACL_MEMCPY_HOST_TO_DEVICE, C.ACL_MEMCPY_DEVICE_TO_HOST}
+_KINDS_2D_ASYNC = _KINDS_2D_SYNC | {C.ACL_MEMCPY_DEVICE_TO_DEVICE}
+MAX_2D_WIDTH, MAX_2D_HEIGHT = 5_000_000, 5_242_880
+
+
+# ---------------------------------------------------------------------------- allocation
+def malloc(size_: int, policy: int, align32: bool = False) -> int:
+    nbytes = size(size_, positive=True)
+    policy = as_int(policy, "policy")
+    device = rt.current_context().device
+    page = address.page_size(nbytes, policy)
+    reserved = address.align_up(address.padded_size(nbytes, policy, align32), page)
+    ptr = rt.link(device).request("malloc", nbytes, reserved, page, policy)
+    rt.memory.add(Allocation(ptr, nbytes, DEVICE, device, page, reserved, policy))
+    return ptr
+
+
+def malloc_align32(size_: int, policy: int) -> int:
+    return malloc(size_, policy, align32=True)
+
+
+def free(dev_ptr: int) -> None:
+    if not dev_ptr:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, "devPtr is NULL")
+    alloc = rt.memory.get(as_int(dev_ptr, "devPtr"))
+    if alloc is None or alloc.kind != DEVICE:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID,
+                       f"{dev_ptr:#x} is not the start of a live device allocation (double free?)")
+    rt.memory.remove(alloc.ptr)
+    rt.link(alloc.device).request("free", alloc.ptr)
+
+
+def malloc_host(size_: int) -> int:
+    return rt.memory.new_pinned(size(size_, positive=True)).ptr
+
+
+def free_host(host_ptr: int) -> None:
+    if not host_ptr:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, "hostPtr is NULL")
+    alloc = rt.memory.get(as_int(host_ptr, "hostPtr"))
+    if alloc is None or alloc.kind != PINNED:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID,
+                       f"{host_ptr:#x} is not the start of a live malloc_host buffer (double free?)")
+    rt.memory.remove(alloc.ptr)
+    board = rt.attach()
+    seg = alloc.segment
+    for link in list(board._links.values()):
+        try:
+            link.request("forget_segment", seg.name)
+        except AclError:
+            pass
+    board.request("unregister_segment", seg.name)
+    seg.close()
+    seg.unlink()
+
+
+# ---------------------------------------------------------------------------- checks
+def _kind(kind, allowed) -> int:
+    kind = as_int(kind, "kind")
+    if kind not in allowed:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"memcpy kind {kind} is not allowed here")
+    return kind
+
+
+def _operands(dst, src, nbytes: int, kind: int) -> tuple[Operand, Operand]:
+    d = rt.memory.operand(dst, nbytes, write=True, what="dst")
+    s = rt.memory.operand(src, nbytes, write=False, what="src")
+    want = _DIRECTION[kind]
+    if want is not None and (s.is_host, d.is_host) != want:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID,
+                       f"{_KIND_NAMES[kind]} does not match the pointers: src is {s.kind} memory, "
+                       f"dst is {d.kind} memory")
+    return d, s
+
+
+def _check_reach(executing: int, *operands: Operand) -> None:
+    """Device memory of another device needs peer access from the executing device."""
+    for op in operands:
+        if op.kind == DEVICE and op.device != executing and (executing, op.device) not in rt.peer_access:
+            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID,
+                           f"device {executing} cannot reach memory of device {op.device}: "
+                           f"enable peer access first (device_enable_peer_access)")
+
+
+def _copy_here(d: Operand, s: Operand) -> None:
+    np.copyto(rt.memory.view(d), rt.memory.view(s))
+
+
+def _sizes(dest_max, count) -> tuple[int, int]:
+    dest_max, count = size(dest_max, "destMax"), size(count, "count")
+    if count and (dest_max == 0 or count > dest_max):
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"count {count} exceeds destMax {dest_max}")
+    return dest_max, count
+
+
+def _require(ptr, what: str) -> None:
+    if not ptr:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{what} is NULL")
+
+
+# ---------------------------------------------------------------------------- copies
+def memcpy(dst: int, dest_max: int, src: int, count: int, kind: int) -> None:
+    _require(dst, "dst"), _require(src, "src")
+    kind = _kind(kind, _DIRECTION)
+    _, count = _sizes(dest_max, count)
+    if count == 0:
+        return
+    d, s = _operands(dst, src, count, kind)
+    _check_reach(rt.current_context().device, d, s)
+    _copy_here(d, s)
+
+
+def memcpy_async(dst: int, dest_max: int, src: int, count: int, kind: int, stream) -> None:
+    _require(dst, "dst"), _require(src, "src")
+    kind = _kind(kind, _DIRECTION)
+    _, count = _sizes(dest_max, count)
+    st = rt.stream_in_context(stream)
+    if kind == C.ACL_MEMCPY_HOST_TO_HOST:
+        raise AclError(E.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "asynchronous host-to-host copies are not supported")
+    if count == 0 or dst == src:
+        return
+    d, s = _operands(dst, src, count, kind)
+    _check_reach(st.device, d, s)
+    if PAGEABLE in (d.kind, s.kind):
+        # documented: with pageable host memory the call returns after the copy is done
+        streams.wait([st])
+        _copy_here(d, s)
+        return
+    streams.submit(st, "copy", d.location(), s.location(), count)
+
+
+def _operands_2d(dst, dpitch, src, spitch, width, height, kind) -> tuple[Operand, Operand] | None:
+    _require(dst, "dst"), _require(src, "src")
+    dpitch, spitch = size(dpitch, "dpitch"), size(spitch, "spitch")
+    width, height = size(width, "width"), size(height, "height")
+    if width == 0 or height == 0:
+        return None
+    if width > MAX_2D_WIDTH or height > MAX_2D_HEIGHT or width > dpitch or width > spitch:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM,
+                       f"2-D copy of {width}x{height} with pitches {dpitch}/{spitch} is out of range "
+                       f"(width <= both pitches, width <= {MAX_2D_WIDTH}, height <= {MAX_2D_HEIGHT})")
+    d = rt.memory.operand(dst, dpitch * (height - 1) + width, write=True, what="dst")
+    s = rt.memory.operand(src, spitch * (height - 1) + width, write=False, what="src")
+    want = _DIRECTION[kind]
+    if (s.is_host, d.is_host) != want:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID,
+                       f"{_KIND_NAMES[kind]} does not match the pointers: src is {s.kind}, dst is {d.kind}")
+    return d, s
+
+
+def _copy2d_here(d: Operand, dpitch: int, s: Operand, spitch: int, width: int, height: int) -> None:
+    rows = np.lib.stride_tricks.as_strided
+    np.copyto(rows(rt.memory.view(d), (height, width), (dpitch, 1)),
+              rows(rt.memory.view(s), (height, width), (spitch, 1)))
+
+
+def memcpy2d(dst, dpitch, src, spitch, width, height, kind) -> None:
+    kind = _kind(kind, _KINDS_2D_SYNC)
+    ops = _operands_2d(dst, dpitch, src, spitch, width, height, kind)
+    if ops is None:
+        return
+    _check_reach(rt.current_context().device, *ops)
+    _copy2d_here(ops[0], dpitch, ops[1], spitch, width, height)
+
+
+def memcpy2d_async(dst, dpitch, src, spitch, width, height, kind, stream) -> None:
+    kind = _kind(kind, _KINDS_2D_ASYNC)
+    st = rt.stream_in_context(stream)
+    ops = _operands_2d(dst, dpitch, src, spitch, width, height, kind)
+    if ops is None:
+        return
+    d, s = ops
+    _check_reach(st.device, d, s)
+    if PAGEABLE in (d.kind, s.kind):
+        streams.wait([st])
+        _copy2d_here(d, dpitch, s, spitch, width, height)
+        return
+    streams.submit(st, "copy2d", d.location(), dpitch, s.location(), spitch, width, height)
+
+
+# ---------------------------------------------------------------------------- memset
+def _memset_operand(dev_ptr, max_count, value, count) -> tuple[Operand | None, int]:
+    _require(dev_ptr, "devPtr")
+    max_count, count = size(max_count, "maxCount"), size(count, "count")
+    value = as_int(value, "value")
+    if count > max_count:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"count {count} exceeds maxCount {max_count}")
+    if count == 0:
+        return None, value
+    return rt.memory.operand(dev_ptr, count, write=True, what="devPtr"), value
+
+
+def memset(dev_ptr: int, max_count: int, value: int, count: int) -> None:
+    op, value = _memset_operand(dev_ptr, max_count, value, count)
+    if op is None:
+        return
+    _check_reach(rt.current_context().device, op)
+    rt.memory.view(op).fill(value & 0xFF)
+
+
+def memset_async(dev_ptr: int, max_count: int, value: int, count: int, stream) -> None:
+    st = rt.stream_in_context(stream)
+    op, value = _memset_operand(dev_ptr, max_count, value, count)
+    if op is None:
+        return
+    _check_reach(st.device, op)
+    if op.kind == PAGEABLE:
+        streams.wait([st])
+        rt.memory.view(op).fill(value & 0xFF)
+        return
+    streams.submit(st, "memset", op.location(), value, count)

@@ -1,0 +1,205 @@
+"""Device and host memory as seen from a host process.
+
+Every pointer a user passes is classified by value (see ``mdev.memory.address``):
+
+    device pointer  -> (device, offset) in that device's HBM segment, bounds-checked
+                       against this process's allocation table
+    pinned host     -> a shared segment this process created with malloc_host; device
+                       processes map the same segment, so async copies are real DMA
+    pageable host   -> any other mapped address of this process (numpy arrays, bytes);
+                       only this process can touch it, so copies with it run here
+
+Synchronous copies and memsets run in this process on mapped views (they wait for no
+stream, as documented); asynchronous ones become stream tasks on the device, except when
+pageable memory is involved: then the stream is drained first and the copy runs here.
+"""
+
+from __future__ import annotations
+
+import bisect
+import ctypes
+import itertools
+import os
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from mdev.acl import constants as C
+from mdev.acl import errors as E
+from mdev.acl.errors import AclError
+from mdev.memory import address
+from mdev.memory.segment import Segment
+
+DEVICE, PINNED, PAGEABLE = "device", "pinned", "pageable"
+
+
+@dataclass(eq=False)
+class Allocation:
+    ptr: int
+    size: int
+    kind: str                 # DEVICE or PINNED
+    device: int = -1
+    page: int = address.NORMAL_PAGE
+    reserved: int = 0
+    policy: int = 0
+    segment: Segment | None = None
+
+    @property
+    def end(self) -> int:
+        return self.ptr + self.size
+
+
+@dataclass
+class Operand:
+    """A validated memory range: where it is, and how to reach it."""
+    kind: str
+    ptr: int
+    nbytes: int
+    allocation: Allocation | None = None
+
+    @property
+    def device(self) -> int:
+        return self.allocation.device if self.kind == DEVICE else -1
+
+    @property
+    def is_host(self) -> bool:
+        return self.kind != DEVICE
+
+    def location(self) -> tuple:
+        """How a device process names this range (pageable memory has no such name)."""
+        a = self.allocation
+        if self.kind == DEVICE:
+            return ("d", a.device, self.ptr - address.device_base(a.device))
+        return ("p", a.segment.name, self.ptr - a.ptr)
+
+
+class MemoryTable:
+    """This process's allocations, sorted by address, plus views onto any memory."""
+
+    def __init__(self, runtime) -> None:
+        self.runtime = runtime
+        self.lock = threading.Lock()
+        self._starts: list[int] = []
+        self._by_start: dict[int, Allocation] = {}
+        self._pin_serial = itertools.count()
+        self._maps: list[tuple[int, int, str]] = []
+        self._map_starts: list[int] = []
+
+    def add(self, alloc: Allocation) -> None:
+        with self.lock:
+            bisect.insort(self._starts, alloc.ptr)
+            self._by_start[alloc.ptr] = alloc
+
+    def remove(self, ptr: int) -> Allocation | None:
+        with self.lock:
+            alloc = self._by_start.pop(ptr, None)
+            if alloc is not None:
+                del self._starts[bisect.bisect_left(self._starts, ptr)]
+            return alloc
+
+    def containing(self, ptr: int) -> Allocation | None:
+        with self.lock:
+            i = bisect.bisect_right(self._starts, ptr) - 1
+            if i < 0:
+                return None
+            alloc = self._by_start[self._starts[i]]
+        return alloc if ptr < alloc.end else None
+
+    def get(self, ptr: int) -> Allocation | None:
+        return self._by_start.get(ptr)
+
+    def of_device(self, device: int) -> list[Allocation]:
+        return [a for a in self._by_start.values() if a.kind == DEVICE and a.device == device]
+
+    # -- classification
+    def operand(self, ptr, nbytes: int, *, write: bool, what: str = "pointer") -> Operand:
+        """Classify and bounds-check [ptr, ptr+nbytes); AclError if it is not usable memory."""
+        if not isinstance(ptr, int) or isinstance(ptr, bool):
+            raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{what} must be an int address, got {type(ptr).__name__}")
+        if ptr == 0:
+            raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{what} is NULL")
+        if ptr < 0:
+            raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{what} {ptr} is negative")
+        alloc = self.containing(ptr)
+        if address.split(ptr) is not None:
+            if alloc is None:
+                raise AclError(E.ACL_ERROR_RT_PARAM_INVALID,
+                               f"{what} {ptr:#x} is not inside a live device allocation of this process "
+                               f"(never allocated, or freed)")
+            if ptr + nbytes > alloc.end:
+                raise AclError(E.ACL_ERROR_RT_PARAM_INVALID,
+                               f"{what} {ptr:#x} + {nbytes} bytes overruns its allocation "
+                               f"[{alloc.ptr:#x}, +{alloc.size}) by {ptr + nbytes - alloc.end} bytes")
+            return Operand(DEVICE, ptr, nbytes, alloc)
+        if alloc is not None:
+            if ptr + nbytes > alloc.end:
+                raise AclError(E.ACL_ERROR_RT_PARAM_INVALID,
+                               f"{what} {ptr:#x} + {nbytes} bytes overruns its pinned buffer of {alloc.size} bytes")
+            return Operand(PINNED, ptr, nbytes, alloc)
+        self._check_mapped(ptr, nbytes, write, what)
+        return Operand(PAGEABLE, ptr, nbytes)
+
+    def _check_mapped(self, ptr: int, nbytes: int, write: bool, what: str) -> None:
+        """Pageable memory must be mapped here: a bad address is an error, not a segfault."""
+        for attempt in range(2):
+            if attempt or not self._maps:
+                self._read_maps()
+            i = bisect.bisect_right(self._map_starts, ptr) - 1
+            end, pos = ptr + max(nbytes, 1), ptr
+            while 0 <= i < len(self._maps):
+                start, stop, perms = self._maps[i]
+                if not (start <= pos < stop) or "r" not in perms or (write and "w" not in perms):
+                    break
+                pos = stop
+                if pos >= end:
+                    return
+                i += 1
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID,
+                       f"{what} {ptr:#x} (+{nbytes} bytes) is neither device memory nor "
+                       f"{'writable' if write else 'readable'} host memory of this process")
+
+    def _read_maps(self) -> None:
+        maps = []
+        with open("/proc/self/maps") as f:
+            for line in f:
+                rng, perms = line.split(None, 2)[:2]
+                lo, hi = rng.split("-")
+                maps.append((int(lo, 16), int(hi, 16), perms))
+        self._maps = maps
+        self._map_starts = [m[0] for m in maps]
+
+    def view(self, operand: Operand) -> np.ndarray:
+        """A uint8 view of the operand's bytes in this process."""
+        if operand.kind == DEVICE:
+            a = operand.allocation
+            link = self.runtime.link(a.device)
+            link.check_alive()
+            off = operand.ptr - address.device_base(a.device)
+            return link.hbm().array[off:off + operand.nbytes]
+        if operand.kind == PINNED:
+            a = operand.allocation
+            off = operand.ptr - a.ptr
+            return a.segment.array[off:off + operand.nbytes]
+        if operand.nbytes == 0:
+            return np.empty(0, np.uint8)
+        buf = (ctypes.c_ubyte * operand.nbytes).from_address(operand.ptr)
+        return np.frombuffer(buf, dtype=np.uint8)
+
+    # -- pinned host memory
+    def new_pinned(self, size: int) -> Allocation:
+        board = self.runtime.attach()
+        name = board.paths.pinned(os.getpid(), next(self._pin_serial))
+        try:
+            seg = Segment(name, size, create=True)
+        except Exception as exc:
+            raise AclError(E.ACL_ERROR_RT_MEMORY_ALLOCATION, f"cannot create pinned segment: {exc}") from exc
+        try:
+            board.request("register_segment", name)
+        except Exception:
+            seg.close()
+            seg.unlink()
+            raise
+        alloc = Allocation(seg.address, size, PINNED, segment=seg, reserved=size)
+        self.add(alloc)
+        return alloc

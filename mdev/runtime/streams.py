@@ -1,0 +1,170 @@
+"""Streams: creation, submission, synchronisation, query, attributes.
+
+Submission goes through ``submit`` (the device runs the task in stream order);
+synchronisation first looks at the device's control page and only asks the device
+(parking this thread on its socket) when the awaited work is not finished yet.
+"""
+
+from __future__ import annotations
+
+from mdev.acl import constants as C
+from mdev.acl import errors as E
+from mdev.acl.errors import AclError
+from mdev.runtime.core import RUNTIME as rt
+from mdev.runtime.core import STREAM_HANDLES, Context, Stream
+from mdev.runtime.validate import as_int, timeout_ms
+
+PRIORITY_GREATEST, PRIORITY_LEAST = 0, 7
+# streams whose tasks never run directly: sync and query treat them as drained
+NON_EXECUTING = C.ACL_STREAM_PERSISTENT | C.ACL_STREAM_DEVICE_USE_ONLY | C.ACL_STREAM_CPU_SCHEDULE
+
+
+def new_stream(ctx: Context, priority: int = 0, flags: int = 0, default: bool = False) -> Stream:
+    link = rt.link(ctx.device)
+    slot, stream_id = link.request("create_stream", ctx.handle, priority, flags, default)
+    stream = Stream(rt.new_handle(STREAM_HANDLES), ctx.device, slot, stream_id, ctx, priority, flags)
+    with rt.lock:
+        rt.streams[stream.handle] = stream
+        if not default:
+            ctx.streams.add(stream)
+    return stream
+
+
+def submit(stream: Stream, op: str, *args) -> int:
+    """Queue a task; a stopped stop-on-failure context refuses it with its failure code."""
+    link = rt.link(stream.device)
+    if stream.context.stop_on_failure:
+        code = int(link.control.stream_err[stream.slot])
+        if code:
+            raise AclError(code, f"the context of stream {stream.handle:#x} stopped after a task failed")
+    return link.submit(stream, op, *args)
+
+
+def wait(streams: list[Stream], timeout: int = -1, consume: bool = True) -> None:
+    """Block until every stream has run what was submitted to it; raise its first task failure."""
+    streams = [s for s in streams if not s.flags & NON_EXECUTING]
+    by_device: dict[int, list[Stream]] = {}
+    for s in streams:
+        by_device.setdefault(s.device, []).append(s)
+    for device, group in by_device.items():
+        link = rt.link(device)
+        done, err = link.control.stream_done, link.control.stream_err
+        if all(int(done[s.slot]) >= s.seq and not err[s.slot] for s in group):
+            continue
+        link.check_alive()
+        try:
+            code, message = link.request("wait", [(s.slot, s.seq) for s in group], consume,
+                                         timeout=None if timeout < 0 else timeout / 1000.0)
+        except TimeoutError:
+            raise AclError(E.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, f"synchronisation timed out after {timeout} ms") from None
+        if code:
+            raise AclError(code, message or E.describe(code))
+
+
+def is_idle(stream: Stream) -> bool:
+    if stream.flags & NON_EXECUTING:
+        return True
+    return int(rt.link(stream.device).control.stream_done[stream.slot]) >= stream.seq
+
+
+def context_streams(ctx: Context) -> list[Stream]:
+    return [s for s in [ctx.default_stream, *ctx.streams] if s is not None]
+
+
+def release(stream: Stream, drain: bool) -> None:
+    if drain:
+        try:
+            wait([stream], consume=False)
+        except AclError:
+            pass  # destroying a stream does not report its task failures
+    stream.destroyed = True
+    with rt.lock:
+        rt.streams.pop(stream.handle, None)
+        stream.context.streams.discard(stream)
+    try:
+        rt.link(stream.device).request("destroy_stream", stream.slot)
+    except AclError:
+        pass  # the device is gone; nothing left to destroy there
+
+
+# ---------------------------------------------------------------------------- API
+def create_stream() -> int:
+    return new_stream(rt.current_context()).handle
+
+
+def create_stream_with_config(priority: int, flag: int) -> int:
+    priority = min(max(as_int(priority, "priority"), PRIORITY_GREATEST), PRIORITY_LEAST)
+    flag = as_int(flag, "flag")
+    if flag & C.ACL_STREAM_PERSISTENT and flag & (C.ACL_STREAM_DEVICE_USE_ONLY | C.ACL_STREAM_CPU_SCHEDULE):
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "ACL_STREAM_PERSISTENT cannot be combined with "
+                       "ACL_STREAM_DEVICE_USE_ONLY or ACL_STREAM_CPU_SCHEDULE")
+    return new_stream(rt.current_context(), priority, flag).handle
+
+
+def _explicit(stream_handle) -> Stream:
+    if stream_handle is None or stream_handle == 0:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, "the default stream cannot be destroyed; it goes with reset_device")
+    return rt.stream_in_context(stream_handle)
+
+
+def destroy_stream(stream) -> None:
+    release(_explicit(stream), drain=True)
+
+
+def destroy_stream_force(stream) -> None:
+    s = _explicit(stream)
+    rt.link(s.device).request("abort", s.slot, s.seq)
+    release(s, drain=False)
+
+
+def synchronize_stream(stream) -> None:
+    wait([rt.stream(stream)])
+
+
+def synchronize_stream_with_timeout(stream, timeout: int) -> None:
+    wait([rt.stream(stream)], timeout_ms(timeout))
+
+
+def stream_query(stream) -> int:
+    return C.ACL_STREAM_STATUS_COMPLETE if is_idle(rt.stream(stream)) else C.ACL_STREAM_STATUS_NOT_READY
+
+
+def stream_get_id(stream) -> int:
+    return rt.stream(stream).stream_id
+
+
+def stream_get_priority(stream) -> int:
+    return rt.stream(stream).priority
+
+
+def stream_get_flags(stream) -> int:
+    return rt.stream(stream).flags
+
+
+def device_get_stream_priority_range() -> tuple[int, int]:
+    return PRIORITY_LEAST, PRIORITY_GREATEST
+
+
+def set_stream_failure_mode(stream, mode: int) -> None:
+    s = rt.stream_in_context(stream)
+    mode = as_int(mode, "mode")
+    if mode not in (C.ACL_CONTINUE_ON_FAILURE, C.ACL_STOP_ON_FAILURE):
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"failure mode must be 0 or 1, got {mode}")
+    if s.attributes.get("failure_mode_set") and s.failure_mode != mode:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "the failure mode of a stream can be set only once")
+    rt.link(s.device).request("set_failure_mode", s.slot, mode)
+    s.failure_mode = mode
+    s.attributes["failure_mode_set"] = True
+
+
+def synchronize_device() -> None:
+    wait(context_streams(rt.current_context()))
+
+
+def synchronize_device_with_timeout(timeout: int) -> None:
+    wait(context_streams(rt.current_context()), timeout_ms(timeout))
+
+
+def stream_abort(stream) -> None:
+    s = rt.stream(stream)
+    rt.link(s.device).request("abort", s.slot, s.seq)

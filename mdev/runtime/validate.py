@@ -1,0 +1,29 @@
+"""Argument checks shared by the API implementations (each failure is an AclError)."""
+
+from __future__ import annotations
+
+from mdev.acl import errors as E
+from mdev.acl.errors import AclError
+
+
+def as_int(value, name: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{name} must be an int, got {type(value).__name__}")
+    return value
+
+
+def size(value, name: str = "size", positive: bool = False) -> int:
+    value = as_int(value, name)
+    if value < 0 or value >= 1 << 64:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{name} {value} is out of range for size_t")
+    if positive and value == 0:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{name} must be > 0")
+    return value
+
+
+def timeout_ms(value) -> int:
+    """-1 waits forever, > 0 is milliseconds; 0 and < -1 are invalid (507046 applies on expiry)."""
+    value = as_int(value, "timeout")
+    if value == 0 or value < -1:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"timeout must be -1 or > 0 ms, got {value}")
+    return value

@@ -1,0 +1,412 @@
+"""Topology files in and out: TOML text -> dict -> validated Topology, and Topology -> dict.
+
+Every problem raises TopologyError naming the file, the field and what is wrong; the
+schema itself is documented in FORMAT.md.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import tomllib
+from dataclasses import replace
+from typing import Any, Callable
+
+from .model import DEVICE, LINK_ENDS, NODE_KINDS, Device, Link, Node, Topology, device_node
+from .routing import find_route
+
+FORMAT_VERSION = 1
+
+
+class TopologyError(ValueError):
+    """A topology file is unreadable or invalid: `file: field: problem`."""
+
+    def __init__(self, filename: str, field: str, problem: str) -> None:
+        # args carry all three so the error pickles across the board's processes
+        super().__init__(filename, field, problem)
+        self.filename, self.field, self.problem = filename, field, problem
+
+    def __str__(self) -> str:
+        where = f"{self.field}: " if self.field else ""
+        return f"{self.filename}: {where}{self.problem}"
+
+
+def load(path: str | os.PathLike[str]) -> Topology:
+    filename = os.fspath(path)
+    try:
+        with open(filename, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise TopologyError(filename, "", f"cannot read: {e.strerror}") from None
+    return loads(text, filename)
+
+
+def loads(text: str, filename: str = "<string>") -> Topology:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise TopologyError(filename, "", f"invalid TOML: {e}") from None
+    return from_dict(data, filename)
+
+
+def from_dict(d: dict[str, Any], filename: str = "<dict>") -> Topology:
+    top = _Table(filename, "", d, ("format", "name", "description", "source",
+                                   "p2p_across_host", "devices", "nodes", "links"))
+    version = top.integer("format", FORMAT_VERSION)
+    if version != FORMAT_VERSION:
+        raise top.error("format", f"unsupported version {version} (this mdev reads {FORMAT_VERSION})")
+    header = dict(name=top.text("name"), description=top.text("description", ""),
+                  source=top.text("source", ""), p2p_across_host=top.flag("p2p_across_host", False))
+    devices = _devices(top)
+    nodes = {d.name: Node(d.name, DEVICE) for d in devices}
+    nodes.update(_nodes(top, nodes))
+    topo = Topology(**header, devices=devices, nodes=nodes, links=_links(top, nodes),
+                    filename=filename)
+    _check_connected(topo, top)
+    return topo
+
+
+def dump(topo: Topology) -> dict[str, Any]:
+    """Topology -> dict in the file schema: devices as shared values plus per-id overrides."""
+    profiles = [{key: getattr(d, attr) for key, (attr, _) in DEVICE_KEYS.items()} for d in topo.devices]
+    common = profiles[0]
+    overrides = [{"id": i, **{k: v for k, v in p.items() if v != common[k]}}
+                 for i, p in enumerate(profiles) if p != common]
+    devices: dict[str, Any] = {"count": topo.device_count, **common}
+    if overrides:
+        devices["override"] = overrides
+    nodes = []
+    for n in topo.nodes.values():
+        if n.kind != DEVICE:
+            entry: dict[str, Any] = {"name": n.name, "kind": n.kind}
+            if n.kind == "numa":
+                entry.update(numa=n.numa, cpus=n.cpus)
+            if n.description:
+                entry["description"] = n.description
+            nodes.append(entry)
+    links = [{"id": l.id, "a": l.a, "b": l.b, "type": l.type, "bandwidth_gbps": l.bandwidth_gbps,
+              "latency_us": l.latency_us, "count": l.count, "efficiency": l.efficiency,
+              "bidirectional": l.bidirectional, "description": l.description} for l in topo.links]
+    return {"format": FORMAT_VERSION, "name": topo.name, "description": topo.description,
+            "source": topo.source, "p2p_across_host": topo.p2p_across_host,
+            "devices": devices, "nodes": nodes, "links": links}
+
+
+# ---------------------------------------------------------------------------- sizes
+
+_UNITS = {"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*")
+
+
+def parse_size(value: object) -> int:
+    """Bytes from an int or a string like "64GiB", "32 GiB", "512MiB"; ValueError if bad."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 0:
+            raise ValueError(f"must not be negative, got {value}")
+        return value
+    m = _SIZE.fullmatch(value) if isinstance(value, str) else None
+    if not m:
+        raise ValueError(f"must be a byte count or a size like \"64GiB\", got {value!r}")
+    number, unit = m.groups()
+    if unit not in _UNITS:
+        hint = " (decimal units are ambiguous: use KiB, MiB, GiB, TiB)" if unit.upper() in {
+            "KB", "MB", "GB", "TB"} else " (use B, KiB, MiB, GiB, TiB)"
+        raise ValueError(f"unknown unit {unit!r} in {value!r}{hint}")
+    size = float(number) * _UNITS[unit]
+    if size != int(size):
+        raise ValueError(f"{value!r} is not a whole number of bytes")
+    return int(size)
+
+
+# ---------------------------------------------------------------------------- typed reads
+
+_REQUIRED = object()
+
+
+def _show(value: object) -> str:
+    return repr(value) if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+class _Table:
+    """One input table: rejects unknown keys and reads typed values, raising TopologyError
+    with the full field path ("links[3].bandwidth_gbps")."""
+
+    def __init__(self, filename: str, where: str, data: object, known: tuple[str, ...]) -> None:
+        self.filename, self.where = filename, where
+        if not isinstance(data, dict):
+            raise TopologyError(filename, where, f"must be a table, got {_show(data)}")
+        self.data = data
+        for key in data:
+            if key not in known:
+                close = difflib.get_close_matches(key, known, n=1)
+                hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"
+                raise self.error(key, f"unknown key ({hint})")
+
+    def at(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where else key
+
+    def error(self, key: str | None, problem: str) -> TopologyError:
+        """An error about `key` of this table, or about the whole table if key is None."""
+        return TopologyError(self.filename, self.where if key is None else self.at(key), problem)
+
+    def has(self, key: str) -> bool:
+        return key in self.data
+
+    def _get(self, key: str, default: Any, ok: Callable[[Any], bool], want: str) -> Any:
+        if key not in self.data:
+            if default is _REQUIRED:
+                raise self.error(key, f"missing (required, {want})")
+            return default
+        value = self.data[key]
+        if not ok(value):
+            raise self.error(key, f"must be {want}, got {_show(value)}")
+        return value
+
+    def text(self, key: str, default: Any = _REQUIRED) -> str:
+        return self._get(key, default, lambda v: isinstance(v, str), "a string")
+
+    def flag(self, key: str, default: Any = _REQUIRED) -> bool:
+        return self._get(key, default, lambda v: isinstance(v, bool), "true or false")
+
+    def integer(self, key: str, default: Any = _REQUIRED, minimum: int = 0) -> int:
+        return self._get(key, default, lambda v: _is_int(v) and v >= minimum,
+                         f"an integer >= {minimum}")
+
+    def number(self, key: str, default: Any = _REQUIRED, positive: bool = True,
+               maximum: float | None = None) -> float:
+        def ok(v: object) -> bool:
+            return (_is_number(v) and (v > 0 if positive else v >= 0)
+                    and (maximum is None or v <= maximum))
+        want = "a positive number" if positive else "a number >= 0"
+        if maximum is not None:
+            want += f" and <= {maximum:g}"
+        return float(self._get(key, default, ok, want))
+
+    def size(self, key: str, default: Any = _REQUIRED, minimum: int = 0) -> int:
+        value = self._get(key, default, lambda v: True, "a size")
+        try:
+            size = parse_size(value)
+        except ValueError as e:
+            raise self.error(key, str(e)) from None
+        if size < minimum:
+            raise self.error(key, f"must be at least {minimum} bytes, got {_show(value)}")
+        return size
+
+    def tables(self, key: str) -> list[Any]:
+        return self._get(key, [], lambda v: isinstance(v, list), "an array of tables")
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+# ---------------------------------------------------------------------------- devices
+
+# file key -> (Device attribute, reader); shared by [devices] and [[devices.override]]
+DEVICE_KEYS: dict[str, tuple[str, Callable[[_Table, str], Any]]] = {
+    "soc_name": ("soc_name", lambda t, k: t.text(k)),
+    "hbm": ("hbm_bytes", lambda t, k: t.size(k, minimum=1)),
+    "aicore": ("aicore", lambda t, k: t.integer(k, minimum=1)),
+    "cube": ("cube", lambda t, k: t.integer(k)),
+    "vector": ("vector", lambda t, k: t.integer(k)),
+    "aicpu": ("aicpu", lambda t, k: t.integer(k)),
+    "l2": ("l2_bytes", lambda t, k: t.size(k)),
+    "npu_arch": ("npu_arch", lambda t, k: t.integer(k)),
+    "hbm_gbps": ("hbm_gbps", lambda t, k: t.number(k)),
+    "d2d_gbps": ("d2d_gbps", lambda t, k: t.number(k)),
+}
+_DEVICE_REQUIRED = ("soc_name", "hbm", "aicore", "hbm_gbps")
+
+
+def _read_device_keys(table: _Table) -> dict[str, Any]:
+    return {key: reader(table, key) for key, (_, reader) in DEVICE_KEYS.items() if table.has(key)}
+
+
+def _devices(top: _Table) -> list[Device]:
+    if not top.has("devices"):
+        raise top.error("devices", "missing (required table)")
+    table = _Table(top.filename, "devices", top.data["devices"], ("count", "override", *DEVICE_KEYS))
+    count = table.integer("count", minimum=1)
+    common = _read_device_keys(table)
+    for key in _DEVICE_REQUIRED:
+        if key not in common:
+            raise table.error(key, "missing (required)")
+    per_device: dict[int, dict[str, Any]] = {}
+    first_seen: dict[int, str] = {}
+    for i, entry in enumerate(table.tables("override")):
+        o = _Table(top.filename, f"devices.override[{i}]", entry, ("id", *DEVICE_KEYS))
+        dev = o.integer("id")
+        if dev >= count:
+            raise o.error("id", f"device {dev} does not exist (devices.count = {count})")
+        if dev in first_seen:
+            raise o.error("id", f"duplicate device id {dev} (also in {first_seen[dev]})")
+        first_seen[dev] = o.where
+        per_device[dev] = _read_device_keys(o)
+    devices = []
+    for dev in range(count):
+        values = {**common, **per_device.get(dev, {})}
+        # Defaults that depend on other values: split-core SoCs have one cube per AI Core,
+        # and an on-device copy reads and writes HBM, so it gets half the HBM bandwidth.
+        values.setdefault("cube", values["aicore"])
+        values.setdefault("d2d_gbps", values["hbm_gbps"] / 2)
+        values.setdefault("vector", 0)
+        values.setdefault("aicpu", 0)
+        values.setdefault("l2", 0)
+        values.setdefault("npu_arch", 0)
+        devices.append(Device(id=dev, **{DEVICE_KEYS[k][0]: v for k, v in values.items()}))
+    return devices
+
+
+# ---------------------------------------------------------------------------- nodes
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+_DEVICE_NAME = re.compile(r"npu(\d+)")
+
+
+def _nodes(top: _Table, existing: dict[str, Node]) -> dict[str, Node]:
+    nodes: dict[str, Node] = {}
+    numa_ids: dict[int, str] = {}
+    for i, entry in enumerate(top.tables("nodes")):
+        t = _Table(top.filename, f"nodes[{i}]", entry, ("name", "kind", "numa", "cpus", "description"))
+        name = t.text("name")
+        if not _NAME.fullmatch(name) or _DEVICE_NAME.fullmatch(name):
+            raise t.error("name", f"{name!r} is not a valid node name (letters, digits, _ . -; "
+                                  "npu<N> is reserved for devices)")
+        if name in nodes or name in existing:
+            raise t.error("name", f"duplicate node name {name!r}")
+        kind = t.text("kind")
+        if kind not in NODE_KINDS:
+            raise t.error("kind", f"must be one of {', '.join(NODE_KINDS)}, got {kind!r}")
+        numa, cpus = None, ""
+        if kind == "numa":
+            numa = t.integer("numa")
+            if numa in numa_ids:
+                raise t.error("numa", f"duplicate NUMA id {numa} (also {numa_ids[numa]})")
+            numa_ids[numa] = t.where
+            cpus = t.text("cpus", "")
+        else:
+            for key in ("numa", "cpus"):
+                if t.has(key):
+                    raise t.error(key, f"only numa nodes have {key!r} (this node is a {kind})")
+        nodes[name] = Node(name, kind, numa, cpus, t.text("description", ""))
+    if not numa_ids:
+        raise top.error("nodes", "at least one node of kind \"numa\" is required (the host)")
+    return nodes
+
+
+# ---------------------------------------------------------------------------- links
+
+_LINK_KEYS = ("id", "a", "b", "mesh", "type", "bandwidth_gbps", "latency_us", "count",
+              "efficiency", "bidirectional", "description")
+
+
+def _links(top: _Table, nodes: dict[str, Node]) -> list[Link]:
+    links: list[Link] = []
+    defined_by: dict[str, str] = {}
+    for i, entry in enumerate(top.tables("links")):
+        t = _Table(top.filename, f"links[{i}]", entry, _LINK_KEYS)
+        link_type = t.text("type")
+        if link_type not in LINK_ENDS:
+            raise t.error("type", f"must be one of {', '.join(LINK_ENDS)}, got {link_type!r}")
+        props = dict(type=link_type, bandwidth_gbps=t.number("bandwidth_gbps"),
+                     latency_us=t.number("latency_us", positive=False),
+                     count=t.integer("count", 1, minimum=1),
+                     efficiency=t.number("efficiency", 1.0, maximum=1.0),
+                     bidirectional=t.flag("bidirectional", True),
+                     description=t.text("description", ""))
+        pairs = _endpoint_pairs(t, nodes)
+        if t.has("id") and len(pairs) > 1:
+            raise t.error("id", f"only allowed when the entry describes one link (this one makes {len(pairs)})")
+        for a, b in pairs:
+            _check_ends(t, nodes, link_type, a, b)
+            link_id = t.text("id", f"{a}-{b}")
+            if link_id in defined_by:
+                raise t.error("id" if t.has("id") else None,
+                              f"duplicate link id {link_id!r} (also {defined_by[link_id]}); "
+                              "give parallel links distinct ids, or use count for a bundle")
+            defined_by[link_id] = t.where
+            links.append(Link(id=link_id, a=a, b=b, **props))
+    return links
+
+
+def _endpoint_pairs(t: _Table, nodes: dict[str, Node]) -> list[tuple[str, str]]:
+    """The (a, b) pairs an entry describes: a mesh, a star (one side a list) or a zip."""
+    if t.has("mesh"):
+        for key in ("a", "b"):
+            if t.has(key):
+                raise t.error(key, "give either mesh or a and b, not both")
+        if t.has("bidirectional") and not t.data["bidirectional"]:
+            raise t.error("bidirectional", "mesh links are always bidirectional")
+        members = _endpoints(t, "mesh", nodes)
+        if len(members) < 2:
+            raise t.error("mesh", "needs at least two nodes")
+        return [(x, y) for i, x in enumerate(members) for y in members[i + 1:]]
+    if not (t.has("a") and t.has("b")):
+        raise t.error("a" if not t.has("a") else "b", "missing (a link needs a and b, or mesh)")
+    a, b = _endpoints(t, "a", nodes), _endpoints(t, "b", nodes)
+    if len(a) > 1 and len(b) > 1 and len(a) != len(b):
+        raise t.error("b", f"a and b lists pair up element-wise, so their lengths must match ({len(a)} vs {len(b)})")
+    if len(a) == 1:
+        return [(a[0], y) for y in b]
+    if len(b) == 1:
+        return [(x, b[0]) for x in a]
+    return list(zip(a, b))
+
+
+def _endpoints(t: _Table, key: str, nodes: dict[str, Node]) -> list[str]:
+    value = t.data[key]
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        raise t.error(key, "must not be empty")
+    names = []
+    for item in items:
+        name = device_node(item) if _is_int(item) else item
+        if not isinstance(name, str):
+            raise t.error(key, f"must be a node name, a device index or a list of them, got {_show(item)}")
+        if name not in nodes:
+            close = difflib.get_close_matches(name, list(nodes), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise t.error(key, f"unknown node {_show(item)}{hint}")
+        names.append(name)
+    return names
+
+
+def _check_ends(t: _Table, nodes: dict[str, Node], link_type: str, a: str, b: str) -> None:
+    allowed = LINK_ENDS[link_type]
+    ka, kb = nodes[a].kind, nodes[b].kind
+    if a == b:
+        raise t.error("b", f"a link cannot connect {a!r} to itself")
+    for name, kind in ((a, ka), (b, kb)):
+        if kind not in allowed:
+            raise t.error("type", f"a {link_type} link cannot end at {name!r} (a {kind}); "
+                                  f"{link_type} links connect {', '.join(sorted(allowed))}")
+    # PCIe never joins two devices directly, and a host link joins a root complex to its NUMA node.
+    if link_type == "pcie" and ka == kb == DEVICE:
+        raise t.error("type", f"pcie cannot join devices {a} and {b} directly; route it through a pcie_switch or root_complex")
+    if link_type == "host" and ka == kb:
+        raise t.error("type", f"a host link joins a root_complex to a numa node, not two {ka} nodes")
+
+
+def _check_connected(topo: Topology, top: _Table) -> None:
+    """Every node is used, every device reaches the host and every other device. Device
+    fields that depend on routing (NUMA node, host bandwidth) are filled in here."""
+    used = {n for link in topo.links for n in (link.a, link.b)}
+    for i, name in enumerate(n for n in topo.nodes if topo.nodes[n].kind != DEVICE):
+        if name not in used:
+            raise top.error(f"nodes[{i}]", f"node {name!r} has no links")
+    for d in topo.devices:
+        try:
+            path = topo.host_path(d.id)
+        except ValueError:
+            raise top.error("links", f"{d.name} has no path to the host (a numa node)") from None
+        numa = topo.nodes[path.dst].numa
+        topo.devices[d.id] = replace(d, numa_node=numa, host_gbps=path.bottleneck_gbps)
+    names = [d.name for d in topo.devices]
+    for a in names:
+        for b in names:
+            if a != b and find_route(topo, a, {b}) is None:
+                raise top.error("links", f"no route from {a} to {b}")

@@ -1,0 +1,192 @@
+"""The board model: devices, nodes, links, paths and the Topology that holds them.
+
+The loader builds a Topology from a file or dict; routing answers path questions about it;
+render prints it. Everything here is plain, immutable data except Topology's route cache.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Node kinds. Devices are nodes too ("npu0", "npu1", ...) but are never declared in a file.
+DEVICE = "device"
+NODE_KINDS = ("numa", "root_complex", "pcie_switch", "hccs_switch")
+
+# Link types and the node kinds each may connect (see FORMAT.md, "links").
+LINK_ENDS: dict[str, frozenset[str]] = {
+    "hccs": frozenset({DEVICE, "hccs_switch"}),
+    "sio": frozenset({DEVICE}),
+    "pcie": frozenset({DEVICE, "pcie_switch", "root_complex"}),
+    "host": frozenset({"root_complex", "numa"}),
+    "smp": frozenset({"numa"}),
+}
+
+# aclrtGetDevicesTopo() values (ACL_RT_DEVS_TOPOLOGY_*), keyed by matrix label. ACL has
+# no PXB bit: several switches without a host bridge are still "PCIe switch" (PIX).
+TOPO_CLASS: dict[str, int] = {
+    "X": 0, "HCCS": 0x01, "PIX": 0x02, "PXB": 0x02, "PHB": 0x08,
+    "SYS": 0x10, "SIO": 0x20, "HCCS_SW": 0x40,
+}
+# Labels whose traffic never leaves the device fabric or the PCIe switch tree.
+P2P_LABELS = frozenset({"HCCS", "SIO", "HCCS_SW", "PIX", "PXB"})
+HOST_LABELS = frozenset({"PHB", "SYS"})
+
+
+def device_node(index: int) -> str:
+    """Node name of device `index` (devices are addressed as npu0, npu1, ...)."""
+    return f"npu{index}"
+
+
+@dataclass(frozen=True)
+class Device:
+    """One NPU: what aclrtGetDeviceInfo / aclrtGetSocName / aclrtGetMemInfo report."""
+
+    id: int
+    soc_name: str
+    hbm_bytes: int
+    aicore: int
+    cube: int
+    vector: int
+    aicpu: int
+    l2_bytes: int
+    npu_arch: int
+    hbm_gbps: float          # HBM bandwidth
+    d2d_gbps: float          # on-device copy bandwidth (a copy both reads and writes HBM)
+    # Derived from the links by the loader: the NUMA node host traffic lands on, and the
+    # bottleneck of that host path (the device's host link in practice).
+    numa_node: int = -1
+    host_gbps: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return device_node(self.id)
+
+
+@dataclass(frozen=True)
+class Node:
+    """A vertex of the board graph: a device, switch, root complex or host NUMA node."""
+
+    name: str
+    kind: str
+    numa: int | None = None  # NUMA id, numa nodes only
+    cpus: str = ""           # CPU list of a numa node, e.g. "0-47" (affinity column)
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Link:
+    """A physical link (or a bonded bundle of `count` identical links) between two nodes.
+
+    Bandwidth is per direction: a bidirectional link is two independent channels, one per
+    direction, and transfers going the same way share that channel.
+    """
+
+    id: str
+    a: str
+    b: str
+    type: str
+    bandwidth_gbps: float    # nominal, per link, per direction
+    latency_us: float
+    count: int = 1
+    efficiency: float = 1.0  # achieved / nominal
+    bidirectional: bool = True
+    description: str = ""
+
+    @property
+    def effective_gbps(self) -> float:
+        """What one direction of the bundle delivers: nominal x count x efficiency."""
+        return self.bandwidth_gbps * self.count * self.efficiency
+
+    def other(self, node: str) -> str:
+        return self.b if node == self.a else self.a
+
+
+@dataclass(frozen=True)
+class Path:
+    """A route: the nodes visited and the links traversed, in order, plus its summary."""
+
+    src: str
+    dst: str
+    nodes: tuple[str, ...]
+    links: tuple[Link, ...]
+    label: str               # matrix label: X, HCCS, SIO, HCCS_SW, PIX, PXB, PHB, SYS
+    topo_class: int          # aclrtGetDevicesTopo bit for `label`
+    p2p: bool                # peer access possible over this path
+    bottleneck_gbps: float   # min effective bandwidth along the path
+    latency_us: float        # sum of link latencies
+
+    @property
+    def hops(self) -> int:
+        return len(self.links)
+
+    @property
+    def bottleneck(self) -> Link | None:
+        """The narrowest link (first one if several tie); None for an on-device path."""
+        return min(self.links, key=lambda l: l.effective_gbps, default=None)
+
+    def channels(self) -> list[tuple[str, bool]]:
+        """(link id, forward) per hop; forward means traversed a -> b. Concurrent transfers
+        on the same channel share its bandwidth; the two directions are independent."""
+        return [(link.id, self.nodes[i] == link.a) for i, link in enumerate(self.links)]
+
+
+@dataclass
+class Topology:
+    """A board: devices, the other nodes (switches, root complexes, NUMA nodes) and links."""
+
+    name: str
+    description: str
+    source: str
+    devices: list[Device]
+    nodes: dict[str, Node]  # every node by name, devices included
+    links: list[Link]
+    p2p_across_host: bool = False  # Ascend's "AI server" exception: PHB/SYS peers allowed
+    filename: str = field(default="<memory>", compare=False)
+    _cache: dict[Any, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    @property
+    def device_count(self) -> int:
+        return len(self.devices)
+
+    def device(self, index: int) -> Device:
+        if not 0 <= index < len(self.devices):
+            raise IndexError(f"device {index} out of range [0, {len(self.devices)})")
+        return self.devices[index]
+
+    def link(self, link_id: str) -> Link:
+        for link in self.links:
+            if link.id == link_id:
+                return link
+        raise KeyError(link_id)
+
+    def numa_nodes(self) -> list[Node]:
+        return sorted((n for n in self.nodes.values() if n.kind == "numa"), key=lambda n: n.numa)
+
+    # Routing lives in routing.py, which needs these classes: import it on use, not at load.
+    def path(self, a: int, b: int) -> Path:
+        """Route from device a to device b (a == b gives the on-device path)."""
+        from . import routing
+        return routing.device_path(self, a, b)
+
+    def host_path(self, dev: int, numa: int | None = None) -> Path:
+        """Route from device `dev` to host memory on NUMA node `numa` (default: nearest)."""
+        from . import routing
+        return routing.host_path(self, dev, numa)
+
+    def can_access_peer(self, a: int, b: int) -> bool:
+        """aclrtDeviceCanAccessPeer: False for a == b (not a peer), else the path's p2p."""
+        return a != b and self.path(a, b).p2p
+
+    def topo_class(self, a: int, b: int) -> int:
+        """aclrtGetDevicesTopo value for the pair (0 for a == b)."""
+        return self.path(a, b).topo_class
+
+    def matrix(self) -> list[list[str]]:
+        """Label of every device pair, rows = source device, "X" on the diagonal."""
+        n = self.device_count
+        return [[self.path(a, b).label for b in range(n)] for a in range(n)]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The file schema as a dict; from_dict(to_dict()) gives an equal Topology."""
+        from . import loader
+        return loader.dump(self)

@@ -1,0 +1,121 @@
+"""Routing over a Topology: device<->device and device<->host paths, and how a path is
+classified (matrix label, aclrtGetDevicesTopo class, peer-access capability).
+
+Rules (FORMAT.md, "Routing"): fewest hops first, then the widest bottleneck, then the lowest
+latency, then link ids (for determinism). Devices are endpoints only: they never forward
+traffic for others. Results are cached on the Topology.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+
+from .model import DEVICE, HOST_LABELS, P2P_LABELS, TOPO_CLASS, Link, Path, Topology
+
+Route = tuple[list[str], list[Link]]
+
+
+def device_path(topo: Topology, a: int, b: int) -> Path:
+    src, dst = topo.device(a).name, topo.device(b).name
+    key = ("path", a, b)
+    if key not in topo._cache:
+        if a == b:  # an on-device copy: no links, HBM-bound
+            topo._cache[key] = Path(src, dst, (src,), (), "X", 0, False,
+                                    topo.device(a).d2d_gbps, 0.0)
+        else:
+            topo._cache[key] = _make_path(topo, _require(topo, src, {dst}, dst), peer=True)
+    return topo._cache[key]
+
+
+def host_path(topo: Topology, dev: int, numa: int | None = None) -> Path:
+    src = topo.device(dev).name
+    key = ("host", dev, numa)
+    if key not in topo._cache:
+        hosts = {n.name for n in topo.numa_nodes() if numa is None or n.numa == numa}
+        if not hosts:
+            raise ValueError(f"{topo.filename}: no NUMA node {numa}")
+        topo._cache[key] = _make_path(topo, _require(topo, src, hosts, "the host"), peer=False)
+    return topo._cache[key]
+
+
+def find_route(topo: Topology, src: str, targets: set[str]) -> Route | None:
+    """Best route from node `src` to any node in `targets`, or None if there is none."""
+    adjacency = _adjacency(topo)
+    dist = {src: 0}
+    preds: dict[str, list[tuple[str, Link]]] = defaultdict(list)
+    frontier, found = [src], []
+    # Breadth-first by hops, remembering every shortest predecessor of each node.
+    while frontier and not found:
+        reached: list[str] = []
+        for u in frontier:
+            if u != src and topo.nodes[u].kind == DEVICE:
+                continue  # devices do not forward
+            for v, link in adjacency[u]:
+                if v not in dist:
+                    dist[v] = dist[u] + 1
+                    reached.append(v)
+                if dist[v] == dist[u] + 1:
+                    preds[v].append((u, link))
+        frontier = reached
+        found = [v for v in reached if v in targets]
+    if not found:
+        return None
+    # Boards are small, so enumerating the shortest routes is cheap and keeps the
+    # tie-breaks exact (a widest-path DP cannot also break ties by latency).
+    return min((r for t in found for r in _routes_to(t, src, preds)), key=_rank)
+
+
+def classify(topo: Topology, nodes: list[str] | tuple[str, ...], links: list[Link] | tuple[Link, ...]) -> str:
+    """Matrix label of a route, from the worst thing it crosses."""
+    inner = [topo.nodes[n].kind for n in nodes[1:-1]]
+    types = {link.type for link in links}
+    if "smp" in types:
+        return "SYS"
+    if "host" in types or "root_complex" in inner or "numa" in inner:
+        return "PHB"
+    if "pcie" in types:
+        return "PXB" if inner.count("pcie_switch") > 1 else "PIX"
+    if "hccs_switch" in inner:
+        return "HCCS_SW"
+    return "SIO" if types == {"sio"} else "HCCS"
+
+
+def _make_path(topo: Topology, route: Route, peer: bool) -> Path:
+    nodes, links = route
+    label = classify(topo, nodes, links)
+    p2p = peer and (label in P2P_LABELS or (topo.p2p_across_host and label in HOST_LABELS))
+    return Path(nodes[0], nodes[-1], tuple(nodes), tuple(links), label, TOPO_CLASS[label], p2p,
+                min(l.effective_gbps for l in links), sum(l.latency_us for l in links))
+
+
+def _require(topo: Topology, src: str, targets: set[str], what: str) -> Route:
+    route = find_route(topo, src, targets)
+    if route is None:
+        raise ValueError(f"{topo.filename}: no route from {src} to {what}")
+    return route
+
+
+def _adjacency(topo: Topology) -> dict[str, list[tuple[str, Link]]]:
+    if "adjacency" not in topo._cache:
+        adjacency: dict[str, list[tuple[str, Link]]] = {name: [] for name in topo.nodes}
+        for link in topo.links:
+            adjacency[link.a].append((link.b, link))
+            if link.bidirectional:
+                adjacency[link.b].append((link.a, link))
+        topo._cache["adjacency"] = adjacency
+    return topo._cache["adjacency"]
+
+
+def _routes_to(node: str, src: str, preds: dict[str, list[tuple[str, Link]]]) -> Iterator[Route]:
+    if node == src:
+        yield [src], []
+        return
+    for prev, link in preds[node]:
+        for nodes, links in _routes_to(prev, src, preds):
+            yield nodes + [node], links + [link]
+
+
+def _rank(route: Route) -> tuple:
+    _, links = route
+    return (-min(l.effective_gbps for l in links), sum(l.latency_us for l in links),
+            [l.id for l in links])
