@@ -318,7 +318,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     parser = argparse.ArgumentParser(prog="mdev")
     topo_cli.add_parser(parser.add_subparsers(dest="command"))
     args = parser.parse_args(argv)
-    code = args.func(args)
+    code = args.handler(args)
     out, err = capsys.readouterr()
     return code, out, err
 

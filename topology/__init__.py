@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import os
 
-from .loader import TopologyError, from_dict, load, loads, parse_size
+from .loader import TopologyError, from_dict, load, loads, parse_size, resized
 from .model import TOPO_CLASS, Device, Link, Node, Path, Topology
 from .presets import default_preset, list_presets, preset_path
 
 __all__ = [
     "Device", "Link", "Node", "Path", "TOPO_CLASS", "Topology", "TopologyError",
     "default_preset", "from_dict", "list_presets", "load", "loads", "parse_size",
-    "preset_path", "resolve",
+    "preset_path", "resized", "resolve",
 ]
 
 

@@ -124,7 +124,10 @@ _REQUIRED = object()
 
 
 def _show(value: object) -> str:
-    return repr(value) if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
+    """A value as the file spells it: strings quoted, booleans lower-case."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value) if isinstance(value, str) else str(value)
 
 
 class _Table:
@@ -410,3 +413,29 @@ def _check_connected(topo: Topology, top: _Table) -> None:
         for b in names:
             if a != b and find_route(topo, a, {b}) is None:
                 raise top.error("links", f"no route from {a} to {b}")
+
+
+def resized(topo: Topology, devices: int | None = None, hbm_bytes: int | None = None) -> Topology:
+    """The same board with its first ``devices`` devices and/or every device's HBM changed.
+
+    Dropping devices drops their links, then any switch or host node left with no link,
+    so a smaller board keeps the shape of the preset it came from.
+    """
+    d = dump(topo)
+    if hbm_bytes is not None:
+        d["devices"]["hbm"] = hbm_bytes
+        for override in d["devices"].get("override", []):
+            override.pop("hbm", None)
+    if devices is not None:
+        if not 1 <= devices <= topo.device_count:
+            raise TopologyError(topo.name, "devices.count",
+                                f"can shrink the board to 1..{topo.device_count} devices, not {devices}")
+        gone = {f"npu{i}" for i in range(devices, topo.device_count)}
+        d["devices"]["count"] = devices
+        d["devices"]["override"] = [o for o in d["devices"].get("override", []) if o["id"] < devices]
+        d["links"] = [link for link in d["links"] if link["a"] not in gone and link["b"] not in gone]
+        used = {end for link in d["links"] for end in (link["a"], link["b"])}
+        d["nodes"] = [n for n in d["nodes"] if n["name"] in used]
+    if not d["devices"].get("override"):
+        d["devices"].pop("override", None)
+    return from_dict(d, f"{topo.name} (resized)")

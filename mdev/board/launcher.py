@@ -14,7 +14,6 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
-from pathlib import Path
 
 from mdev import protocol
 from mdev.board.naming import BoardPaths
@@ -30,9 +29,7 @@ def resolve_topology(spec: str | None = None, devices: int | None = None, hbm: i
     """A Topology from a file path or preset name (default: the 8-device preset), with overrides."""
     import topology
 
-    spec = spec or os.environ.get("MDEV_TOPOLOGY") or topology.default_preset()
-    path = Path(spec)
-    topo = topology.load(path if path.exists() else topology.preset_path(spec))
+    topo = topology.resolve(spec or os.environ.get("MDEV_TOPOLOGY") or None)
     if devices is not None or hbm is not None:
         topo = topology.resized(topo, devices=devices, hbm_bytes=hbm)
     return topo

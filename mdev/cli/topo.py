@@ -18,23 +18,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     sub = parser.add_subparsers(dest="topo_command", metavar="COMMAND", required=True)
 
     p = sub.add_parser("list", help="list the preset topologies")
-    p.set_defaults(func=cmd_list)
+    p.set_defaults(handler=cmd_list)
 
     p = sub.add_parser("show", help="print a board's device matrix (like npu-smi info -t topo)")
     p.add_argument("file", nargs="?", metavar="FILE|PRESET",
                    help=f"topology file or preset name (default: {topology.default_preset()})")
     p.add_argument("--p2p", action="store_true", help="print the peer-access matrix instead")
-    p.set_defaults(func=cmd_show)
+    p.set_defaults(handler=cmd_show)
 
     p = sub.add_parser("check", help="validate topology files")
     p.add_argument("files", nargs="+", metavar="FILE|PRESET")
-    p.set_defaults(func=cmd_check)
+    p.set_defaults(handler=cmd_check)
 
     p = sub.add_parser("path", help="print the route between two devices, or a device and the host")
     p.add_argument("file", metavar="FILE|PRESET")
     p.add_argument("a", metavar="A", help="device index (3 or npu3)")
     p.add_argument("b", metavar="B", help="device index, or 'host' for the device's host path")
-    p.set_defaults(func=cmd_path)
+    p.set_defaults(handler=cmd_path)
     return parser
 
 

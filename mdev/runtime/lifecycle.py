@@ -108,6 +108,12 @@ def finalize_reference() -> int:
         return rt.init_count
 
 
+def detach() -> None:
+    """Release everything and detach from the board, whatever the init count (tests use it)."""
+    with rt.lock:
+        _release_all()
+
+
 def _release_all() -> None:
     """Drop every resource of this process: detaching makes the devices free them."""
     for ctx in list(rt.contexts.values()):
@@ -120,8 +126,6 @@ def _release_all() -> None:
             alloc.segment.close()
             alloc.segment.unlink()
     board = rt.board
-    finalized = True
     rt.__init__()
-    rt.finalized = finalized
     if board is not None:
         board.close()
