@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from mdev.acl import errors as E
 from mdev.acl._binding import bind
-from mdev.runtime import devices, memops, streams
+from mdev.runtime import callbacks, devices, events, memops, notify, streams
 from mdev.runtime.core import RUNTIME as _rt
 
 # devices
@@ -50,6 +50,42 @@ stream_get_priority = bind(streams.stream_get_priority, 1)
 stream_get_flags = bind(streams.stream_get_flags, 1)
 set_stream_failure_mode = bind(streams.set_stream_failure_mode)
 stream_abort = bind(streams.stream_abort)
+set_stream_attribute = bind(streams.set_stream_attribute)
+get_stream_attribute = bind(streams.get_stream_attribute, 1)
+
+# events
+create_event = bind(events.create_event, 1)
+create_event_with_flag = bind(events.create_event_with_flag, 1)
+create_event_ex_with_flag = bind(events.create_event_ex_with_flag, 1)
+destroy_event = bind(events.destroy_event)
+record_event = bind(events.record_event)
+reset_event = bind(events.reset_event)
+stream_wait_event = bind(events.stream_wait_event)
+query_event = bind(events.query_event, 1)
+query_event_status = bind(events.query_event_status, 1)
+query_event_wait_status = bind(events.query_event_wait_status, 1)
+synchronize_event = bind(events.synchronize_event)
+synchronize_event_with_timeout = bind(events.synchronize_event_with_timeout)
+event_elapsed_time = bind(events.event_elapsed_time, 1, 0.0)
+event_get_timestamp = bind(events.event_get_timestamp, 1)
+get_event_id = bind(events.get_event_id, 1)
+set_op_wait_timeout = bind(events.set_op_wait_timeout)
+
+# notifies and memory-semantic synchronisation
+create_notify = bind(notify.create_notify, 1)
+destroy_notify = bind(notify.destroy_notify)
+record_notify = bind(notify.record_notify)
+wait_and_reset_notify = bind(notify.wait_and_reset_notify)
+get_notify_id = bind(notify.get_notify_id, 1)
+value_write = bind(notify.value_write)
+value_wait = bind(notify.value_wait)
+
+# host callbacks
+launch_host_func = bind(callbacks.launch_host_func)
+launch_callback = bind(callbacks.launch_callback)
+subscribe_report = bind(callbacks.subscribe_report)
+unsubscribe_report = bind(callbacks.unsubscribe_report)
+process_report = bind(callbacks.process_report)
 
 # memory
 malloc = bind(memops.malloc, 1)

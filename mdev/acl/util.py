@@ -14,7 +14,9 @@ import ctypes
 import numpy as np
 
 from mdev.acl import constants as C
+from mdev.acl._binding import bind
 from mdev.acl.errors import AclError
+from mdev.runtime import callbacks as _callbacks
 from mdev.runtime.core import RUNTIME as _rt
 
 
@@ -65,3 +67,7 @@ def bytes_to_ptr(data) -> int:
 def ptr_to_bytes(ptr: int, size: int) -> bytes:
     """A copy of ``size`` bytes of host memory at ``ptr``."""
     return _host_view(ptr, size, write=False).tobytes()
+
+
+start_thread = bind(_callbacks.start_thread, 1)
+stop_thread = bind(_callbacks.stop_thread)

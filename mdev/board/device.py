@@ -16,6 +16,8 @@ control page lets hosts answer queries without asking.
 
 from __future__ import annotations
 
+import collections
+import itertools
 import os
 import selectors
 import signal
@@ -108,8 +110,18 @@ class Device:
         self.sync_waiters: dict[int, list[SyncWaiter]] = {}
         self.engines = {"dma": Engine("dma", DMA_ENGINES),
                         "compute": Engine("compute", max(1, self.spec.aicore))}
+        self.events: dict[int, int] = {}        # slot -> uid of the live event in it
+        self.notifies: dict[int, int] = {}
+        self._uids = itertools.count(1)
+        self._free_events = collections.deque(range(S.MAX_EVENTS))
+        self._free_notifies = collections.deque(range(S.MAX_NOTIFIES))
+        self.main_conns: dict[int, ClientConn] = {}
+        self._callbacks: dict[tuple[int, int], threading.Event] = {}
+        self._callback_codes: dict[tuple[int, int], tuple[int, str]] = {}
         self._segments: dict[str, Segment] = {}
         self._peer_controls: dict[int, S.ControlPage] = {}
+        self._event_owner: dict[int, int] = {}
+        self._notify_owner: dict[int, int] = {}
         self._running = True
         self.handlers = {name[4:]: getattr(self, name) for name in dir(self) if name.startswith("rpc_")}
 
@@ -181,10 +193,13 @@ class Device:
                     stream.push(seq, op, args)
             elif kind == "r":
                 self._request(conn, message[1], message[2], message[3])
+            elif kind == "cbdone":
+                self._callback_done(conn.client, message[1], message[2], message[3])
             elif kind == "hello":
                 _, conn.client, conn.pid, conn.role, conn.command = message
                 if conn.role == "main":
                     self.clients[conn.client] = {"pid": conn.pid, "command": conn.command}
+                    self.main_conns[conn.client] = conn
                     self.control.header[S.H_CLIENTS] = len(self.clients)
             elif kind == "cancel":
                 self._cancel_waiter(conn, message[1])
@@ -226,7 +241,14 @@ class Device:
                 self._free_block(block.offset)
             for key in [k for k in self.contexts if k[0] == client]:
                 del self.contexts[key]
+            for table, free, owners in ((self.events, self._free_events, self._event_owner),
+                                        (self.notifies, self._free_notifies, self._notify_owner)):
+                for slot in [slot for slot, owner in owners.items() if owner == client]:
+                    self._release_slot(table, free, owners, slot)
+            for key in [k for k in self._callbacks if k[0] == client]:
+                self._callback_done(client, key[1], E.ACL_ERROR_RT_SOCKET_CLOSE, "the host process is gone")
             self.clients.pop(client, None)
+            self.main_conns.pop(client, None)
             self.control.header[S.H_CLIENTS] = len(self.clients)
 
     # ------------------------------------------------------------------ memory
@@ -359,10 +381,18 @@ class Device:
         with self.lock:
             self._own_stream(conn, slot).failure_mode = mode
 
+    def rpc_set_priority(self, conn, req, slot: int, priority: int) -> None:
+        self._own_stream(conn, slot).priority = priority
+
     def rpc_abort(self, conn, req, slot: int, upto: int) -> None:
+        """Drop the stream's queued tasks and interrupt a task blocked in a wait."""
         stream = self._own_stream(conn, slot)
+        stream.aborting = True
         stream.discard(upto)
+        with self.progress:
+            self.progress.notify_all()
         if not stream.pending():
+            stream.aborting = False
             self.complete(stream, max(upto, int(self.control.stream_done[slot])), 0, "")
 
     def rpc_wait(self, conn, req, targets: list, consume: bool):
@@ -402,6 +432,115 @@ class Device:
     def _stopped(self, slot: int) -> bool:
         stream = self.streams.get(slot)
         return bool(stream and stream.context.stopped)
+
+    # ------------------------------------------------------------------ events and notifies
+    def _take_slot(self, table: dict, free: collections.deque, owners: dict, client: int,
+                   code: int, what: str) -> tuple[int, int]:
+        if not free:
+            raise AclError(code, f"device {self.index}: no {what} left")
+        slot, uid = free.popleft(), next(self._uids)
+        table[slot] = uid
+        owners[slot] = client
+        return slot, uid
+
+    def _release_slot(self, table: dict, free: collections.deque, owners: dict, slot: int) -> None:
+        table.pop(slot, None)
+        owners.pop(slot, None)
+        free.append(slot)   # FIFO reuse: a slot comes back only after all others were used
+
+    def rpc_create_event(self, conn, req) -> tuple[int, int]:
+        with self.lock:
+            slot, uid = self._take_slot(self.events, self._free_events, self._event_owner, conn.client,
+                                        E.ACL_ERROR_RT_NO_EVENT_RESOURCE, "events")
+            c = self.control
+            c.event_ts[slot] = c.event_done[slot] = c.event_reset[slot] = c.event_issued[slot] = 0
+            self.control.header[S.H_EVENTS] = len(self.events)
+        return slot, uid
+
+    def rpc_destroy_event(self, conn, req, slot: int, uid: int) -> None:
+        with self.lock:
+            if self.events.get(slot) == uid:
+                self._release_slot(self.events, self._free_events, self._event_owner, slot)
+                self.control.header[S.H_EVENTS] = len(self.events)
+            self.progress.notify_all()   # waits on it are released
+
+    def rpc_create_notify(self, conn, req) -> tuple[int, int]:
+        with self.lock:
+            slot, uid = self._take_slot(self.notifies, self._free_notifies, self._notify_owner, conn.client,
+                                        E.ACL_ERROR_RT_NO_NOTIFY_RESOURCE, "notifies")
+            self.control.notify_rec[slot] = 0
+            self.control.notify_taken[slot] = 0
+            self.control.header[S.H_NOTIFIES] = len(self.notifies)
+        return slot, uid
+
+    def rpc_destroy_notify(self, conn, req, slot: int, uid: int) -> None:
+        with self.lock:
+            if self.notifies.get(slot) == uid:
+                self._release_slot(self.notifies, self._free_notifies, self._notify_owner, slot)
+                self.control.header[S.H_NOTIFIES] = len(self.notifies)
+            self.progress.notify_all()
+
+    # ------------------------------------------------------------------ waiting inside tasks
+    POLL_S = 0.002   # writers in other processes (peer devices, hosts) cannot wake us
+
+    def now_ns(self) -> int:
+        return time.monotonic_ns() - self.boot_ns
+
+    def wake(self) -> None:
+        """Re-evaluate tasks blocked in wait_until (something they may wait for happened)."""
+        if self.watchers:
+            with self.progress:
+                self.progress.notify_all()
+
+    def wait_until(self, stream: DeviceStream, ready, timeout_s: float, what: str) -> None:
+        """Block a stream worker until ``ready()``; no engine is held and no core is burnt."""
+        deadline = time.monotonic() + timeout_s if timeout_s else None
+        with self.progress:
+            self.watchers += 1
+            try:
+                while not ready():
+                    if stream.interrupted:
+                        raise TaskFault(E.ACL_ERROR_RT_STREAM_ABORT, f"stream {stream.stream_id} aborted "
+                                        f"while waiting for {what}")
+                    wait = self.POLL_S
+                    if deadline is not None:
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 0:
+                            raise TaskFault(E.ACL_ERROR_RT_TASK_TIMEOUT,
+                                            f"wait for {what} timed out after {timeout_s} s")
+                        wait = min(wait, remaining)
+                    self.progress.wait(wait)
+            finally:
+                self.watchers -= 1
+
+    # ------------------------------------------------------------------ host callbacks
+    def run_host_callback(self, stream: DeviceStream, callback: int, block: bool) -> None:
+        conn = self.main_conns.get(stream.client)
+        if conn is None:
+            raise TaskFault(E.ACL_ERROR_RT_SOCKET_CLOSE, "the host process that owns the callback is gone")
+        key = (stream.client, callback)
+        done = threading.Event()
+        if block:
+            with self.lock:
+                self._callbacks[key] = done
+        conn.send(("cb", callback, stream.stream_id))
+        if not block:
+            return
+        while not done.wait(0.1):
+            if stream.interrupted:
+                with self.lock:
+                    self._callbacks.pop(key, None)
+                raise TaskFault(E.ACL_ERROR_RT_STREAM_ABORT, "stream aborted while a host callback ran")
+        code, message = self._callback_codes.pop(key, (0, ""))
+        if code:
+            raise TaskFault(code, message)
+
+    def _callback_done(self, client: int, callback: int, code: int, message: str) -> None:
+        with self.lock:
+            done = self._callbacks.pop((client, callback), None)
+            if done is not None:
+                self._callback_codes[(client, callback)] = (code, message)
+                done.set()
 
     # ------------------------------------------------------------------ execution
     def run_task(self, stream: DeviceStream, op: str, args: tuple) -> tuple[int, str]:

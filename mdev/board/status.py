@@ -5,8 +5,14 @@ read-mostly and answer queries from it:
 
     stream_done[slot]   seq of the last task the stream completed   -> stream_query, idle sync
     stream_err[slot]    first unreported task failure of the stream -> fast-path sync check
-    event_ts[slot]      device time (us) of the event's latest executed record
+    event_ts[slot]      device time (ns since boot) of the event's latest executed record
     event_done[slot]    number of records of the event executed
+    event_reset[slot]   event_done at the event's latest executed reset (flag semantics)
+    event_issued[slot]  records issued by the owning host (written by that host: IPC waiters
+                        in other processes read their wait target from it)
+    notify_rec[n, d]    records of notify n executed by device d (one writer per cell)
+    notify_taken[n]     sum of notify_rec at the last released wait (binary flag: set
+                        while the records outnumber it)
     header              device state, HBM use, object counts, boot time
 
 Aligned 8-byte stores are atomic on the platforms we run on, so readers never see torn
@@ -41,6 +47,8 @@ def _layout(devices: int) -> list[tuple[str, tuple, type]]:
         ("stream_err", (MAX_STREAMS,), np.int64),
         ("event_ts", (MAX_EVENTS,), np.uint64),
         ("event_done", (MAX_EVENTS,), np.uint64),
+        ("event_reset", (MAX_EVENTS,), np.uint64),
+        ("event_issued", (MAX_EVENTS,), np.uint64),
         # notify records: one cell per recording device, so writers never share a cell
         ("notify_rec", (MAX_NOTIFIES, devices), np.uint64),
         ("notify_taken", (MAX_NOTIFIES,), np.uint64),

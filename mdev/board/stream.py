@@ -36,6 +36,7 @@ class DeviceStream:
         self._queue: collections.deque = collections.deque()
         self._cond = threading.Condition()
         self._closed = False
+        self.aborting = False
         self._thread: threading.Thread | None = None
         self.running_task = None
 
@@ -64,6 +65,11 @@ class DeviceStream:
             self._queue = kept
         return dropped
 
+    @property
+    def interrupted(self) -> bool:
+        """A task blocked in a wait must give up: the stream is aborted or destroyed."""
+        return self._closed or self.aborting
+
     def pending(self) -> int:
         with self._cond:
             return len(self._queue) + (self.running_task is not None)
@@ -90,4 +96,6 @@ class DeviceStream:
                 self.running_task = None
                 # tasks discarded by an abort count as done once the queue is empty
                 done = max(seq, self.drop_upto) if not self._queue else seq
+                if not self._queue:
+                    self.aborting = False
             device.complete(self, done, code, message)

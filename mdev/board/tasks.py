@@ -67,3 +67,85 @@ def _rows(flat: np.ndarray, pitch: int, width: int, height: int) -> np.ndarray:
 
 def dma_fault(message: str) -> TaskFault:
     return TaskFault(E.ACL_ERROR_RT_SYS_DMA, message)
+
+
+# ---------------------------------------------------------------------------- events
+@op(None)
+def record_event(device: "Device", stream: "DeviceStream", slot: int, uid: int) -> None:
+    control = device.control
+    if device.events.get(slot) != uid:
+        return  # destroyed while the record was queued: nothing observes it any more
+    control.event_ts[slot] = device.now_ns()
+    control.event_done[slot] += 1
+    device.wake()
+
+
+@op(None)
+def reset_event(device: "Device", stream: "DeviceStream", slot: int, uid: int) -> None:
+    if device.events.get(slot) == uid:
+        device.control.event_reset[slot] = device.control.event_done[slot]
+
+
+@op(None)
+def wait_event(device: "Device", stream: "DeviceStream", slot: int, uid: int, target: int,
+               timeout_s: float) -> None:
+    """Snapshot wait: until the event's first ``target`` records have executed."""
+    done = device.control.event_done
+    device.wait_until(stream, lambda: device.events.get(slot) != uid or done[slot] >= target,
+                      timeout_s, f"event {slot}")
+
+
+@op(None)
+def wait_event_flag(device: "Device", stream: "DeviceStream", slot: int, uid: int, timeout_s: float) -> None:
+    """Flag wait (graph replays): until a record executes after the latest reset."""
+    c = device.control
+    device.wait_until(stream, lambda: device.events.get(slot) != uid or c.event_done[slot] > c.event_reset[slot],
+                      timeout_s, f"event {slot}")
+
+
+# ---------------------------------------------------------------------------- notify
+@op(None)
+def record_notify(device: "Device", stream: "DeviceStream", owner: int, slot: int) -> None:
+    page = device.peer_control(owner)
+    with device.lock:   # several streams of this device may record the same notify
+        page.notify_rec[slot, device.index] += 1
+    device.wake()
+
+
+@op(None)
+def wait_notify(device: "Device", stream: "DeviceStream", slot: int, uid: int, timeout_s: float) -> None:
+    c = device.control
+    device.wait_until(stream, lambda: device.notifies.get(slot) != uid or c.notify_rec[slot].sum() > c.notify_taken[slot],
+                      timeout_s, f"notify {slot}")
+    with device.lock:
+        c.notify_taken[slot] = c.notify_rec[slot].sum()   # auto-reset: one record, one wait
+
+
+# ---------------------------------------------------------------------------- values
+_VALUE_TESTS = {
+    0: lambda cur, v: ((cur - v) & 0xFFFFFFFFFFFFFFFF) < (1 << 63),   # GEQ: (int64)(cur - v) >= 0
+    1: lambda cur, v: cur == v,                                          # EQ
+    2: lambda cur, v: (cur & v) != 0,                                    # AND
+    3: lambda cur, v: (~(cur | v)) & 0xFFFFFFFFFFFFFFFF != 0,            # NOR
+}
+
+
+@op(None)
+def value_write(device: "Device", stream: "DeviceStream", dst: tuple, value: int) -> None:
+    device.view(dst, 8, write=True).view(np.uint64)[0] = value
+    device.on_memory_written(dst)
+
+
+@op(None)
+def value_wait(device: "Device", stream: "DeviceStream", src: tuple, value: int, flag: int,
+               timeout_s: float) -> None:
+    word = device.view(src, 8).view(np.uint64)
+    test = _VALUE_TESTS[flag]
+    device.wait_until(stream, lambda: test(int(word[0]), value), timeout_s, f"value at {src}")
+
+
+# ---------------------------------------------------------------------------- host callbacks
+@op(None)
+def host_callback(device: "Device", stream: "DeviceStream", callback: int, block: bool) -> None:
+    """Ask the submitting process to run a callback; a blocking one holds the stream."""
+    device.run_host_callback(stream, callback, block)

@@ -43,14 +43,17 @@ class DeviceLink:
         self._local = threading.local()
         self._requests = itertools.count(1)
         self._hbm: Segment | None = None
+        self._sockets: list[socket.socket] = []    # every socket opened, for close_after_fork
 
     # -- sockets
     def _open(self, role: str) -> protocol.Channel:
         try:
-            return protocol.connect(self.board.paths.device_socket(self.index), self.board.authkey,
-                                    ("hello", self.board.client_id, os.getpid(), role, _command_line()))
+            channel = protocol.connect(self.board.paths.device_socket(self.index), self.board.authkey,
+                                       ("hello", self.board.client_id, os.getpid(), role, _command_line()))
         except (OSError, EOFError) as exc:
             raise self.lost(exc) from exc
+        self._sockets.append(channel.sock)
+        return channel
 
     def lost(self, why) -> AclError:
         return AclError(E.ACL_ERROR_RT_SOCKET_CLOSE, f"device {self.index} is not reachable: {why}")
@@ -72,11 +75,21 @@ class DeviceLink:
             stream.seq = seq
             return seq
 
-    def ensure_main(self) -> None:
+    def ensure_main(self) -> socket.socket:
         """Open the task socket: the device ties this process's resources to it."""
         with self.lock:
             if self._task_sock is None:
                 self._task_sock = self._open("main").sock
+            return self._task_sock
+
+    def send_on_main(self, message: tuple) -> None:
+        """Send a non-task message (e.g. a callback's completion) on the task socket."""
+        sock = self.ensure_main()
+        with self.lock:
+            try:
+                sock.sendall(protocol.encode(message))
+            except OSError as exc:
+                raise self.lost(exc) from exc
 
     def request(self, op: str, *args, timeout: float | None = None):
         """Ask the device and wait for its answer; AclError on failure, TimeoutError on expiry."""
@@ -113,6 +126,10 @@ class DeviceLink:
     def close(self) -> None:
         with self.lock:
             if self._task_sock is not None:
+                try:
+                    self._task_sock.shutdown(socket.SHUT_RDWR)   # wakes a callback reader
+                except OSError:
+                    pass
                 self._task_sock.close()
                 self._task_sock = None
         channel = getattr(self._local, "channel", None)
@@ -165,4 +182,17 @@ class BoardClient:
         for link in self._links.values():
             link.close()
         self._links.clear()
+        self._channel.close()
+
+    def close_after_fork(self) -> None:
+        """In a forked child: close the child's copies of the parent's sockets.
+
+        A device frees a process's memory and streams when that process's task socket
+        closes; a child keeping a copy open would keep the parent's resources alive after
+        the parent exits or dies.  Closing the copies does not disturb the parent's
+        connections.  No locks: a parent thread may have held one at fork time.
+        """
+        for link in list(self._links.values()):
+            for sock in link._sockets:
+                sock.close()
         self._channel.close()

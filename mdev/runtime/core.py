@@ -81,6 +81,11 @@ class Runtime:
         self.default_contexts: dict[int, Context] = {}
         self.contexts: dict[int, Context] = {}
         self.streams: dict[int, Stream] = {}
+        self.events: dict = {}
+        self.notifies: dict = {}
+        self.op_wait_timeout = 0          # seconds, 0 = waits never time out
+        self.callbacks = None             # CallbackHub, made on first use
+        self.user_threads: dict = {}
         self._handles = itertools.count(1)
         from mdev.runtime.memory import MemoryTable
         self.memory = MemoryTable(self)
@@ -151,7 +156,13 @@ class Runtime:
 
     def reset_after_fork(self) -> None:
         """A forked child starts unattached: the parent's sockets and handles are not its own."""
+        board = self.board
         self.__init__()
+        if board is not None:
+            try:
+                board.close_after_fork()
+            except Exception:
+                pass  # never fail a fork over it
 
 
 RUNTIME = Runtime()

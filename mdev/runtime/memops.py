@@ -110,7 +110,7 @@ def _operands(dst, src, nbytes: int, kind: int) -> tuple[Operand, Operand]:
     return d, s
 
 
-def _check_reach(executing: int, *operands: Operand) -> None:
+def check_reach(executing: int, *operands: Operand) -> None:
     """Device memory of another device needs peer access from the executing device."""
     for op in operands:
         if op.kind == DEVICE and op.device != executing and (executing, op.device) not in rt.peer_access:
@@ -143,7 +143,7 @@ def memcpy(dst: int, dest_max: int, src: int, count: int, kind: int) -> None:
     if count == 0:
         return
     d, s = _operands(dst, src, count, kind)
-    _check_reach(rt.current_context().device, d, s)
+    check_reach(rt.current_context().device, d, s)
     _copy_here(d, s)
 
 
@@ -157,7 +157,7 @@ def memcpy_async(dst: int, dest_max: int, src: int, count: int, kind: int, strea
     if count == 0 or dst == src:
         return
     d, s = _operands(dst, src, count, kind)
-    _check_reach(st.device, d, s)
+    check_reach(st.device, d, s)
     if PAGEABLE in (d.kind, s.kind):
         # documented: with pageable host memory the call returns after the copy is done
         streams.wait([st])
@@ -196,7 +196,7 @@ def memcpy2d(dst, dpitch, src, spitch, width, height, kind) -> None:
     ops = _operands_2d(dst, dpitch, src, spitch, width, height, kind)
     if ops is None:
         return
-    _check_reach(rt.current_context().device, *ops)
+    check_reach(rt.current_context().device, *ops)
     _copy2d_here(ops[0], dpitch, ops[1], spitch, width, height)
 
 
@@ -207,7 +207,7 @@ def memcpy2d_async(dst, dpitch, src, spitch, width, height, kind, stream) -> Non
     if ops is None:
         return
     d, s = ops
-    _check_reach(st.device, d, s)
+    check_reach(st.device, d, s)
     if PAGEABLE in (d.kind, s.kind):
         streams.wait([st])
         _copy2d_here(d, dpitch, s, spitch, width, height)
@@ -231,7 +231,7 @@ def memset(dev_ptr: int, max_count: int, value: int, count: int) -> None:
     op, value = _memset_operand(dev_ptr, max_count, value, count)
     if op is None:
         return
-    _check_reach(rt.current_context().device, op)
+    check_reach(rt.current_context().device, op)
     rt.memory.view(op).fill(value & 0xFF)
 
 
@@ -240,7 +240,7 @@ def memset_async(dev_ptr: int, max_count: int, value: int, count: int, stream) -
     op, value = _memset_operand(dev_ptr, max_count, value, count)
     if op is None:
         return
-    _check_reach(st.device, op)
+    check_reach(st.device, op)
     if op.kind == PAGEABLE:
         streams.wait([st])
         rt.memory.view(op).fill(value & 0xFF)

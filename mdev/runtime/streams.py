@@ -42,18 +42,32 @@ def submit(stream: Stream, op: str, *args) -> int:
 
 def wait(streams: list[Stream], timeout: int = -1, consume: bool = True) -> None:
     """Block until every stream has run what was submitted to it; raise its first task failure."""
-    streams = [s for s in streams if not s.flags & NON_EXECUTING]
-    by_device: dict[int, list[Stream]] = {}
-    for s in streams:
-        by_device.setdefault(s.device, []).append(s)
+    wait_targets([(s, s.seq) for s in streams], timeout, consume)
+
+
+def wait_for(stream: Stream, seq: int, timeout: int = -1) -> None:
+    """Block until ``stream`` has run its task ``seq`` (an event's record); failures are reported,
+    not consumed: the stream's own synchronisation still sees them."""
+    wait_targets([(stream, seq)], timeout, consume=False)
+
+
+def is_done(stream: Stream, seq: int) -> bool:
+    return int(rt.link(stream.device).control.stream_done[stream.slot]) >= seq
+
+
+def wait_targets(targets: list[tuple[Stream, int]], timeout: int = -1, consume: bool = True) -> None:
+    by_device: dict[int, list[tuple[Stream, int]]] = {}
+    for stream, seq in targets:
+        if not stream.flags & NON_EXECUTING and not stream.destroyed:
+            by_device.setdefault(stream.device, []).append((stream, seq))
     for device, group in by_device.items():
         link = rt.link(device)
         done, err = link.control.stream_done, link.control.stream_err
-        if all(int(done[s.slot]) >= s.seq and not err[s.slot] for s in group):
+        if all(int(done[s.slot]) >= seq and not err[s.slot] for s, seq in group):
             continue
         link.check_alive()
         try:
-            code, message = link.request("wait", [(s.slot, s.seq) for s in group], consume,
+            code, message = link.request("wait", [(s.slot, seq) for s, seq in group], consume,
                                          timeout=None if timeout < 0 else timeout / 1000.0)
         except TimeoutError:
             raise AclError(E.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, f"synchronisation timed out after {timeout} ms") from None
@@ -62,9 +76,7 @@ def wait(streams: list[Stream], timeout: int = -1, consume: bool = True) -> None
 
 
 def is_idle(stream: Stream) -> bool:
-    if stream.flags & NON_EXECUTING:
-        return True
-    return int(rt.link(stream.device).control.stream_done[stream.slot]) >= stream.seq
+    return bool(stream.flags & NON_EXECUTING) or is_done(stream, stream.seq)
 
 
 def context_streams(ctx: Context) -> list[Stream]:
@@ -143,6 +155,52 @@ def stream_get_flags(stream) -> int:
 
 def device_get_stream_priority_range() -> tuple[int, int]:
     return PRIORITY_LEAST, PRIORITY_GREATEST
+
+
+_ATTRIBUTE_NAMES = {
+    C.ACL_STREAM_ATTR_FAILURE_MODE: "failureMode",
+    C.ACL_STREAM_ATTR_FLOAT_OVERFLOW_CHECK: "overflowSwitch",
+    C.ACL_STREAM_ATTR_USER_CUSTOM_TAG: "userCustomTag",
+    C.ACL_STREAM_ATTR_CACHE_OP_INFO: "cacheOpInfoSwitch",
+    C.ACL_STREAM_ATTR_PRIORITY: "streamPriority",
+}
+
+
+def _attribute_value(attr: int, value) -> int:
+    """pyACL passes the aclrtStreamAttrValue union as an int or a dict with its field name."""
+    if isinstance(value, dict):
+        value = value.get(_ATTRIBUTE_NAMES[attr], value.get("value"))
+    return as_int(value, "value")
+
+
+def set_stream_attribute(stream, attr: int, value) -> None:
+    attr = as_int(attr, "stmAttrType")
+    if attr not in _ATTRIBUTE_NAMES:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"unknown stream attribute {attr}")
+    value = _attribute_value(attr, value)
+    if attr == C.ACL_STREAM_ATTR_FAILURE_MODE:
+        return set_stream_failure_mode(stream, value)
+    s = rt.stream_in_context(stream)
+    if attr == C.ACL_STREAM_ATTR_PRIORITY:
+        if not PRIORITY_GREATEST <= value <= PRIORITY_LEAST:
+            raise AclError(E.ACL_ERROR_INVALID_PARAM, f"priority must be in [0, 7], got {value}")
+        rt.link(s.device).request("set_priority", s.slot, value)
+        s.priority = value
+    elif not 0 <= value < 1 << 32:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"attribute value {value} is not a uint32")
+    s.attributes[attr] = value
+
+
+def get_stream_attribute(stream, attr: int) -> int:
+    attr = as_int(attr, "stmAttrType")
+    s = rt.stream(stream)
+    if attr == C.ACL_STREAM_ATTR_FAILURE_MODE:
+        return s.failure_mode
+    if attr == C.ACL_STREAM_ATTR_PRIORITY:
+        return s.priority
+    if attr not in _ATTRIBUTE_NAMES:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"unknown stream attribute {attr}")
+    return s.attributes.get(attr, 0)
 
 
 def set_stream_failure_mode(stream, mode: int) -> None:

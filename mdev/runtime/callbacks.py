@@ -1,0 +1,214 @@
+"""Host callbacks on streams: launch_host_func and the subscribe/report model.
+
+    device stream reaches the callback task --("cb", id)--> this process's reader thread
+        host func  -> runs on the device's host-func thread        --+
+        report     -> queued for the thread subscribed to the stream  |  (process_report)
+    ("cbdone", id, code) <--------------------------------------------+
+
+A blocking callback holds its stream until "cbdone" arrives; a callback that raises
+becomes a task failure of that stream, reported by its next synchronisation.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from mdev import protocol
+from mdev.acl import constants as C
+from mdev.acl import errors as E
+from mdev.acl.errors import AclError
+from mdev.runtime import streams
+from mdev.runtime.core import RUNTIME as rt
+from mdev.runtime.core import Stream
+from mdev.runtime.validate import as_int
+
+
+@dataclass
+class Callback:
+    id: int
+    fn: Callable
+    arg: Any
+    stream: Stream
+    block: bool
+    report: bool               # True: run by the subscribed thread in process_report
+
+
+class CallbackHub:
+    """Per-process state of host callbacks (reset with the runtime on finalize)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pending: dict[int, Callback] = {}
+        self.ids = itertools.count(1)
+        self.readers: dict[int, threading.Thread] = {}
+        self.host_funcs: dict[int, queue.SimpleQueue] = {}
+        self.subscribers: dict[int, int] = {}          # stream handle -> thread id
+        self.thread_device: dict[int, int] = {}        # thread id -> device it serves
+        self.reports: dict[int, queue.SimpleQueue] = {}
+
+    def launch(self, stream: Stream, fn: Callable, arg: Any, block: bool, report: bool) -> None:
+        if not callable(fn):
+            raise AclError(E.ACL_ERROR_INVALID_PARAM, f"callback must be callable, got {type(fn).__name__}")
+        link = rt.link(stream.device)
+        self._ensure_reader(link)
+        cb = Callback(next(self.ids), fn, arg, stream, block, report)
+        with self.lock:
+            self.pending[cb.id] = cb
+        try:
+            streams.submit(stream, "host_callback", cb.id, block)
+        except AclError:
+            with self.lock:
+                self.pending.pop(cb.id, None)
+            raise
+
+    def _ensure_reader(self, link) -> None:
+        with self.lock:
+            if link.index in self.readers:
+                return
+            funcs = self.host_funcs[link.index] = queue.SimpleQueue()
+            reader = threading.Thread(target=self._read, args=(link, funcs), daemon=True,
+                                      name=f"mdev-callbacks-dev{link.index}")
+            runner = threading.Thread(target=self._run_host_funcs, args=(link, funcs), daemon=True,
+                                      name=f"mdev-hostfunc-dev{link.index}")
+            self.readers[link.index] = reader
+        reader.start()
+        runner.start()
+
+    def _read(self, link, funcs: queue.SimpleQueue) -> None:
+        sock, decoder = link.ensure_main(), protocol.Decoder()
+        while True:
+            try:
+                data = sock.recv(1 << 16)
+            except OSError:
+                data = b""
+            if not data:
+                funcs.put(None)
+                return
+            for message in decoder.feed(data):
+                if message[0] == "cb":
+                    self._dispatch(link, message[1], funcs)
+
+    def _dispatch(self, link, cb_id: int, funcs: queue.SimpleQueue) -> None:
+        with self.lock:
+            cb = self.pending.pop(cb_id, None)
+            thread = self.subscribers.get(cb.stream.handle) if cb and cb.report else None
+            reports = self.reports.get(thread) if thread is not None else None
+        if cb is None:
+            return
+        if not cb.report:
+            funcs.put(cb)
+        elif reports is not None:
+            reports.put(cb)
+        else:
+            self.finish(link, cb, E.ACL_ERROR_RT_STREAM_NO_CB_REG, "the stream's report thread unsubscribed")
+
+    def _run_host_funcs(self, link, funcs: queue.SimpleQueue) -> None:
+        while (cb := funcs.get()) is not None:
+            self.run(link, cb)
+
+    def run(self, link, cb: Callback) -> None:
+        try:
+            cb.fn(cb.arg)
+        except Exception as exc:
+            traceback.print_exc()
+            self.finish(link, cb, E.ACL_ERROR_RT_INTERNAL_ERROR, f"host callback {cb.fn!r} raised {exc!r}")
+        else:
+            self.finish(link, cb, 0, "")
+
+    @staticmethod
+    def finish(link, cb: Callback, code: int, message: str) -> None:
+        if cb.block:
+            try:
+                link.send_on_main(("cbdone", cb.id, code, message))
+            except AclError:
+                pass   # the device is gone; its stream went with it
+
+
+def hub() -> CallbackHub:
+    if rt.callbacks is None:
+        with rt.lock:
+            if rt.callbacks is None:
+                rt.callbacks = CallbackHub()
+    return rt.callbacks
+
+
+# ---------------------------------------------------------------------------- API
+def launch_host_func(stream, fn: Callable, args: Any) -> None:
+    hub().launch(rt.stream_in_context(stream), fn, args, block=True, report=False)
+
+
+def launch_callback(fn: Callable, user_data: Any, block_type: int, stream) -> None:
+    st = rt.stream_in_context(stream)
+    block_type = as_int(block_type, "blockType")
+    if block_type not in (C.ACL_CALLBACK_NO_BLOCK, C.ACL_CALLBACK_BLOCK):
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"blockType must be ACL_CALLBACK_NO_BLOCK or _BLOCK, got {block_type}")
+    h = hub()
+    if st.handle not in h.subscribers:
+        raise AclError(E.ACL_ERROR_RT_STREAM_NO_CB_REG,
+                       "no thread is subscribed to this stream: call subscribe_report first")
+    h.launch(st, fn, user_data, block=block_type == C.ACL_CALLBACK_BLOCK, report=True)
+
+
+def subscribe_report(thread_id: int, stream) -> None:
+    st = rt.stream(as_int(stream, "stream") if stream is not None else None)
+    thread_id = as_int(thread_id, "threadId")
+    h = hub()
+    with h.lock:
+        if st.handle in h.subscribers:
+            raise AclError(E.ACL_ERROR_RT_STREAM_SUBSCRIBE, "the stream already has a subscribed thread")
+        if h.thread_device.get(thread_id, st.device) != st.device:
+            raise AclError(E.ACL_ERROR_RT_THREAD_SUBSCRIBE, "a report thread can serve streams of one device only")
+        h.subscribers[st.handle] = thread_id
+        h.thread_device[thread_id] = st.device
+        h.reports.setdefault(thread_id, queue.SimpleQueue())
+
+
+def unsubscribe_report(thread_id: int, stream) -> None:
+    st = rt.stream(as_int(stream, "stream") if stream is not None else None)
+    h = hub()
+    with h.lock:
+        if h.subscribers.get(st.handle) != thread_id:
+            raise AclError(E.ACL_ERROR_RT_STREAM_SUBSCRIBE, "the thread is not subscribed to this stream")
+        del h.subscribers[st.handle]
+        if thread_id not in h.subscribers.values():
+            h.thread_device.pop(thread_id, None)
+
+
+def process_report(timeout: int) -> None:
+    """Run one callback for the calling (subscribed) thread; ``timeout`` ms, -1 = forever."""
+    timeout = as_int(timeout, "timeout")
+    if timeout == 0 or timeout < -1:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"timeout must be -1 or > 0 ms, got {timeout}")
+    h = hub()
+    reports = h.reports.get(threading.get_ident())
+    if reports is None or threading.get_ident() not in h.thread_device:
+        raise AclError(E.ACL_ERROR_RT_THREAD_SUBSCRIBE, "the calling thread is not subscribed to any stream")
+    try:
+        cb = reports.get(timeout=None if timeout < 0 else timeout / 1000.0)
+    except queue.Empty:
+        raise AclError(E.ACL_ERROR_RT_REPORT_TIMEOUT, f"no callback arrived within {timeout} ms") from None
+    h.run(rt.link(cb.stream.device), cb)
+
+
+# ---------------------------------------------------------------------------- util threads
+def start_thread(fn: Callable, args_list: Any) -> int:
+    if not callable(fn):
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, "thr_func must be callable")
+    thread = threading.Thread(target=fn, args=(args_list,), daemon=True, name="acl.util thread")
+    thread.start()
+    with rt.lock:
+        rt.user_threads[thread.ident] = thread
+    return thread.ident
+
+
+def stop_thread(thread_id: int) -> None:
+    thread = rt.user_threads.pop(as_int(thread_id, "thr_id"), None)
+    if thread is None:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{thread_id} is not a thread from start_thread")
+    if thread is not threading.current_thread():
+        thread.join()

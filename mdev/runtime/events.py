@@ -1,0 +1,216 @@
+"""Events: record, wait, reset, query, synchronise, timestamps.
+
+An event lives in a slot of its device's control page.  Each record is a stream task that
+stamps the time and bumps ``event_done``; the host counts the records it issued.  So:
+
+    query        event_done >= issued                           (a read, no round trip)
+    wait         stream task: until event_done >= issued-at-wait (snapshot semantics)
+    synchronise  park on the device until the record's stream position is reached
+
+Re-recording replaces the snapshot for later waits; waits already queued keep theirs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mdev.acl import constants as C
+from mdev.acl import errors as E
+from mdev.acl.errors import AclError
+from mdev.runtime import streams
+from mdev.runtime.core import RUNTIME as rt
+from mdev.runtime.core import Stream
+from mdev.runtime.validate import as_int, timeout_ms
+
+EVENT_HANDLES = 0xE_0000_0000
+LEGACY, WITH_FLAG, EX = "aclrtCreateEvent", "aclrtCreateEventWithFlag", "aclrtCreateEventExWithFlag"
+_FLAGS = (C.ACL_EVENT_SYNC | C.ACL_EVENT_CAPTURE_STREAM_PROGRESS | C.ACL_EVENT_TIME_LINE
+          | C.ACL_EVENT_DEVICE_USE_ONLY)
+_EX_FLAGS = C.ACL_EVENT_SYNC | C.ACL_EVENT_CAPTURE_STREAM_PROGRESS | C.ACL_EVENT_TIME_LINE
+
+
+@dataclass(eq=False)
+class Event:
+    handle: int
+    device: int
+    slot: int
+    uid: int
+    flags: int
+    api: str
+    issued: int = 0                              # records submitted by this process
+    last_record: tuple[Stream, int] | None = None  # stream and seq of the latest record
+    waits: list = field(default_factory=list)    # (stream, seq) of waits issued on it
+    destroyed: bool = False
+
+    @property
+    def timed(self) -> bool:
+        return self.api == LEGACY or bool(self.flags & C.ACL_EVENT_TIME_LINE)
+
+    @property
+    def can_wait(self) -> bool:
+        return self.api == LEGACY or bool(self.flags & (C.ACL_EVENT_SYNC | C.ACL_EVENT_IPC | C.ACL_EVENT_EXTERNAL))
+
+
+def _create(flags: int, api: str) -> int:
+    device = rt.current_context().device
+    slot, uid = rt.link(device).request("create_event")
+    event = Event(rt.new_handle(EVENT_HANDLES), device, slot, uid, flags, api)
+    with rt.lock:
+        rt.events[event.handle] = event
+    return event.handle
+
+
+def get(handle) -> Event:
+    event = rt.events.get(handle) if isinstance(handle, int) else None
+    if event is None or event.destroyed:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM if not handle else E.ACL_ERROR_RT_PARAM_INVALID,
+                       f"{handle!r} is not a live event handle")
+    return event
+
+
+def _same_device(event: Event, stream: Stream, what: str) -> None:
+    if event.device != stream.device:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"cannot {what}: the event belongs to device "
+                       f"{event.device}, the stream to device {stream.device}")
+
+
+def is_complete(event: Event) -> bool:
+    if event.issued == 0:
+        return True    # never recorded: complete, and waits on it are no-ops
+    return int(rt.link(event.device).control.event_done[event.slot]) >= event.issued
+
+
+# ---------------------------------------------------------------------------- API
+def create_event() -> int:
+    return _create(0, LEGACY)
+
+
+def create_event_with_flag(flag: int) -> int:
+    flag = as_int(flag, "flag")
+    if flag == C.ACL_EVENT_EXTERNAL or (flag and not flag & ~_FLAGS):
+        return _create(flag, WITH_FLAG)
+    raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"invalid event flags {flag:#x}: an OR of TIME_LINE, SYNC, "
+                   "CAPTURE_STREAM_PROGRESS, DEVICE_USE_ONLY, or ACL_EVENT_EXTERNAL alone")
+
+
+def create_event_ex_with_flag(flag: int) -> int:
+    flag = as_int(flag, "flag")
+    if flag == C.ACL_EVENT_IPC or not flag & ~_EX_FLAGS:
+        return _create(flag, EX)
+    raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"invalid event flags {flag:#x}: an OR of TIME_LINE, SYNC, "
+                   "CAPTURE_STREAM_PROGRESS, or ACL_EVENT_IPC alone")
+
+
+def destroy_event(event) -> None:
+    ev = get(event)
+    ev.destroyed = True
+    with rt.lock:
+        rt.events.pop(ev.handle, None)
+    # queued waits on a destroyed event are released by the device (slot uid mismatch)
+    rt.link(ev.device).request("destroy_event", ev.slot, ev.uid)
+
+
+def record_event(event, stream) -> None:
+    ev = get(event)
+    st = rt.stream_in_context(stream)
+    _same_device(ev, st, "record the event")
+    seq = streams.submit(st, "record_event", ev.slot, ev.uid)
+    ev.issued += 1
+    ev.last_record = (st, seq)
+    rt.link(ev.device).control.event_issued[ev.slot] = ev.issued
+
+
+def reset_event(event, stream) -> None:
+    ev = get(event)
+    if ev.api == EX:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "events from create_event_ex_with_flag cannot be reset")
+    st = rt.stream_in_context(stream)
+    _same_device(ev, st, "reset the event")
+    streams.submit(st, "reset_event", ev.slot, ev.uid)
+
+
+def stream_wait_event(stream, event) -> None:
+    st = rt.stream_in_context(stream)
+    ev = get(event)
+    if not ev.can_wait:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "only events created with ACL_EVENT_SYNC can be waited on")
+    _same_device(ev, st, "wait for the event")
+    if ev.issued == 0:
+        return    # never recorded: the wait is a no-op
+    seq = streams.submit(st, "wait_event", ev.slot, ev.uid, ev.issued, rt.op_wait_timeout)
+    ev.waits.append((st, seq))
+    del ev.waits[:-64]
+
+
+def query_event(event) -> int:
+    ev = get(event)
+    if ev.api == EX:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "query_event does not take events from "
+                       "create_event_ex_with_flag; use query_event_status")
+    return C.ACL_EVENT_STATUS_COMPLETE if is_complete(ev) else C.ACL_EVENT_STATUS_NOT_READY
+
+
+def query_event_status(event) -> int:
+    ev = get(event)
+    return C.ACL_EVENT_RECORDED_STATUS_COMPLETE if is_complete(ev) else C.ACL_EVENT_RECORDED_STATUS_NOT_READY
+
+
+def query_event_wait_status(event) -> int:
+    ev = get(event)
+    if ev.api == EX:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "query_event_wait_status does not take Ex events")
+    done = all(s.destroyed or streams.is_done(s, seq) for s, seq in ev.waits)
+    return C.ACL_EVENT_WAIT_STATUS_COMPLETE if done else C.ACL_EVENT_WAIT_STATUS_NOT_READY
+
+
+def _sync(ev: Event, timeout: int) -> None:
+    if ev.last_record is None or is_complete(ev):
+        return
+    stream, seq = ev.last_record
+    try:
+        streams.wait_for(stream, seq, timeout)
+    except AclError as exc:
+        if exc.code == E.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT:
+            raise AclError(E.ACL_ERROR_RT_EVENT_SYNC_TIMEOUT, f"event not complete after {timeout} ms") from None
+        raise
+
+
+def synchronize_event(event) -> None:
+    _sync(get(event), -1)
+
+
+def synchronize_event_with_timeout(event, timeout: int) -> None:
+    _sync(get(event), timeout_ms(timeout))
+
+
+def _timestamp_ns(ev: Event) -> int:
+    if not ev.timed or ev.api == EX and ev.flags == C.ACL_EVENT_IPC:
+        raise AclError(E.ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID, "the event was not created with ACL_EVENT_TIME_LINE")
+    if ev.issued == 0:
+        raise AclError(E.ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID, "the event was never recorded")
+    if not is_complete(ev):
+        raise AclError(E.ACL_ERROR_RT_EVENT_NOT_COMPLETE, "the event's record has not executed yet")
+    return int(rt.link(ev.device).control.event_ts[ev.slot])
+
+
+def event_elapsed_time(start, end) -> float:
+    t0, t1 = _timestamp_ns(get(start)), _timestamp_ns(get(end))
+    if t1 < t0:
+        raise AclError(E.ACL_ERROR_RT_EVENT_TIMESTAMP_REVERSAL, "the end event completed before the start event")
+    return (t1 - t0) / 1e6
+
+
+def event_get_timestamp(event) -> int:
+    """Completion time of the event's record, in microseconds since the device booted."""
+    return _timestamp_ns(get(event)) // 1000
+
+
+def get_event_id(event) -> int:
+    return get(event).slot
+
+
+def set_op_wait_timeout(timeout: int) -> None:
+    value = as_int(timeout, "timeout")
+    if not 0 <= value < 1 << 32:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"timeout {value} is not a uint32 of seconds")
+    rt.op_wait_timeout = value

@@ -1,0 +1,113 @@
+"""Notifies (one record releases one wait, across devices) and memory-semantic sync.
+
+A notify lives on the device that created it.  Any device may record it (the recording
+device process bumps its own cell of the owner's control page); only streams of the
+owning device wait on it, and a released wait clears it.  ``value_write`` / ``value_wait``
+are stream tasks on a 64-bit word of device memory; the waiting device re-checks the word
+whenever its memory is written and, for writers in other processes, every few ms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mdev.acl import constants as C
+from mdev.acl import errors as E
+from mdev.acl.errors import AclError
+from mdev.runtime import streams
+from mdev.runtime.core import RUNTIME as rt
+from mdev.runtime.memops import check_reach
+from mdev.runtime.memory import DEVICE
+from mdev.runtime.validate import as_int
+
+NOTIFY_HANDLES = 0xA_0000_0000
+_WAIT_FLAGS = (C.ACL_STREAM_WAIT_VALUE_GEQ, C.ACL_STREAM_WAIT_VALUE_EQ,
+               C.ACL_STREAM_WAIT_VALUE_AND, C.ACL_STREAM_WAIT_VALUE_NOR)
+
+
+@dataclass(eq=False)
+class Notify:
+    handle: int
+    device: int
+    slot: int
+    uid: int
+    flags: int
+    destroyed: bool = False
+
+
+def get(handle) -> Notify:
+    notify = rt.notifies.get(handle) if isinstance(handle, int) else None
+    if notify is None or notify.destroyed:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM if not handle else E.ACL_ERROR_RT_PARAM_INVALID,
+                       f"{handle!r} is not a live notify handle")
+    return notify
+
+
+def create_notify(flag: int = 0) -> int:
+    flag = as_int(flag, "flag")
+    if flag not in (C.ACL_NOTIFY_DEFAULT, C.ACL_NOTIFY_DEVICE_USE_ONLY):
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"notify flag must be ACL_NOTIFY_DEFAULT or DEVICE_USE_ONLY, got {flag}")
+    device = rt.current_context().device
+    slot, uid = rt.link(device).request("create_notify")
+    notify = Notify(rt.new_handle(NOTIFY_HANDLES), device, slot, uid, flag)
+    with rt.lock:
+        rt.notifies[notify.handle] = notify
+    return notify.handle
+
+
+def destroy_notify(notify) -> None:
+    n = get(notify)
+    n.destroyed = True
+    with rt.lock:
+        rt.notifies.pop(n.handle, None)
+    rt.link(n.device).request("destroy_notify", n.slot, n.uid)
+
+
+def record_notify(notify, stream) -> None:
+    n = get(notify)
+    st = rt.stream_in_context(stream)
+    streams.submit(st, "record_notify", n.device, n.slot)
+
+
+def wait_and_reset_notify(notify, stream, timeout: int = 0) -> None:
+    """``timeout`` in seconds, 0 = wait forever."""
+    n = get(notify)
+    st = rt.stream_in_context(stream)
+    timeout = as_int(timeout, "timeout")
+    if timeout < 0:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"timeout must be >= 0 seconds, got {timeout}")
+    if st.device != n.device:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"a notify of device {n.device} can only be waited "
+                       f"on by a stream of that device (stream is on device {st.device})")
+    streams.submit(st, "wait_notify", n.slot, n.uid, timeout or rt.op_wait_timeout)
+
+
+def get_notify_id(notify) -> int:
+    return get(notify).slot
+
+
+# ---------------------------------------------------------------------------- values
+def _word(addr, stream, what: str):
+    st = rt.stream_in_context(stream)
+    operand = rt.memory.operand(addr, 8, write=what == "write", what="devAddr")
+    if operand.kind != DEVICE:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"value_{what} needs device memory, got {operand.kind} memory")
+    if addr % 8:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"devAddr {addr:#x} is not 8-byte aligned")
+    check_reach(st.device, operand)
+    return st, operand
+
+
+def value_write(dev_addr: int, value: int, flag: int, stream) -> None:
+    if as_int(flag, "flag") != 0:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, "value_write flag must be 0")
+    st, operand = _word(dev_addr, stream, "write")
+    streams.submit(st, "value_write", operand.location(), as_int(value, "value") & 0xFFFFFFFFFFFFFFFF)
+
+
+def value_wait(dev_addr: int, value: int, flag: int, stream) -> None:
+    if as_int(flag, "flag") not in _WAIT_FLAGS:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"value_wait flag must be one of ACL_STREAM_WAIT_VALUE_*, got {flag}")
+    st, operand = _word(dev_addr, stream, "wait")
+    streams.submit(st, "value_wait", operand.location(), as_int(value, "value") & 0xFFFFFFFFFFFFFFFF,
+                   flag, rt.op_wait_timeout)
