@@ -189,7 +189,11 @@ class Device:
             if kind == "t":
                 _, slot, seq, op, args = message
                 stream = self.streams.get(slot)
-                if stream is not None and stream.client == conn.client:
+                if stream is None or stream.client != conn.client:
+                    continue
+                if stream.context.stopped:
+                    self.complete(stream, seq, stream.context.stopped, "the context stopped after a failure")
+                else:
                     stream.push(seq, op, args)
             elif kind == "r":
                 self._request(conn, message[1], message[2], message[3])
@@ -347,7 +351,8 @@ class Device:
             stream_id = self._next_stream_id
             self._next_stream_id += 1
             self.control.stream_done[slot] = 0
-            self.control.stream_err[slot] = 0
+            # a stopped stop-on-failure context refuses the work of its new streams too
+            self.control.stream_err[slot] = context.stopped
             stream = DeviceStream(self, slot, stream_id, conn.client, context, priority, flags)
             self.streams[slot] = stream
             context.streams.add(stream)
