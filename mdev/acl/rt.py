@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from mdev.acl import errors as E
 from mdev.acl._binding import bind
-from mdev.runtime import callbacks, devices, events, memops, notify, streams
+from mdev.runtime import callbacks, devices, events, exceptions, memops, notify, streams
 from mdev.runtime.core import RUNTIME as _rt
 
 # devices
@@ -27,14 +27,24 @@ synchronize_device_with_timeout = bind(streams.synchronize_device_with_timeout)
 device_get_stream_priority_range = bind(streams.device_get_stream_priority_range, 2)
 device_get_bare_tgid = bind(devices.device_get_bare_tgid, 1)
 get_devices_topo = bind(devices.get_devices_topo, 1)
+device_can_access_peer = bind(devices.device_can_access_peer, 1)
+device_enable_peer_access = bind(devices.device_enable_peer_access)
+device_disable_peer_access = bind(devices.device_disable_peer_access)
+device_peer_access_status = bind(devices.device_peer_access_status, 1)
 
 # contexts
 create_context = bind(devices.create_context, 1)
 destroy_context = bind(devices.destroy_context)
 set_context = bind(devices.set_context)
 get_context = bind(devices.get_context, 1)
+set_current_context = set_context          # C name aclrtSetCurrentContext (pyACL: set_context)
+get_current_context = get_context          # C name aclrtGetCurrentContext (pyACL: get_context)
 ctx_get_current_default_stream = bind(devices.ctx_get_current_default_stream, 1)
 get_primary_ctx_state = bind(devices.get_primary_ctx_state, 2)
+ctx_set_sys_param_opt = bind(devices.ctx_set_sys_param_opt)
+ctx_get_sys_param_opt = bind(devices.ctx_get_sys_param_opt, 1)
+set_sys_param_opt = bind(devices.set_sys_param_opt)
+get_sys_param_opt = bind(devices.get_sys_param_opt, 1)
 
 # streams
 create_stream = bind(streams.create_stream, 1)
@@ -101,6 +111,16 @@ memcpy2d_async = bind(memops.memcpy2d_async)
 memset = bind(memops.memset)
 memset_async = bind(memops.memset_async)
 
+
+# exception info
+set_exception_info_callback = bind(exceptions.set_exception_info_callback)
+exception_info_callback_register = bind(exceptions.exception_info_callback_register)
+exception_info_callback_unregister = bind(exceptions.exception_info_callback_unregister)
+get_device_id_from_exception_info = exceptions.get_device_id_from_exception_info
+get_stream_id_from_exception_info = exceptions.get_stream_id_from_exception_info
+get_task_id_from_exception_info = exceptions.get_task_id_from_exception_info
+get_thread_id_from_exception_info = exceptions.get_thread_id_from_exception_info
+get_error_code_from_exception_info = exceptions.get_error_code_from_exception_info
 
 # errors
 

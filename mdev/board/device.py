@@ -66,6 +66,7 @@ class ClientConn:
         self.role = ""
         self.command = ""
         self.lock = threading.Lock()
+        self.sent = 0
 
     def send(self, message: tuple) -> None:
         data = protocol.encode(message)
@@ -74,6 +75,7 @@ class ClientConn:
                 self.sock.sendall(data)
             except OSError:
                 pass  # the host is gone; its cleanup runs when the dispatcher sees EOF
+            self.sent += 1
 
 
 @dataclass
@@ -431,7 +433,8 @@ class Device:
                 message = stream.error_message if stream else ""
             if err[slot] and waiter.consume and not self._stopped(slot):
                 err[slot] = 0
-        waiter.conn.send(("r", waiter.req, 0, (code, message)))
+        main = self.main_conns.get(waiter.conn.client)
+        waiter.conn.send(("r", waiter.req, 0, (code, message, main.sent if main else 0)))
         return True
 
     def _stopped(self, slot: int) -> bool:
@@ -568,13 +571,20 @@ class Device:
 
     def complete(self, stream: DeviceStream, seq: int, code: int, message: str) -> None:
         control = self.control
+        main = self.main_conns.get(stream.client)
         if code:
+            if main is not None:
+                # exception info for the host's callbacks, sent before the task counts as done
+                main.send(("exc", {"device": self.index, "stream": stream.stream_id, "task": seq,
+                                   "code": code, "message": message}))
             with self.lock:
                 if not control.stream_err[stream.slot]:
                     control.stream_err[stream.slot] = code
                     stream.error_message = message
                 if stream.context.stop_on_failure and not stream.context.stopped:
                     self._stop_context(stream.context, code, message)
+        if main is not None:
+            control.stream_msgs[stream.slot] = main.sent
         if seq > int(control.stream_done[stream.slot]):
             control.stream_done[stream.slot] = seq
         control.header[S.H_TASKS_DONE] += 1

@@ -48,7 +48,7 @@ class BoardPaths:
     def control(self, device: int) -> str:
         return f"/{self.shm_prefix}ctl{device}"
 
-    def pinned(self, pid: int, serial: int) -> str:
+    def pinned(self, pid: int, serial: int | str) -> str:
         return f"/{self.shm_prefix}pin.{pid}.{serial}"
 
     def segments(self) -> list[str]:

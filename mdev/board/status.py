@@ -5,6 +5,8 @@ read-mostly and answer queries from it:
 
     stream_done[slot]   seq of the last task the stream completed   -> stream_query, idle sync
     stream_err[slot]    first unreported task failure of the stream -> fast-path sync check
+    stream_msgs[slot]   messages sent to the stream's process when its last task completed:
+                        a synchronising host waits until its reader has handled them
     event_ts[slot]      device time (ns since boot) of the event's latest executed record
     event_done[slot]    number of records of the event executed
     event_reset[slot]   event_done at the event's latest executed reset (flag semantics)
@@ -45,6 +47,7 @@ def _layout(devices: int) -> list[tuple[str, tuple, type]]:
         ("header", (HEADER_FIELDS,), np.int64),
         ("stream_done", (MAX_STREAMS,), np.uint64),
         ("stream_err", (MAX_STREAMS,), np.int64),
+        ("stream_msgs", (MAX_STREAMS,), np.uint64),
         ("event_ts", (MAX_EVENTS,), np.uint64),
         ("event_done", (MAX_EVENTS,), np.uint64),
         ("event_reset", (MAX_EVENTS,), np.uint64),

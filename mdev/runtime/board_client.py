@@ -16,6 +16,8 @@ import os
 import socket
 import sys
 import threading
+import traceback
+from typing import Callable
 
 import topology
 from mdev import protocol
@@ -25,6 +27,10 @@ from mdev.board import launcher
 from mdev.board import status as S
 from mdev.board.naming import BoardPaths
 from mdev.memory.segment import Segment
+
+
+# handlers of device-initiated messages, by kind; runtime modules register theirs
+MESSAGE_HANDLERS: dict[str, Callable[["DeviceLink", tuple], None]] = {}
 
 
 def _command_line() -> str:
@@ -43,6 +49,9 @@ class DeviceLink:
         self._local = threading.local()
         self._requests = itertools.count(1)
         self._hbm: Segment | None = None
+        self.received = 0                    # device messages handled by the reader
+        self._received_cond = threading.Condition()
+        self._reader_done = False
         self._sockets: list[socket.socket] = []    # every socket opened, for close_after_fork
 
     # -- sockets
@@ -64,23 +73,59 @@ class DeviceLink:
 
     def submit(self, stream, op: str, *args) -> int:
         """Queue a task on ``stream``; returns its sequence number."""
+        sock = self._task_sock or self.ensure_main()
         with self.lock:
-            if self._task_sock is None:
-                self._task_sock = self._open("main").sock
             seq = stream.seq + 1
             try:
-                self._task_sock.sendall(protocol.encode(("t", stream.slot, seq, op, args)))
+                sock.sendall(protocol.encode(("t", stream.slot, seq, op, args)))
             except OSError as exc:
                 raise self.lost(exc) from exc
             stream.seq = seq
             return seq
 
     def ensure_main(self) -> socket.socket:
-        """Open the task socket: the device ties this process's resources to it."""
+        """Open the task socket: the device ties this process's resources to it.
+
+        The device also talks back on it (callbacks to run, kernel prints, exception
+        info), so a reader thread serves it for as long as it is open.
+        """
         with self.lock:
             if self._task_sock is None:
                 self._task_sock = self._open("main").sock
+                threading.Thread(target=self._read_main, args=(self._task_sock,), daemon=True,
+                                 name=f"mdev-dev{self.index}-reader").start()
             return self._task_sock
+
+    def _read_main(self, sock: socket.socket) -> None:
+        decoder = protocol.Decoder()
+        while True:
+            try:
+                data = sock.recv(1 << 16)
+            except OSError:
+                data = b""
+            if not data:
+                with self._received_cond:
+                    self._reader_done = True
+                    self._received_cond.notify_all()
+                return
+            for message in decoder.feed(data):
+                handler = MESSAGE_HANDLERS.get(message[0])
+                try:
+                    if handler is not None:
+                        handler(self, message)
+                except Exception:
+                    traceback.print_exc()
+                with self._received_cond:
+                    self.received += 1
+                    self._received_cond.notify_all()
+
+    def wait_received(self, count: int, timeout: float = 10.0) -> None:
+        """Wait until the reader has handled the device's first ``count`` messages, so that a
+        kernel's prints and exception callbacks are done when a synchronisation returns."""
+        if self.received >= count:
+            return
+        with self._received_cond:
+            self._received_cond.wait_for(lambda: self.received >= count or self._reader_done, timeout)
 
     def send_on_main(self, message: tuple) -> None:
         """Send a non-task message (e.g. a callback's completion) on the task socket."""

@@ -1,6 +1,6 @@
 """Host callbacks on streams: launch_host_func and the subscribe/report model.
 
-    device stream reaches the callback task --("cb", id)--> this process's reader thread
+    device stream reaches the callback task --("cb", id)--> the device link's reader thread
         host func  -> runs on the device's host-func thread        --+
         report     -> queued for the thread subscribed to the stream  |  (process_report)
     ("cbdone", id, code) <--------------------------------------------+
@@ -18,12 +18,12 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from mdev import protocol
 from mdev.acl import constants as C
 from mdev.acl import errors as E
 from mdev.acl.errors import AclError
 from mdev.runtime import streams
 from mdev.runtime.core import RUNTIME as rt
+from mdev.runtime.board_client import MESSAGE_HANDLERS
 from mdev.runtime.core import Stream
 from mdev.runtime.validate import as_int
 
@@ -45,7 +45,6 @@ class CallbackHub:
         self.lock = threading.Lock()
         self.pending: dict[int, Callback] = {}
         self.ids = itertools.count(1)
-        self.readers: dict[int, threading.Thread] = {}
         self.host_funcs: dict[int, queue.SimpleQueue] = {}
         self.subscribers: dict[int, int] = {}          # stream handle -> thread id
         self.thread_device: dict[int, int] = {}        # thread id -> device it serves
@@ -54,8 +53,6 @@ class CallbackHub:
     def launch(self, stream: Stream, fn: Callable, arg: Any, block: bool, report: bool) -> None:
         if not callable(fn):
             raise AclError(E.ACL_ERROR_INVALID_PARAM, f"callback must be callable, got {type(fn).__name__}")
-        link = rt.link(stream.device)
-        self._ensure_reader(link)
         cb = Callback(next(self.ids), fn, arg, stream, block, report)
         with self.lock:
             self.pending[cb.id] = cb
@@ -66,34 +63,18 @@ class CallbackHub:
                 self.pending.pop(cb.id, None)
             raise
 
-    def _ensure_reader(self, link) -> None:
+    def _ensure_runner(self, link) -> queue.SimpleQueue:
+        """The thread that runs this device's host funcs, one after another."""
         with self.lock:
-            if link.index in self.readers:
-                return
-            funcs = self.host_funcs[link.index] = queue.SimpleQueue()
-            reader = threading.Thread(target=self._read, args=(link, funcs), daemon=True,
-                                      name=f"mdev-callbacks-dev{link.index}")
-            runner = threading.Thread(target=self._run_host_funcs, args=(link, funcs), daemon=True,
-                                      name=f"mdev-hostfunc-dev{link.index}")
-            self.readers[link.index] = reader
-        reader.start()
-        runner.start()
+            funcs = self.host_funcs.get(link.index)
+            if funcs is None:
+                funcs = self.host_funcs[link.index] = queue.SimpleQueue()
+                threading.Thread(target=self._run_host_funcs, args=(link, funcs), daemon=True,
+                                 name=f"mdev-hostfunc-dev{link.index}").start()
+        return funcs
 
-    def _read(self, link, funcs: queue.SimpleQueue) -> None:
-        sock, decoder = link.ensure_main(), protocol.Decoder()
-        while True:
-            try:
-                data = sock.recv(1 << 16)
-            except OSError:
-                data = b""
-            if not data:
-                funcs.put(None)
-                return
-            for message in decoder.feed(data):
-                if message[0] == "cb":
-                    self._dispatch(link, message[1], funcs)
-
-    def _dispatch(self, link, cb_id: int, funcs: queue.SimpleQueue) -> None:
+    def dispatch(self, link, cb_id: int) -> None:
+        """A device reached a callback task ("cb" message, on the link's reader thread)."""
         with self.lock:
             cb = self.pending.pop(cb_id, None)
             thread = self.subscribers.get(cb.stream.handle) if cb and cb.report else None
@@ -101,7 +82,7 @@ class CallbackHub:
         if cb is None:
             return
         if not cb.report:
-            funcs.put(cb)
+            self._ensure_runner(link).put(cb)
         elif reports is not None:
             reports.put(cb)
         else:
@@ -120,6 +101,13 @@ class CallbackHub:
         else:
             self.finish(link, cb, 0, "")
 
+    def close(self) -> None:
+        """Stop the host-func runner threads (the process is detaching)."""
+        with self.lock:
+            for funcs in self.host_funcs.values():
+                funcs.put(None)
+            self.host_funcs.clear()
+
     @staticmethod
     def finish(link, cb: Callback, code: int, message: str) -> None:
         if cb.block:
@@ -127,6 +115,9 @@ class CallbackHub:
                 link.send_on_main(("cbdone", cb.id, code, message))
             except AclError:
                 pass   # the device is gone; its stream went with it
+
+
+MESSAGE_HANDLERS["cb"] = lambda link, message: hub().dispatch(link, message[1])
 
 
 def hub() -> CallbackHub:

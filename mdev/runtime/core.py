@@ -78,6 +78,7 @@ class Runtime:
         self.device_refs: dict[int, int] = {}
         self.force_reset: set[int] = set()
         self.peer_access: set[tuple[int, int]] = set()   # (device, peer) pairs enabled
+        self.sys_params: dict[int, int] = {}              # aclrtSetSysParamOpt (process-wide)
         self.default_contexts: dict[int, Context] = {}
         self.contexts: dict[int, Context] = {}
         self.streams: dict[int, Stream] = {}
@@ -86,6 +87,8 @@ class Runtime:
         self.op_wait_timeout = 0          # seconds, 0 = waits never time out
         self.callbacks = None             # CallbackHub, made on first use
         self.user_threads: dict = {}
+        self.exception_callbacks: list = []
+        self.exception_legacy = None
         self._handles = itertools.count(1)
         from mdev.runtime.memory import MemoryTable
         self.memory = MemoryTable(self)

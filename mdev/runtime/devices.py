@@ -221,3 +221,100 @@ def ctx_get_current_default_stream() -> int:
 def get_primary_ctx_state(device_id: int) -> tuple[int, int]:
     device = rt.check_device(device_id)
     return 0, int(device in rt.default_contexts)
+
+
+# ---------------------------------------------------------------------------- system parameters
+# aclSysParamOpt -> exclusive upper bound of its value.  A context knows the first three;
+# ACL_OPT_ENABLE_KERNEL_EARLY_START exists only process-wide.
+_CTX_SYS_PARAMS = {C.ACL_OPT_DETERMINISTIC: 4, C.ACL_OPT_ENABLE_DEBUG_KERNEL: 2,
+                   C.ACL_OPT_STRONG_CONSISTENCY: 2}
+_SYS_PARAMS = {**_CTX_SYS_PARAMS, C.ACL_OPT_ENABLE_KERNEL_EARLY_START: 2}
+
+
+def _sys_param(opt, table: dict, where: str) -> int:
+    opt = as_int(opt, "opt")
+    if opt not in table:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM,
+                       f"opt {opt} is not a {where} system parameter (valid: {sorted(table)})")
+    return opt
+
+
+def _sys_value(opt: int, value, table: dict) -> int:
+    value = as_int(value, "value")
+    if not 0 <= value < table[opt]:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID,
+                       f"value {value} of system parameter {opt} is out of range [0, {table[opt]})")
+    return value
+
+
+def ctx_set_sys_param_opt(opt: int, value: int) -> None:
+    """aclrtCtxSetSysParamOpt: per context (the calling thread's current one), last write wins."""
+    opt = _sys_param(opt, _CTX_SYS_PARAMS, "context")
+    value = _sys_value(opt, value, _CTX_SYS_PARAMS)
+    rt.current_context().sys_params[opt] = value
+
+
+def ctx_get_sys_param_opt(opt: int) -> int:
+    """No default: an option never set in this context is ACL_ERROR_RT_SYSPARAMOPT_NOT_SET."""
+    opt = _sys_param(opt, _CTX_SYS_PARAMS, "context")
+    ctx = rt.current_context()
+    if opt not in ctx.sys_params:
+        raise AclError(E.ACL_ERROR_RT_SYSPARAMOPT_NOT_SET,
+                       f"system parameter {opt} was never set in the current context (device {ctx.device})")
+    return ctx.sys_params[opt]
+
+
+def set_sys_param_opt(opt: int, value: int) -> None:
+    """aclrtSetSysParamOpt: process-wide, needs no device."""
+    opt = _sys_param(opt, _SYS_PARAMS, "process")
+    value = _sys_value(opt, value, _SYS_PARAMS)
+    with rt.lock:
+        rt.sys_params[opt] = value
+
+
+def get_sys_param_opt(opt: int) -> int:
+    """Process-wide value; 0 when never set."""
+    return rt.sys_params.get(_sys_param(opt, _SYS_PARAMS, "process"), 0)
+
+
+# ---------------------------------------------------------------------------- peer access
+def _pair(device_id: int, peer_device_id: int) -> tuple[int, int]:
+    device, peer = rt.check_device(device_id), rt.check_device(peer_device_id)
+    if device == peer:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"device {device} is its own peer")
+    return device, peer
+
+
+def device_can_access_peer(device_id: int, peer_device_id: int) -> int:
+    device, peer = _pair(device_id, peer_device_id)
+    return int(rt.attach().topology.can_access_peer(device, peer))
+
+
+def device_enable_peer_access(peer_device_id: int, flags: int) -> None:
+    """Let the current device reach ``peer`` (one direction; the peer needs its own call)."""
+    if as_int(flags, "flags") != 0:
+        raise AclError(E.ACL_ERROR_FEATURE_UNSUPPORTED, f"flags must be 0, got {flags}")
+    device, peer = _pair(rt.current_context().device, peer_device_id)
+    topo = rt.attach().topology
+    if not topo.can_access_peer(device, peer):
+        route = topo.path(device, peer)
+        raise AclError(E.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                       f"devices {device} and {peer} are connected through {route.label}, which does not "
+                       f"allow peer access on topology {topo.name!r}")
+    with rt.lock:
+        if (device, peer) in rt.peer_access:
+            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"peer access {device} -> {peer} is already enabled")
+        rt.peer_access.add((device, peer))
+
+
+def device_disable_peer_access(peer_device_id: int) -> None:
+    device, peer = _pair(rt.current_context().device, peer_device_id)
+    with rt.lock:
+        if (device, peer) not in rt.peer_access:
+            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"peer access {device} -> {peer} is not enabled")
+        rt.peer_access.discard((device, peer))
+
+
+def device_peer_access_status(device_id: int, peer_device_id: int) -> int:
+    device, peer = _pair(device_id, peer_device_id)
+    return int((device, peer) in rt.peer_access)

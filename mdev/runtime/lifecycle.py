@@ -120,11 +120,20 @@ def _release_all() -> None:
         ctx.destroyed = True
     for stream in rt.streams.values():
         stream.destroyed = True
+    links = list(rt.board._links.values()) if rt.board is not None else []
     for alloc in list(rt.memory._by_start.values()):
         rt.memory.remove(alloc.ptr)
         if alloc.segment is not None:
+            # devices keep pinned segments mapped until told: unmapping is what frees the RAM
+            for link in links:
+                try:
+                    link.request("forget_segment", alloc.segment.name)
+                except AclError:
+                    pass
             alloc.segment.close()
             alloc.segment.unlink()
+    if rt.callbacks is not None:
+        rt.callbacks.close()
     board = rt.board
     rt.__init__()
     if board is not None:

@@ -62,15 +62,18 @@ def wait_targets(targets: list[tuple[Stream, int]], timeout: int = -1, consume: 
             by_device.setdefault(stream.device, []).append((stream, seq))
     for device, group in by_device.items():
         link = rt.link(device)
-        done, err = link.control.stream_done, link.control.stream_err
+        control = link.control
+        done, err = control.stream_done, control.stream_err
         if all(int(done[s.slot]) >= seq and not err[s.slot] for s, seq in group):
+            link.wait_received(max(int(control.stream_msgs[s.slot]) for s, _ in group))
             continue
         link.check_alive()
         try:
-            code, message = link.request("wait", [(s.slot, seq) for s, seq in group], consume,
-                                         timeout=None if timeout < 0 else timeout / 1000.0)
+            code, message, sent = link.request("wait", [(s.slot, seq) for s, seq in group], consume,
+                                               timeout=None if timeout < 0 else timeout / 1000.0)
         except TimeoutError:
             raise AclError(E.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, f"synchronisation timed out after {timeout} ms") from None
+        link.wait_received(sent)   # prints and exception callbacks of the awaited tasks are done
         if code:
             raise AclError(code, message or E.describe(code))
 
