@@ -3,6 +3,7 @@
     acl.init / acl.finalize             process initialisation (aclInit / aclFinalize)
     acl.rt.*                            runtime: devices, contexts, streams, memory, ...
     acl.util.*                          host buffers <-> pointers, numpy views
+    acl.mdl, acl.media, acl.op, ...      pyACL's other submodules (see pyacl_names)
     acl.get_recent_err_msg()            what went wrong, in words
 
 Every function returns what pyACL returns: outputs first, the aclError ``ret`` last.
@@ -12,7 +13,7 @@ The constants (``ACL_MEMCPY_HOST_TO_DEVICE``, ...) and error codes (``ACL_SUCCES
 
 from __future__ import annotations
 
-from mdev.acl import constants, errors, rt, util
+from mdev.acl import constants, errors, mdl, rt, util
 from mdev.acl._binding import bind
 from mdev.acl.constants import *  # noqa: F401,F403  (pyACL programs use these names)
 from mdev.acl.errors import *  # noqa: F401,F403
@@ -39,3 +40,22 @@ def get_soc_name() -> str | None:
 
 def get_version() -> tuple[int, int, int, int]:
     return constants.ACL_MAJOR_VERSION, constants.ACL_MINOR_VERSION, constants.ACL_PATCH_VERSION, 0
+
+
+def float16_to_float(value: int) -> float:
+    """aclFloat16ToFloat: the float of an IEEE half given by its 16-bit pattern."""
+    import numpy as np
+    return float(np.array(int(value) & 0xFFFF, dtype=np.uint16).view(np.float16))
+
+
+def float_to_float16(value: float) -> int:
+    """aclFloatToFloat16: the 16-bit pattern of ``value`` as an IEEE half."""
+    import numpy as np
+    return int(np.array(value, dtype=np.float16).view(np.uint16))
+
+
+def __getattr__(name: str):
+    """pyACL names mdev does not emulate resolve to stubs (and acl.media, acl.op, ... to stub
+    modules); anything else is an AttributeError, so a typo fails where it is made."""
+    from mdev.acl.pyacl_names import resolve
+    return resolve("", name)

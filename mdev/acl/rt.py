@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from mdev.acl import errors as E
 from mdev.acl._binding import bind
-from mdev.runtime import callbacks, devices, events, exceptions, memops, notify, streams
+from mdev.runtime import callbacks, devices, events, exceptions, kernels, limits, memops, notify, streams
 from mdev.runtime.core import RUNTIME as _rt
 
 # devices
@@ -112,6 +112,39 @@ memset = bind(memops.memset)
 memset_async = bind(memops.memset_async)
 
 
+# kernels
+binary_load_from_file = bind(kernels.binary_load_from_file, 1)
+binary_load_from_data = bind(kernels.binary_load_from_data, 1)
+binary_get_function = bind(kernels.binary_get_function, 1)
+binary_get_function_by_entry = bind(kernels.binary_get_function_by_entry, 1)
+binary_unload = bind(kernels.binary_unload)
+function_get_param_count = bind(kernels.function_get_param_count, 1)
+get_function_name = bind(kernels.get_function_name, 1, None)
+launch_kernel = bind(kernels.launch_kernel)
+launch_kernel_v2 = bind(kernels.launch_kernel_v2)
+launch_kernel_with_config = bind(kernels.launch_kernel_with_config)
+launch_kernel_with_host_args = bind(kernels.launch_kernel_with_host_args)
+launch_kernel_with_args_array = bind(kernels.launch_kernel_with_args_array)
+kernel_args_init = bind(kernels.kernel_args_init, 1)
+kernel_args_get_mem_size = bind(kernels.kernel_args_get_mem_size, 1)
+kernel_args_get_handle_mem_size = bind(kernels.kernel_args_get_handle_mem_size, 1)
+kernel_args_append = bind(kernels.kernel_args_append, 1)
+kernel_args_append_place_holder = bind(kernels.kernel_args_append_place_holder, 1)
+kernel_args_get_place_holder_buffer = bind(kernels.kernel_args_get_place_holder_buffer, 1)
+kernel_args_para_update = bind(kernels.kernel_args_para_update)
+kernel_args_finalize = bind(kernels.kernel_args_finalize)
+
+# core resource limits
+set_device_res_limit = bind(limits.set_device_res_limit)
+get_device_res_limit = bind(limits.get_device_res_limit, 1)
+reset_device_res_limit = bind(limits.reset_device_res_limit)
+set_stream_res_limit = bind(limits.set_stream_res_limit)
+get_stream_res_limit = bind(limits.get_stream_res_limit, 1)
+reset_stream_res_limit = bind(limits.reset_stream_res_limit)
+use_stream_res_in_current_thread = bind(limits.use_stream_res_in_current_thread)
+unuse_stream_res_in_current_thread = bind(limits.unuse_stream_res_in_current_thread)
+get_res_in_current_thread = bind(limits.get_res_in_current_thread, 1)
+
 # exception info
 set_exception_info_callback = bind(exceptions.set_exception_info_callback)
 exception_info_callback_register = bind(exceptions.exception_info_callback_register)
@@ -137,3 +170,9 @@ def peek_at_last_error(level: int = 0) -> int:
     if level != 0:
         return E.ACL_ERROR_INVALID_PARAM
     return _rt.thread.last_error
+
+
+# pyACL functions mdev does not emulate (yet): stubs returning ACL_ERROR_API_NOT_SUPPORT
+def __getattr__(name: str):
+    from mdev.acl.pyacl_names import resolve
+    return resolve("rt", name)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import itertools
 import os
+import pickle
 import selectors
 import signal
 import socket
@@ -36,6 +37,8 @@ from mdev.board.engines import Engine
 from mdev.board.naming import BoardPaths
 from mdev.board.stream import DeviceStream
 from mdev.board.tasks import OPS, TaskFault, dma_fault
+from mdev.kernel import executor as _kernel_tasks  # noqa: F401  (registers the "kernel" task)
+from mdev.kernel.api import Kernel, kernels_of
 from mdev.memory import address
 from mdev.memory.allocator import Allocator, OutOfMemory
 from mdev.memory.segment import Segment
@@ -111,7 +114,11 @@ class Device:
         self.clients: dict[int, dict] = {}
         self.sync_waiters: dict[int, list[SyncWaiter]] = {}
         self.engines = {"dma": Engine("dma", DMA_ENGINES),
-                        "compute": Engine("compute", max(1, self.spec.aicore))}
+                        "aic": Engine("aic", max(1, self.spec.cube)),
+                        "aiv": Engine("aiv", max(1, self.spec.vector))}
+        self.kernels: dict[int, Kernel] = {}
+        self.binaries: dict[int, list[int]] = {}      # binary id -> its kernels' function ids
+        self._fids = itertools.count(1)
         self.events: dict[int, int] = {}        # slot -> uid of the live event in it
         self.notifies: dict[int, int] = {}
         self._uids = itertools.count(1)
@@ -487,6 +494,39 @@ class Device:
                 self._release_slot(self.notifies, self._free_notifies, self._notify_owner, slot)
                 self.control.header[S.H_NOTIFIES] = len(self.notifies)
             self.progress.notify_all()
+
+    # ------------------------------------------------------------------ kernels
+    def rpc_register_kernel(self, conn, req, payload: bytes) -> int:
+        """A decorated kernel of a host program, shipped by value."""
+        kernel = pickle.loads(payload)
+        with self.lock:
+            fid = next(self._fids)
+            self.kernels[fid] = kernel
+        return fid
+
+    def rpc_load_binary(self, conn, req, source: str, filename: str) -> tuple[int, list]:
+        """A kernel "binary": Python source whose kernels become functions of this device."""
+        module = f"mdev_binary_{next(self._fids)}"
+        namespace = {"__name__": module, "__file__": filename}
+        try:
+            exec(compile(source, filename, "exec", dont_inherit=True), namespace)
+        except Exception as exc:
+            raise AclError(E.ACL_ERROR_INVALID_PARAM, f"cannot load binary {filename}: {exc!r}")
+        kernels = kernels_of(namespace, module)
+        with self.lock:
+            bin_id = next(self._fids)
+            entries = []
+            for kernel in kernels:
+                fid = next(self._fids)
+                self.kernels[fid] = kernel
+                entries.append((kernel.name, fid, len(kernel.types)))
+            self.binaries[bin_id] = [fid for _, fid, _ in entries]
+        return bin_id, entries
+
+    def rpc_unload_binary(self, conn, req, bin_id: int) -> None:
+        with self.lock:
+            for fid in self.binaries.pop(bin_id, []):
+                self.kernels.pop(fid, None)
 
     # ------------------------------------------------------------------ waiting inside tasks
     POLL_S = 0.002   # writers in other processes (peer devices, hosts) cannot wake us

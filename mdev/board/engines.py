@@ -18,27 +18,29 @@ class Engine:
         self.slots = slots
         self._free = slots
         self._cond = threading.Condition()
-        self._waiting: list[tuple[int, int]] = []
+        self._waiting: list[tuple[int, int, int]] = []
         self._tickets = itertools.count()
         self.busy_ns = 0
 
-    def acquire(self, priority: int) -> None:
+    def acquire(self, priority: int, n: int = 1) -> None:
+        """Take ``n`` slots (a kernel wave takes one per block)."""
+        n = min(n, self.slots)
         with self._cond:
-            if self._free and not self._waiting:
-                self._free -= 1
+            if self._free >= n and not self._waiting:
+                self._free -= n
                 return
-            entry = (priority, next(self._tickets))
+            entry = (priority, next(self._tickets), n)
             heapq.heappush(self._waiting, entry)
-            while not (self._free and self._waiting[0] == entry):
+            while not (self._free >= n and self._waiting[0] == entry):
                 self._cond.wait()
             heapq.heappop(self._waiting)
-            self._free -= 1
+            self._free -= n
             if self._free and self._waiting:
                 self._cond.notify_all()
 
-    def release(self) -> None:
+    def release(self, n: int = 1) -> None:
         with self._cond:
-            self._free += 1
+            self._free += min(n, self.slots)
             if self._waiting:
                 self._cond.notify_all()
 

@@ -67,8 +67,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _gib(n: int) -> str:
-    return f"{n / (1 << 30):.1f}"
+def _mb(n: int) -> str:
+    # whole MiB, as npu-smi's HBM-Usage(MB): GiB with one decimal showed 0.0 for the small
+    # boards of tests and laptops
+    return str(n >> 20)
 
 
 def cmd_smi(args: argparse.Namespace) -> int:
@@ -81,10 +83,10 @@ def cmd_smi(args: argparse.Namespace) -> int:
     print(rule)
     print(f"| mdev smi        board {info['board']:<20} topology {info['topology']:<25}|")
     print(rule)
-    print(f"| {'NPU':<4}{'Name':<14}{'Health':<9}{'HBM-Usage(GiB)':<18}{'Streams':<9}{'Tasks':<12}{'PID':<10}|")
+    print(f"| {'NPU':<4}{'Name':<14}{'Health':<9}{'HBM-Usage(MB)':<18}{'Streams':<9}{'Tasks':<12}{'PID':<10}|")
     print(rule)
     for d in info["devices"]:
-        usage = f"{_gib(d['hbm_used'])} / {_gib(d['hbm_total'])}"
+        usage = f"{_mb(d['hbm_used'])} / {_mb(d['hbm_total'])}"
         print(f"| {d['id']:<4}{d['soc']:<14}{d['state']:<9}{usage:<18}{d['streams']:<9}"
               f"{d['tasks_done']:<12}{d['pid']:<10}|")
     print(rule)

@@ -35,6 +35,7 @@ class Stream:
     seq: int = 0                       # seq of the last task submitted (guarded by link.lock)
     failure_mode: int = C.ACL_CONTINUE_ON_FAILURE
     attributes: dict = field(default_factory=dict)
+    res_limits: dict = field(default_factory=dict)   # aclrtDevResLimitType -> cores
     destroyed: bool = False
 
     @property
@@ -63,6 +64,7 @@ class ThreadState(threading.local):
         self.context: Context | None = None
         self.last_error = 0
         self.messages: list[str] = []
+        self.res_stream: Stream | None = None   # stream whose core limits the thread adopted
 
 
 class Runtime:
@@ -89,6 +91,10 @@ class Runtime:
         self.user_threads: dict = {}
         self.exception_callbacks: list = []
         self.exception_legacy = None
+        self.device_limits: dict[tuple[int, int], int] = {}
+        self.binaries: dict = {}
+        self.functions: dict = {}
+        self.args_handles: dict = {}
         self._handles = itertools.count(1)
         from mdev.runtime.memory import MemoryTable
         self.memory = MemoryTable(self)

@@ -124,6 +124,9 @@ def reset_event(event, stream) -> None:
     ev = get(event)
     if ev.api == EX:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "events from create_event_ex_with_flag cannot be reset")
+    if ev.api == WITH_FLAG and not ev.flags & (C.ACL_EVENT_SYNC | C.ACL_EVENT_EXTERNAL):
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "only events created with ACL_EVENT_SYNC (or "
+                       "ACL_EVENT_EXTERNAL) can be reset")
     st = rt.stream_in_context(stream)
     _same_device(ev, st, "reset the event")
     streams.submit(st, "reset_event", ev.slot, ev.uid)

@@ -45,8 +45,13 @@ def malloc(size_: int, policy: int, align32: bool = False) -> int:
     nbytes = size(size_, positive=True)
     policy = as_int(policy, "policy")
     device = rt.current_context().device
-    page = address.page_size(nbytes, policy)
-    reserved = address.align_up(address.padded_size(nbytes, policy, align32), page)
+    geometry = policy
+    if policy & 0xFF > C.ACL_MEM_MALLOC_HUGE1G_ONLY_P2P:
+        # documented: a value outside the enum means huge pages from 2 MiB up, else normal
+        # pages (not HUGE_FIRST's 1 MiB threshold)
+        geometry = C.ACL_MEM_MALLOC_HUGE_ONLY if nbytes >= 2 * address.MiB else C.ACL_MEM_MALLOC_NORMAL_ONLY
+    page = address.page_size(nbytes, geometry)
+    reserved = address.align_up(address.padded_size(nbytes, geometry, align32), page)
     ptr = rt.link(device).request("malloc", nbytes, reserved, page, policy)
     rt.memory.add(Allocation(ptr, nbytes, DEVICE, device, page, reserved, policy))
     return ptr

@@ -20,6 +20,7 @@ import bisect
 import ctypes
 import itertools
 import os
+import secrets
 import threading
 from dataclasses import dataclass
 
@@ -40,7 +41,8 @@ class Allocation:
     size: int
     kind: str                 # DEVICE or PINNED
     device: int = -1
-    page: int = address.NORMAL_PAGE
+    page: int = 4096          # address.NORMAL_PAGE, spelt out: importing mdev.memory.address
+                              # first runs mdev.acl, which imports this module mid-way
     reserved: int = 0
     policy: int = 0
     segment: Segment | None = None
@@ -83,20 +85,38 @@ class MemoryTable:
         self._starts: list[int] = []
         self._by_start: dict[int, Allocation] = {}
         self._pin_serial = itertools.count()
+        # in every pinned segment name: a name must never come back, or a device still
+        # mapping the old segment by that name (after finalize + init, or a recycled pid)
+        # would copy to and from dead memory
+        self._pin_tag = secrets.token_hex(4)
         self._maps: list[tuple[int, int, str]] = []
         self._map_starts: list[int] = []
+        self._pinned_map: tuple | None = ()
 
     def add(self, alloc: Allocation) -> None:
         with self.lock:
             bisect.insort(self._starts, alloc.ptr)
             self._by_start[alloc.ptr] = alloc
+            if alloc.kind == PINNED:
+                self._pinned_map = None
 
     def remove(self, ptr: int) -> Allocation | None:
         with self.lock:
             alloc = self._by_start.pop(ptr, None)
             if alloc is not None:
                 del self._starts[bisect.bisect_left(self._starts, ptr)]
+                if alloc.kind == PINNED:
+                    self._pinned_map = None
             return alloc
+
+    def pinned_map(self) -> tuple:
+        """(host address, size, segment) of every pinned buffer: kernels reach them by address."""
+        table = self._pinned_map
+        if table is None:
+            with self.lock:
+                table = self._pinned_map = tuple((a.ptr, a.size, a.segment.name)
+                                                 for a in self._by_start.values() if a.kind == PINNED)
+        return table
 
     def containing(self, ptr: int) -> Allocation | None:
         with self.lock:
@@ -189,7 +209,7 @@ class MemoryTable:
     # -- pinned host memory
     def new_pinned(self, size: int) -> Allocation:
         board = self.runtime.attach()
-        name = board.paths.pinned(os.getpid(), next(self._pin_serial))
+        name = board.paths.pinned(os.getpid(), f"{self._pin_tag}.{next(self._pin_serial)}")
         try:
             seg = Segment(name, size, create=True)
         except Exception as exc:

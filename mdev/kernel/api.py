@@ -1,0 +1,83 @@
+"""Defining kernels: the ``@kernel`` decorator and the ``kernel[blocks, stream](...)`` launch.
+
+    @kernel
+    def add_custom(ctx, x, y, z, n): ...
+
+    add_custom[8, stream](x, y, z, n)     # add_custom<<<8, nullptr, stream>>>(x, y, z, n)
+    add_custom[8](x, y, z, n)             # on the default stream
+
+Like ``<<<>>>``, a launch reports failure through the thread's last error (it also
+returns the aclError code, for convenience).  The function itself runs in the device
+process (shipped there by value with cloudpickle), once per block with a
+:class:`~mdev.kernel.context.BlockContext`, or once for all blocks if ``vectorized``.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+from mdev.acl import constants as C
+from mdev.kernel import params
+
+ENGINES = {"vector": ("aiv", C.ACL_RT_DEV_RES_VECTOR_CORE), "cube": ("aic", C.ACL_RT_DEV_RES_CUBE_CORE)}
+
+
+class Kernel:
+    def __init__(self, fn: Callable, core: str = "vector", vectorized: bool = False,
+                 name: str | None = None) -> None:
+        if core not in ENGINES:
+            raise ValueError(f"core must be 'vector' or 'cube', got {core!r}")
+        self.fn = fn
+        self.core = core
+        self.vectorized = vectorized
+        self.name = name or fn.__name__
+        self.types = params.param_types(fn)
+        self.registrations: dict = {}     # (board client, device) -> function id there
+        functools.update_wrapper(self, fn)
+
+    @property
+    def engine(self) -> str:
+        return ENGINES[self.core][0]
+
+    @property
+    def res_type(self) -> int:
+        return ENGINES[self.core][1]
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["registrations"] = {}
+        return state
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+    def __getitem__(self, config) -> Callable[..., int]:
+        num_blocks, stream = config if isinstance(config, tuple) else (config, None)
+
+        def launch(*args) -> int:
+            from mdev.runtime import kernels
+            return kernels.launch_decorated(self, num_blocks, stream, args)
+        return launch
+
+    def __repr__(self) -> str:
+        return f"<kernel {self.name} ({self.core}{', vectorized' if self.vectorized else ''})>"
+
+
+def kernel(fn: Callable | None = None, *, core: str = "vector", vectorized: bool = False,
+           name: str | None = None):
+    """Make a launchable kernel: ``@kernel`` or ``@kernel(core="cube", vectorized=True)``."""
+    if fn is None:
+        return lambda f: Kernel(f, core, vectorized, name)
+    return Kernel(fn, core, vectorized, name)
+
+
+def kernels_of(namespace: dict, module_name: str) -> list[Kernel]:
+    """The kernels a binary (a Python source) defines, in definition order: its ``@kernel``
+    objects, or else its public top-level functions."""
+    found = [v for v in namespace.values() if isinstance(v, Kernel)]
+    if found:
+        return found
+    return [Kernel(v) for k, v in namespace.items()
+            if callable(v) and getattr(v, "__module__", None) == module_name and not k.startswith("_")
+            and not isinstance(v, type)]

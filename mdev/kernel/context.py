@@ -1,0 +1,126 @@
+"""What a kernel sees while it runs on a device: its block, device memory, helpers.
+
+    def add_custom(ctx, x, y, z, n):
+        per = n // ctx.block_num
+        lo = ctx.block_idx * per
+        a = ctx.gm(x, np.float32, n)[lo:lo + per]     # a numpy view of device memory
+        ...
+
+``gm`` is bounds-checked against the allocation the pointer is in; touching anything
+else is a device fault (the launch's stream reports an AI Core exception at its next
+synchronisation).  ``spin_until`` waits on memory without burning the device's cores.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
+
+from mdev.acl import errors as E
+from mdev.board.tasks import TaskFault
+from mdev.memory import address
+
+if TYPE_CHECKING:
+    from mdev.board.device import Device
+    from mdev.board.stream import DeviceStream
+
+
+class KernelFault(TaskFault):
+    def __init__(self, message: str) -> None:
+        super().__init__(E.ACL_ERROR_RT_AICORE_EXCEPTION, message)
+
+
+class BlockContext:
+    """One block of a launch (or, for a vectorised kernel, all of them at once)."""
+
+    def __init__(self, launch: "Launch", block_idx: int | None) -> None:
+        self._launch = launch
+        self.block_idx = block_idx
+        self.block_num = launch.num_blocks
+
+    @property
+    def blocks(self) -> range:
+        """The block indices this call covers (all of them for a vectorised kernel)."""
+        if self.block_idx is None:
+            return range(self.block_num)
+        return range(self.block_idx, self.block_idx + 1)
+
+    def gm(self, ptr: int, dtype=np.uint8, count: int | tuple | None = None) -> np.ndarray:
+        """A numpy view of global memory at ``ptr``: ``count`` elements (or a shape) of ``dtype``."""
+        return self._launch.memory(int(ptr), np.dtype(dtype), count)
+
+    def print(self, *values, sep: str = " ", end: str = "\n") -> None:
+        """printf from the device: appears on the launching process's stdout."""
+        self._launch.print(sep.join(str(v) for v in values) + end)
+
+    def spin_until(self, ready: Callable[[], bool], timeout: float | None = None) -> None:
+        """Wait until ``ready()`` holds, re-checking whenever device memory is written."""
+        self._launch.spin_until(ready, timeout)
+
+    def atomic_add(self, ptr: int, value, dtype=np.int64):
+        """Atomically add to a device-memory word; returns the old value."""
+        return self._launch.atomic_add(int(ptr), value, np.dtype(dtype))
+
+
+class Launch:
+    """State shared by the blocks of one kernel launch on a device."""
+
+    def __init__(self, device: "Device", stream: "DeviceStream", num_blocks: int, pinned: tuple,
+                 client: int, name: str, deadline: float | None) -> None:
+        self.device = device
+        self.stream = stream
+        self.num_blocks = num_blocks
+        self.pinned = pinned          # (host base, size, segment) of the launching process
+        self.client = client
+        self.name = name
+        self.deadline = deadline
+
+    def memory(self, ptr: int, dtype: np.dtype, count) -> np.ndarray:
+        shape = (count,) if isinstance(count, (int, np.integer)) else tuple(count) if count else None
+        nbytes = dtype.itemsize * int(np.prod(shape)) if shape else 0
+        raw = self._raw(ptr, nbytes, shape is None)
+        view = raw[:len(raw) // dtype.itemsize * dtype.itemsize].view(dtype)
+        return view.reshape(shape) if shape else view
+
+    def _raw(self, ptr: int, nbytes: int, whole: bool) -> np.ndarray:
+        split = address.split(ptr)
+        if split is not None:
+            device, offset = split
+            if device == self.device.index:
+                block = self.device.allocator.find(offset)
+                if block is None:
+                    raise KernelFault(f"kernel {self.name}: {ptr:#x} is not in a live allocation of device {device}")
+                end = block.offset + block.size
+                if whole:
+                    nbytes = end - offset        # no count: the rest of the allocation
+                if offset + nbytes > end:
+                    raise KernelFault(f"kernel {self.name}: {nbytes} bytes at {ptr:#x} overrun the "
+                                      f"{block.size}-byte allocation at offset {block.offset:#x} "
+                                      f"by {offset + nbytes - end} bytes")
+                return self.device.hbm.array[offset:offset + nbytes]
+            return self.device.view(("d", device, offset), nbytes, write=True)
+        for base, size, name in self.pinned:
+            if base <= ptr < base + size:
+                if whole:
+                    nbytes = base + size - ptr
+                if ptr + nbytes > base + size:
+                    raise KernelFault(f"kernel {self.name}: {nbytes} bytes at {ptr:#x} overrun a pinned buffer")
+                return self.device.view(("p", name, ptr - base), nbytes, write=True)
+        raise KernelFault(f"kernel {self.name}: {ptr:#x} is neither device memory nor pinned host memory")
+
+    def print(self, text: str) -> None:
+        conn = self.device.main_conns.get(self.client)
+        if conn is not None:
+            conn.send(("print", text))
+
+    def spin_until(self, ready: Callable[[], bool], timeout: float | None) -> None:
+        self.device.wait_until(self.stream, ready, timeout or 0, f"kernel {self.name}")
+
+    def atomic_add(self, ptr: int, value, dtype: np.dtype):
+        word = self.memory(ptr, dtype, 1)
+        with self.device.lock:
+            old = word[0].item()
+            word[0] = old + value
+        self.device.wake()
+        return old

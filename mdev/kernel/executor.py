@@ -1,0 +1,115 @@
+"""Running a kernel launch inside a device process.
+
+    "kernel" task --> decode arguments --> waves of at most ``limit`` blocks
+                      (each wave holds that many cores of its engine; the blocks of a wave
+                       run concurrently on the device's block threads)
+
+The limit is the stream / device / hardware core limit in force when the launch was
+submitted.  A block that raises, or touches memory outside the allocations it was given,
+faults the launch with ACL_ERROR_RT_AICORE_EXCEPTION; the other blocks still finish.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+import traceback
+from typing import TYPE_CHECKING
+
+from mdev.acl import errors as E
+from mdev.board.tasks import TaskFault, op
+from mdev.kernel import params
+from mdev.kernel.context import BlockContext, KernelFault, Launch
+from mdev.memory import address
+
+if TYPE_CHECKING:
+    from mdev.board.device import Device
+    from mdev.board.stream import DeviceStream
+
+_pool_lock = threading.Lock()
+
+
+def _pool(device: "Device") -> concurrent.futures.ThreadPoolExecutor:
+    with _pool_lock:
+        pool = getattr(device, "block_pool", None)
+        if pool is None:
+            width = max(e.slots for e in device.engines.values())
+            pool = device.block_pool = concurrent.futures.ThreadPoolExecutor(width, "block")
+        return pool
+
+
+def _arguments(device: "Device", kernel, args_kind: str, args, placeholders: list, scratch: list) -> list:
+    if args_kind == "values":
+        return list(args)
+    if args_kind == "loc":
+        dev, offset, size = args
+        block = bytearray(device.view(("d", dev, offset), size).tobytes())
+    else:
+        block = bytearray(args)
+    for addr_offset, data in placeholders:
+        # runtime-owned device memory for the placeholder's data, alive for the launch
+        reserved = address.align_up(max(len(data), 1), address.NORMAL_PAGE)
+        with device.lock:
+            piece = device.allocator.allocate(len(data) or 1, reserved, address.NORMAL_PAGE, -1, 0)
+        scratch.append(piece.offset)
+        device.hbm.array[piece.offset:piece.offset + len(data)] = memoryview(data)
+        block[addr_offset:addr_offset + 8] = (address.device_base(device.index) + piece.offset).to_bytes(8, "little")
+    return params.decode(kernel.types, bytes(block))
+
+
+@op(None)
+def kernel(device: "Device", stream: "DeviceStream", fid: int, num_blocks: int, args_kind: str, args,
+           placeholders: list, limit: int, pinned: tuple, timeout_s: float) -> None:
+    kernel = device.kernels.get(fid)
+    if kernel is None:
+        raise TaskFault(E.ACL_ERROR_RT_KERNEL_LOOKUP, f"kernel {fid} is not loaded on device {device.index}")
+    scratch: list[int] = []
+    deadline = time.monotonic() + timeout_s if timeout_s else None
+    try:
+        try:
+            values = _arguments(device, kernel, args_kind, args, placeholders, scratch)
+        except ValueError as exc:
+            raise KernelFault(f"kernel {kernel.name}: {exc}") from None
+        launch = Launch(device, stream, num_blocks, pinned, stream.client, kernel.name, deadline)
+        engine = device.engines[kernel.engine]
+        width = max(1, min(num_blocks, limit, engine.slots))
+        if kernel.vectorized:
+            _wave(device, engine, stream, kernel, launch, values, [None], width)
+        else:
+            for start in range(0, num_blocks, width):
+                blocks = list(range(start, min(num_blocks, start + width)))
+                _wave(device, engine, stream, kernel, launch, values, blocks, len(blocks))
+    finally:
+        with device.lock:
+            for offset in scratch:
+                device.allocator.release(offset)
+        device.on_memory_written(None)
+    if deadline is not None and time.monotonic() > deadline:
+        raise TaskFault(E.ACL_ERROR_RT_AICORE_TIMEOUT, f"kernel {kernel.name} ran longer than {timeout_s} s")
+
+
+def _wave(device, engine, stream, kernel, launch, values, blocks, cores) -> None:
+    engine.acquire(stream.priority, cores)
+    try:
+        if len(blocks) == 1:
+            faults = [_block(kernel, launch, values, blocks[0])]
+        else:
+            faults = list(_pool(device).map(lambda b: _block(kernel, launch, values, b), blocks))
+    finally:
+        engine.release(cores)
+    fault = next((f for f in faults if f is not None), None)
+    if fault is not None:
+        raise fault
+
+
+def _block(kernel, launch: Launch, values: list, block_idx: int | None) -> TaskFault | None:
+    try:
+        kernel.fn(BlockContext(launch, block_idx), *values)
+    except TaskFault as fault:
+        return fault
+    except Exception as exc:
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        return KernelFault(f"kernel {kernel.name} block {block_idx} raised {exc!r} "
+                           f"at {where.filename}:{where.lineno}")
+    return None

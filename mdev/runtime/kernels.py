@@ -1,0 +1,394 @@
+"""Loading and launching kernels from the host.
+
+    @kernel function ----cloudpickle----> device "register_kernel" --> function id
+    binary (Python source) ------------> device "load_binary" -----> function ids by name
+    launch_* ----> argument block (values, host bytes, or device memory) + core limit
+             ----> "kernel" task on the stream
+
+The core limit in force at submission travels with the launch, so later limit changes
+do not affect queued work.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import cloudpickle
+
+from mdev.acl import constants as C
+from mdev.acl import errors as E
+from mdev.acl._binding import record_error
+from mdev.acl.errors import AclError
+from mdev.kernel import params
+from mdev.runtime import limits, streams
+from mdev.runtime.board_client import MESSAGE_HANDLERS
+from mdev.runtime.core import RUNTIME as rt
+from mdev.runtime.memory import DEVICE
+from mdev.runtime.validate import as_int, size
+
+if TYPE_CHECKING:
+    from mdev.kernel.api import Kernel
+
+BINARY_HANDLES, FUNCTION_HANDLES, ARGS_HANDLES = 0xB1_0000_0000, 0xF0_0000_0000, 0xA5_0000_0000
+_PARAM_HANDLES = itertools.count(0xA6_0000_0001)
+MAX_PARAMS = 128
+ARGS_RUNTIME_EXTRA = 64           # internal space kernel_args_get_mem_size adds
+ARGS_HANDLE_SIZE = 256
+
+
+@dataclass(eq=False)
+class Binary:
+    handle: int
+    device: int
+    bin_id: int
+    functions: list           # Function, in definition order
+    unloaded: bool = False
+
+
+@dataclass(eq=False)
+class Function:
+    handle: int
+    binary: Binary
+    name: str
+    fid: int
+    param_count: int
+
+
+@dataclass(eq=False)
+class ArgsHandle:
+    handle: int
+    function: Function
+    params: list = field(default_factory=list)          # [param handle, bytes | None (placeholder)]
+    buffers: dict = field(default_factory=dict)          # placeholder param handle -> bytearray
+    finalized: bool = False
+
+
+def _print(link, message: tuple) -> None:
+    """A kernel's ctx.print output, on the launching process's stdout."""
+    sys.stdout.write(message[1])
+    sys.stdout.flush()
+
+
+MESSAGE_HANDLERS["print"] = _print
+
+
+# ---------------------------------------------------------------------------- launching
+def _timeout(cfg) -> float:
+    """Seconds of the TIMEOUT / TIMEOUT_US launch attributes (0 = none); they exclude each other."""
+    attrs = _attributes(cfg)
+    if C.ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT in attrs and C.ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT_US in attrs:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "TIMEOUT and TIMEOUT_US launch attributes exclude each other")
+    if C.ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT_US in attrs:
+        value = attrs[C.ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT_US]
+        if isinstance(value, (tuple, list)):
+            value = value[0] | value[1] << 32
+        if isinstance(value, dict):
+            value = value.get("timeoutLow", 0) | value.get("timeoutHigh", 0) << 32
+        return as_int(value, "timeoutUs") / 1e6
+    return float(as_int(attrs.get(C.ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT, 0), "timeout"))
+
+
+def _attributes(cfg) -> dict:
+    """aclrtLaunchKernelCfg as pyACL programs pass it: None, {id: value}, [(id, value)] or
+    {"attrs": [{"id": .., "value": ..}]}."""
+    if cfg is None or cfg == 0:
+        return {}
+    if isinstance(cfg, dict) and "attrs" in cfg:
+        cfg = cfg["attrs"]
+    if isinstance(cfg, dict):
+        return {as_int(k, "attr id"): v for k, v in cfg.items()}
+    out = {}
+    for item in cfg:
+        if isinstance(item, dict):
+            out[as_int(item["id"], "attr id")] = item["value"]
+        else:
+            out[as_int(item[0], "attr id")] = item[1]
+    return out
+
+
+def _submit(stream, fid: int, num_blocks, args_kind: str, args, placeholders: list, res_type: int,
+            timeout_s: float) -> None:
+    num_blocks = as_int(num_blocks, "numBlocks")
+    if num_blocks <= 0 or num_blocks > 0xFFFFFFFF:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"numBlocks must be 1..UINT32_MAX, got {num_blocks}")
+    limit = limits.stream_limit(stream, res_type)
+    streams.submit(stream, "kernel", fid, num_blocks, args_kind, args, placeholders, limit,
+                   rt.memory.pinned_map(), timeout_s)
+
+
+def _registered(kernel: "Kernel", device: int) -> int:
+    key = (id(rt.attach()), device)
+    fid = kernel.registrations.get(key)
+    if fid is None:
+        fid = rt.link(device).request("register_kernel", cloudpickle.dumps(kernel))
+        kernel.registrations[key] = fid
+    return fid
+
+
+def launch_decorated(kernel: "Kernel", num_blocks, stream, args: tuple) -> int:
+    """``kernel[blocks, stream](*args)``: returns the aclError code and sets the last error."""
+    try:
+        st = rt.stream_in_context(stream)
+        _submit(st, _registered(kernel, st.device), num_blocks, "values", tuple(args), [],
+                kernel.res_type, 0.0)
+    except AclError as exc:
+        record_error(exc.code, exc.message)
+        return exc.code
+    except Exception as exc:   # e.g. unpicklable arguments
+        record_error(E.ACL_ERROR_INVALID_PARAM, f"{kernel.name}: {exc!r}")
+        return E.ACL_ERROR_INVALID_PARAM
+    return E.ACL_SUCCESS
+
+
+def _function(handle) -> Function:
+    fn = rt.functions.get(handle) if isinstance(handle, int) else None
+    if fn is None or fn.binary.unloaded:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM if not handle else E.ACL_ERROR_RT_INVALID_HANDLE,
+                       f"{handle!r} is not a function handle of a loaded binary")
+    return fn
+
+
+def _launch_stream(fn: Function, stream):
+    st = rt.stream_in_context(stream)
+    if st.device != fn.binary.device:
+        raise AclError(E.ACL_ERROR_RT_INVALID_HANDLE, f"function {fn.name} was loaded on device "
+                       f"{fn.binary.device}; the stream is on device {st.device}")
+    return st
+
+
+def _host_bytes(ptr, nbytes: int, what: str) -> bytes:
+    if isinstance(ptr, (bytes, bytearray, memoryview)):
+        data = bytes(ptr)
+        if len(data) < nbytes:
+            raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{what} has {len(data)} bytes, {nbytes} needed")
+        return data[:nbytes]
+    operand = rt.memory.operand(ptr, nbytes, write=False, what=what)
+    if operand.kind == DEVICE:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{what} must be host memory")
+    return rt.memory.view(operand).tobytes()
+
+
+def launch_kernel(func, num_blocks, args_data, args_size, stream) -> None:
+    launch_kernel_v2(func, num_blocks, args_data, args_size, None, stream)
+
+
+def launch_kernel_v2(func, num_blocks, args_data, args_size, cfg, stream) -> None:
+    fn = _function(func)
+    st = _launch_stream(fn, stream)
+    args_size = size(args_size, "argsSize", positive=fn.param_count > 0)
+    args = ()
+    if args_size:
+        operand = rt.memory.operand(args_data, args_size, write=False, what="argsData")
+        if operand.kind != DEVICE or operand.device != st.device:
+            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "argsData must be device memory of the stream's device")
+        _, dev, offset = operand.location()
+        args = (dev, offset, args_size)
+    _submit(st, fn.fid, num_blocks, "loc" if args_size else "bytes", args or b"", [],
+            C.ACL_RT_DEV_RES_VECTOR_CORE, _timeout(cfg))
+
+
+def launch_kernel_with_host_args(func, num_blocks, stream, cfg, host_args, args_size,
+                                 place_holder_array=None, place_holder_num: int = 0) -> None:
+    fn = _function(func)
+    st = _launch_stream(fn, stream)
+    args_size = size(args_size, "argsSize")
+    block = _host_bytes(host_args, args_size, "hostArgs") if args_size else b""
+    holders = []
+    for item in list(place_holder_array or [])[:as_int(place_holder_num, "placeHolderNum")]:
+        addr, data = (item["addrOffset"], item["dataOffset"]) if isinstance(item, dict) else item
+        holders.append((as_int(addr, "addrOffset"), as_int(data, "dataOffset")))
+    placeholders = []
+    ends = sorted(d for _, d in holders) + [args_size]
+    for addr, data in holders:
+        end = next(e for e in ends if e > data) if data < args_size else data
+        if addr + 8 > args_size or data > args_size:
+            raise AclError(E.ACL_ERROR_INVALID_PARAM, f"placeholder ({addr}, {data}) lies outside the {args_size}-byte block")
+        placeholders.append((addr, block[data:end]))
+    _submit(st, fn.fid, num_blocks, "bytes", block, placeholders, C.ACL_RT_DEV_RES_VECTOR_CORE, _timeout(cfg))
+
+
+def launch_kernel_with_args_array(func, num_blocks, stream, cfg, args) -> None:
+    """``args``: one entry per parameter, each a host pointer to its 8-byte value or its bytes."""
+    fn = _function(func)
+    st = _launch_stream(fn, stream)
+    values = list(args or [])
+    if len(values) != fn.param_count:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{fn.name} takes {fn.param_count} arguments, got {len(values)}")
+    block = b"".join(_host_bytes(v, params.SLOT, "args[i]").ljust(params.SLOT, b"\0")[:params.SLOT]
+                     for v in values)
+    _submit(st, fn.fid, num_blocks, "bytes", block, [], C.ACL_RT_DEV_RES_VECTOR_CORE, _timeout(cfg))
+
+
+def launch_kernel_with_config(func, num_blocks, stream, cfg, args_handle, reserve=None) -> None:
+    fn = _function(func)
+    st = _launch_stream(fn, stream)
+    ah = _args(args_handle)
+    if ah.function is not fn:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "the argument handle was made for another function")
+    if not ah.finalized:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "finalize the argument handle (kernel_args_finalize) first")
+    block, placeholders = b"", []
+    for handle, value in ah.params:
+        if value is None:
+            placeholders.append((len(block), bytes(ah.buffers.get(handle, b""))))
+            value = bytes(params.SLOT)
+        block += value.ljust(params.slot_size(len(value)), b"\0")
+    _submit(st, fn.fid, num_blocks, "bytes", block, placeholders, C.ACL_RT_DEV_RES_VECTOR_CORE, _timeout(cfg))
+
+
+# ---------------------------------------------------------------------------- binaries
+def _load(source: str, filename: str) -> int:
+    device = rt.current_context().device
+    bin_id, entries = rt.link(device).request("load_binary", source, filename)
+    binary = Binary(rt.new_handle(BINARY_HANDLES), device, bin_id, [])
+    for name, fid, count in entries:
+        fn = Function(rt.new_handle(FUNCTION_HANDLES), binary, name, fid, count)
+        binary.functions.append(fn)
+        rt.functions[fn.handle] = fn
+    rt.binaries[binary.handle] = binary
+    return binary.handle
+
+
+def _options(options) -> None:
+    if options not in (None, 0) and not isinstance(options, (dict, list, tuple)):
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, "options must be None or a dict/list of load options")
+
+
+def binary_load_from_file(bin_path: str, options=None) -> int:
+    if not isinstance(bin_path, str) or not bin_path:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, "binPath must be a non-empty str")
+    if not os.path.isabs(bin_path):
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"binPath must be an absolute path, got {bin_path!r}")
+    _options(options)
+    try:
+        with open(bin_path, encoding="utf-8") as f:
+            source = f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AclError(E.ACL_ERROR_RT_FILE_OPEN, f"cannot read kernel binary {bin_path}: {exc}") from exc
+    return _load(source, bin_path)
+
+
+def binary_load_from_data(data, length: int, options=None) -> int:
+    length = size(length, "length", positive=True)
+    _options(options)
+    raw = _host_bytes(data, length, "data")
+    try:
+        source = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"binary data is not Python source text: {exc}") from exc
+    return _load(source, "<binary data>")
+
+
+def _binary(handle) -> Binary:
+    binary = rt.binaries.get(handle) if isinstance(handle, int) else None
+    if binary is None or binary.unloaded:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM if not handle else E.ACL_ERROR_RT_INVALID_HANDLE,
+                       f"{handle!r} is not a loaded binary")
+    return binary
+
+
+def binary_get_function(bin_handle, kernel_name: str) -> int:
+    binary = _binary(bin_handle)
+    for fn in binary.functions:
+        if fn.name == kernel_name:
+            return fn.handle
+    raise AclError(E.ACL_ERROR_RT_KERNEL_LOOKUP, f"the binary has no kernel {kernel_name!r} "
+                   f"(it has: {', '.join(f.name for f in binary.functions) or 'none'})")
+
+
+def binary_get_function_by_entry(bin_handle, func_entry: int) -> int:
+    """``funcEntry`` is the kernel's index in the binary's definition order (an mdev choice:
+    the real API reserves this call)."""
+    binary = _binary(bin_handle)
+    entry = as_int(func_entry, "funcEntry")
+    if not 0 <= entry < len(binary.functions):
+        raise AclError(E.ACL_ERROR_RT_KERNEL_LOOKUP, f"the binary has {len(binary.functions)} kernels, no entry {entry}")
+    return binary.functions[entry].handle
+
+
+def binary_unload(bin_handle) -> None:
+    binary = _binary(bin_handle)
+    binary.unloaded = True
+    rt.binaries.pop(binary.handle, None)
+    for fn in binary.functions:
+        rt.functions.pop(fn.handle, None)
+    rt.link(binary.device).request("unload_binary", binary.bin_id)
+
+
+def function_get_param_count(func) -> int:
+    return _function(func).param_count
+
+
+def get_function_name(func) -> str:
+    return _function(func).name
+
+
+# ---------------------------------------------------------------------------- argument handles
+def _args(handle) -> ArgsHandle:
+    ah = rt.args_handles.get(handle) if isinstance(handle, int) else None
+    if ah is None:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{handle!r} is not an argument handle")
+    return ah
+
+
+def kernel_args_init(func) -> int:
+    ah = ArgsHandle(rt.new_handle(ARGS_HANDLES), _function(func))
+    rt.args_handles[ah.handle] = ah
+    return ah.handle
+
+
+def kernel_args_get_mem_size(func, user_args_size: int) -> int:
+    _function(func)
+    return size(user_args_size, "userArgsSize") + ARGS_RUNTIME_EXTRA
+
+
+def kernel_args_get_handle_mem_size(func) -> int:
+    _function(func)
+    return ARGS_HANDLE_SIZE
+
+
+def _append(ah: ArgsHandle, value: bytes | None) -> int:
+    if len(ah.params) >= MAX_PARAMS:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"a kernel takes at most {MAX_PARAMS} parameters")
+    handle = next(_PARAM_HANDLES)
+    ah.params.append([handle, value])
+    ah.finalized = False
+    return handle
+
+
+def kernel_args_append(args_handle, param, param_size: int) -> int:
+    ah = _args(args_handle)
+    nbytes = size(param_size, "paramSize", positive=True)
+    return _append(ah, _host_bytes(param, nbytes, "param"))
+
+
+def kernel_args_append_place_holder(args_handle) -> int:
+    return _append(_args(args_handle), None)
+
+
+def kernel_args_get_place_holder_buffer(args_handle, param_handle, data_size: int) -> int:
+    """A runtime-owned host buffer for a placeholder's data (copied to the device at launch)."""
+    ah = _args(args_handle)
+    if not any(h == param_handle and v is None for h, v in ah.params):
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{param_handle!r} is not a placeholder of this handle")
+    buffer = ah.buffers[param_handle] = bytearray(size(data_size, "dataSize", positive=True))
+    from mdev.acl.util import bytes_to_ptr
+    return bytes_to_ptr(buffer)
+
+
+def kernel_args_para_update(args_handle, param_handle, param, param_size: int) -> None:
+    ah = _args(args_handle)
+    for entry in ah.params:
+        if entry[0] == param_handle and entry[1] is not None:
+            entry[1] = _host_bytes(param, size(param_size, "paramSize", positive=True), "param")
+            ah.finalized = False
+            return
+    raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{param_handle!r} is not an appended parameter of this handle")
+
+
+def kernel_args_finalize(args_handle) -> None:
+    _args(args_handle).finalized = True
