@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from mdev.acl import errors as E
 from mdev.acl._binding import bind
-from mdev.runtime import callbacks, devices, events, exceptions, kernels, limits, memops, notify, streams
+from mdev.runtime import callbacks, devices, events, exceptions, ipc, kernels, limits, memops, notify, streams
 from mdev.runtime.core import RUNTIME as _rt
 
 # devices
@@ -144,6 +144,17 @@ reset_stream_res_limit = bind(limits.reset_stream_res_limit)
 use_stream_res_in_current_thread = bind(limits.use_stream_res_in_current_thread)
 unuse_stream_res_in_current_thread = bind(limits.unuse_stream_res_in_current_thread)
 get_res_in_current_thread = bind(limits.get_res_in_current_thread, 1)
+
+# IPC
+ipc_mem_get_export_key = bind(ipc.ipc_mem_get_export_key, 1, None)
+ipc_mem_set_import_pid = bind(ipc.ipc_mem_set_import_pid)
+ipc_mem_import_by_key = bind(ipc.ipc_mem_import_by_key, 1)
+ipc_mem_close = bind(ipc.ipc_mem_close)
+ipc_get_event_handle = bind(ipc.ipc_get_event_handle, 1, None)
+ipc_open_event_handle = bind(ipc.ipc_open_event_handle, 1)
+notify_get_export_key = bind(ipc.notify_get_export_key, 1, None)
+notify_set_import_pid = bind(ipc.notify_set_import_pid)
+notify_import_by_key = bind(ipc.notify_import_by_key, 1)
 
 # exception info
 set_exception_info_callback = bind(exceptions.set_exception_info_callback)

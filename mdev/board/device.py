@@ -250,8 +250,11 @@ class Device:
         with self.lock:
             for stream in [s for s in self.streams.values() if s.client == client]:
                 self._destroy_stream(stream)
+            for block in list(self.allocator.blocks.values()):
+                if client in block.importers:
+                    self._detach(client, block.offset)
             for block in self.allocator.owned_by(client):
-                self._free_block(block.offset)
+                self._release_owned(block)
             for key in [k for k in self.contexts if k[0] == client]:
                 del self.contexts[key]
             for table, free, owners in ((self.events, self._free_events, self._event_owner),
@@ -294,7 +297,32 @@ class Device:
                 raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{ptr:#x} is not an allocation of device {self.index}")
             if block.owner != conn.client:
                 raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{ptr:#x} belongs to another process")
+            self._release_owned(block)
+
+    def _release_owned(self, block) -> None:
+        """The owner lets go; memory still imported by other processes lives until they close."""
+        if block.importers:
+            block.owner = -1
+        else:
             self._free_block(block.offset)
+
+    def rpc_ipc_attach(self, conn, req, offset: int) -> None:
+        with self.lock:
+            block = self.allocator.blocks.get(offset)
+            if block is None or block.owner == -1:
+                raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "the exported memory was freed")
+            block.importers.add(conn.client)
+
+    def rpc_ipc_detach(self, conn, req, offset: int) -> None:
+        with self.lock:
+            self._detach(conn.client, offset)
+
+    def _detach(self, client: int, offset: int) -> None:
+        block = self.allocator.blocks.get(offset)
+        if block is not None:
+            block.importers.discard(client)
+            if block.owner == -1 and not block.importers:
+                self._free_block(offset)
 
     def _free_block(self, offset: int) -> None:
         block = self.allocator.release(offset)

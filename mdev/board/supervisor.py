@@ -22,6 +22,7 @@ import secrets
 import selectors
 import signal
 import socket
+import struct
 import sys
 import time
 import traceback
@@ -30,8 +31,10 @@ import psutil
 
 from mdev import protocol
 from mdev.acl import errors as E
+from mdev.acl.errors import AclError
 from mdev.board import device as device_process
 from mdev.board import status as S
+from mdev.board.ipc_registry import IpcRegistry
 from mdev.board.naming import BoardPaths
 from mdev.memory import segment
 
@@ -44,6 +47,7 @@ class Client:
         self.pid = 0
         self.command = ""
         self.segments: set[str] = set()
+        self.peer_pid = 0
 
 
 class Supervisor:
@@ -56,6 +60,7 @@ class Supervisor:
         self.clients: dict[socket.socket, Client] = {}
         self.devices: list[multiprocessing.Process] = []
         self._next_client = 1
+        self.ipc = IpcRegistry()
         self._running = True
         self._idle_since = time.monotonic()
         self.started = time.time()
@@ -138,6 +143,9 @@ class Supervisor:
             sock.close()
             return
         client = Client(sock)
+        # the kernel's word on who is at the other end: IPC pid checks rely on it
+        cred = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        client.peer_pid = struct.unpack("3i", cred)[0]
         self.clients[sock] = client
         self.selector.register(sock, selectors.EVENT_READ, client)
 
@@ -156,6 +164,8 @@ class Supervisor:
             try:
                 result = getattr(self, "rpc_" + op)(client, *args)
                 reply = ("r", req, 0, result)
+            except AclError as exc:
+                reply = ("r", req, exc.code, exc.message)
             except Exception as exc:
                 traceback.print_exc()
                 reply = ("r", req, E.ACL_ERROR_RT_INTERNAL_ERROR, repr(exc))
@@ -175,6 +185,7 @@ class Supervisor:
         client.sock.close()
         for name in client.segments:
             segment.unlink(name)
+        self.ipc.drop_client(client.id)
         if not self.clients:
             self._idle_since = time.monotonic()
 
@@ -232,6 +243,18 @@ class Supervisor:
         return {"board": self.paths.name, "topology": self.topo.name, "pid": os.getpid(),
                 "on_demand": self.on_demand, "started": self.started, "devices": devices,
                 "clients": clients}
+
+    def rpc_ipc_export(self, client: Client, kind: str, device: int, detail: tuple, validate_pid: bool) -> str:
+        return self.ipc.export(client.id, client.peer_pid, kind, device, detail, validate_pid)
+
+    def rpc_ipc_set_pids(self, client: Client, key: str, pids: list) -> None:
+        self.ipc.set_pids(client.id, key, pids)
+
+    def rpc_ipc_import(self, client: Client, key: str, kind: str) -> dict:
+        return self.ipc.import_(client.id, client.peer_pid, key, kind)
+
+    def rpc_ipc_close(self, client: Client, key: str) -> str:
+        return self.ipc.close(client.id, key)
 
     def rpc_stop(self, client: Client) -> None:
         self._running = False

@@ -96,6 +96,14 @@ def wait_event(device: "Device", stream: "DeviceStream", slot: int, uid: int, ta
 
 
 @op(None)
+def wait_remote_event(device: "Device", stream: "DeviceStream", owner: int, slot: int, target: int,
+                      timeout_s: float) -> None:
+    """Wait for an IPC event of another device, watching that device's control page."""
+    done = device.peer_control(owner).event_done
+    device.wait_until(stream, lambda: done[slot] >= target, timeout_s, f"event {slot} of device {owner}")
+
+
+@op(None)
 def wait_event_flag(device: "Device", stream: "DeviceStream", slot: int, uid: int, timeout_s: float) -> None:
     """Flag wait (graph replays): until a record executes after the latest reset."""
     c = device.control

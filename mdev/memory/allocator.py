@@ -8,7 +8,7 @@ export checks and ``get_mem_info`` agree with the documented geometry.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -17,8 +17,9 @@ class Block:
     size: int          # bytes the user asked for (bounds checks use this)
     reserved: int      # whole pages actually taken
     page: int
-    owner: int         # client id
+    owner: int         # client id (-1 once its owner freed it while it was still imported)
     policy: int
+    importers: set = field(default_factory=set)    # clients that imported it over IPC
 
 
 class OutOfMemory(Exception):

@@ -208,11 +208,16 @@ class BoardClient:
         self._links: dict[int, DeviceLink] = {}
 
     def request(self, op: str, *args):
+        """Ask the supervisor; its refusals come back as AclError with their code."""
         with self._lock:
             try:
-                return launcher.request(self._channel, op, *args)
+                self._channel.send(("r", 0, op, args))
+                _, _, code, value = self._channel.recv()
             except protocol.ChannelClosed as exc:
                 raise AclError(E.ACL_ERROR_RT_SOCKET_CLOSE, f"board {self.paths.name!r} supervisor is gone: {exc}")
+        if code:
+            raise AclError(code, value)
+        return value
 
     def link(self, device: int) -> DeviceLink:
         link = self._links.get(device)

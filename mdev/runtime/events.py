@@ -12,6 +12,7 @@ Re-recording replaces the snapshot for later waits; waits already queued keep th
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from mdev.acl import constants as C
@@ -40,6 +41,8 @@ class Event:
     issued: int = 0                              # records submitted by this process
     last_record: tuple[Stream, int] | None = None  # stream and seq of the latest record
     waits: list = field(default_factory=list)    # (stream, seq) of waits issued on it
+    ipc_key: str | None = None                   # set once shared with ipc_get_event_handle
+    opened: str | None = None                    # the key, for an event opened from another process
     destroyed: bool = False
 
     @property
@@ -74,10 +77,18 @@ def _same_device(event: Event, stream: Stream, what: str) -> None:
                        f"{event.device}, the stream to device {stream.device}")
 
 
+def issued(event: Event) -> int:
+    """Records issued so far: the owner's own count, or what the owner published (IPC)."""
+    if event.opened is None:
+        return event.issued
+    return int(rt.link(event.device).control.event_issued[event.slot])
+
+
 def is_complete(event: Event) -> bool:
-    if event.issued == 0:
+    target = issued(event)
+    if target == 0:
         return True    # never recorded: complete, and waits on it are no-ops
-    return int(rt.link(event.device).control.event_done[event.slot]) >= event.issued
+    return int(rt.link(event.device).control.event_done[event.slot]) >= target
 
 
 # ---------------------------------------------------------------------------- API
@@ -106,12 +117,17 @@ def destroy_event(event) -> None:
     ev.destroyed = True
     with rt.lock:
         rt.events.pop(ev.handle, None)
-    # queued waits on a destroyed event are released by the device (slot uid mismatch)
-    rt.link(ev.device).request("destroy_event", ev.slot, ev.uid)
+    if ev.ipc_key or ev.opened:
+        rt.attach().request("ipc_close", ev.ipc_key or ev.opened)
+    if ev.opened is None:
+        # queued waits on a destroyed event are released by the device (slot uid mismatch)
+        rt.link(ev.device).request("destroy_event", ev.slot, ev.uid)
 
 
 def record_event(event, stream) -> None:
     ev = get(event)
+    if ev.opened is not None:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "an IPC event opened from another process can only be waited on")
     st = rt.stream_in_context(stream)
     _same_device(ev, st, "record the event")
     seq = streams.submit(st, "record_event", ev.slot, ev.uid)
@@ -137,10 +153,15 @@ def stream_wait_event(stream, event) -> None:
     ev = get(event)
     if not ev.can_wait:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "only events created with ACL_EVENT_SYNC can be waited on")
-    _same_device(ev, st, "wait for the event")
-    if ev.issued == 0:
+    if ev.opened is None:
+        _same_device(ev, st, "wait for the event")
+    target = issued(ev)
+    if target == 0:
         return    # never recorded: the wait is a no-op
-    seq = streams.submit(st, "wait_event", ev.slot, ev.uid, ev.issued, rt.op_wait_timeout)
+    if ev.device == st.device:
+        seq = streams.submit(st, "wait_event", ev.slot, ev.uid, target, rt.op_wait_timeout)
+    else:   # an IPC event of another device: the waiting device watches the owner's page
+        seq = streams.submit(st, "wait_remote_event", ev.device, ev.slot, target, rt.op_wait_timeout)
     ev.waits.append((st, seq))
     del ev.waits[:-64]
 
@@ -167,7 +188,12 @@ def query_event_wait_status(event) -> int:
 
 
 def _sync(ev: Event, timeout: int) -> None:
-    if ev.last_record is None or is_complete(ev):
+    if is_complete(ev):
+        return
+    if ev.opened is not None:
+        _poll(ev, timeout)   # another process records it: watch the owner's control page
+        return
+    if ev.last_record is None:
         return
     stream, seq = ev.last_record
     try:
@@ -176,6 +202,16 @@ def _sync(ev: Event, timeout: int) -> None:
         if exc.code == E.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT:
             raise AclError(E.ACL_ERROR_RT_EVENT_SYNC_TIMEOUT, f"event not complete after {timeout} ms") from None
         raise
+
+
+def _poll(ev: Event, timeout: int) -> None:
+    deadline = None if timeout < 0 else time.monotonic() + timeout / 1000
+    pause = 0.0001
+    while not is_complete(ev):
+        if deadline is not None and time.monotonic() > deadline:
+            raise AclError(E.ACL_ERROR_RT_EVENT_SYNC_TIMEOUT, f"event not complete after {timeout} ms")
+        time.sleep(pause)
+        pause = min(pause * 2, 0.002)
 
 
 def synchronize_event(event) -> None:

@@ -68,6 +68,9 @@ def free(dev_ptr: int) -> None:
     if alloc is None or alloc.kind != DEVICE:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID,
                        f"{dev_ptr:#x} is not the start of a live device allocation (double free?)")
+    if alloc.ipc_key is not None:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{dev_ptr:#x} was imported over IPC: "
+                       "release it with ipc_mem_close, not free")
     rt.memory.remove(alloc.ptr)
     rt.link(alloc.device).request("free", alloc.ptr)
 

@@ -46,6 +46,7 @@ class Allocation:
     reserved: int = 0
     policy: int = 0
     segment: Segment | None = None
+    ipc_key: str | None = None        # set on memory this process imported over IPC
 
     @property
     def end(self) -> int:

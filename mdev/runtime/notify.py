@@ -32,6 +32,8 @@ class Notify:
     slot: int
     uid: int
     flags: int
+    imported: bool = False      # opened from another process's key: may record, not wait
+    ipc_key: str | None = None
     destroyed: bool = False
 
 
@@ -60,7 +62,10 @@ def destroy_notify(notify) -> None:
     n.destroyed = True
     with rt.lock:
         rt.notifies.pop(n.handle, None)
-    rt.link(n.device).request("destroy_notify", n.slot, n.uid)
+    if n.ipc_key is not None:
+        rt.attach().request("ipc_close", n.ipc_key)
+    if not n.imported:
+        rt.link(n.device).request("destroy_notify", n.slot, n.uid)
 
 
 def record_notify(notify, stream) -> None:
@@ -76,6 +81,9 @@ def wait_and_reset_notify(notify, stream, timeout: int = 0) -> None:
     timeout = as_int(timeout, "timeout")
     if timeout < 0:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"timeout must be >= 0 seconds, got {timeout}")
+    if n.imported:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "only the process that created a notify may wait on "
+                       "it; importers may only record")
     if st.device != n.device:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"a notify of device {n.device} can only be waited "
                        f"on by a stream of that device (stream is on device {st.device})")
