@@ -36,8 +36,9 @@ from mdev.board import status as S
 from mdev.board.engines import Engine
 from mdev.board.naming import BoardPaths
 from mdev.board.stream import DeviceStream
-from mdev.board.tasks import OPS, TaskFault, dma_fault
+from mdev.board.tasks import OPS, REQUESTS, TaskFault, dma_fault
 from mdev.kernel import executor as _kernel_tasks  # noqa: F401  (registers the "kernel" task)
+from mdev.board import systasks as _systasks  # noqa: F401
 from mdev.kernel.api import Kernel, kernels_of
 from mdev.memory import address
 from mdev.memory.allocator import Allocator, OutOfMemory
@@ -220,9 +221,12 @@ class Device:
     def _request(self, conn: ClientConn, req: int, op: str, args: tuple) -> None:
         handler = self.handlers.get(op)
         try:
-            if handler is None:
+            if handler is not None:
+                result = handler(conn, req, *args)
+            elif op in REQUESTS:
+                result = REQUESTS[op](self, conn, *args)
+            else:
                 raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"unknown request {op!r}")
-            result = handler(conn, req, *args)
         except AclError as exc:
             conn.send(("r", req, exc.code, exc.message))
         except Exception as exc:  # a bug here must not take the device down
@@ -619,12 +623,18 @@ class Device:
                 done.set()
 
     # ------------------------------------------------------------------ execution
-    def run_task(self, stream: DeviceStream, op: str, args: tuple) -> tuple[int, str]:
+    def run_task(self, stream: DeviceStream, op: str, args: tuple,
+                 inline: bool = False) -> tuple[int, str] | None:
+        """Run one task; with ``inline`` (the dispatcher's fast path) only if it is quick and
+        its engine is free right now, else None and the stream's worker gets it."""
         fn = OPS.get(op)
         if fn is None:
             return E.ACL_ERROR_RT_TASK_TYPE_NOT_SUPPORT, f"unknown task {op!r}"
         engine = self.engines.get(fn.engine) if fn.engine else None
-        if engine is not None:
+        if inline:
+            if not fn.quick(args) or (engine is not None and not engine.try_acquire()):
+                return None
+        elif engine is not None:
             engine.acquire(stream.priority)
         try:
             fn(self, stream, *args)

@@ -38,6 +38,14 @@ class Engine:
             if self._free and self._waiting:
                 self._cond.notify_all()
 
+    def try_acquire(self) -> bool:
+        """Take a slot only if one is free and nobody waits (never jumps the priority queue)."""
+        with self._cond:
+            if self._free and not self._waiting:
+                self._free -= 1
+                return True
+            return False
+
     def release(self, n: int = 1) -> None:
         with self._cond:
             self._free += min(n, self.slots)

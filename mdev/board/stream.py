@@ -45,16 +45,33 @@ class DeviceStream:
             if self._closed:
                 return
             self.received = seq
-            if seq <= self.drop_upto:
-                self.device.complete(self, seq, 0, "")
-                return
-            self._queue.append((seq, op, args))
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name=f"stream{self.slot}",
-                                                daemon=True)
-                self._thread.start()
+            dropped = seq <= self.drop_upto
+        if dropped:   # complete() takes the device lock: never call it holding ours
+            self.device.complete(self, seq, 0, "")
+            return
+        with self._cond:
+            if not self._queue and self.running_task is None:
+                self.running_task = (seq, op, args)    # idle stream: try the fast path
             else:
-                self._cond.notify()
+                self._enqueue(seq, op, args)
+                return
+        result = self.device.run_task(self, op, args, inline=True)
+        with self._cond:
+            self.running_task = None
+            if result is None:
+                self._enqueue(seq, op, args)
+                return
+            done = max(seq, self.drop_upto) if not self._queue else seq
+        self.device.complete(self, done, *result)
+
+    def _enqueue(self, seq: int, op: str, args: tuple) -> None:
+        """Hand a task to the stream's worker (call with the lock held)."""
+        self._queue.append((seq, op, args))
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=f"stream{self.slot}", daemon=True)
+            self._thread.start()
+        else:
+            self._cond.notify()
 
     def discard(self, upto: int) -> int:
         """Drop queued tasks with seq <= upto (abort / stop-on-failure); returns how many."""

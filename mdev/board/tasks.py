@@ -29,24 +29,42 @@ class TaskFault(Exception):
 
 
 OPS: dict[str, Callable] = {}
+REQUESTS: dict[str, Callable] = {}
 
 
-def op(engine: str | None):
-    """Register a task op; ``engine`` names the engine it occupies while running."""
+def request(fn: Callable) -> Callable:
+    """Register a device request handler ``fn(device, conn, *args)`` by its name, for features
+    that live outside device.py (graphs, ...); its return value is the reply."""
+    REQUESTS[fn.__name__] = fn
+    return fn
+
+
+QUICK_BYTES = 64 << 10
+
+
+def op(engine: str | None, quick: Callable[[tuple], bool] | None = None):
+    """Register a task op; ``engine`` names the engine it occupies while running, ``quick``
+    says (from its arguments) whether it is short enough for the dispatcher to run it
+    itself when its stream is idle, saving the hand-over to the stream's worker."""
     def register(fn: Callable) -> Callable:
         fn.engine = engine
+        fn.quick = quick or (lambda args: False)
         OPS[fn.__name__] = fn
         return fn
     return register
 
 
-@op("dma")
+def _always(args: tuple) -> bool:
+    return True
+
+
+@op("dma", quick=lambda args: args[2] <= QUICK_BYTES)
 def copy(device: "Device", stream: "DeviceStream", dst: tuple, src: tuple, nbytes: int) -> None:
     np.copyto(device.view(dst, nbytes, write=True), device.view(src, nbytes))
     device.on_memory_written(dst)
 
 
-@op("dma")
+@op("dma", quick=lambda args: args[4] * args[5] <= QUICK_BYTES)
 def copy2d(device: "Device", stream: "DeviceStream", dst: tuple, dpitch: int, src: tuple,
            spitch: int, width: int, height: int) -> None:
     dst_rows = _rows(device.view(dst, dpitch * (height - 1) + width, write=True), dpitch, width, height)
@@ -55,7 +73,7 @@ def copy2d(device: "Device", stream: "DeviceStream", dst: tuple, dpitch: int, sr
     device.on_memory_written(dst)
 
 
-@op("dma")
+@op("dma", quick=lambda args: args[2] <= QUICK_BYTES)
 def memset(device: "Device", stream: "DeviceStream", dst: tuple, value: int, nbytes: int) -> None:
     device.view(dst, nbytes, write=True).fill(value & 0xFF)
     device.on_memory_written(dst)
@@ -70,7 +88,7 @@ def dma_fault(message: str) -> TaskFault:
 
 
 # ---------------------------------------------------------------------------- events
-@op(None)
+@op(None, quick=_always)
 def record_event(device: "Device", stream: "DeviceStream", slot: int, uid: int) -> None:
     control = device.control
     if device.events.get(slot) != uid:
@@ -80,7 +98,7 @@ def record_event(device: "Device", stream: "DeviceStream", slot: int, uid: int) 
     device.wake()
 
 
-@op(None)
+@op(None, quick=_always)
 def reset_event(device: "Device", stream: "DeviceStream", slot: int, uid: int) -> None:
     if device.events.get(slot) == uid:
         device.control.event_reset[slot] = device.control.event_done[slot]
@@ -112,7 +130,7 @@ def wait_event_flag(device: "Device", stream: "DeviceStream", slot: int, uid: in
 
 
 # ---------------------------------------------------------------------------- notify
-@op(None)
+@op(None, quick=_always)
 def record_notify(device: "Device", stream: "DeviceStream", owner: int, slot: int) -> None:
     page = device.peer_control(owner)
     with device.lock:   # several streams of this device may record the same notify
@@ -138,7 +156,7 @@ _VALUE_TESTS = {
 }
 
 
-@op(None)
+@op(None, quick=_always)
 def value_write(device: "Device", stream: "DeviceStream", dst: tuple, value: int) -> None:
     device.view(dst, 8, write=True).view(np.uint64)[0] = value
     device.on_memory_written(dst)

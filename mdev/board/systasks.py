@@ -1,0 +1,199 @@
+"""System tasks a device runs on the stream (guide 03-04): SDMA reduce and random numbers.
+
+    "reduce"      dst[i] = op(dst[i], src[i]) over ``nbytes`` of one data type
+                  (SUM / MAX / MIN / EQUAL, like aclrtReduceAsync's SDMA reduce kinds)
+    "random_num"  ``num`` random values into device memory, reproducible from
+                  (seed, 16-byte counter); the counter in device memory advances by ``num``
+
+Operands arrive as locations resolved and bounds-checked by the host (see
+``mdev.runtime.systasks``).  Parameters that live in device memory (``isAddr`` in
+aclrtRandomParaInfo) are read here, when the task runs, so a value written by an earlier
+task of the stream counts.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from mdev.acl import constants as C
+from mdev.acl import errors as E
+from mdev.board.tasks import TaskFault, dma_fault, op
+
+if TYPE_CHECKING:
+    from mdev.board.device import Device
+    from mdev.board.stream import DeviceStream
+
+BF16 = "bf16"      # stored as uint16 bit patterns; arithmetic in float32
+
+# aclDataType -> numpy dtype (or BF16) for the types system tasks understand
+DTYPES = {
+    C.ACL_INT8: np.dtype(np.int8), C.ACL_INT16: np.dtype(np.int16), C.ACL_INT32: np.dtype(np.int32),
+    C.ACL_INT64: np.dtype(np.int64), C.ACL_UINT32: np.dtype(np.uint32), C.ACL_UINT64: np.dtype(np.uint64),
+    C.ACL_FLOAT16: np.dtype(np.float16), C.ACL_FLOAT: np.dtype(np.float32), C.ACL_BF16: BF16,
+}
+
+
+def itemsize(data_type: int) -> int:
+    dt = DTYPES[data_type]
+    return 2 if dt is BF16 else dt.itemsize
+
+
+# ---------------------------------------------------------------------------- bfloat16
+def bf16_to_float32(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def float32_to_bf16(values: np.ndarray) -> np.ndarray:
+    """Round to nearest, ties to even; NaN stays a (quiet) NaN."""
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+    rounded = ((bits + (0x7FFF + ((bits >> 16) & 1))) >> 16).astype(np.uint16)
+    nan = np.isnan(values)
+    if nan.any():
+        rounded[nan] = ((bits[nan] >> 16) | 0x0040).astype(np.uint16)
+    return rounded
+
+
+# ---------------------------------------------------------------------------- reduce
+_REDUCE = {
+    C.ACL_RT_MEMCPY_SDMA_AUTOMATIC_SUM: np.add,
+    C.ACL_RT_MEMCPY_SDMA_AUTOMATIC_MAX: np.maximum,
+    C.ACL_RT_MEMCPY_SDMA_AUTOMATIC_MIN: np.minimum,
+}
+
+
+def _reduce_values(kind: int, a: np.ndarray, b: np.ndarray, dtype) -> np.ndarray:
+    if kind == C.ACL_RT_MEMCPY_SDMA_AUTOMATIC_EQUAL:
+        return (a == b).astype(dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _REDUCE[kind](a, b).astype(dtype, copy=False)
+
+
+@op("dma")
+def reduce(device: "Device", stream: "DeviceStream", dst: tuple, src: tuple, nbytes: int,
+           kind: int, data_type: int) -> None:
+    dtype = DTYPES[data_type]
+    size = itemsize(data_type)
+    n = nbytes // size
+    d_raw = device.view(dst, n * size, write=True)
+    s_raw = device.view(src, n * size)
+    if dtype is BF16:
+        d_bits, s_bits = d_raw.view(np.uint16), s_raw.view(np.uint16)
+        result = _reduce_values(kind, bf16_to_float32(d_bits), bf16_to_float32(s_bits), np.float32)
+        d_bits[:] = float32_to_bf16(result)
+    else:
+        d, s = d_raw.view(dtype), s_raw.view(dtype)
+        if kind == C.ACL_RT_MEMCPY_SDMA_AUTOMATIC_EQUAL:
+            d[:] = _reduce_values(kind, d, s, dtype)
+        else:
+            with np.errstate(over="ignore", invalid="ignore"):
+                _REDUCE[kind](d, s, out=d)
+    device.on_memory_written(dst)
+
+
+# ---------------------------------------------------------------------------- random numbers
+# a parameter is ("v", value) -- an immediate, already decoded by the host -- or
+# ("a", location, size): ``size`` bytes of device memory, decoded here in the task's type
+def _param(device: "Device", para: tuple, data_type: int | None, what: str):
+    if para[0] == "v":
+        return para[1]
+    _, loc, size = para
+    raw = device.view(loc, size).tobytes()
+    if data_type is None:                     # seeds and counts: unsigned 64-bit
+        return int.from_bytes(raw.ljust(8, b"\0")[:8], "little")
+    dtype = DTYPES[data_type]
+    if dtype is BF16:
+        return float(bf16_to_float32(np.frombuffer(raw[:2].ljust(2, b"\0"), np.uint16))[0])
+    if len(raw) < dtype.itemsize:
+        raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"{what}: {len(raw)} bytes cannot hold a {dtype}")
+    return np.frombuffer(raw[:dtype.itemsize], dtype)[0].item()
+
+
+def _below(limit: float, dtype) -> float:
+    """The largest value of ``dtype`` (a float type or BF16) strictly below ``limit``."""
+    if dtype is BF16:
+        bits = int(float32_to_bf16(np.array([limit], np.float32))[0])
+        while float(bf16_to_float32(np.array([bits], np.uint16))[0]) >= limit:
+            if bits & 0x8000:
+                bits += 1                              # negative: one step away from zero
+            else:
+                bits = bits - 1 if bits else 0x8001    # positive: one step towards zero
+        return float(bf16_to_float32(np.array([bits], np.uint16))[0])
+    value = dtype.type(limit)
+    if float(value) >= limit:
+        value = np.nextafter(value, dtype.type(-np.inf))
+    return float(value)
+
+
+def _store_floats(values: np.ndarray, dtype, out: np.ndarray, upper: float | None = None) -> None:
+    """Write float64 ``values`` into ``out`` (raw bytes) as ``dtype``; keep them < ``upper``."""
+    if dtype is BF16:
+        bits = float32_to_bf16(values.astype(np.float32))
+        if upper is not None:
+            over = bf16_to_float32(bits) >= upper
+            if over.any():
+                bits[over] = float32_to_bf16(np.array([_below(upper, BF16)], np.float32))[0]
+        out.view(np.uint16)[:] = bits
+        return
+    cast = values.astype(dtype)
+    if upper is not None:
+        over = cast >= upper
+        if over.any():
+            cast[over] = _below(upper, dtype)
+    out.view(dtype)[:] = cast
+
+
+def _truncated_normal(gen: np.random.Generator, mean: float, std: float, n: int) -> np.ndarray:
+    """Normal values, those beyond 2 standard deviations drawn again."""
+    values = gen.standard_normal(n)
+    bad = np.abs(values) > 2.0
+    while bad.any():
+        values[bad] = gen.standard_normal(int(bad.sum()))
+        bad = np.abs(values) > 2.0
+    return mean + std * values
+
+
+@op("aiv")
+def random_num(device: "Device", stream: "DeviceStream", data_type: int, func_type: int, params: dict,
+               result: tuple, result_bytes: int | None, counter: tuple, seed: tuple, num: tuple) -> None:
+    n = _param(device, num, None, "randomNum")
+    seed_value = _param(device, seed, None, "randomSeed") & 0xFFFFFFFFFFFFFFFF
+    if n == 0:
+        return
+    dtype = DTYPES[data_type]
+    size = itemsize(data_type)
+    nbytes = -(-n // 8) if func_type == C.ACL_RT_RANDOM_NUM_FUNC_TYPE_DROPOUT_BITMASK else n * size
+    if result_bytes is not None and nbytes > result_bytes:
+        raise dma_fault(f"random_num: {n} values need {nbytes} bytes; the result buffer holds "
+                        f"{result_bytes} bytes")
+    out = device.view(result, nbytes, write=True)
+    word = device.view(counter, 16, write=True)
+    count = int.from_bytes(word.tobytes(), "little")
+    gen = np.random.Generator(np.random.Philox(key=seed_value, counter=count))
+    get = {k: _param(device, v, data_type, k) for k, v in params.items()}
+    if func_type == C.ACL_RT_RANDOM_NUM_FUNC_TYPE_DROPOUT_BITMASK:
+        ratio = float(get["ratio"])
+        if not 0.0 <= ratio <= 1.0:
+            raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"dropout ratio {ratio} is outside [0, 1]")
+        keep = gen.random(n) >= ratio
+        out[:] = np.packbits(keep, bitorder="little")
+    elif func_type == C.ACL_RT_RANDOM_NUM_FUNC_TYPE_UNIFORM_DIS:
+        lo, hi = get["min"], get["max"]
+        if not lo < hi:
+            raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"uniform distribution needs min < max, got [{lo}, {hi})")
+        if dtype is not BF16 and dtype.kind in "iu":
+            out.view(dtype)[:] = gen.integers(int(lo), int(hi), n, dtype=dtype)
+        else:
+            _store_floats(lo + (hi - lo) * gen.random(n), dtype, out, upper=float(hi))
+    else:
+        mean, std = float(get["mean"]), float(get["stddev"])
+        if not std >= 0:
+            raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"stddev must be >= 0, got {std}")
+        if func_type == C.ACL_RT_RANDOM_NUM_FUNC_TYPE_NORMAL_DIS:
+            values = gen.normal(mean, std, n)
+        else:
+            values = _truncated_normal(gen, mean, std, n)
+        _store_floats(values, dtype, out)
+    word[:] = np.frombuffer(((count + n) % (1 << 128)).to_bytes(16, "little"), np.uint8)
+    device.on_memory_written(result)
