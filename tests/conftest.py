@@ -28,7 +28,7 @@ SMALL_HBM = 256 << 20
 
 def _start(name: str, preset: str, devices: int | None = None) -> str:
     topo = launcher.resolve_topology(preset, devices=devices, hbm=SMALL_HBM)
-    launcher.start(name, topo)
+    launcher.start(name, topo, owner_pid=os.getpid())
     return name
 
 

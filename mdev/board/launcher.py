@@ -79,8 +79,11 @@ def _start_lock(paths: BoardPaths):
 
 
 def start(name: str | None = None, topo=None, on_demand: bool = False,
-          idle_timeout: float | None = None) -> tuple[BoardPaths, bool]:
-    """Start board ``name`` unless it runs already; returns (paths, started_now)."""
+          idle_timeout: float | None = None, owner_pid: int | None = None) -> tuple[BoardPaths, bool]:
+    """Start board ``name`` unless it runs already; returns (paths, started_now).
+
+    With ``owner_pid`` the board stops by itself once that process is gone (test suites:
+    an interrupted run leaves no board behind)."""
     paths = BoardPaths(name)
     with _start_lock(paths):
         if is_running(paths):
@@ -94,6 +97,8 @@ def start(name: str | None = None, topo=None, on_demand: bool = False,
                "--idle-timeout", str(idle_timeout)]
         if on_demand:
             cmd.append("--on-demand")
+        if owner_pid:
+            cmd += ["--owner-pid", str(owner_pid)]
         log = open(paths.log, "ab")
         try:
             proc = subprocess.Popen(cmd, pass_fds=(w,), start_new_session=True,

@@ -24,6 +24,7 @@ import signal
 import socket
 import struct
 import sys
+import threading
 import time
 import traceback
 
@@ -51,8 +52,10 @@ class Client:
 
 
 class Supervisor:
-    def __init__(self, paths: BoardPaths, topo, on_demand: bool, idle_timeout: float) -> None:
+    def __init__(self, paths: BoardPaths, topo, on_demand: bool, idle_timeout: float,
+                 owner_pid: int | None = None) -> None:
         self.paths = paths
+        self.owner_pid = owner_pid      # stop when this process is gone (test suites)
         self.topo = topo
         self.on_demand = on_demand
         self.idle_timeout = idle_timeout
@@ -110,6 +113,8 @@ class Supervisor:
                 self._check_clients()
                 self._check_devices()
             if self.on_demand and not self.clients and now - self._idle_since > self.idle_timeout:
+                break
+            if self.owner_pid and not psutil.pid_exists(self.owner_pid):
                 break
         self.shutdown()
 
@@ -185,9 +190,31 @@ class Supervisor:
         client.sock.close()
         for name in client.segments:
             segment.unlink(name)
+        if client.segments:
+            # devices keep the pinned buffers they copied with mapped, and a mapping keeps
+            # the pages in RAM after the unlink: have them let go (off this loop's thread)
+            threading.Thread(target=self._forget_segments, args=(sorted(client.segments),),
+                             name="forget-segments", daemon=True).start()
         self.ipc.drop_client(client.id)
         if not self.clients:
             self._idle_since = time.monotonic()
+
+    def _forget_segments(self, names: list[str]) -> None:
+        for index in range(self.topo.device_count):
+            try:
+                channel = protocol.connect(self.paths.device_socket(index), self.authkey,
+                                           ("hello", 0, os.getpid(), "rpc", "supervisor"))
+            except Exception:
+                continue     # a device that is gone maps nothing
+            try:
+                for req, name in enumerate(names, start=1):
+                    channel.send(("r", req, "forget_segment", (name,)))
+                for _ in names:
+                    channel.recv(timeout=5.0)
+            except Exception:
+                pass
+            finally:
+                channel.close()
 
     def _check_clients(self) -> None:
         """A client whose process is gone (even if a forked child kept its socket) is dropped."""
@@ -280,10 +307,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--on-demand", action="store_true")
     parser.add_argument("--idle-timeout", type=float, default=5.0)
     parser.add_argument("--ready-fd", type=int)
+    parser.add_argument("--owner-pid", type=int, help="stop when this process exits")
     args = parser.parse_args(argv)
     paths = BoardPaths(args.name)
     topo = topology.from_dict(json.loads(args.topology_json), "<board>")
-    sup = Supervisor(paths, topo, args.on_demand, args.idle_timeout)
+    sup = Supervisor(paths, topo, args.on_demand, args.idle_timeout, args.owner_pid)
     signal.signal(signal.SIGTERM, sup.stop)
     signal.signal(signal.SIGINT, sup.stop)
     try:
