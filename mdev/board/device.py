@@ -392,6 +392,7 @@ class Device:
             stream_id = self._next_stream_id
             self._next_stream_id += 1
             self.control.stream_done[slot] = 0
+            self.control.stream_msgs[slot] = 0   # the slot's previous owner had its own count
             # a stopped stop-on-failure context refuses the work of its new streams too
             self.control.stream_err[slot] = context.stopped
             stream = DeviceStream(self, slot, stream_id, conn.client, context, priority, flags)
@@ -680,6 +681,7 @@ class Device:
     def _stop_context(self, context: ContextState, code: int, message: str) -> None:
         """Stop-on-failure: no further task of the context runs; every stream reports ``code``."""
         context.stopped = code
+        self.progress.notify_all()   # tasks of the context blocked in waits give up
         for other in context.streams:
             other.discard(other.received)
             if not self.control.stream_err[other.slot]:

@@ -84,8 +84,9 @@ class DeviceStream:
 
     @property
     def interrupted(self) -> bool:
-        """A task blocked in a wait must give up: the stream is aborted or destroyed."""
-        return self._closed or self.aborting
+        """A task blocked in a wait must give up: the stream is aborted or destroyed, or its
+        stop-on-failure context stopped."""
+        return self._closed or self.aborting or bool(self.context.stopped)
 
     def pending(self) -> int:
         with self._cond:

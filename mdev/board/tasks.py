@@ -141,10 +141,19 @@ def record_notify(device: "Device", stream: "DeviceStream", owner: int, slot: in
 @op(None)
 def wait_notify(device: "Device", stream: "DeviceStream", slot: int, uid: int, timeout_s: float) -> None:
     c = device.control
-    device.wait_until(stream, lambda: device.notifies.get(slot) != uid or c.notify_rec[slot].sum() > c.notify_taken[slot],
-                      timeout_s, f"notify {slot}")
-    with device.lock:
-        c.notify_taken[slot] = c.notify_rec[slot].sum()   # auto-reset: one record, one wait
+
+    def take() -> bool:
+        """Consume the notify if it is set.  wait_until evaluates this holding the device
+        lock, so of several streams waiting on one notify exactly one takes a record."""
+        if device.notifies.get(slot) != uid:
+            return True          # destroyed: the wait is released
+        recorded = c.notify_rec[slot].sum()
+        if recorded > c.notify_taken[slot]:
+            c.notify_taken[slot] = recorded   # auto-reset: one record, one wait
+            return True
+        return False
+
+    device.wait_until(stream, take, timeout_s, f"notify {slot}")
 
 
 # ---------------------------------------------------------------------------- values

@@ -187,8 +187,18 @@ def query_event_wait_status(event) -> int:
     return C.ACL_EVENT_WAIT_STATUS_COMPLETE if done else C.ACL_EVENT_WAIT_STATUS_NOT_READY
 
 
+def _unreported_failure(ev: Event) -> bool:
+    """The stream of the event's latest record has a task failure no sync has reported yet."""
+    if ev.last_record is None:
+        return False
+    stream, _ = ev.last_record
+    return not stream.destroyed and bool(rt.link(stream.device).control.stream_err[stream.slot])
+
+
 def _sync(ev: Event, timeout: int) -> None:
-    if is_complete(ev):
+    # a completed record returns at once -- unless its stream holds an unreported failure:
+    # the device's answer carries it, whether the record ran before this call or after
+    if is_complete(ev) and not _unreported_failure(ev):
         return
     if ev.opened is not None:
         _poll(ev, timeout)   # another process records it: watch the owner's control page
