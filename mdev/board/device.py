@@ -649,6 +649,8 @@ class Device:
         return 0, ""
 
     def complete(self, stream: DeviceStream, seq: int, code: int, message: str) -> None:
+        if self.streams.get(stream.slot) is not stream:
+            return   # destroyed while its task ran: the slot may already be another stream's
         control = self.control
         main = self.main_conns.get(stream.client)
         if code:

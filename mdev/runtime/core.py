@@ -37,6 +37,7 @@ class Stream:
     attributes: dict = field(default_factory=dict)
     res_limits: dict = field(default_factory=dict)   # aclrtDevResLimitType -> cores
     destroyed: bool = False
+    recorder: object = None            # mdev.graph.recorder: its tasks are stored, not run
 
     @property
     def is_default(self) -> bool:
@@ -65,6 +66,7 @@ class ThreadState(threading.local):
         self.last_error = 0
         self.messages: list[str] = []
         self.res_stream: Stream | None = None   # stream whose core limits the thread adopted
+        self.capture_mode = 0                   # aclmdlRICaptureThreadExchangeMode (GLOBAL)
 
 
 class Runtime:
@@ -95,6 +97,8 @@ class Runtime:
         self.binaries: dict = {}
         self.functions: dict = {}
         self.args_handles: dict = {}
+        self.models: dict = {}            # mdev.graph: model run instances and task groups
+        self.captures: list = []          # captures in progress (mdev.graph.recorder.Capture)
         self._handles = itertools.count(1)
         from mdev.runtime.memory import MemoryTable
         self.memory = MemoryTable(self)

@@ -71,6 +71,32 @@ def _default_device(config: dict) -> int | None:
     return int(value)
 
 
+KiB = 1 << 10
+STACK_DEFAULT, STACK_MIN, STACK_GRAIN, STACK_MAX = 32 * KiB, 32 * KiB, 16 * KiB, 192 * KiB
+
+
+def stack_size(config: dict) -> int:
+    """Per-AI-Core stack of ``StackSize.aicore_stack_size``: rounded up to 16 KiB, at least
+    32 KiB (also the default), at most 192 KiB (the A2/A3 maximum; every part mdev emulates
+    takes the A2/A3 rules)."""
+    section = config.get("StackSize")
+    if section is None:
+        return STACK_DEFAULT
+    if not isinstance(section, dict):
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"StackSize must be a JSON object, got {section!r}")
+    if "aicore_stack_size" not in section:
+        return STACK_DEFAULT
+    value = section["aicore_stack_size"]
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM,
+                       f"StackSize.aicore_stack_size must be a non-negative integer of bytes, got {value!r}")
+    rounded = max(STACK_MIN, -(-value // STACK_GRAIN) * STACK_GRAIN)
+    if rounded > STACK_MAX:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"StackSize.aicore_stack_size {value} exceeds the "
+                       f"{STACK_MAX // KiB} KiB maximum")
+    return rounded
+
+
 def init(config_path: str | None = None) -> None:
     config, text = _parse(config_path)
     with rt.lock:
@@ -80,6 +106,7 @@ def init(config_path: str | None = None) -> None:
             rt.init_count += 1
             raise AclError(E.ACL_ERROR_REPEAT_INITIALIZE, "acl.init was already called; only the first config counts")
         default_device = _default_device(config)
+        stack_size(config)
         if default_device is not None:
             rt.check_device(default_device)
         rt.config, rt.config_text, rt.default_device = config, text, default_device

@@ -15,7 +15,7 @@ from mdev.acl.errors import AclError
 from mdev.memory import address
 from mdev.runtime import streams
 from mdev.runtime.core import RUNTIME as rt
-from mdev.runtime.memory import DEVICE, PAGEABLE, PINNED, Allocation, Operand
+from mdev.runtime.memory import DEVICE, PAGEABLE, PINNED, Allocation, Operand, pairs
 from mdev.runtime.validate import as_int, size
 
 _KIND_NAMES = {
@@ -72,7 +72,19 @@ def free(dev_ptr: int) -> None:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{dev_ptr:#x} was imported over IPC: "
                        "release it with ipc_mem_close, not free")
     rt.memory.remove(alloc.ptr)
+    close_exports(alloc)
     rt.link(alloc.device).request("free", alloc.ptr)
+
+
+def close_exports(alloc: Allocation) -> None:
+    """Freed memory closes its IPC keys: a stale key must never reach what the device hands
+    out next at that address.  Processes that imported it keep it until they close."""
+    for key in alloc.exports or ():
+        try:
+            rt.attach().request("ipc_close", key)
+        except AclError:
+            pass    # already closed
+    alloc.exports = None
 
 
 def malloc_host(size_: int) -> int:
@@ -120,7 +132,7 @@ def _operands(dst, src, nbytes: int, kind: int) -> tuple[Operand, Operand]:
 
 def check_reach(executing: int, *operands: Operand) -> None:
     """Device memory of another device needs peer access from the executing device."""
-    for op in operands:
+    for op in (part for operand in operands for part in operand.parts()):
         if op.kind == DEVICE and op.device != executing and (executing, op.device) not in rt.peer_access:
             raise AclError(E.ACL_ERROR_RT_PARAM_INVALID,
                            f"device {executing} cannot reach memory of device {op.device}: "
@@ -128,7 +140,8 @@ def check_reach(executing: int, *operands: Operand) -> None:
 
 
 def _copy_here(d: Operand, s: Operand) -> None:
-    np.copyto(rt.memory.view(d), rt.memory.view(s))
+    for dp, sp in pairs(d, s):          # VMM ranges across several mappings: piece by piece
+        np.copyto(rt.memory.view(dp), rt.memory.view(sp))
 
 
 def _sizes(dest_max, count) -> tuple[int, int]:
@@ -171,7 +184,8 @@ def memcpy_async(dst: int, dest_max: int, src: int, count: int, kind: int, strea
         streams.wait([st])
         _copy_here(d, s)
         return
-    streams.submit(st, "copy", d.location(), s.location(), count)
+    for dp, sp in pairs(d, s):
+        streams.submit(st, "copy", dp.location(), sp.location(), dp.nbytes)
 
 
 def _operands_2d(dst, dpitch, src, spitch, width, height, kind) -> tuple[Operand, Operand] | None:
@@ -193,7 +207,17 @@ def _operands_2d(dst, dpitch, src, spitch, width, height, kind) -> tuple[Operand
     return d, s
 
 
+def _rows_apart(d: Operand, dpitch: int, s: Operand, spitch: int, width: int, height: int):
+    """A 2-D copy touching several VMM mappings, as (dst, src) 1-D copies row by row."""
+    for r in range(height):
+        yield from pairs(d.slice(r * dpitch, width), s.slice(r * spitch, width))
+
+
 def _copy2d_here(d: Operand, dpitch: int, s: Operand, spitch: int, width: int, height: int) -> None:
+    if d.pieces or s.pieces:
+        for dp, sp in _rows_apart(d, dpitch, s, spitch, width, height):
+            _copy_here(dp, sp)
+        return
     rows = np.lib.stride_tricks.as_strided
     np.copyto(rows(rt.memory.view(d), (height, width), (dpitch, 1)),
               rows(rt.memory.view(s), (height, width), (spitch, 1)))
@@ -220,6 +244,10 @@ def memcpy2d_async(dst, dpitch, src, spitch, width, height, kind, stream) -> Non
         streams.wait([st])
         _copy2d_here(d, dpitch, s, spitch, width, height)
         return
+    if d.pieces or s.pieces:
+        for dp, sp in _rows_apart(d, dpitch, s, spitch, width, height):
+            streams.submit(st, "copy", dp.location(), sp.location(), dp.nbytes)
+        return
     streams.submit(st, "copy2d", d.location(), dpitch, s.location(), spitch, width, height)
 
 
@@ -240,7 +268,8 @@ def memset(dev_ptr: int, max_count: int, value: int, count: int) -> None:
     if op is None:
         return
     check_reach(rt.current_context().device, op)
-    rt.memory.view(op).fill(value & 0xFF)
+    for part in op.parts():
+        rt.memory.view(part).fill(value & 0xFF)
 
 
 def memset_async(dev_ptr: int, max_count: int, value: int, count: int, stream) -> None:
@@ -253,4 +282,5 @@ def memset_async(dev_ptr: int, max_count: int, value: int, count: int, stream) -
         streams.wait([st])
         rt.memory.view(op).fill(value & 0xFF)
         return
-    streams.submit(st, "memset", op.location(), value, count)
+    for part in op.parts():
+        streams.submit(st, "memset", part.location(), value, part.nbytes)

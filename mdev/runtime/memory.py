@@ -47,6 +47,7 @@ class Allocation:
     policy: int = 0
     segment: Segment | None = None
     ipc_key: str | None = None        # set on memory this process imported over IPC
+    exports: list | None = None       # IPC keys this process exported from it (closed on free)
 
     @property
     def end(self) -> int:
@@ -55,11 +56,15 @@ class Allocation:
 
 @dataclass
 class Operand:
-    """A validated memory range: where it is, and how to reach it."""
+    """A validated memory range: where it is, and how to reach it.
+
+    A VMM range that crosses mappings has ``pieces``: one single-piece operand per mapping
+    it touches, in address order (copies and memsets run piece by piece)."""
     kind: str
     ptr: int
     nbytes: int
     allocation: Allocation | None = None
+    pieces: list | None = None
 
     @property
     def device(self) -> int:
@@ -69,12 +74,72 @@ class Operand:
     def is_host(self) -> bool:
         return self.kind != DEVICE
 
+    def parts(self) -> list["Operand"]:
+        return self.pieces or [self]
+
+    def slice(self, offset: int, nbytes: int) -> "Operand":
+        """The operand of bytes [offset, offset+nbytes) of this one."""
+        if not self.pieces:
+            return Operand(self.kind, self.ptr + offset, nbytes, self.allocation)
+        out, pos = [], 0
+        for p in self.pieces:
+            lo, hi = max(offset, pos), min(offset + nbytes, pos + p.nbytes)
+            if lo < hi:
+                out.append(Operand(p.kind, p.ptr + lo - pos, hi - lo, p.allocation))
+            pos += p.nbytes
+        if len(out) == 1:
+            return out[0]
+        return Operand(self.kind, self.ptr + offset, nbytes, out[0].allocation, out)
+
+    def _single(self) -> None:
+        if self.pieces:
+            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID,
+                           f"[{self.ptr:#x}, +{self.nbytes}) spans {len(self.pieces)} VMM mappings; this "
+                           "operation needs memory of one mapping")
+
     def location(self) -> tuple:
         """How a device process names this range (pageable memory has no such name)."""
+        self._single()
         a = self.allocation
         if self.kind == DEVICE:
             return ("d", a.device, self.ptr - address.device_base(a.device))
         return ("p", a.segment.name, self.ptr - a.ptr)
+
+
+def pairs(dst: Operand, src: Operand):
+    """(dst part, src part) of equal length covering two equally long operands, so that a
+    copy between multi-piece operands is a series of single-piece copies."""
+    dp, sp = dst.parts(), src.parts()
+    if len(dp) == 1 and len(sp) == 1:
+        yield dst, src
+        return
+    i = j = doff = soff = 0
+    while i < len(dp) and j < len(sp):
+        n = min(dp[i].nbytes - doff, sp[j].nbytes - soff)
+        yield dp[i].slice(doff, n), sp[j].slice(soff, n)
+        doff, soff = doff + n, soff + n
+        if doff == dp[i].nbytes:
+            i, doff = i + 1, 0
+        if soff == sp[j].nbytes:
+            j, soff = j + 1, 0
+
+
+def _commit(name: str, size: int) -> None:
+    """Take the pages of a pinned segment now, as page-locked memory is resident: running
+    out is then the allocation error here, never a SIGBUS at the first touch (in this
+    process, or in a device process copying to or from the buffer)."""
+    st = os.statvfs("/dev/shm")
+    if size > st.f_bavail * st.f_frsize:      # fail before filling RAM up to the limit
+        raise AclError(E.ACL_ERROR_RT_MEMORY_ALLOCATION, f"cannot pin {size} bytes of host memory: "
+                       f"/dev/shm has {st.f_bavail * st.f_frsize} bytes free")
+    fd = os.open("/dev/shm/" + name.lstrip("/"), os.O_RDWR)
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as exc:
+        raise AclError(E.ACL_ERROR_RT_MEMORY_ALLOCATION,
+                       f"cannot pin {size} bytes of host memory: {exc.strerror}") from exc
+    finally:
+        os.close(fd)
 
 
 class MemoryTable:
@@ -93,6 +158,7 @@ class MemoryTable:
         self._maps: list[tuple[int, int, str]] = []
         self._map_starts: list[int] = []
         self._pinned_map: tuple | None = ()
+        self.vmm = None        # this process's VMM state (mdev.runtime.vmm), made on first use
 
     def add(self, alloc: Allocation) -> None:
         with self.lock:
@@ -142,6 +208,9 @@ class MemoryTable:
             raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{what} is NULL")
         if ptr < 0:
             raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{what} {ptr} is negative")
+        if address.VMM_BASE <= ptr < address.VMM_END:
+            from mdev.runtime import vmm
+            return vmm.operand(ptr, nbytes, what)
         alloc = self.containing(ptr)
         if address.split(ptr) is not None:
             if alloc is None:
@@ -192,6 +261,7 @@ class MemoryTable:
 
     def view(self, operand: Operand) -> np.ndarray:
         """A uint8 view of the operand's bytes in this process."""
+        operand._single()
         if operand.kind == DEVICE:
             a = operand.allocation
             link = self.runtime.link(a.device)
@@ -216,6 +286,7 @@ class MemoryTable:
         except Exception as exc:
             raise AclError(E.ACL_ERROR_RT_MEMORY_ALLOCATION, f"cannot create pinned segment: {exc}") from exc
         try:
+            _commit(name, size)
             board.request("register_segment", name)
         except Exception:
             seg.close()

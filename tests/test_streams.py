@@ -1,0 +1,312 @@
+"""Streams: creation, configuration, destruction, synchronisation, query, ids; in-order
+execution, asynchrony to the host, and concurrency between streams (api_catalogue 4,
+14 rules 3-5, 8)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from helpers import GiB, MiB, attached, extra_board, from_device, wait_until
+
+NPY_UINT8 = 2
+
+
+@pytest.fixture
+def dev(acl):
+    assert acl.rt.set_device(0) == 0
+    return acl
+
+
+@pytest.fixture(scope="module")
+def big_board():
+    """A 2-device board with 1 GiB HBM per device, for the ~256 MiB copies."""
+    with extra_board("ovl", "laptop2", hbm=1 * GiB) as name:
+        yield name
+
+
+@pytest.fixture
+def big(big_board, monkeypatch):
+    with attached(monkeypatch, big_board) as acl:
+        assert acl.rt.set_device(0) == 0
+        yield acl
+
+
+def busy(acl, stream, ptr, nbytes, times, value=0x5A):
+    for _ in range(times):
+        assert acl.rt.memset_async(ptr, nbytes, value, nbytes, stream) == 0
+
+
+# ---------------------------------------------------------------------------- creation
+def test_create_streams_distinct(dev):
+    acl = dev
+    handles = [acl.rt.create_stream() for _ in range(5)]
+    assert all(ret == 0 for _, ret in handles)
+    hs = [h for h, _ in handles]
+    assert len(set(hs)) == 5 and 0 not in hs
+    ids = [acl.rt.get_stream_id(h) for h in hs]
+    assert all(ret == 0 for _, ret in ids)
+    default_id = acl.rt.get_stream_id(0)[0]
+    assert len({i for i, _ in ids} | {default_id}) == 6
+    for h in hs:
+        assert acl.rt.stream_query(h) == (acl.ACL_STREAM_STATUS_COMPLETE, 0)
+        assert acl.rt.destroy_stream(h) == 0
+
+
+def test_create_stream_without_device(acl):
+    assert acl.rt.create_stream() == (0, acl.ACL_ERROR_RT_CONTEXT_NULL)
+    assert acl.rt.create_stream_with_config(0, 0) == (0, acl.ACL_ERROR_RT_CONTEXT_NULL)
+
+
+def test_create_stream_with_config(dev):
+    acl = dev
+    K = acl
+    cases = [
+        (3, K.ACL_STREAM_FAST_LAUNCH, 3, K.ACL_STREAM_FAST_LAUNCH),
+        (0, K.ACL_STREAM_FAST_LAUNCH | K.ACL_STREAM_FAST_SYNC, 0, 3),
+        (-5, 0, 0, 0),                                   # priority clamped into [0, 7]
+        (99, K.ACL_STREAM_HUGE, 7, K.ACL_STREAM_HUGE),
+        (1, 0x4000_0000, 1, 0x4000_0000),                # unknown bits: accepted
+    ]
+    for priority, flag, want_priority, want_flags in cases:
+        s, ret = acl.rt.create_stream_with_config(priority, flag)
+        assert ret == 0, (priority, flag)
+        assert acl.rt.stream_get_priority(s) == (want_priority, 0)
+        assert acl.rt.stream_get_flags(s) == (want_flags, 0)
+        # the stream works like any other
+        ptr, _ = acl.rt.malloc(4096, 0)
+        assert acl.rt.memset_async(ptr, 4096, 8, 4096, s) == 0
+        assert acl.rt.synchronize_stream(s) == 0
+        assert (from_device(acl, ptr, 4096) == 8).all()
+        assert acl.rt.free(ptr) == 0
+        assert acl.rt.destroy_stream(s) == 0
+    bad = K.ACL_STREAM_PERSISTENT | K.ACL_STREAM_DEVICE_USE_ONLY
+    assert acl.rt.create_stream_with_config(0, bad) == (0, K.ACL_ERROR_RT_PARAM_INVALID)
+    assert acl.rt.create_stream_with_config(0, K.ACL_STREAM_PERSISTENT | K.ACL_STREAM_CPU_SCHEDULE)[1] == 107000
+    assert acl.rt.device_get_stream_priority_range() == (7, 0, 0)
+
+
+def test_stream_ids_per_device(dev):
+    acl = dev
+    s0, _ = acl.rt.create_stream()
+    assert acl.rt.set_device(1) == 0
+    s1, _ = acl.rt.create_stream()
+    # ids are per device: both stream handles answer, from any current device
+    assert acl.rt.get_stream_id(s0)[1] == 0 and acl.rt.get_stream_id(s1)[1] == 0
+    assert acl.rt.get_stream_id(12345) == (0, acl.ACL_ERROR_INVALID_PARAM)
+
+
+# ---------------------------------------------------------------------------- order and asynchrony
+def test_tasks_run_in_order(dev):
+    acl = dev
+    n = 1 * MiB
+    src, _ = acl.rt.malloc(n, 0)
+    outs = [acl.rt.malloc(n, 0)[0] for _ in range(10)]
+    s, _ = acl.rt.create_stream()
+    # memset then copy, ten times over the same source: each copy must see its own memset
+    for i, out in enumerate(outs):
+        assert acl.rt.memset_async(src, n, i + 1, n, s) == 0
+        assert acl.rt.memcpy_async(out, n, src, n, acl.ACL_MEMCPY_DEVICE_TO_DEVICE, s) == 0
+    assert acl.rt.synchronize_stream(s) == 0
+    for i, out in enumerate(outs):
+        got = from_device(acl, out, n)
+        assert (got == i + 1).all(), f"copy {i} saw {np.unique(got)}"
+
+
+def test_async_returns_before_work_is_done(dev):
+    acl = dev
+    n = 32 * MiB
+    ptr, _ = acl.rt.malloc(n, 0)
+    s, _ = acl.rt.create_stream()
+    t0 = time.perf_counter()
+    busy(acl, s, ptr, n, times=8, value=0x77)
+    submitted = time.perf_counter() - t0
+    assert acl.rt.stream_query(s) == (acl.ACL_STREAM_STATUS_NOT_READY, 0)
+    assert acl.ACL_STREAM_STATUS_NOT_READY == 1 and acl.ACL_STREAM_STATUS_COMPLETE == 0
+    assert acl.rt.synchronize_stream(s) == 0
+    waited = time.perf_counter() - t0
+    assert acl.rt.stream_query(s) == (acl.ACL_STREAM_STATUS_COMPLETE, 0)
+    assert submitted < waited / 4
+    assert (from_device(acl, ptr + n - 16, 16) == 0x77).all()
+
+
+def test_streams_overlap(big):
+    """An async copy on stream A completes while a long memset queue on stream B still runs."""
+    acl = big
+    n = 256 * MiB
+    large, _ = acl.rt.malloc(n, acl.ACL_MEM_MALLOC_HUGE_ONLY)
+    small, _ = acl.rt.malloc(64 * 1024, 0)
+    host, _ = acl.rt.malloc_host(64 * 1024)
+    view = acl.util.ptr_to_numpy(host, (64 * 1024,), NPY_UINT8)
+    a, _ = acl.rt.create_stream()
+    b, _ = acl.rt.create_stream()
+    assert acl.rt.memset(small, 64 * 1024, 0x42, 64 * 1024) == 0
+    t0 = time.perf_counter()
+    busy(acl, b, large, n, times=4, value=0x24)                       # ~1 GiB of writes on B
+    assert acl.rt.memcpy_async(host, 64 * 1024, small, 64 * 1024,
+                               acl.ACL_MEMCPY_DEVICE_TO_HOST, a) == 0
+    assert wait_until(lambda: acl.rt.stream_query(a) == (0, 0), timeout=30, interval=0.001)
+    a_done = time.perf_counter() - t0
+    b_status = acl.rt.stream_query(b)
+    assert (view == 0x42).all()
+    assert b_status == (acl.ACL_STREAM_STATUS_NOT_READY, 0), \
+        f"stream B finished before A ({a_done:.3f} s): no overlap shown"
+    assert acl.rt.synchronize_stream(b) == 0
+    b_done = time.perf_counter() - t0
+    assert a_done < b_done / 2
+    assert (from_device(acl, large + n - 64, 64) == 0x24).all()
+    assert acl.rt.free(large) == 0
+
+
+def test_sync_in_threads_does_not_serialise(big):
+    """Two threads block in synchronize_stream at once; the short one returns first."""
+    acl = big
+    n = 256 * MiB
+    large, _ = acl.rt.malloc(n, 0)
+    small, _ = acl.rt.malloc(4096, 0)
+    long_s, _ = acl.rt.create_stream()
+    short_s, _ = acl.rt.create_stream()
+    order = []
+    busy(acl, long_s, large, n, times=3)
+
+    def sync_long():
+        assert acl.rt.set_device(0) == 0        # a thread needs a context to synchronise
+        order.append(("long", acl.rt.synchronize_stream(long_s)))
+
+    t = threading.Thread(target=sync_long)
+    t.start()
+    time.sleep(0.02)                # the long sync is parked on the device first
+    busy(acl, short_s, small, 4096, times=1)
+    order.append(("short", acl.rt.synchronize_stream(short_s)))
+    t.join(30)
+    assert order == [("short", 0), ("long", 0)]
+    assert acl.rt.free(large) == 0
+
+
+# ---------------------------------------------------------------------------- sync with timeout
+def test_synchronize_stream_with_timeout(dev):
+    acl = dev
+    n = 64 * MiB
+    ptr, _ = acl.rt.malloc(n, 0)
+    s, _ = acl.rt.create_stream()
+    busy(acl, s, ptr, n, times=6)
+    t0 = time.perf_counter()
+    assert acl.rt.synchronize_stream_with_timeout(s, 1) == acl.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT == 507046
+    assert time.perf_counter() - t0 < 1.0
+    assert acl.rt.get_last_error() == 507046
+    assert acl.rt.synchronize_stream_with_timeout(s, 0) == acl.ACL_ERROR_RT_PARAM_INVALID
+    assert acl.rt.synchronize_stream_with_timeout(s, -2) == acl.ACL_ERROR_RT_PARAM_INVALID
+    assert acl.rt.synchronize_stream_with_timeout(s, -1) == 0
+    assert acl.rt.synchronize_stream_with_timeout(s, 1) == 0          # nothing left: no timeout
+    # the timed-out request does not confuse later requests on this thread
+    busy(acl, s, ptr, 4096, times=1, value=9)
+    assert acl.rt.synchronize_stream_with_timeout(s, 10_000) == 0
+    assert from_device(acl, ptr, 1)[0] == 9
+    assert acl.rt.free(ptr) == 0
+
+
+def test_synchronize_device_with_timeout(dev):
+    acl = dev
+    n = 64 * MiB
+    ptr, _ = acl.rt.malloc(n, 0)
+    busy(acl, 0, ptr, n, times=6)
+    assert acl.rt.synchronize_device_with_timeout(1) == 507046
+    assert acl.rt.synchronize_device_with_timeout(-1) == 0
+    assert acl.rt.free(ptr) == 0
+
+
+# ---------------------------------------------------------------------------- destroy
+def test_destroy_stream_waits_for_pending_work(dev):
+    acl = dev
+    n = 64 * MiB
+    ptr, _ = acl.rt.malloc(n, 0)
+    marker, _ = acl.rt.malloc(4096, 0)
+    s, _ = acl.rt.create_stream()
+    busy(acl, s, ptr, n, times=4, value=1)
+    assert acl.rt.memset_async(marker, 4096, 0xCD, 4096, s) == 0
+    assert acl.rt.stream_query(s)[0] == acl.ACL_STREAM_STATUS_NOT_READY
+    assert acl.rt.destroy_stream(s) == 0
+    # everything queued ran before the stream went away
+    assert (from_device(acl, marker, 4096) == 0xCD).all()
+    assert (from_device(acl, ptr + n - 16, 16) == 1).all()
+    # the handle is dead now
+    assert acl.rt.synchronize_stream(s) == acl.ACL_ERROR_INVALID_PARAM
+    assert acl.rt.destroy_stream(s) == acl.ACL_ERROR_INVALID_PARAM
+    assert acl.rt.memset_async(marker, 4096, 1, 4096, s) == acl.ACL_ERROR_INVALID_PARAM
+
+
+def test_destroy_stream_force_does_not_wait(dev):
+    acl = dev
+    n = 64 * MiB
+    ptr, _ = acl.rt.malloc(n, 0)
+    marker, _ = acl.rt.malloc(4096, 0)
+    s, _ = acl.rt.create_stream()
+    busy(acl, s, ptr, n, times=24, value=1)
+    assert acl.rt.memset_async(marker, 4096, 0xCD, 4096, s) == 0
+    t0 = time.perf_counter()
+    assert acl.rt.destroy_stream_force(s) == 0
+    assert time.perf_counter() - t0 < 1.0        # well before the 24 memsets could finish
+    assert acl.rt.synchronize_stream(s) == acl.ACL_ERROR_INVALID_PARAM
+    # queued work was discarded: the last task never ran
+    time.sleep(0.3)
+    assert not from_device(acl, marker, 4096).any()
+    # the device keeps working
+    s2, _ = acl.rt.create_stream()
+    assert acl.rt.memset_async(marker, 4096, 2, 4096, s2) == 0
+    assert acl.rt.synchronize_stream(s2) == 0
+    assert (from_device(acl, marker, 4096) == 2).all()
+
+
+def test_stream_after_force_destroy_reports_its_own_progress(dev):
+    """A stream created right after destroy_stream_force must not inherit the old stream's
+    completion: its sync must wait for its own tasks.  (The device reuses the stream slot
+    while the old stream's running task is still going; that task's completion must not
+    count for the new stream.)  Timing-based, so tried three times."""
+    acl = dev
+    old_buf, _ = acl.rt.malloc(128 * MiB, 0)
+    new_buf, _ = acl.rt.malloc(64 * MiB, 0)
+    for attempt in range(3):
+        old, _ = acl.rt.create_stream()
+        busy(acl, old, old_buf, 128 * MiB, times=1, value=1)     # runs for a while ...
+        busy(acl, old, old_buf, 4096, times=100, value=1)        # ... with 100 more queued behind it
+        time.sleep(0.02)                   # the first memset is running on the device
+        assert acl.rt.destroy_stream_force(old) == 0
+        new, _ = acl.rt.create_stream()
+        for value in range(1, 41):         # still running when the old task ends
+            busy(acl, new, new_buf, 64 * MiB, times=1, value=value)
+        assert acl.rt.synchronize_stream(new) == 0
+        # everything submitted to the new stream has run once its sync returned
+        last = from_device(acl, new_buf + 64 * MiB - 64, 64)
+        assert (last == 40).all(), f"attempt {attempt}: sync returned after task {last[0]} of 40"
+        assert acl.rt.destroy_stream(new) == 0
+
+
+def test_destroy_default_stream_refused(dev):
+    acl = dev
+    assert acl.rt.destroy_stream(0) == acl.ACL_ERROR_INVALID_PARAM == 100000
+    assert acl.rt.destroy_stream(None) == 100000
+    assert acl.rt.destroy_stream_force(0) == 100000
+    assert "default stream" in acl.get_recent_err_msg()
+    # the default stream still works
+    ptr, _ = acl.rt.malloc(4096, 0)
+    assert acl.rt.memset_async(ptr, 4096, 4, 4096, 0) == 0
+    assert acl.rt.synchronize_stream(0) == 0
+    assert (from_device(acl, ptr, 4096) == 4).all()
+
+
+def test_stream_of_other_context(dev):
+    acl = dev
+    s0, _ = acl.rt.create_stream()
+    ptr0, _ = acl.rt.malloc(4096, 0)
+    assert acl.rt.set_device(1) == 0
+    # submitting to or destroying a stream of another context -> ACL_ERROR_RT_STREAM_CONTEXT
+    assert acl.rt.destroy_stream(s0) == acl.ACL_ERROR_RT_STREAM_CONTEXT == 107003
+    assert acl.rt.memset_async(ptr0, 4096, 1, 4096, s0) == 107003
+    # synchronising and querying it is fine
+    assert acl.rt.synchronize_stream(s0) == 0
+    assert acl.rt.stream_query(s0) == (0, 0)
+    assert acl.rt.set_device(0) == 0
+    assert acl.rt.destroy_stream(s0) == 0
