@@ -26,7 +26,11 @@ def main(argv: list[str] | None = None) -> int:
     groups = args.groups or list(GROUPS)
     import numpy
     print(f"mdev benchmarks: {platform.python_implementation()} {platform.python_version()}, "
-          f"numpy {numpy.__version__}, {os.cpu_count()} CPUs, {platform.machine()}")
+          f"numpy {numpy.__version__}, {os.cpu_count()} CPUs, {platform.machine()}, "
+          f"load average {os.getloadavg()[0]:.2f}")
+    if os.getloadavg()[0] > 0.5 * (os.cpu_count() or 1):
+        print("note: other work is running on this machine; throughput and latency figures will be "
+              "lower and noisier than on an idle one")
     t0 = time.perf_counter()
     results = []
     for group in groups:

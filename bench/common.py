@@ -90,6 +90,23 @@ def best_of(fn: Callable[[], None], runs: int, warmup: int = 1) -> float:
     return best
 
 
+def best_of_interleaved(fn: Callable[[], None], baseline: Callable[[], None], runs: int,
+                        warmup: int = 1) -> tuple[float, float]:
+    """Best wall times (seconds) of ``fn`` and of ``baseline``, their runs alternating."""
+    for _ in range(warmup):
+        baseline()
+        fn()
+    best_fn = best_base = float("inf")
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        baseline()
+        t1 = time.perf_counter()
+        fn()
+        t2 = time.perf_counter()
+        best_base, best_fn = min(best_base, t1 - t0), min(best_fn, t2 - t1)
+    return best_fn, best_base
+
+
 def per_call(fn: Callable[[], None], calls: int, repeats: int = 5) -> float:
     """Best over ``repeats`` of the mean time of one call in a loop of ``calls`` (seconds)."""
     best = float("inf")
@@ -99,6 +116,24 @@ def per_call(fn: Callable[[], None], calls: int, repeats: int = 5) -> float:
             fn()
         best = min(best, (time.perf_counter() - t0) / calls)
     return best
+
+
+def latency(fn: Callable[[], None], samples: int, warmup: int = 200) -> float:
+    """Median wall time of one call of ``fn`` over ``samples`` individually timed calls (seconds).
+
+    The median keeps round trips comparable on a small, shared machine, where a few calls
+    lose the CPU to another process and would dominate a mean.
+    """
+    for _ in range(warmup):
+        fn()
+    times = []
+    clock = time.perf_counter
+    for _ in range(samples):
+        t0 = clock()
+        fn()
+        times.append(clock() - t0)
+    times.sort()
+    return times[len(times) // 2]
 
 
 # ---------------------------------------------------------------------------- results

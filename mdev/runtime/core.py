@@ -54,10 +54,7 @@ class Context:
     sys_params: dict = field(default_factory=dict)
     destroyed: bool = False
 
-    @property
-    def stop_on_failure(self) -> bool:
-        return any(s.failure_mode == C.ACL_STOP_ON_FAILURE
-                   for s in [self.default_stream, *self.streams] if s is not None)
+    stop_on_failure: bool = False     # any stream of the context set ACL_STOP_ON_FAILURE
 
 
 class ThreadState(threading.local):

@@ -7,6 +7,7 @@ synchronisation first looks at the device's control page and only asks the devic
 
 from __future__ import annotations
 
+import os
 import time
 
 from mdev.acl import constants as C
@@ -14,6 +15,7 @@ from mdev.acl import errors as E
 from mdev.acl.errors import AclError
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import STREAM_HANDLES, Context, Stream
+from mdev.graph import recorder as _graph
 from mdev.runtime.validate import as_int, timeout_ms
 
 PRIORITY_GREATEST, PRIORITY_LEAST = 0, 7
@@ -34,6 +36,10 @@ def new_stream(ctx: Context, priority: int = 0, flags: int = 0, default: bool = 
 
 def submit(stream: Stream, op: str, *args) -> int:
     """Queue a task; a stopped stop-on-failure context refuses it with its failure code."""
+    if stream.recorder is not None:     # persistent or capturing stream: stored, not run
+        return stream.recorder.record(stream, op, args)
+    if rt.captures and stream.is_default:
+        _graph.check_default(stream)
     link = rt.link(stream.device)
     if stream.context.stop_on_failure:
         code = int(link.control.stream_err[stream.slot])
@@ -44,6 +50,8 @@ def submit(stream: Stream, op: str, *args) -> int:
 
 def wait(streams: list[Stream], timeout: int = -1, consume: bool = True) -> None:
     """Block until every stream has run what was submitted to it; raise its first task failure."""
+    if rt.captures:
+        _graph.check_sync(streams)
     wait_targets([(s, s.seq) for s in streams], timeout, consume)
 
 
@@ -63,7 +71,7 @@ def _briefly(condition) -> bool:
     while time.perf_counter() < deadline:
         if condition():
             return True
-        time.sleep(0)
+        os.sched_yield()   # time.sleep(0) may oversleep by the timer slack (~50 us)
     return False
 
 
@@ -133,13 +141,18 @@ def create_stream_with_config(priority: int, flag: int) -> int:
     if flag & C.ACL_STREAM_PERSISTENT and flag & (C.ACL_STREAM_DEVICE_USE_ONLY | C.ACL_STREAM_CPU_SCHEDULE):
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "ACL_STREAM_PERSISTENT cannot be combined with "
                        "ACL_STREAM_DEVICE_USE_ONLY or ACL_STREAM_CPU_SCHEDULE")
-    return new_stream(rt.current_context(), priority, flag).handle
+    stream = new_stream(rt.current_context(), priority, flag)
+    if flag & C.ACL_STREAM_PERSISTENT:
+        _graph.persist(stream)          # its tasks are stored for a model run instance
+    return stream.handle
 
 
 def _explicit(stream_handle) -> Stream:
     if stream_handle is None or stream_handle == 0:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, "the default stream cannot be destroyed; it goes with reset_device")
-    return rt.stream_in_context(stream_handle)
+    stream = rt.stream_in_context(stream_handle)
+    _graph.check_destroy(stream)
+    return stream
 
 
 def destroy_stream(stream) -> None:
@@ -161,7 +174,10 @@ def synchronize_stream_with_timeout(stream, timeout: int) -> None:
 
 
 def stream_query(stream) -> int:
-    return C.ACL_STREAM_STATUS_COMPLETE if is_idle(rt.stream(stream)) else C.ACL_STREAM_STATUS_NOT_READY
+    s = rt.stream(stream)
+    if rt.captures:
+        _graph.check_sync([s])
+    return C.ACL_STREAM_STATUS_COMPLETE if is_idle(s) else C.ACL_STREAM_STATUS_NOT_READY
 
 
 def stream_get_id(stream) -> int:
@@ -236,6 +252,8 @@ def set_stream_failure_mode(stream, mode: int) -> None:
     rt.link(s.device).request("set_failure_mode", s.slot, mode)
     s.failure_mode = mode
     s.attributes["failure_mode_set"] = True
+    if mode == C.ACL_STOP_ON_FAILURE:
+        s.context.stop_on_failure = True   # one such stream puts its whole context in stop mode
 
 
 def synchronize_device() -> None:

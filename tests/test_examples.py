@@ -1,0 +1,91 @@
+"""The guide's first programs in examples/ run as a user runs them and say what they should.
+
+Each example runs in its own interpreter against one board of this test process, started
+on demand by the first example (laptop2: two devices, enough for the tour) and stopped
+at the end of the module.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import PREFIX
+from mdev.board import launcher
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+# example -> a line its output must contain
+EXPECTED = {
+    "memory_usage": "memory_usage: 16 float32 round-tripped through device 0, memset verified: OK",
+    "pinned_async_copy": "pinned_async_copy: 4 MiB pinned -> device 0 -> pinned",
+    "default_stream": "default_stream: memset_async + 2 memcpy_async on stream 0, synchronize_device, verified: OK",
+    "multi_stream": "both buffers verified: OK",
+    "tour": "tour: all steps OK",
+    "vector_add_mixed": "vector_add_mixed: add_custom<<<8, nullptr, stream>>> on 16384 float32, verified: OK",
+    "vector_add_binary": "vector_add_binary: add_custom and sub_custom from vector_add_kernel.py",
+    "kernel_memory_sync": "kernel_memory_sync: a kernel on stream 1 waited for the flag, released by value_write "
+                          "on stream 2: OK",
+    "reduce": "reduce: SUM of {1,2,3,4} into a copy of itself = [2. 4. 6. 8.], MAX and MIN verified: OK",
+    "random_numbers": "random_numbers: uniform and normal, 100000 values each, reproducible from seed and counter: OK",
+    "resource_limit": "resource_limit: precedence stream (16) > process (8) > hardware (48), launches ran in waves: OK",
+    "exception_callback": "exception_callback: AI Core exception 507015 reported at sync and to the callback, "
+                          "device still serving: OK",
+    "ipc_memory": "ipc_memory: device 0 -> device 1, with and without PID validation: OK",
+    "ipc_event": "ipc_event: device 1 stream waited for device 0's record in another process: OK",
+    "ipc_notify": "ipc_notify: device 1 signalled device 0 across processes, with and without PID validation: OK",
+    "ipc_producer_consumers": "ipc_producer_consumers: device 0 fed 4 consumer processes on devices 1..4 "
+                              "from one buffer: OK",
+    "vmm_sharing": "vmm_sharing: physical memory of device 0 mapped in two processes, with and without "
+                   "PID validation: OK",
+    "event_wait": "event_wait: 1 record on stream1, 2 streams waited on it, verified: OK",
+    "event_timestamps": "event_timestamps: elapsed times and timestamps consistent: OK",
+    "event_query_buffer_reuse": "event_query_buffer_reuse: 24 jobs, 4 buffers reused after query_event_status, "
+                                "all results verified: OK",
+    "notify_two_devices": "notify_two_devices: 6 chunks handed from device 0 to device 1, verified: OK",
+    "value_write_wait": "value_write_wait: handshake, counter and memset release verified: OK",
+    "host_callback": "host_callback: launch_host_func and report-thread callbacks verified: OK",
+    "stream_priority": "stream_priority: high priority first, no pre-emption: OK",
+    "stop_on_failure": "stop_on_failure: stop mode halted the context, continue mode ran on: OK",
+}
+# examples that need more devices than laptop2 has: a board of that preset (named <board>-<preset>)
+TOPOLOGY = {"ipc_producer_consumers": "hccs8"}
+
+
+@pytest.fixture(scope="module")
+def example_board():
+    name = PREFIX + "ex"
+    yield name
+    launcher.stop(name)
+    for preset in set(TOPOLOGY.values()):
+        launcher.stop(f"{name}-{preset}")
+
+
+def run_example(name: str, board: str) -> subprocess.CompletedProcess:
+    topology = TOPOLOGY.get(name, "laptop2")
+    if topology != "laptop2":
+        board = f"{board}-{topology}"
+    env = dict(os.environ, MDEV_BOARD=board, MDEV_TOPOLOGY=topology, MDEV_IDLE_TIMEOUT="1",
+               MDEV_AUTOSTART="1")
+    return subprocess.run([sys.executable, str(EXAMPLES / f"{name}.py")], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_example(name, example_board):
+    proc = run_example(name, example_board)
+    assert proc.returncode == 0, f"{name} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    assert EXPECTED[name] in proc.stdout, proc.stdout
+    assert "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_tour_details(example_board):
+    out = run_example("tour", example_board).stdout
+    assert "[1] board: 2 x Ascend910B1" in out
+    assert "ret = 107000" in out
+    assert "ACL_ERROR_RT_PARAM_INVALID(107000)" in out
+    assert out.count("back on the host identical") == 2
