@@ -324,7 +324,7 @@ def test_reset_keeps_other_device(acl):
 def test_get_primary_ctx_state(acl):
     assert acl.rt.get_primary_ctx_state(0) == (0, 0, 0)
     assert acl.rt.set_device(0) == 0
-    assert acl.rt.get_primary_ctx_state(0) == (0, 1, 0)
+    assert acl.rt.get_primary_ctx_state(0) == (1, 0, 0)
     assert acl.rt.reset_device(0) == 0
     assert acl.rt.get_primary_ctx_state(0) == (0, 0, 0)
 

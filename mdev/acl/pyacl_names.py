@@ -340,24 +340,30 @@ _FAMILY = {
 # (prefix or exact name, reason) tried in order for acl.rt and the top level
 _RT_REASONS = [
     (("binary_", "create_binary", "destroy_binary", "get_function_", "register_cpu_func",
-      "launch_kernel", "kernel_args_"), "kernels are planned (issue 5)"),
+      "launch_kernel", "kernel_args_"), "this part of the kernel API is not emulated yet"),
     (("get_device_res_limit", "set_device_res_limit", "reset_device_res_limit",
       "get_stream_res_limit", "set_stream_res_limit", "reset_stream_res_limit",
       "use_stream_res_in_current_thread", "unuse_stream_res_in_current_thread",
-      "get_res_in_current_thread"), "resource limits are planned (issue 5)"),
-    (("ipc_mem_", "notify_get_export_key", "notify_set_import_pid", "notify_import_by_key",
-      "reserve_mem_address", "release_mem_address", "malloc_physical", "free_physical",
+      "get_res_in_current_thread"), "this resource-limit function is not emulated yet"),
+    (("reserve_mem_address", "release_mem_address", "malloc_physical", "free_physical",
       "map_mem", "unmap_mem", "mem_export_to_shareable_handle", "mem_set_pid_to_shareable_handle",
       "mem_import_from_shareable_handle", "mem_get_allocation_granularity"),
-     "IPC memory, IPC notify and VMM are planned (issue 6)"),
+     "virtual memory management (VMM) is planned (issue 6)"),
+    (("ipc_mem_", "notify_get_export_key", "notify_set_import_pid", "notify_import_by_key"),
+     "IPC is planned (issue 6)"),
     (("allocator_",), "external allocators are not emulated"),
     (("set_group", "get_group_count", "create_group_info", "destroy_group_info",
       "get_all_group_info", "get_group_info_detail"), "AI Core groups are not emulated"),
     (("get_mem_uce_info", "mem_uce_repair"), "HBM UCE errors are not emulated"),
+    (("set_device_sat_mode", "get_device_sat_mode", "get_overflow_status", "reset_overflow_status",
+      "set_stream_overflow_switch", "get_stream_overflow_switch"),
+     "floating-point overflow detection is not emulated"),
+    (("host_register", "host_unregister", "host_get_device_pointer"),
+     "host memory registration is not emulated yet"),
     (("create_data_buffer", "destroy_data_buffer", "get_data_buffer_", "update_data_buffer",
       "data_type_size", "create_tensor_desc", "destroy_tensor_desc", "get_tensor_desc_",
       "set_tensor_", "trans_tensor_desc_format"),
-     "data buffers and tensor descriptors serve model and operator execution, which mdev does not emulate"),
+     "data buffers and tensor descriptors (for model and operator execution) are not emulated"),
     (("get_cann_", "get_version_str"), "there is no CANN package to query"),
 ]
 
@@ -476,6 +482,9 @@ def stub_module(module: str) -> types.ModuleType:
 
 # ----------------------------------------------------------------------------- status
 def mdev_module(module: str) -> types.ModuleType:
+    if module in STUB_MODULES:
+        importlib.import_module("mdev.acl")
+        return stub_module(module)
     return importlib.import_module("mdev.acl" + (f".{module}" if module else ""))
 
 
@@ -566,15 +575,15 @@ _DIFFERENCES = """\
   `warnings.simplefilter("ignore", mdev.acl.pyacl_names.MdevUnsupportedWarning)`).
 * **Integer widths.** pyACL narrows some outputs in `Py_BuildValue` (`get_device_info` and
   `get_devices_topo` to 32 bits); mdev returns the full value.
-* **`get_primary_ctx_state`** returns `(flags, active, ret)` in mdev; pyACL builds
-  `(active, flags, ret)` (format `"iki"`).  Programs that only test `ret` are unaffected.
 * **Threads.** `acl.util.start_thread` starts a Python `threading.Thread`; `stop_thread`
   joins it (the function must return, e.g. when its loop flag is cleared), as pyACL's does.
 * **Pointers.** Device addresses are integers above 2^48 and never collide with host
   addresses; host pointers from `bytes_to_ptr`/`numpy_to_ptr` are real addresses of the
   process, as in pyACL.
-* **Model run instances / capture (`acl.mdl.ri_*`).** Not part of pyACL's method table; mdev
-  will provide them under `acl.mdl` with pyACL's naming rule (issue 7).
+* **Model run instances / capture (`acl.mdl.ri_*`).** Not part of pyACL's method table (pyACL
+  has no `aclmdlRI*` wrappers); mdev puts them under `acl.mdl`, named by pyACL's rule with
+  "RI" as one word (`aclmdlRICaptureBegin` -> `acl.mdl.ri_capture_begin`).  They are listed
+  in the `acl.mdl` table but not counted above.
 """
 
 
@@ -608,11 +617,9 @@ def markdown() -> str:
         out += [f"## `{label}`", "", "| function | C API | returns | status | notes |", "|---|---|---|---|---|"]
         for name, (shape, tag) in FUNCTIONS[module].items():
             st = status(module, name)
-            note = "" if st == "implemented" else reason(module, name)
-            if tag == "USE_MDL":
-                note = ("only in USE_MDL builds; " + note).rstrip("; ")
-            if tag == "mdev":
-                note = "not in pyACL (mdev extension); " + note
+            parts = [{"USE_MDL": "only in USE_MDL builds", "mdev": "not in pyACL (mdev extension)"}.get(tag, ""),
+                     "" if st == "implemented" else reason(module, name)]
+            note = "; ".join(p for p in parts if p)
             returns = _SHAPE_TEXT.get(shape) or f"{shape} + `ret`"
             cname = c_name(module, name)
             out.append(f"| `{label}.{name}` | {f'`{cname}`' if cname else ''} | {returns} | {st} | {note} |")
@@ -645,4 +652,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # run the copy mdev.acl uses, not this __main__ one (their stubs and classes must agree)
+    from mdev.acl import pyacl_names as _canonical
+    sys.exit(_canonical.main())

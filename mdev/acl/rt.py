@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from mdev.acl import errors as E
 from mdev.acl._binding import bind
-from mdev.runtime import callbacks, devices, events, exceptions, ipc, kernels, limits, memops, notify, streams
+from mdev.runtime import (callbacks, devices, events, exceptions, ipc, kernels, limits, memops, notify,
+                          streams, vmm)
 from mdev.runtime.core import RUNTIME as _rt
 
 # devices
@@ -156,6 +157,25 @@ notify_get_export_key = bind(ipc.notify_get_export_key, 1, None)
 notify_set_import_pid = bind(ipc.notify_set_import_pid)
 notify_import_by_key = bind(ipc.notify_import_by_key, 1)
 
+# virtual memory management
+mem_get_allocation_granularity = bind(vmm.mem_get_allocation_granularity, 1)
+malloc_physical = bind(vmm.malloc_physical, 1)
+free_physical = bind(vmm.free_physical)
+reserve_mem_address = bind(vmm.reserve_mem_address, 1)
+release_mem_address = bind(vmm.release_mem_address)
+map_mem = bind(vmm.map_mem)
+unmap_mem = bind(vmm.unmap_mem)
+mem_set_access = bind(vmm.mem_set_access)
+mem_get_access = bind(vmm.mem_get_access, 1)
+mem_retain_allocation_handle = bind(vmm.mem_retain_allocation_handle, 1)
+mem_get_allocation_properties_from_handle = bind(vmm.mem_get_allocation_properties_from_handle, 1, None)
+mem_export_to_shareable_handle = bind(vmm.mem_export_to_shareable_handle, 1)
+mem_set_pid_to_shareable_handle = bind(vmm.mem_set_pid_to_shareable_handle)
+mem_import_from_shareable_handle = bind(vmm.mem_import_from_shareable_handle, 1)
+mem_export_to_shareable_handle_v2 = bind(vmm.mem_export_to_shareable_handle_v2, 1)
+mem_set_pid_to_shareable_handle_v2 = bind(vmm.mem_set_pid_to_shareable_handle_v2)
+mem_import_from_shareable_handle_v2 = bind(vmm.mem_import_from_shareable_handle_v2, 1)
+
 # exception info
 set_exception_info_callback = bind(exceptions.set_exception_info_callback)
 exception_info_callback_register = bind(exceptions.exception_info_callback_register)
@@ -187,3 +207,15 @@ def peek_at_last_error(level: int = 0) -> int:
 def __getattr__(name: str):
     from mdev.acl.pyacl_names import resolve
     return resolve("rt", name)
+
+
+# system tasks
+from mdev.runtime import systasks as _systasks  # noqa: E402
+
+reduce_async = bind(_systasks.reduce_async)
+random_num_async = bind(_systasks.random_num_async)
+
+# model streams: aclrtActiveStream starts a non-head stream of a model being built
+from mdev.graph import model as _graph_model  # noqa: E402
+
+active_stream = bind(_graph_model.active_stream)

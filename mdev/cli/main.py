@@ -3,6 +3,7 @@
     mdev board start|status|stop     run a named board explicitly
     mdev smi                         device table of a running board (like npu-smi info)
     mdev topo show|check|path|list   inspect topology files and presets
+    mdev run prog.py [args]          run a pyACL program (import acl) against a board
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mdev.cli import board, topo
+from mdev.cli import board, run, topo
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     board.add_parser(sub)
     topo.add_parser(sub)
+    run.add_parser(sub)
     return parser
 
 

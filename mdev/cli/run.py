@@ -1,6 +1,6 @@
 """``mdev run``: run an unmodified pyACL program against an emulated board.
 
-    mdev run [--board NAME] [--topology FILE|PRESET] [--devices K] [--hbm SIZE] prog.py [args...]
+    mdev run [--board NAME] [--topology FILE|PRESET] [--devices K] [--hbm SIZE] [--trace FILE] prog.py [args...]
     mdev run [...] -m package.module [args...]
     mdev shim-path                      the directory that makes ``import acl`` mean mdev.acl
     mdev install-shim [--site DIR]      opt in for good: a .pth file in this environment
@@ -22,8 +22,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import signal
-import site
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +41,8 @@ def add_parser(sub) -> None:
     p.add_argument("--topology", help="topology file or preset name of the board")
     p.add_argument("--devices", type=int, help="number of devices (overrides the topology)")
     p.add_argument("--hbm", type=_size, help="HBM per device, e.g. 1GiB (overrides the topology)")
+    p.add_argument("--trace", metavar="FILE", help="write a timeline trace of the program's tasks "
+                   "(Chrome trace / Perfetto JSON; sets MDEV_TRACE)")
     p.add_argument("-m", dest="module", help="run a module (like python -m) instead of a file")
     p.add_argument("prog", nargs="?", help="the program (a .py file)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the program")
@@ -76,14 +76,22 @@ def board_name_for(spec: str | None, devices: int | None, hbm: int | None) -> st
     return name[:48]
 
 
+def _installed() -> bool:
+    """Is mdev installed (pip install, -e included), so any interpreter of ours imports it?"""
+    from importlib import metadata
+    try:
+        metadata.distribution("mdev")
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
 def child_environment(board: str | None, topology_spec: str | None) -> dict[str, str]:
     env = dict(os.environ)
     path = [str(SHIM_DIR)]
-    # a source checkout that is not installed: the child must still find mdev and topology
-    root = str(Path(__file__).resolve().parents[2])
-    site_dirs = {os.path.realpath(d) for d in site.getsitepackages() + [site.getusersitepackages()]}
-    if os.path.realpath(root) not in site_dirs:
-        path.append(root)
+    if not _installed():
+        # a source checkout run as `python -m mdev`: the child must still find mdev and topology
+        path.append(str(Path(__file__).resolve().parents[2]))
     if env.get("PYTHONPATH"):
         path.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(path)
@@ -95,26 +103,30 @@ def child_environment(board: str | None, topology_spec: str | None) -> dict[str,
     return env
 
 
-def _prepare_board(args) -> str | None:
-    """Resolve the board name and start it when topology options were given."""
+def _prepare_board(args):
+    """Resolve the board name; with topology options, start the board and hold it open.
+
+    Returns (board name or None, channel or None).  The channel keeps a board started here
+    from idling out before the program attaches; it is closed when the program ends.
+    """
     from mdev.board import launcher
 
     wants_topology = args.topology is not None or args.devices is not None or args.hbm is not None
-    board = args.board
     if not wants_topology:
-        return board                      # the program's first call starts it on demand
-    board = board or board_name_for(args.topology, args.devices, args.hbm)
+        return args.board, None           # the program's first call starts it on demand
+    board = args.board or board_name_for(args.topology, args.devices, args.hbm)
     topo = launcher.resolve_topology(args.topology, args.devices, args.hbm)
     paths, started = launcher.start(board, topo, on_demand=True)
+    channel = launcher.connect(paths, "mdev run")
     if not started:
         try:
-            running = launcher.status(board).get("topology")
-        except launcher.BoardError:
+            running = launcher.request(channel, "status").get("topology")
+        except Exception:
             running = None
         if running is not None and running != topo.name:
             print(f"mdev run: board {board!r} is already running topology {running!r}, "
                   f"not {topo.name!r}; using it as it is", file=sys.stderr)
-    return paths.name
+    return paths.name, channel
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -129,18 +141,25 @@ def cmd_run(args: argparse.Namespace) -> int:
             return 2
         argv = [args.prog] + args.args
     try:
-        board = _prepare_board(args)
-    except Exception as exc:   # bad topology, board that cannot start: say so, no traceback
+        board, channel = _prepare_board(args)
+    except Exception as exc:   # bad topology, a board that cannot start: say so, no traceback
         print(f"mdev run: {exc}", file=sys.stderr)
         return 1
-    env = child_environment(board, args.topology)
-    proc = subprocess.Popen([sys.executable, *argv], env=env)
-    while True:
-        try:
-            code = proc.wait()
-            break
-        except KeyboardInterrupt:      # the child got the SIGINT too; let it finish its way
-            continue
+    try:
+        env = child_environment(board, args.topology)
+        if getattr(args, "trace", None):
+            env["MDEV_TRACE"] = os.path.abspath(args.trace)
+            env.pop("MDEV_TRACE_OWNER", None)       # the program is the trace's owner
+        proc = subprocess.Popen([sys.executable, *argv], env=env)
+        while True:
+            try:
+                code = proc.wait()
+                break
+            except KeyboardInterrupt:      # the child got the SIGINT too; let it end its way
+                continue
+    finally:
+        if channel is not None:
+            channel.close()
     return 128 - code if code < 0 else code
 
 
@@ -174,6 +193,3 @@ def cmd_install_shim(args: argparse.Namespace) -> int:
     print(f"wrote {pth}: `import acl` is mdev.acl in this environment (MDEV_PYACL_SHIM=0 turns it off)")
     return 0
 
-
-# keep the name visible for `signal` users (documentation of the exit status convention)
-_ = signal

@@ -24,16 +24,41 @@ _DDR_CLASSES = {C.ACL_DDR_MEM, C.ACL_DDR_MEM_HUGE, C.ACL_DDR_MEM_NORMAL,
 
 def new_context(device: int, default: bool) -> Context:
     ctx = Context(rt.new_handle(CONTEXT_HANDLES), device, default)
-    ctx.default_stream = streams.new_stream(ctx, default=True)
+    # a device's default context holds the AI Core stacks (aicore_stack_size x AI Cores),
+    # reserved by set_device; runtime-owned, so not in the user's allocation table
+    ctx.stack = _reserve_stack(device) if default else 0
+    try:
+        ctx.default_stream = streams.new_stream(ctx, default=True)
+    except BaseException:
+        _free_stack(ctx)
+        raise
     with rt.lock:
         rt.contexts[ctx.handle] = ctx
     return ctx
+
+
+def _reserve_stack(device: int) -> int:
+    from mdev.memory import address
+    from mdev.runtime.lifecycle import stack_size
+    nbytes = stack_size(rt.config) * rt.attach().topology.device(device).aicore
+    return rt.link(device).request("malloc", nbytes, address.align_up(nbytes, address.NORMAL_PAGE),
+                                   address.NORMAL_PAGE, C.ACL_MEM_MALLOC_NORMAL_ONLY)
+
+
+def _free_stack(ctx: Context) -> None:
+    ptr, ctx.stack = getattr(ctx, "stack", 0), 0
+    if ptr:
+        try:
+            rt.link(ctx.device).request("free", ptr)
+        except AclError:
+            pass  # the device is gone, and the stack with it
 
 
 def release_context(ctx: Context) -> None:
     """Drain and destroy the context's streams; the context becomes unusable."""
     for stream in streams.context_streams(ctx):
         streams.release(stream, drain=True)
+    _free_stack(ctx)
     ctx.destroyed = True
     with rt.lock:
         rt.contexts.pop(ctx.handle, None)
@@ -45,9 +70,17 @@ def release_device_memory(device: int) -> None:
     """Free this process's allocations on a device once it holds no context there."""
     if any(c.device == device for c in rt.contexts.values()):
         return
+    from mdev.runtime import ipc, memops
     link = rt.link(device)
     for alloc in rt.memory.of_device(device):
+        if alloc.ipc_key is not None:      # imported from another process: detach, not free
+            try:
+                ipc.ipc_mem_close(alloc.ipc_key)
+            except AclError:
+                rt.memory.remove(alloc.ptr)
+            continue
         rt.memory.remove(alloc.ptr)
+        memops.close_exports(alloc)
         try:
             link.request("free", alloc.ptr)
         except AclError:
@@ -60,6 +93,8 @@ def set_device(device_id: int) -> None:
     with rt.lock:
         ctx = rt.default_contexts.get(device)
         if ctx is None:
+            if not any(c.device == device for c in rt.contexts.values()) and _dead_link(device):
+                forget_device(device)     # a stale link from before the device was restarted
             ctx = rt.default_contexts[device] = new_context(device, default=True)
         rt.device_refs[device] = rt.device_refs.get(device, 0) + 1
         rt.force_reset.discard(device)
@@ -75,18 +110,73 @@ def reset_device(device_id: int) -> None:
                            f"device {device} was reset more often than it was set")
         rt.device_refs[device] = count - 1
         if count == 1:
-            _release_default(device)
+            if _dead_link(device):
+                _recover(device)
+            else:
+                _release_default(device)
 
 
 def reset_device_force(device_id: int) -> None:
     device = rt.check_device(device_id)
     with rt.lock:
-        if rt.device_refs.get(device, 0) <= 0:
+        if rt.device_refs.get(device, 0) <= 0 and not _dead_link(device):
             raise AclError(E.ACL_ERROR_RT_CONTEXT_RELEASE_ERROR,
                            f"device {device} holds no default context to reset")
         rt.device_refs[device] = 0
         rt.force_reset.add(device)
-        _release_default(device)
+        if _dead_link(device):
+            _recover(device)
+        else:
+            _release_default(device)
+
+
+# ---------------------------------------------------------------------------- device loss
+# A device process that dies (killed, crashed) takes everything on it along: memory,
+# streams, events, notifies.  Every call of a process that touches it returns
+# ACL_ERROR_RT_SOCKET_CLOSE (507901) until the process resets the device (reset_device down
+# to zero, or reset_device_force): that drops the process's handles on the device (they
+# become invalid handles), asks the supervisor to fork a fresh device process if none runs
+# yet, and the next set_device gets a new default context on it.  Other processes keep
+# getting 507901 on their old handles until they reset the device too.
+
+def _dead_link(device: int) -> bool:
+    board = rt.board
+    link = board._links.get(device) if board is not None else None
+    return link is not None and link.dead()
+
+
+def forget_device(device: int) -> None:
+    """Drop every handle this process holds on a device whose process died."""
+    with rt.lock:
+        for ctx in [c for c in rt.contexts.values() if c.device == device]:
+            for stream in streams.context_streams(ctx):
+                stream.destroyed = True
+                rt.streams.pop(stream.handle, None)
+            ctx.streams.clear()
+            ctx.destroyed = True
+            rt.contexts.pop(ctx.handle, None)
+        rt.default_contexts.pop(device, None)
+        for handle, stream in list(rt.streams.items()):
+            if stream.device == device:
+                stream.destroyed = True
+                rt.streams.pop(handle, None)
+        for table in (rt.events, rt.notifies):
+            for handle, obj in list(table.items()):
+                if getattr(obj, "device", None) == device:
+                    obj.destroyed = True
+                    table.pop(handle, None)
+        for alloc in rt.memory.of_device(device):
+            rt.memory.remove(alloc.ptr)
+        rt.device_refs[device] = 0
+        if rt.thread.context is not None and rt.thread.context.destroyed:
+            rt.thread.context = None
+    rt.board.drop_link(device)
+
+
+def _recover(device: int) -> None:
+    """reset_device(_force) of a dead device: forget it here and have it restarted."""
+    forget_device(device)
+    rt.attach().request("restart_device", device)
 
 
 def _release_default(device: int) -> None:
@@ -219,8 +309,9 @@ def ctx_get_current_default_stream() -> int:
 
 
 def get_primary_ctx_state(device_id: int) -> tuple[int, int]:
+    """(active, flags) in pyACL's order; flags are reserved (0)."""
     device = rt.check_device(device_id)
-    return 0, int(device in rt.default_contexts)
+    return int(device in rt.default_contexts), 0
 
 
 # ---------------------------------------------------------------------------- system parameters
