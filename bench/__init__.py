@@ -7,8 +7,11 @@
     bench.ipc       a second process reads 256 MiB exported from another device (IPC key, VMM)
     bench.async_tasks  event record/wait chains across 2 streams vs small tasks, query_event_status
                     cost, CPU of a stream waiting on an event
+    bench.p2p       256 MiB device-to-device copy with peer access vs numpy.copyto; 8-device
+                    all-to-all of 16 MiB per pair (wall time, aggregate GB/s)
+    bench.graph     host time per task: replay of 1,000 captured small tasks vs issuing them
 
 Each group starts its own board (``bench-<pid>-<tag>``) and stops it when done.
 """
 
-GROUPS = ("copies", "tasks", "startup", "kernels", "ipc", "async_tasks")
+GROUPS = ("copies", "tasks", "startup", "kernels", "ipc", "async_tasks", "p2p", "graph")

@@ -51,9 +51,26 @@ EXPECTED = {
     "host_callback": "host_callback: launch_host_func and report-thread callbacks verified: OK",
     "stream_priority": "stream_priority: high priority first, no pre-emption: OK",
     "stop_on_failure": "stop_on_failure: stop mode halted the context, continue mode ran on: OK",
+    "graph_persistent_stream": "graph_persistent_stream: tasks stored on a persistent stream, model executed "
+                               "twice, each run verified: OK",
+    "graph_capture_add": "graph_capture_add: captured once, replayed 8 times, outputs 1.1 .. 8.8 as in the guide: OK",
+    "graph_cross_stream": "graph_cross_stream: add captured on stream2 between fork and join, replayed 8 times: OK",
+    "graph_task_update": "graph_task_update: alpha 1.1 -> 5.5, concurrent (external event) and sequential "
+                         "updates verified: OK",
+    "multi_device_info": "multi_device_info: 8 devices listed, 56 of 56 ordered pairs P2P-capable, "
+                         "one task per device verified: OK",
+    "thread_per_device": "thread_per_device: 8 threads, each drove its own device, 8 MiB per device verified: OK",
+    "p2p_copy": "p2p_copy: device 0 <-> device 1 with peer access, sync and async copies verified: OK",
+    "all_to_all_notify": "all_to_all_notify: 8 devices exchanged 56 blocks of 4 MiB, ordered by notifies, "
+                         "verified: OK",
+    "topology_whatif": "topology_whatif: same probe, hccs8 56 P2P pairs, islands8 24 "
+                       "(cross-island pairs refused with 207000): OK",
 }
 # examples that need more devices than laptop2 has: a board of that preset (named <board>-<preset>)
-TOPOLOGY = {"ipc_producer_consumers": "hccs8"}
+TOPOLOGY = {"ipc_producer_consumers": "hccs8", "multi_device_info": "hccs8", "thread_per_device": "hccs8",
+            "p2p_copy": "hccs8", "all_to_all_notify": "hccs8", "topology_whatif": "hccs8"}
+# boards an example starts itself (named after the board it runs on); stopped here if it could not
+WHATIF_BOARDS = ("-hccs8-whatif-hccs8", "-hccs8-whatif-islands8")
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +80,8 @@ def example_board():
     launcher.stop(name)
     for preset in set(TOPOLOGY.values()):
         launcher.stop(f"{name}-{preset}")
+    for suffix in WHATIF_BOARDS:
+        launcher.stop(name + suffix)
 
 
 def run_example(name: str, board: str) -> subprocess.CompletedProcess:
@@ -83,9 +102,26 @@ def test_example(name, example_board):
     assert "Traceback" not in proc.stderr, proc.stderr
 
 
+def test_graph_capture_add_prints_as_the_guide(example_board):
+    out = run_example("graph_capture_add", example_board).stdout
+    values = [line.split()[1:] for line in out.splitlines() if line.startswith("[INFO]")]
+    assert values == [[f"{i * 1.1:.6f}"] * 8 for i in range(1, 9)]
+
+
 def test_tour_details(example_board):
     out = run_example("tour", example_board).stdout
     assert "[1] board: 2 x Ascend910B1" in out
     assert "ret = 107000" in out
     assert "ACL_ERROR_RT_PARAM_INVALID(107000)" in out
     assert out.count("back on the host identical") == 2
+
+
+def test_topology_whatif_details(example_board):
+    out = run_example("topology_whatif", example_board).stdout
+    assert "hccs8: 56 of 56 ordered pairs can use peer access" in out
+    assert "islands8: 24 of 56 ordered pairs can use peer access" in out
+    assert "SYS/-207000" in out and "HCCS/P2P" in out
+    # the what-if boards were the example's own: stopped when it finished
+    from helpers import shm_entries
+    for suffix in WHATIF_BOARDS:
+        assert shm_entries(example_board + suffix) == []

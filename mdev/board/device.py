@@ -39,6 +39,8 @@ from mdev.board.stream import DeviceStream
 from mdev.board.tasks import OPS, REQUESTS, TaskFault, dma_fault
 from mdev.kernel import executor as _kernel_tasks  # noqa: F401  (registers the "kernel" task)
 from mdev.board import systasks as _systasks  # noqa: F401
+from mdev.board import trace as _trace  # noqa: F401  (trace_start / trace_collect requests)
+from mdev.graph import executor as _graph_tasks  # noqa: F401  (stored graphs, "run_graph")
 from mdev.kernel.api import Kernel, kernels_of
 from mdev.memory import address
 from mdev.memory.allocator import Allocator, OutOfMemory
@@ -100,7 +102,8 @@ class Device:
         self.boot_ns = time.monotonic_ns()
         self.hbm = Segment(paths.hbm(index), self.spec.hbm_bytes, create=True)
         n = topo.device_count
-        self.control = S.ControlPage(Segment(paths.control(index), S.size_for(n), create=True), n)
+        self.control = S.ControlPage(Segment(paths.control(index), S.size_for(n, self.spec.hbm_bytes),
+                                             create=True), n)
         h = self.control.header
         h[S.H_MAGIC], h[S.H_DEVICE], h[S.H_PID] = S.MAGIC, index, os.getpid()
         h[S.H_HBM_TOTAL], h[S.H_BOOT_NS] = self.spec.hbm_bytes, self.boot_ns
@@ -132,6 +135,7 @@ class Device:
         self._peer_controls: dict[int, S.ControlPage] = {}
         self._event_owner: dict[int, int] = {}
         self._notify_owner: dict[int, int] = {}
+        self.trace = None        # mdev.board.trace.Recorder while a host traces its tasks
         self._running = True
         self.handlers = {name[4:]: getattr(self, name) for name in dir(self) if name.startswith("rpc_")}
 
@@ -149,6 +153,7 @@ class Device:
         finally:
             os.umask(old)
         listener.listen(128)
+        inode = os.stat(path).st_ino
         self.selector = selectors.DefaultSelector()
         self.selector.register(listener, selectors.EVENT_READ, None)
         self.control.header[S.H_STATE] = S.STATE_ALIVE
@@ -169,7 +174,10 @@ class Device:
             self.control.header[S.H_STATE] = S.STATE_STOPPED
             listener.close()
             try:
-                os.unlink(path)
+                # only our own socket file: a board restarted under the same name may
+                # already have a new device listening at this path
+                if os.stat(path).st_ino == inode:
+                    os.unlink(path)
             except FileNotFoundError:
                 pass
 
@@ -242,9 +250,7 @@ class Device:
         except (KeyError, ValueError):
             pass
         conn.sock.close()
-        with self.lock:
-            for waiters in self.sync_waiters.values():
-                waiters[:] = [w for w in waiters if w.conn is not conn]
+        self._drop_waiters(lambda w: w.conn is conn)
         if conn.role == "main":
             self.release_client(conn.client)
 
@@ -279,6 +285,7 @@ class Device:
                 block = self.allocator.allocate(size, reserved, page, conn.client, policy)
             except OutOfMemory as exc:
                 raise AclError(E.ACL_ERROR_RT_MEMORY_ALLOCATION, f"device {self.index}: {exc}")
+            self._mark_pages(block.offset, block.reserved, 1)
             self.control.header[S.H_HBM_USED] = self.allocator.used
         return address.device_base(self.index) + block.offset
 
@@ -328,8 +335,12 @@ class Device:
             if block.owner == -1 and not block.importers:
                 self._free_block(offset)
 
+    def _mark_pages(self, offset: int, length: int, live: int) -> None:
+        self.control.page_live[offset // S.PAGE:-(-(offset + length) // S.PAGE)] = live
+
     def _free_block(self, offset: int) -> None:
         block = self.allocator.release(offset)
+        self._mark_pages(block.offset, block.reserved, 0)
         # drop the pages: RAM goes back to the OS and the range reads as zero when reused
         self.hbm.release(block.offset, block.reserved)
         self.control.header[S.H_HBM_USED] = self.allocator.used
@@ -352,6 +363,11 @@ class Device:
         seg = self.segment(loc)
         if offset + nbytes > seg.size:
             raise dma_fault(f"{nbytes} bytes at {offset:#x} overrun {seg.name}")
+        if kind == "d":   # a peer's HBM: its live pages are on its control page
+            live = self.peer_control(key).page_live[offset // S.PAGE:-(-(offset + nbytes) // S.PAGE)]
+            if not live.all():
+                raise dma_fault(f"device {key}: {nbytes} bytes at offset {offset:#x} are not inside a live "
+                                f"allocation (freed while queued?)")
         return seg.array[offset:offset + nbytes]
 
     def segment(self, loc: tuple) -> Segment:
@@ -421,6 +437,11 @@ class Device:
         self.streams.pop(stream.slot, None)
         stream.context.streams.discard(stream)
         self._free_slots.append(stream.slot)
+        # hosts parked on the stream must not wait forever: it is gone, nothing more will run
+        for waiter in self.sync_waiters.get(stream.slot, [])[:]:
+            waiter.conn.send(("r", waiter.req, 0, (0, "", 0)))
+        gone = {id(w) for w in self.sync_waiters.get(stream.slot, [])}
+        self._drop_waiters(lambda w: id(w) in gone)
         self.sync_waiters.pop(stream.slot, None)
         self.control.header[S.H_STREAMS] = len(self.streams)
 
@@ -446,19 +467,29 @@ class Device:
         """Answer when every (slot, seq) has completed; the reply carries the first error."""
         waiter = SyncWaiter(conn, req, targets, consume)
         with self.lock:
+            # count the watcher before looking: a worker completing the awaited task right
+            # now either sees the count (and settles us under the lock) or finished before
+            # the look below, which then sees its work done
+            self.watchers += 1
             if self._settle(waiter):
+                self.watchers -= 1
                 return _DEFERRED
             for slot, _ in targets:
                 self.sync_waiters.setdefault(slot, []).append(waiter)
-            self.watchers += 1
         return _DEFERRED
 
     def _cancel_waiter(self, conn: ClientConn, req: int) -> None:
+        self._drop_waiters(lambda w: w.conn is conn and w.req == req)
+
+    def _drop_waiters(self, match) -> None:
+        """Forget parked synchronisations (each counted once, whatever its number of slots)."""
         with self.lock:
+            dropped = set()
             for waiters in self.sync_waiters.values():
-                for w in [w for w in waiters if w.conn is conn and w.req == req]:
+                for w in [w for w in waiters if match(w)]:
                     waiters.remove(w)
-                    self.watchers -= 1
+                    dropped.add(id(w))
+            self.watchers -= len(dropped)
 
     def _settle(self, waiter: SyncWaiter) -> bool:
         """Reply to ``waiter`` if all its targets are done (call with the lock held)."""
@@ -637,6 +668,8 @@ class Device:
                 return None
         elif engine is not None:
             engine.acquire(stream.priority)
+        if self.trace is not None:
+            return self._run_traced(stream, op, args, fn, engine)
         try:
             fn(self, stream, *args)
         except TaskFault as fault:
@@ -647,6 +680,24 @@ class Device:
             if engine is not None:
                 engine.release()
         return 0, ""
+
+    def _run_traced(self, stream, op: str, args: tuple, fn, engine) -> tuple[int, str]:
+        """run_task's body while tracing: the same, timed and recorded (mdev.board.trace)."""
+        code, message = 0, ""
+        start = time.monotonic_ns()
+        try:
+            fn(self, stream, *args)
+        except TaskFault as fault:
+            code, message = fault.code, fault.message
+        except Exception as exc:
+            code, message = E.ACL_ERROR_RT_INTERNAL_ERROR, f"task {op} failed: {exc!r}"
+        finally:
+            if engine is not None:
+                engine.release()
+        trace = self.trace
+        if trace is not None:
+            trace.record(stream, op, args, start, time.monotonic_ns(), code)
+        return code, message
 
     def complete(self, stream: DeviceStream, seq: int, code: int, message: str) -> None:
         if self.streams.get(stream.slot) is not stream:

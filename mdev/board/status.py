@@ -15,6 +15,7 @@ read-mostly and answer queries from it:
     notify_rec[n, d]    records of notify n executed by device d (one writer per cell)
     notify_taken[n]     sum of notify_rec at the last released wait (binary flag: set
                         while the records outnumber it)
+    page_live[p]        1 while HBM page p (4 KiB) belongs to a live allocation
     header              device state, HBM use, object counts, boot time
 
 Aligned 8-byte stores are atomic on the platforms we run on, so readers never see torn
@@ -58,8 +59,12 @@ def _layout(devices: int) -> list[tuple[str, tuple, type]]:
     ]
 
 
-def size_for(devices: int) -> int:
-    return sum(int(np.prod(shape)) * np.dtype(dt).itemsize for _, shape, dt in _layout(devices))
+PAGE = 4096
+
+
+def size_for(devices: int, hbm_bytes: int) -> int:
+    fixed = sum(int(np.prod(shape)) * np.dtype(dt).itemsize for _, shape, dt in _layout(devices))
+    return fixed + -(-hbm_bytes // PAGE)
 
 
 class ControlPage:
@@ -73,6 +78,9 @@ class ControlPage:
             view = segment.array[offset:offset + count * np.dtype(dtype).itemsize]
             setattr(self, name, view.view(dtype).reshape(shape))
             offset += count * np.dtype(dtype).itemsize
+        # the rest: one byte per 4 KiB page of HBM, 1 while the page is allocated, so peer
+        # devices copying into this HBM can tell live memory from freed memory
+        self.page_live = segment.array[offset:]
 
     @property
     def state(self) -> int:
