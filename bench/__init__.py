@@ -10,8 +10,9 @@
     bench.p2p       256 MiB device-to-device copy with peer access vs numpy.copyto; 8-device
                     all-to-all of 16 MiB per pair (wall time, aggregate GB/s)
     bench.graph     host time per task: replay of 1,000 captured small tasks vs issuing them
+    bench.trace     small-task rate with timeline tracing (MDEV_TRACE) vs without, cost of writing a trace
 
 Each group starts its own board (``bench-<pid>-<tag>``) and stops it when done.
 """
 
-GROUPS = ("copies", "tasks", "startup", "kernels", "ipc", "async_tasks", "p2p", "graph")
+GROUPS = ("copies", "tasks", "startup", "kernels", "ipc", "async_tasks", "p2p", "graph", "trace")

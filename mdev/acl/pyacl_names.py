@@ -136,8 +136,8 @@ USE_MDL set_aipp_scf_params:r load_from_file_with_q:1 load_from_mem_with_q:1
 """
 
 # Not in pyACL: the model-run-instance and capture functions (aclmdlRI*) of the C API,
-# named by pyACL's rule aclmdlXxx -> acl.mdl.xxx with "RI" as one word.  mdev will provide
-# them in acl.mdl (issue 7); until then they are stubs like the unsupported names.
+# named by pyACL's rule aclmdlXxx -> acl.mdl.xxx with "RI" as one word.  mdev provides them
+# in acl.mdl (mdev.graph); a name listed here that mdev.acl.mdl does not define is a stub.
 _MDL_RI = """
 ri_build_begin:1 ri_bind_stream:r ri_end_task:r ri_build_end:r ri_unbind_stream:r
 ri_execute_async:r ri_execute:r ri_destroy:r ri_capture_begin:r ri_capture_end:1
@@ -374,7 +374,7 @@ def reason(module: str, name: str) -> str:
         return _FAMILY[module]
     if module == "mdl":
         if FUNCTIONS["mdl"].get(name, ("", ""))[1] == "mdev":
-            return "model run instances and stream capture are planned (issue 7)"
+            return "this model-run-instance function is not emulated yet"
         return "offline models (.om loading, execution, AIPP, dump) are not emulated"
     for prefixes, why in _RT_REASONS:
         if name.startswith(prefixes):
@@ -583,7 +583,9 @@ _DIFFERENCES = """\
 * **Model run instances / capture (`acl.mdl.ri_*`).** Not part of pyACL's method table (pyACL
   has no `aclmdlRI*` wrappers); mdev puts them under `acl.mdl`, named by pyACL's rule with
   "RI" as one word (`aclmdlRICaptureBegin` -> `acl.mdl.ri_capture_begin`).  They are listed
-  in the `acl.mdl` table but not counted above.
+  in the `acl.mdl` table but not counted above.  Each is also available under its full
+  snake_case name (`acl.mdl.mdl_ri_capture_begin`), and `aclrtActiveStream` (starting a
+  non-head stream of a built model) is `acl.rt.active_stream`.
 """
 
 

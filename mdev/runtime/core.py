@@ -112,6 +112,9 @@ class Runtime:
                         raise
                     except Exception as exc:
                         raise AclError(E.ACL_ERROR_RT_DRV_INTERNAL_ERROR, f"cannot attach to the board: {exc}") from exc
+                    if os.environ.get("MDEV_TRACE") or os.environ.get("MDEV_MODEL_TIME", "0") not in ("", "0"):
+                        from mdev.runtime import trace
+                        trace.on_attach(self.board)
         return self.board
 
     def device_count(self) -> int:

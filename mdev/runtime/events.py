@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from mdev.acl import constants as C
 from mdev.acl import errors as E
 from mdev.acl.errors import AclError
+from mdev.graph import recorder as _graph
 from mdev.runtime import streams
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import Stream
@@ -130,6 +131,8 @@ def record_event(event, stream) -> None:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "an IPC event opened from another process can only be waited on")
     st = rt.stream_in_context(stream)
     _same_device(ev, st, "record the event")
+    if st.recorder is not None:         # capturing / persistent: a record inside the graph
+        return _graph.record_event(st, ev)
     seq = streams.submit(st, "record_event", ev.slot, ev.uid)
     ev.issued += 1
     ev.last_record = (st, seq)
@@ -155,6 +158,8 @@ def stream_wait_event(stream, event) -> None:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "only events created with ACL_EVENT_SYNC can be waited on")
     if ev.opened is None:
         _same_device(ev, st, "wait for the event")
+    if (st.recorder is not None or rt.captures) and _graph.wait_event(st, ev):
+        return    # recorded into a graph, or the stream joined the capture that recorded the event
     target = issued(ev)
     if target == 0:
         return    # never recorded: the wait is a no-op
@@ -168,6 +173,8 @@ def stream_wait_event(stream, event) -> None:
 
 def query_event(event) -> int:
     ev = get(event)
+    if rt.captures:
+        _graph.check_event(ev)
     if ev.api == EX:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "query_event does not take events from "
                        "create_event_ex_with_flag; use query_event_status")
@@ -176,11 +183,15 @@ def query_event(event) -> int:
 
 def query_event_status(event) -> int:
     ev = get(event)
+    if rt.captures:
+        _graph.check_event(ev)
     return C.ACL_EVENT_RECORDED_STATUS_COMPLETE if is_complete(ev) else C.ACL_EVENT_RECORDED_STATUS_NOT_READY
 
 
 def query_event_wait_status(event) -> int:
     ev = get(event)
+    if rt.captures:
+        _graph.check_event(ev)
     if ev.api == EX:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "query_event_wait_status does not take Ex events")
     done = all(s.destroyed or streams.is_done(s, seq) for s, seq in ev.waits)
@@ -196,6 +207,8 @@ def _unreported_failure(ev: Event) -> bool:
 
 
 def _sync(ev: Event, timeout: int) -> None:
+    if rt.captures:
+        _graph.check_event(ev)
     # a completed record returns at once -- unless its stream holds an unreported failure:
     # the device's answer carries it, whether the record ran before this call or after
     if is_complete(ev) and not _unreported_failure(ev):
@@ -233,6 +246,8 @@ def synchronize_event_with_timeout(event, timeout: int) -> None:
 
 
 def _timestamp_ns(ev: Event) -> int:
+    if rt.captures:
+        _graph.check_event(ev)
     if not ev.timed or ev.api == EX and ev.flags == C.ACL_EVENT_IPC:
         raise AclError(E.ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID, "the event was not created with ACL_EVENT_TIME_LINE")
     if ev.issued == 0:

@@ -12,6 +12,7 @@ import numpy as np
 from mdev.acl import constants as C
 from mdev.acl import errors as E
 from mdev.acl.errors import AclError
+from mdev.graph import recorder as _graph
 from mdev.memory import address
 from mdev.runtime import streams
 from mdev.runtime.core import RUNTIME as rt
@@ -165,6 +166,8 @@ def memcpy(dst: int, dest_max: int, src: int, count: int, kind: int) -> None:
         return
     d, s = _operands(dst, src, count, kind)
     check_reach(rt.current_context().device, d, s)
+    if rt.captures:
+        _graph.check_unsafe("memcpy")
     _copy_here(d, s)
 
 
@@ -181,6 +184,7 @@ def memcpy_async(dst: int, dest_max: int, src: int, count: int, kind: int, strea
     check_reach(st.device, d, s)
     if PAGEABLE in (d.kind, s.kind):
         # documented: with pageable host memory the call returns after the copy is done
+        _graph.check_pageable(st, "memcpy_async")
         streams.wait([st])
         _copy_here(d, s)
         return
@@ -229,6 +233,8 @@ def memcpy2d(dst, dpitch, src, spitch, width, height, kind) -> None:
     if ops is None:
         return
     check_reach(rt.current_context().device, *ops)
+    if rt.captures:
+        _graph.check_unsafe("memcpy2d")
     _copy2d_here(ops[0], dpitch, ops[1], spitch, width, height)
 
 
@@ -241,6 +247,7 @@ def memcpy2d_async(dst, dpitch, src, spitch, width, height, kind, stream) -> Non
     d, s = ops
     check_reach(st.device, d, s)
     if PAGEABLE in (d.kind, s.kind):
+        _graph.check_pageable(st, "memcpy2d_async")
         streams.wait([st])
         _copy2d_here(d, dpitch, s, spitch, width, height)
         return
@@ -268,6 +275,8 @@ def memset(dev_ptr: int, max_count: int, value: int, count: int) -> None:
     if op is None:
         return
     check_reach(rt.current_context().device, op)
+    if rt.captures:
+        _graph.check_unsafe("memset")
     for part in op.parts():
         rt.memory.view(part).fill(value & 0xFF)
 
@@ -279,6 +288,7 @@ def memset_async(dev_ptr: int, max_count: int, value: int, count: int, stream) -
         return
     check_reach(st.device, op)
     if op.kind == PAGEABLE:
+        _graph.check_pageable(st, "memset_async")
         streams.wait([st])
         rt.memory.view(op).fill(value & 0xFF)
         return

@@ -92,10 +92,10 @@ def wait_targets(targets: list[tuple[Stream, int]], timeout: int = -1, consume: 
         def finished() -> bool:
             return all(int(done[s.slot]) >= seq and not err[s.slot] for s, seq in group)
 
+        link.check_alive()         # a lost device fails every sync, even of idle streams
         if finished() or _briefly(finished):
             link.wait_received(max(int(control.stream_msgs[s.slot]) for s, _ in group))
             continue
-        link.check_alive()
         try:
             code, message, sent = link.request("wait", [(s.slot, seq) for s, seq in group], consume,
                                                timeout=None if timeout < 0 else timeout / 1000.0)

@@ -1,0 +1,185 @@
+"""Stored graphs inside a device process, and the task that replays one.
+
+    store_graph (request)   lanes: [(stream id, head, [(op, args), ...]), ...] -> graph id
+    run_graph   (task)      replay: lane 0 on the executing stream's worker, every other head
+                            lane on a thread of its own; the task completes when all lanes have
+    update_graph (task)     a task group's replacement tasks (ordered on the updating stream)
+    drop_graph  (request)   ri_destroy
+
+Inner tasks are ordinary ops (copy, memset, kernel, value_write, event record/wait, ...) run
+with ``device.run_task`` -- they take the engines they need, exactly as on a stream.  Between
+lanes, ``graph_record`` / ``graph_wait`` markers (local to one replay) order them as the
+captured events did, so a forked lane really runs beside the origin until it joins back.
+The first failing inner task stops the replay and fails ``run_graph`` with its code.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import TYPE_CHECKING
+
+from mdev.acl import errors as E
+from mdev.board.tasks import TaskFault, op, request
+
+if TYPE_CHECKING:
+    from mdev.board.device import Device
+    from mdev.board.stream import DeviceStream
+
+RECORD, WAIT, ACTIVATE = "graph_record", "graph_wait", "graph_activate"
+_gids = itertools.count(1)
+
+
+class Graph:
+    def __init__(self, client: int, lanes: list) -> None:
+        self.client = client
+        self.stream_ids = [sid for sid, _, _ in lanes]
+        self.heads = [i for i, (_, head, _) in enumerate(lanes) if head]
+        self.lanes = [list(tasks) for _, _, tasks in lanes]
+
+
+def _graphs(device: "Device") -> dict:
+    graphs = getattr(device, "graphs", None)
+    if graphs is None:
+        with device.lock:
+            graphs = device.__dict__.setdefault("graphs", {})
+    return graphs
+
+
+@request
+def store_graph(device: "Device", conn, lanes: list) -> int:
+    graphs = _graphs(device)
+    with device.lock:
+        for gid in [g for g, graph in graphs.items() if graph.client not in device.clients]:
+            del graphs[gid]          # graphs of processes that detached
+        gid = next(_gids)
+        graphs[gid] = Graph(conn.client, lanes)
+    return gid
+
+
+@request
+def drop_graph(device: "Device", conn, gid: int) -> None:
+    graphs = _graphs(device)
+    with device.lock:
+        graph = graphs.get(gid)
+        if graph is not None and graph.client == conn.client:
+            del graphs[gid]
+
+
+@request
+def graph_kernel_names(device: "Device", conn, fids: list) -> dict:
+    return {fid: device.kernels[fid].name for fid in fids if fid in device.kernels}
+
+
+class LaneStream:
+    """What an inner task sees as its stream: the executing stream (identity, priority,
+    owner) -- interrupted also when the replay has already failed."""
+
+    def __init__(self, outer, run: "Run") -> None:
+        self._outer = outer
+        self._run = run
+
+    def __getattr__(self, name: str):
+        return getattr(self._outer, name)
+
+    @property
+    def interrupted(self) -> bool:
+        return self._outer.interrupted or self._run.fault is not None
+
+
+class Run:
+    """One replay of a graph."""
+
+    POLL_S = 0.05
+
+    def __init__(self, device: "Device", graph: Graph, outer) -> None:
+        self.device = device
+        self.graph = graph
+        self.outer = outer
+        self.cond = threading.Condition()
+        self.marks: set = set()
+        self.fault: tuple[int, str] | None = None
+        self.active = 0
+
+    def fail(self, code: int, message: str) -> None:
+        with self.cond:
+            if self.fault is None:
+                self.fault = (code, message)
+            self.cond.notify_all()
+
+    def start(self, lane: int) -> None:
+        with self.cond:
+            self.active += 1
+        threading.Thread(target=self.lane, args=(lane,), daemon=True,
+                         name=f"graph-s{self.graph.stream_ids[lane]}").start()
+
+    def lane(self, index: int) -> None:
+        tasks = self.graph.lanes[index]
+        stream = LaneStream(self.outer, self)
+        try:
+            for k in range(len(tasks)):
+                if self.fault is not None:
+                    return
+                name, args = tasks[k]          # read at run time: an update may have replaced it
+                if name == RECORD:
+                    with self.cond:
+                        self.marks.add(args[0])
+                        self.cond.notify_all()
+                elif name == WAIT:
+                    self._wait(args[0])
+                elif name == ACTIVATE:
+                    self.start(args[0])
+                else:
+                    code, message = self.device.run_task(stream, name, args)
+                    if code:
+                        self.fail(code, f"stream {self.graph.stream_ids[index]} task {k} ({name}): {message}")
+        except Exception as exc:        # a bug here must fail the replay, not hang it
+            self.fail(E.ACL_ERROR_RT_INTERNAL_ERROR, f"graph lane {index}: {exc!r}")
+        finally:
+            with self.cond:
+                self.active -= 1
+                self.cond.notify_all()
+
+    def _wait(self, marker: int) -> None:
+        with self.cond:
+            while marker not in self.marks and self.fault is None:
+                if self.outer.interrupted:
+                    self.fault = (E.ACL_ERROR_RT_STREAM_ABORT, "the stream was aborted during a model execution")
+                    self.cond.notify_all()
+                    return
+                self.cond.wait(self.POLL_S)
+
+    def run(self) -> None:
+        heads = self.graph.heads
+        if not heads:
+            return
+        with self.cond:
+            self.active += 1                   # the first head lane, run on this thread
+        for lane in heads[1:]:
+            self.start(lane)
+        self.lane(heads[0])
+        with self.cond:
+            while self.active:
+                self.cond.wait(self.POLL_S)
+
+
+@op(None)
+def run_graph(device: "Device", stream: "DeviceStream", gid: int) -> None:
+    graph = _graphs(device).get(gid)
+    if graph is None:
+        raise TaskFault(E.ACL_ERROR_RT_MODEL_EXECUTE, f"model graph {gid} does not exist (destroyed?)")
+    run = Run(device, graph, stream)
+    run.run()
+    if run.fault is not None:
+        raise TaskFault(*run.fault)
+
+
+@op(None, quick=lambda args: True)
+def update_graph(device: "Device", stream: "DeviceStream", gid: int, lane: int, indices: list,
+                 tasks: list) -> None:
+    graph = _graphs(device).get(gid)
+    if graph is None:
+        raise TaskFault(E.ACL_ERROR_RT_MODEL_EXECUTE, f"model graph {gid} does not exist (destroyed?)")
+    target = graph.lanes[lane]
+    for i, task in zip(indices, tasks):
+        target[i] = tuple(task)
