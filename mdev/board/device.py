@@ -271,6 +271,8 @@ class Device:
                                         (self.notifies, self._free_notifies, self._notify_owner)):
                 for slot in [slot for slot, owner in owners.items() if owner == client]:
                     self._release_slot(table, free, owners, slot)
+            self.control.header[S.H_EVENTS] = len(self.events)
+            self.control.header[S.H_NOTIFIES] = len(self.notifies)
             for key in [k for k in self._callbacks if k[0] == client]:
                 self._callback_done(client, key[1], E.ACL_ERROR_RT_SOCKET_CLOSE, "the host process is gone")
             self.clients.pop(client, None)

@@ -4,6 +4,9 @@
     mdev smi                         device table of a running board (like npu-smi info)
     mdev topo show|check|path|list   inspect topology files and presets
     mdev run prog.py [args]          run a pyACL program (import acl) against a board
+    mdev trace summary|plot FILE     read a timeline trace (MDEV_TRACE / mdev run --trace)
+    mdev whatif prog.py --topology A --topology B   compare a program on several topologies
+    mdev bench [group ...]           the benchmark suite (python -m bench)
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mdev.cli import board, run, topo
+from mdev.cli import bench, board, run, topo, trace, whatif
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,6 +23,9 @@ def build_parser() -> argparse.ArgumentParser:
     board.add_parser(sub)
     topo.add_parser(sub)
     run.add_parser(sub)
+    trace.add_parser(sub)
+    whatif.add_parser(sub)
+    bench.add_parser(sub)
     return parser
 
 

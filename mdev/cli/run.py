@@ -1,6 +1,6 @@
 """``mdev run``: run an unmodified pyACL program against an emulated board.
 
-    mdev run [--board NAME] [--topology FILE|PRESET] [--devices K] [--hbm SIZE] [--trace FILE] prog.py [args...]
+    mdev run [--board NAME] [--topology FILE|PRESET] [--devices K] [--hbm SIZE] [--trace FILE] [--model-time] prog.py [args...]
     mdev run [...] -m package.module [args...]
     mdev shim-path                      the directory that makes ``import acl`` mean mdev.acl
     mdev install-shim [--site DIR]      opt in for good: a .pth file in this environment
@@ -43,6 +43,8 @@ def add_parser(sub) -> None:
     p.add_argument("--hbm", type=_size, help="HBM per device, e.g. 1GiB (overrides the topology)")
     p.add_argument("--trace", metavar="FILE", help="write a timeline trace of the program's tasks "
                    "(Chrome trace / Perfetto JSON; sets MDEV_TRACE)")
+    p.add_argument("--model-time", action="store_true", help="modelled time: task durations from the "
+                   "topology's links, event timestamps in modelled time (sets MDEV_MODEL_TIME=1)")
     p.add_argument("-m", dest="module", help="run a module (like python -m) instead of a file")
     p.add_argument("prog", nargs="?", help="the program (a .py file)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the program")
@@ -150,6 +152,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if getattr(args, "trace", None):
             env["MDEV_TRACE"] = os.path.abspath(args.trace)
             env.pop("MDEV_TRACE_OWNER", None)       # the program is the trace's owner
+        if getattr(args, "model_time", False):
+            env["MDEV_MODEL_TIME"] = "1"
         proc = subprocess.Popen([sys.executable, *argv], env=env)
         while True:
             try:

@@ -162,6 +162,9 @@ def _release_all() -> None:
     if rt.callbacks is not None:
         rt.callbacks.close()
     board = rt.board
+    if board is not None and getattr(board, "tracing", False):
+        from mdev.runtime import trace
+        trace.on_detach(board)       # MDEV_TRACE: collect this process's task records
     rt.__init__()
     if board is not None:
         board.close()

@@ -1,0 +1,227 @@
+"""``mdev trace``: read a timeline trace written by ``MDEV_TRACE`` / ``mdev run --trace``.
+
+    mdev trace summary FILE            per-device busy time, per-link bytes and utilisation
+    mdev trace plot FILE -o out.png [--modelled]   the timeline as a picture (wall or modelled
+                                       time; needs matplotlib: pip install 'mdev[plot]')
+
+Busy time of a device is the union of the intervals in which one of its tasks ran, waits
+(event / notify / value waits, host callbacks) not counted.  A link's utilisation is the
+bytes that crossed it in its busier direction / (its effective bandwidth x the trace's
+span), span = first task start .. last task end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+
+WAITS = {"wait_event", "wait_remote_event", "wait_event_flag", "wait_notify", "value_wait", "host_callback"}
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("trace", help="summarise or plot a timeline trace (MDEV_TRACE / mdev run --trace)",
+                       description="Read a Chrome trace / Perfetto JSON file written by mdev.")
+    tsub = p.add_subparsers(dest="trace_command", required=True)
+    s = tsub.add_parser("summary", help="per-device busy time, per-link bytes and utilisation")
+    s.add_argument("file")
+    s.set_defaults(handler=cmd_summary)
+    q = tsub.add_parser("plot", help="render the timeline as a PNG (needs matplotlib)")
+    q.add_argument("file")
+    q.add_argument("-o", "--output", default="timeline.png", help="PNG file to write (default timeline.png)")
+    q.add_argument("--modelled", action="store_true", help="plot modelled time instead of wall time")
+    q.set_defaults(handler=cmd_plot)
+
+
+# ----------------------------------------------------------------------------- analysis
+def load(path: str) -> dict:
+    with open(path) as f:
+        data = json.load(f)
+    if "traceEvents" not in data:
+        raise ValueError(f"{path}: not a Chrome trace (no traceEvents)")
+    return data
+
+
+def tasks(data: dict) -> list[dict]:
+    """The task events (one per task; engine-track copies left out)."""
+    return [e for e in data["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "task"]
+
+
+def _union(intervals: list[tuple[float, float]]) -> float:
+    total, cur_s, cur_e = 0.0, None, None
+    for s, e in sorted(intervals):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    if cur_e is not None:
+        total += cur_e - cur_s
+    return total
+
+
+def analyse(data: dict) -> dict:
+    """Figures of a trace: span, busy time per device and engine, bytes per route, link, type."""
+    meta = data.get("mdev", {})
+    evs = tasks(data)
+    span_us = (max(e["ts"] + e["dur"] for e in evs) - min(e["ts"] for e in evs)) if evs else 0.0
+    busy: dict[int, list] = defaultdict(list)
+    engines: dict[tuple[int, str], list] = defaultdict(list)
+    counts: dict[int, int] = defaultdict(int)
+    route_bytes: dict[str, int] = defaultdict(int)
+    channel_bytes: dict[tuple[str, str], int] = defaultdict(int)
+    for e in evs:
+        a = e["args"]
+        counts[e["pid"]] += 1
+        if a["kind"] not in WAITS:
+            busy[e["pid"]].append((e["ts"], e["ts"] + e["dur"]))
+        if a.get("engine"):
+            engines[(e["pid"], a["engine"])].append((e["ts"], e["ts"] + e["dur"]))
+        if a.get("route"):
+            route_bytes[a["route"]] += a["bytes"]
+        for link, d in zip(a.get("path", ()), a.get("dir", "")):
+            channel_bytes[(link, d)] += a["bytes"]
+    links_meta = meta.get("links", {})
+    links = {}
+    type_bytes: dict[str, int] = defaultdict(int)
+    for link in sorted({l for l, _ in channel_bytes}):
+        fwd, bwd = channel_bytes.get((link, ">"), 0), channel_bytes.get((link, "<"), 0)
+        info = links_meta.get(link, {})
+        gbps = info.get("gbps")
+        util = (max(fwd, bwd) / (gbps * 1e9 * span_us * 1e-6)) if gbps and span_us else None
+        links[link] = {"type": info.get("type", "?"), "gbps": gbps, "fwd": fwd, "bwd": bwd, "util": util}
+        type_bytes[info.get("type", "?")] += fwd + bwd
+    return {
+        "span_us": span_us, "tasks": len(evs),
+        "devices": {d: {"tasks": counts[d], "busy_us": _union(busy[d])} for d in sorted(counts)},
+        "engines": {k: _union(v) for k, v in sorted(engines.items())},
+        "routes": dict(route_bytes), "links": links, "link_types": dict(type_bytes),
+        "flows": sum(1 for e in data["traceEvents"] if e.get("ph") == "s"),
+        "modelled_us": (meta["modelled_makespan_ns"] / 1000.0) if meta.get("modelled_makespan_ns") else None,
+        "meta": meta,
+    }
+
+
+def fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def fmt_us(us: float) -> str:
+    return f"{us / 1000:.3f} ms" if us >= 1000 else f"{us:.1f} us"
+
+
+def summary_text(data: dict) -> str:
+    r = analyse(data)
+    meta = r["meta"]
+    out = [f"trace of board {meta.get('board', '?')} (topology {meta.get('topology', '?')}): "
+           f"{r['tasks']} tasks, span {fmt_us(r['span_us'])}, {r['flows']} flow arrows"
+           + (f", {meta['dropped']} records dropped" if meta.get("dropped") else "")]
+    if r["modelled_us"] is not None:
+        out.append(f"modelled makespan {fmt_us(r['modelled_us'])} (link bandwidths and latencies of the topology, "
+                   f"kernels at {meta.get('kernel_factor', 1.0):g} x wall time)")
+    out.append("")
+    out.append(f"{'device':>6} {'tasks':>7} {'busy':>12} {'busy %':>7}   engines (busy)")
+    for d, info in r["devices"].items():
+        eng = ", ".join(f"{name} {fmt_us(us)}" for (dev, name), us in r["engines"].items() if dev == d)
+        pct = 100 * info["busy_us"] / r["span_us"] if r["span_us"] else 0.0
+        out.append(f"{d:>6} {info['tasks']:>7} {fmt_us(info['busy_us']):>12} {pct:>6.1f}%   {eng or '-'}")
+    out.append("")
+    if r["routes"]:
+        out.append("bytes by route: " + ", ".join(f"{k} {fmt_bytes(v)}" for k, v in sorted(r["routes"].items())))
+    if r["links"]:
+        out.append("")
+        out.append(f"{'link':<20} {'type':<6} {'GB/s':>7} {'bytes a->b':>12} {'bytes b->a':>12} {'util':>7}")
+        for link, info in r["links"].items():
+            util = f"{100 * info['util']:.1f}%" if info["util"] is not None else "-"
+            gbps = f"{info['gbps']:.1f}" if info["gbps"] else "-"
+            out.append(f"{link:<20} {info['type']:<6} {gbps:>7} {fmt_bytes(info['fwd']):>12} "
+                       f"{fmt_bytes(info['bwd']):>12} {util:>7}")
+    else:
+        out.append("no bytes crossed a link")
+    return "\n".join(out)
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    try:
+        data = load(args.file)
+    except (OSError, ValueError) as exc:
+        print(f"mdev trace summary: {exc}", file=sys.stderr)
+        return 1
+    print(summary_text(data))
+    return 0
+
+
+# ----------------------------------------------------------------------------- plot
+COLOURS = {"H2D": "tab:blue", "D2H": "tab:cyan", "P2P": "tab:red", "D2D": "tab:green", "kernel": "tab:orange",
+           "wait": "lightgrey", "other": "tab:purple"}
+
+
+def _colour(a: dict) -> str:
+    if a.get("route") in COLOURS:
+        return COLOURS[a["route"]]
+    if a.get("kind") == "kernel":
+        return COLOURS["kernel"]
+    if a.get("kind") in WAITS:
+        return COLOURS["wait"]
+    return COLOURS["other"]
+
+
+def plot(data: dict, output: str, modelled: bool = False) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in data["traceEvents"]
+             if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    cats = ("modelled",) if modelled else ("task", "engine")
+    xs = [e for e in data["traceEvents"] if e.get("ph") == "X" and e.get("cat") in cats]
+    rows = sorted({(e["pid"], e["tid"]) for e in xs})
+    index = {row: i for i, row in enumerate(rows)}
+    fig, ax = plt.subplots(figsize=(12, max(2.5, 0.45 * len(rows) + 1.2)))
+    for e in xs:
+        y = index[(e["pid"], e["tid"])]
+        ax.broken_barh([(e["ts"] / 1000, max(e["dur"] / 1000, 1e-4))], (y - 0.4, 0.8),
+                       facecolors=_colour(e["args"]), edgecolor="black", linewidth=0.3)
+    starts = {e["id"]: e for e in data["traceEvents"] if e.get("ph") == "s"}
+    for f in (e for e in data["traceEvents"] if e.get("ph") == "f" and not modelled):
+        s = starts.get(f["id"])
+        if s and (s["pid"], s["tid"]) in index and (f["pid"], f["tid"]) in index:
+            ax.annotate("", xy=(f["ts"] / 1000, index[(f["pid"], f["tid"])]),
+                        xytext=(s["ts"] / 1000, index[(s["pid"], s["tid"])]),
+                        arrowprops={"arrowstyle": "->", "color": "black", "lw": 0.8})
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([f"dev {pid % 1000}: {names.get((pid, tid), tid)}" for pid, tid in rows])
+    ax.invert_yaxis()
+    ax.set_xlabel("modelled time (ms)" if modelled else "wall time (ms)")
+    meta = data.get("mdev", {})
+    ax.set_title(f"mdev timeline: board {meta.get('board', '?')} ({meta.get('topology', '?')})")
+    ax.legend(handles=[Patch(color=c, label=k) for k, c in COLOURS.items()], loc="upper right", fontsize=7, ncol=4)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(output, dpi=110)
+    plt.close(fig)
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print("mdev trace plot: needs matplotlib, an optional dependency: pip install 'mdev[plot]' "
+              "(or pip install matplotlib); the JSON file also opens in https://ui.perfetto.dev",
+              file=sys.stderr)
+        return 1
+    try:
+        data = load(args.file)
+    except (OSError, ValueError) as exc:
+        print(f"mdev trace plot: {exc}", file=sys.stderr)
+        return 1
+    plot(data, args.output, args.modelled)
+    print(f"wrote {args.output}")
+    return 0

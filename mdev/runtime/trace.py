@@ -1,0 +1,263 @@
+"""Timeline traces of this process's tasks (``MDEV_TRACE=file.json``, ``mdev run --trace``).
+
+    attach (MDEV_TRACE set) --> trace_start(client) on every device of the board
+    finalize / detach / exit --> trace_collect(client) from every device --> Chrome trace JSON
+
+The file is the Chrome trace / Perfetto JSON format (opens in https://ui.perfetto.dev and
+chrome://tracing): one process per device, one track per stream (``stream N``) and per
+engine slot (``dma 0``, ``dma 1``, ``aic 0``, ...), an "X" (complete) event per task with
+its bytes, route (H2D / D2H / D2D / P2P) and link path in ``args``, and flow arrows from an
+event or notify record to the wait it released.  The top-level ``mdev`` key holds what
+``mdev trace summary`` needs: the board's links (bandwidth, latency) and its peer pairs.
+
+Records of several init / finalize cycles of one process accumulate; the file is rewritten
+at each collection.  A child process (fork, multiprocessing) that traces too writes
+``file.<pid>.json`` next to it instead of overwriting its parent's file.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import threading
+import time
+
+OWNER_ENV = "MDEV_TRACE_OWNER"
+WAITS = {"wait_event", "wait_remote_event", "wait_event_flag", "wait_notify", "value_wait", "host_callback"}
+SOURCES = {"record_event", "record_notify"}
+SINKS = {"wait_event", "wait_remote_event", "wait_event_flag", "wait_notify"}
+
+_lock = threading.Lock()
+_records: list = []
+_meta: dict = {}
+_dropped = 0
+_registered = False
+
+
+def _forget_after_fork() -> None:
+    """A forked child traces (if at all) its own tasks, into its own file."""
+    global _records, _dropped, _lock
+    _records, _dropped, _lock = [], 0, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def target() -> str | None:
+    """The file this process writes its trace to, or None when tracing is off."""
+    path = os.environ.get("MDEV_TRACE")
+    if not path:
+        return None
+    owner = os.environ.setdefault(OWNER_ENV, str(os.getpid()))
+    if owner != str(os.getpid()):
+        root, ext = os.path.splitext(path)
+        path = f"{root}.{os.getpid()}{ext or '.json'}"
+    return path
+
+
+def modelling() -> bool:
+    """MDEV_MODEL_TIME=1: the devices keep modelled clocks (event timestamps in modelled time)."""
+    return os.environ.get("MDEV_MODEL_TIME", "0") not in ("", "0")
+
+
+def on_attach(board) -> None:
+    """Called once the process attached to a board: ask every device to record this process's
+    tasks (MDEV_TRACE) and/or keep modelled clocks for them (MDEV_MODEL_TIME=1)."""
+    global _registered
+    keep = target() is not None
+    origin = time.monotonic_ns() if modelling() else None
+    if not keep and origin is None:
+        return
+    try:
+        for device in range(board.device_count):
+            board.link(device).request("trace_start", board.client_id, keep, origin)
+    except Exception as exc:   # tracing must never stop the program
+        import sys
+        print(f"mdev: MDEV_TRACE / MDEV_MODEL_TIME: cannot start: {exc}", file=sys.stderr)
+        return
+    with _lock:
+        topo = board.topology
+        _meta.update(board=board.paths.name, topology=topo.name, devices=board.device_count,
+                     links={l.id: {"type": l.type, "a": l.a, "b": l.b, "gbps": l.effective_gbps,
+                                   "latency_us": l.latency_us} for l in topo.links},
+                     peers=[[a, b] for a in range(topo.device_count) for b in range(topo.device_count)
+                            if topo.can_access_peer(a, b)],
+                     socs=[d.soc_name for d in topo.devices],
+                     device_bw=[(d.hbm_gbps, d.d2d_gbps) for d in topo.devices])
+        if not _registered:
+            _registered = True
+            atexit.register(_at_exit)
+    board.tracing = True
+
+
+def on_detach(board) -> None:
+    """Before the process lets go of a board: collect its records and write the file."""
+    if not getattr(board, "tracing", False):
+        return
+    board.tracing = False
+    collected, dropped = [], 0
+    for device in range(board.device_count):
+        try:
+            reply = board.link(device).request("trace_collect", board.client_id, True, timeout=30)
+        except Exception:
+            continue            # a device that is gone has nothing more to say
+        collected += reply["records"]
+        dropped += reply["dropped"]
+    _add(collected, dropped)
+
+
+def _add(records: list, dropped: int) -> None:
+    global _dropped
+    path = target()
+    with _lock:
+        _records.extend(records)
+        _dropped += dropped
+        if path is not None:
+            write(path, _records, dict(_meta, dropped=_dropped, pid=os.getpid()))
+
+
+def _at_exit() -> None:
+    from mdev.runtime.core import RUNTIME as rt
+    board = rt.board
+    if board is not None:
+        try:
+            on_detach(board)
+        except Exception:
+            pass
+
+
+# ---------------------------------------------------------------------------- Chrome trace
+def write(path: str, records: list, meta: dict) -> None:
+    data = chrome_trace(records, meta)
+    tmp = f"{path}.tmp{os.getpid()}"
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    with open(tmp, "w") as f:
+        f.write(json.dumps(data, separators=(",", ":")))   # one C-encoded string: much faster than dump
+    os.replace(tmp, path)
+
+
+def _lanes(items: list) -> list[int]:
+    """Greedy lane per interval (sorted by start): overlapping tasks of an engine on separate lanes."""
+    ends: list[int] = []
+    lanes = []
+    for start, end in items:
+        for i, e in enumerate(ends):
+            if e <= start:
+                ends[i] = end
+                lanes.append(i)
+                break
+        else:
+            ends.append(end)
+            lanes.append(len(ends) - 1)
+    return lanes
+
+
+ENGINE_TID = {"dma": 100_000, "aic": 200_000, "aiv": 300_000}
+
+
+def chrome_trace(records: list, meta: dict) -> dict:
+    """Records (mdev.board.trace.FIELDS tuples) -> the Chrome trace JSON object."""
+    from mdev.runtime import timemodel
+    records = sorted(records, key=lambda r: r[7])
+    t0 = records[0][7] if records else 0
+    sources = _sources(records)
+    # modelled time from the whole trace (it sees host ordering across devices, which a
+    # device's own clock under MDEV_MODEL_TIME does not; those values are kept as device_modelled_*)
+    modelled = timemodel.model(records, meta, sources)
+    us = lambda ns: (ns - t0) / 1000.0          # noqa: E731
+    events: list[dict] = []
+    tracks: dict[tuple[int, int], str] = {}
+    for dev in sorted({r[0] for r in records}):
+        socs = meta.get("socs") or []
+        name = f"device {dev}" + (f" ({socs[dev]})" if dev < len(socs) else "")
+        events.append({"ph": "M", "name": "process_name", "pid": dev, "tid": 0, "args": {"name": name}})
+        events.append({"ph": "M", "name": "process_sort_index", "pid": dev, "tid": 0, "args": {"sort_index": dev}})
+    # engine lanes: per device and engine, in start order
+    engine_tid: dict[int, int] = {}
+    by_engine: dict[tuple[int, str], list[int]] = {}
+    for i, r in enumerate(records):
+        if r[2] is not None:
+            by_engine.setdefault((r[0], r[2]), []).append(i)
+    for (dev, engine), idx in by_engine.items():
+        for i, lane in zip(idx, _lanes([(records[i][7], records[i][8]) for i in idx])):
+            tid = ENGINE_TID.get(engine, 400_000) + lane
+            engine_tid[i] = tid
+            tracks[(dev, tid)] = f"{engine} {lane}"
+    for i, r in enumerate(records):
+        dev, stream, engine, kind, nbytes, route, path, start, end, code, flow = r[:11]
+        tracks.setdefault((dev, stream), f"stream {stream}")
+        name = f"{kind} {route}" if route else kind
+        args = {"device": dev, "stream": stream, "engine": engine, "kind": kind, "bytes": nbytes,
+                "route": route, "path": [link for link, _ in path] if path else [],
+                "dir": "".join([">" if fwd else "<" for _, fwd in path]) if path else "",
+                "wall_start_ns": start - t0, "wall_end_ns": end - t0,
+                "modelled_start_ns": round(modelled[i][0]), "modelled_end_ns": round(modelled[i][1]),
+                "code": code}
+        if flow is not None and flow[0] == "k":
+            name = f"kernel {flow[1]}"
+            args["kernel"], args["blocks"] = flow[1], flow[2]
+        elif flow is not None:
+            args["flow"] = list(flow)
+        if len(r) > 12 and r[11] is not None:
+            args["device_modelled_start_ns"], args["device_modelled_end_ns"] = round(r[11]), round(r[12])
+        ev = {"ph": "X", "name": name, "cat": "task", "pid": dev, "tid": stream, "ts": us(start),
+              "dur": (end - start) / 1000.0, "args": args}
+        events.append(ev)
+        small = {"stream": stream, "kind": kind, "route": route, "bytes": nbytes}   # full args: stream track
+        if i in engine_tid:
+            events.append({"ph": "X", "name": name, "cat": "engine", "pid": dev, "tid": engine_tid[i],
+                           "ts": ev["ts"], "dur": ev["dur"], "args": small})
+        # the same task in modelled time: process "device N (modelled)", pid MODELLED_PID + N
+        events.append({"ph": "X", "name": name, "cat": "modelled", "pid": MODELLED_PID + dev, "tid": stream,
+                       "ts": modelled[i][0] / 1000.0, "dur": (modelled[i][1] - modelled[i][0]) / 1000.0,
+                       "args": small})
+        tracks.setdefault((MODELLED_PID + dev, stream), f"stream {stream}")
+    for dev in sorted({r[0] for r in records}):
+        events.append({"ph": "M", "name": "process_name", "pid": MODELLED_PID + dev, "tid": 0,
+                       "args": {"name": f"device {dev} (modelled time)"}})
+        events.append({"ph": "M", "name": "process_sort_index", "pid": MODELLED_PID + dev, "tid": 0,
+                       "args": {"sort_index": MODELLED_PID + dev}})
+    for (dev, tid), name in tracks.items():
+        events.append({"ph": "M", "name": "thread_name", "pid": dev, "tid": tid, "args": {"name": name}})
+        events.append({"ph": "M", "name": "thread_sort_index", "pid": dev, "tid": tid, "args": {"sort_index": tid}})
+    events += _flows(records, sources, us)
+    makespan = max((m[1] for m in modelled), default=0.0)
+    return {"traceEvents": events, "displayTimeUnit": "ns",
+            "mdev": dict(meta, version=1, t0_ns=t0, tasks=len(records), modelled_makespan_ns=round(makespan),
+                         kernel_factor=timemodel.kernel_factor())}
+
+
+MODELLED_PID = 1000
+
+
+def _sources(records: list) -> dict[int, int]:
+    """Index of each wait -> index of the record that released it (same key, latest before it ended)."""
+    by_key: dict[tuple, list[int]] = {}
+    for i, r in enumerate(records):
+        if r[3] in SOURCES and r[10] is not None:
+            by_key.setdefault(tuple(r[10]), []).append(i)
+    out = {}
+    for i, r in enumerate(records):
+        if r[3] not in SINKS or r[10] is None:
+            continue
+        candidates = [j for j in by_key.get(tuple(r[10]), ()) if records[j][7] <= r[8]]
+        if candidates:
+            out[i] = candidates[-1]
+    return out
+
+
+def _flows(records: list, sources: dict[int, int], us) -> list[dict]:
+    """Flow arrows: each wait from the record that released it."""
+    out = []
+    n = 0
+    for i, j in sorted(sources.items()):
+        r, src = records[i], records[j]
+        n += 1
+        name = "event" if r[10][0] == "e" else "notify"
+        out.append({"ph": "s", "id": n, "name": name, "cat": "flow", "pid": src[0], "tid": src[1],
+                    "ts": us((src[7] + src[8]) // 2)})
+        out.append({"ph": "f", "bp": "e", "id": n, "name": name, "cat": "flow", "pid": r[0], "tid": r[1],
+                    "ts": us(max(r[7], r[8] - 1))})     # where the wait ended
+    return out

@@ -1,0 +1,236 @@
+"""Timeline traces (MDEV_TRACE / mdev run --trace), mdev trace summary|plot, mdev whatif, mdev bench.
+
+The traced program is examples/topology_whatif_trace.py run through ``mdev run --trace`` in
+a subprocess on a laptop2 board of this test process (H2D, event record -> wait, D2D, a P2P
+copy over the HCCS link, D2H); a second program, traced through MDEV_TRACE directly, hands
+a notify from device 0 to device 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import PREFIX
+from helpers import extra_board
+from mdev.board.naming import BoardPaths
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "topology_whatif_trace.py"
+MiB = 1 << 20
+
+
+def mdev(*args: str, env: dict | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mdev", *args], env=dict(os.environ, **(env or {})),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def laptop_board():
+    with extra_board("trace", "laptop2", hbm=64 * MiB) as name:
+        yield name
+
+
+@pytest.fixture(scope="module")
+def traced(laptop_board, tmp_path_factory):
+    path = tmp_path_factory.mktemp("trace") / "run.json"
+    proc = mdev("run", "--board", laptop_board, "--trace", str(path), str(EXAMPLE), env={"MDEV_AUTOSTART": "0"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "device 0 -> device 1 (P2P), verified: OK" in proc.stdout
+    return path
+
+
+def _tasks(data, **match):
+    return [e for e in data["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "task"
+            and all(e["args"].get(k) == v for k, v in match.items())]
+
+
+def test_trace_is_chrome_json_with_copies_paths_and_flows(traced):
+    data = json.loads(traced.read_text())
+    assert data["displayTimeUnit"] == "ns" and data["mdev"]["topology"] == "laptop2"
+    events = data["traceEvents"]
+    for e in events:
+        assert e["ph"] in ("X", "M", "s", "f") and isinstance(e["pid"], int) and "tid" in e
+    h2d = _tasks(data, kind="copy", route="H2D")
+    assert len(h2d) == 1 and h2d[0]["args"]["bytes"] == 8 * MiB and h2d[0]["pid"] == 0
+    assert h2d[0]["args"]["path"] == ["rc0-numa0", "npu0-rc0"] and h2d[0]["args"]["dir"] == "<<"
+    assert h2d[0]["dur"] > 0 and h2d[0]["args"]["engine"] == "dma"
+    p2p = _tasks(data, route="P2P")
+    assert len(p2p) == 1 and p2p[0]["args"]["bytes"] == 8 * MiB
+    (link,) = p2p[0]["args"]["path"]
+    assert data["mdev"]["links"][link]["type"] == "hccs" and data["mdev"]["links"][link]["gbps"] > 0
+    assert len(_tasks(data, route="D2D")) == 1
+    d2h = _tasks(data, route="D2H")
+    assert len(d2h) == 1 and d2h[0]["pid"] == 1
+    # one track per stream and engine, named
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    assert names[(0, h2d[0]["tid"])].startswith("stream ")
+    engine_copies = [e for e in events if e.get("cat") == "engine" and e["pid"] == 0]
+    assert len(engine_copies) == 3 and all(names[(0, e["tid"])].startswith("dma ") for e in engine_copies)
+    assert {e["args"]["name"] for e in events if e.get("name") == "process_name"} == \
+        {"device 0 (Ascend910B1)", "device 1 (Ascend910B1)", "device 0 (modelled time)", "device 1 (modelled time)"}
+    # event record -> wait: a flow arrow from the record's stream to the waiting stream
+    record = _tasks(data, kind="record_event")[0]
+    wait = _tasks(data, kind="wait_event")[0]
+    starts = [e for e in events if e["ph"] == "s"]
+    finishes = [e for e in events if e["ph"] == "f"]
+    assert len(starts) == len(finishes) == 1 and starts[0]["id"] == finishes[0]["id"]
+    assert (starts[0]["pid"], starts[0]["tid"]) == (0, record["tid"])
+    assert (finishes[0]["pid"], finishes[0]["tid"]) == (0, wait["tid"]) and wait["tid"] != record["tid"]
+    assert starts[0]["ts"] <= finishes[0]["ts"] <= wait["ts"] + wait["dur"]
+    # the D2D copy waited for the record (stream order + event)
+    assert _tasks(data, route="D2D")[0]["ts"] >= record["ts"]
+
+
+def test_modelled_time_from_link_bandwidths(traced):
+    data = json.loads(traced.read_text())
+    links = data["mdev"]["links"]
+
+    def modelled(e):
+        return e["args"]["modelled_start_ns"], e["args"]["modelled_end_ns"]
+
+    (h2d,), (d2d,), (p2p,), (d2h,) = (_tasks(data, route=r) for r in ("H2D", "D2D", "P2P", "D2H"))
+    for copy in (h2d, p2p, d2h):
+        path = copy["args"]["path"]
+        expect = sum(links[l]["latency_us"] for l in path) * 1000 + 8 * MiB / min(links[l]["gbps"] for l in path)
+        start, end = modelled(copy)
+        assert abs((end - start) - expect) <= 2, (copy["name"], end - start, expect)
+    # stream order, the event and the host's synchronisation carry over to modelled time
+    assert modelled(h2d)[0] == 0
+    assert modelled(d2d)[0] >= modelled(h2d)[1] and modelled(p2p)[0] >= modelled(d2d)[1]
+    assert modelled(d2h)[0] >= modelled(p2p)[1]
+    assert data["mdev"]["modelled_makespan_ns"] == modelled(d2h)[1]
+    modelled_events = [e for e in data["traceEvents"] if e.get("cat") == "modelled"]
+    assert len(modelled_events) == len(_tasks(data)) and {e["pid"] for e in modelled_events} == {1000, 1001}
+
+
+def test_summary(traced):
+    proc = mdev("trace", "summary", str(traced))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "topology laptop2" in out and "1 flow arrows" in out and "modelled makespan" in out
+    assert re.search(r"^\s+0\s+\d+\s+[\d.]+ m?s", out, re.M), out
+    assert re.search(r"^npu0-npu1\s+hccs\s+56\.0\s+8\.0 MiB\s+0 B\s+[\d.]+%", out, re.M), out
+    assert "P2P 8.0 MiB" in out and "H2D 8.0 MiB" in out
+    bad = mdev("trace", "summary", str(traced.parent / "missing.json"))
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+
+
+def test_plot(traced, tmp_path):
+    png = tmp_path / "timeline.png"
+    proc = mdev("trace", "plot", str(traced), "-o", str(png))
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert proc.returncode == 1 and "pip install 'mdev[plot]'" in proc.stderr
+        pytest.skip("matplotlib is not installed (optional extra [plot])")
+    assert proc.returncode == 0, proc.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    proc = mdev("trace", "plot", str(traced), "-o", str(tmp_path / "modelled.png"), "--modelled")
+    assert proc.returncode == 0 and (tmp_path / "modelled.png").read_bytes()[:4] == b"\x89PNG", proc.stderr
+
+
+NOTIFY_PROGRAM = """
+    import numpy as np
+    import mdev.acl as acl
+    assert acl.init() == 0
+    acl.rt.set_device(1)
+    notify, ret = acl.rt.create_notify(0); assert ret == 0
+    s1, ret = acl.rt.create_stream(); assert ret == 0
+    buf1, ret = acl.rt.malloc(1 << 16, 0); assert ret == 0
+    acl.rt.set_device(0)
+    s0, ret = acl.rt.create_stream(); assert ret == 0
+    buf0, ret = acl.rt.malloc(1 << 16, 0); assert ret == 0
+    assert acl.rt.memset_async(buf0, 1 << 16, 7, 1 << 16, s0) == 0
+    assert acl.rt.record_notify(notify, s0) == 0
+    acl.rt.set_device(1)
+    assert acl.rt.wait_and_reset_notify(notify, s1, 30) == 0
+    assert acl.rt.memset_async(buf1, 1 << 16, 9, 1 << 16, s1) == 0
+    assert acl.rt.synchronize_stream(s1) == 0
+    print("done")
+"""
+
+
+def test_env_trace_notify_flow_written_at_exit(laptop_board, tmp_path):
+    """MDEV_TRACE without mdev run; no finalize: the file is written at interpreter exit."""
+    path = tmp_path / "notify.json"
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(NOTIFY_PROGRAM)], capture_output=True,
+                          text=True, timeout=120,
+                          env=dict(os.environ, MDEV_BOARD=laptop_board, MDEV_AUTOSTART="0", MDEV_TRACE=str(path)))
+    assert proc.returncode == 0 and "done" in proc.stdout, proc.stderr
+    data = json.loads(path.read_text())
+    memsets = _tasks(data, kind="memset")
+    assert sorted(e["pid"] for e in memsets) == [0, 1] and all(e["args"]["route"] == "D2D" for e in memsets)
+    record, wait = _tasks(data, kind="record_notify")[0], _tasks(data, kind="wait_notify")[0]
+    flows = {e["ph"]: e for e in data["traceEvents"] if e.get("cat") == "flow"}
+    assert flows["s"]["name"] == "notify" and (flows["s"]["pid"], flows["s"]["tid"]) == (0, record["tid"])
+    assert (flows["f"]["pid"], flows["f"]["tid"]) == (1, wait["tid"])
+
+
+ELAPSED_PROGRAM = """
+    import mdev.acl as acl
+    acl.init(); acl.rt.set_device(0)
+    s, _ = acl.rt.create_stream()
+    e0, _ = acl.rt.create_event(); e1, _ = acl.rt.create_event()
+    n = 8 << 20
+    d, _ = acl.rt.malloc(n, 0); h, _ = acl.rt.malloc_host(n)
+    assert acl.rt.record_event(e0, s) == 0
+    assert acl.rt.memcpy_async(d, n, h, n, 1, s) == 0
+    assert acl.rt.memcpy_async(h, n, d, n, 2, s) == 0
+    assert acl.rt.record_event(e1, s) == 0
+    assert acl.rt.synchronize_stream(s) == 0
+    ms, ret = acl.rt.event_elapsed_time(e0, e1)
+    assert ret == 0
+    print(repr(ms))
+    acl.finalize()
+"""
+
+
+def test_model_time_event_elapsed_is_modelled(laptop_board, run_py):
+    """MDEV_MODEL_TIME=1: an 8 MiB H2D + D2H over laptop2's PCIe (31.5 GB/s, 0.7 us) between
+    two events measures 2 x (0.7 us + 8 MiB / 31.5 GB/s), whatever the wall time was."""
+    expect_ms = 2 * (700 + 8 * MiB / 31.5) / 1e6
+    modelled = float(run_py(ELAPSED_PROGRAM, laptop_board, env={"MDEV_MODEL_TIME": "1"}).stdout)
+    assert abs(modelled - expect_ms) < 1e-5, (modelled, expect_ms)
+    wall = float(run_py(ELAPSED_PROGRAM, laptop_board).stdout)
+    assert wall != pytest.approx(expect_ms, abs=1e-5)
+
+
+def test_untraced_program_writes_nothing(laptop_board, tmp_path, run_py):
+    run_py("import mdev.acl as acl; acl.init(); acl.rt.set_device(0); acl.finalize()", laptop_board)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_whatif_laptop2_vs_pcie4(tmp_path):
+    proc = mdev("whatif", str(EXAMPLE), "--topology", "laptop2", "--topology", "pcie4", "--hbm", "64MiB",
+                "--trace-dir", str(tmp_path), timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert out.count("verified: OK") == 2
+    header = next(line for line in out.splitlines() if line.strip().startswith("laptop2"))
+    assert "pcie4" in header
+    rows = {line.split("  ")[0].strip(): line for line in out.splitlines() if "  " in line}
+    assert "peer access usable" in rows and "1/1 pairs" in rows["peer access usable"]
+    assert "6/6 pairs" in rows["peer access usable"]
+    assert "wall makespan" in rows and "bytes P2P" in rows and "bytes over hccs links" in rows
+    assert re.search(r"modelled makespan\s+[\d.]+ [mu]s\s+[\d.]+ [mu]s$", rows["modelled makespan"]), out
+    assert sorted(os.listdir(tmp_path)) == ["0-laptop2.json", "1-pcie4.json"]
+    for board in re.findall(r"\(board (whatif-[^)]+)\)", out):
+        assert BoardPaths(board).segments() == [], f"{board} left segments behind"
+
+
+def test_bench_cli_lists_every_group():
+    sys.path.insert(0, str(ROOT))
+    import bench
+    proc = mdev("bench", "--list", timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == list(bench.GROUPS)
+    modules = {p.stem for p in (ROOT / "bench").glob("*.py")} - {"__init__", "__main__", "common"}
+    assert modules <= set(bench.GROUPS), f"bench modules not registered in bench.GROUPS: {modules - set(bench.GROUPS)}"
