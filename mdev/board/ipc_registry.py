@@ -39,7 +39,11 @@ class IpcRegistry:
         self.exports: dict[str, Export] = {}
 
     def export(self, client: int, pid: int, kind: str, device: int, detail: tuple, validate_pid: bool) -> str:
-        key = f"mdev-{kind}-{secrets.token_hex(20)}"
+        key = ""
+        while not key or key in self.exports:
+            # a VMM shareable handle is a uint64: its key carries 64 bits (top bit set, never 0)
+            token = f"{secrets.randbits(63) | 1 << 63:016x}" if kind == "vmm" else secrets.token_hex(20)
+            key = f"mdev-{kind}-{token}"
         self.exports[key] = Export(key, kind, client, pid, device, tuple(detail), validate_pid)
         return key
 
@@ -92,3 +96,9 @@ class IpcRegistry:
             if entry.owner == client:
                 entry.closed = True
             self._forget_if_done(entry)
+
+    def drop_device(self, device: int) -> None:
+        """A device process died: keys of its memory, events and notifies name nothing now
+        (and must never name what its successor allocates in the same place)."""
+        for key in [k for k, e in self.exports.items() if e.device == device]:
+            del self.exports[key]

@@ -71,7 +71,8 @@ class Launch:
         self.device = device
         self.stream = stream
         self.num_blocks = num_blocks
-        self.pinned = pinned          # (host base, size, segment) of the launching process
+        self.pinned = pinned          # (host base, size, segment) of the launching process, and
+                                      # (VMM address, size, device location) of its mappings
         self.client = client
         self.name = name
         self.deadline = deadline
@@ -100,14 +101,22 @@ class Launch:
                                       f"by {offset + nbytes - end} bytes")
                 return self.device.hbm.array[offset:offset + nbytes]
             return self.device.view(("d", device, offset), nbytes, write=True)
-        for base, size, name in self.pinned:
+        for base, size, target in self.pinned:
             if base <= ptr < base + size:
                 if whole:
                     nbytes = base + size - ptr
                 if ptr + nbytes > base + size:
-                    raise KernelFault(f"kernel {self.name}: {nbytes} bytes at {ptr:#x} overrun a pinned buffer")
-                return self.device.view(("p", name, ptr - base), nbytes, write=True)
-        raise KernelFault(f"kernel {self.name}: {ptr:#x} is neither device memory nor pinned host memory")
+                    what = "a pinned buffer" if isinstance(target, str) else "its VMM mapping"
+                    raise KernelFault(f"kernel {self.name}: {nbytes} bytes at {ptr:#x} overrun {what}")
+                if isinstance(target, str):         # a pinned buffer: its segment
+                    return self.device.view(("p", target, ptr - base), nbytes, write=True)
+                kind, key, offset = target          # a VMM mapping: the device memory behind it
+                try:
+                    return self.device.view((kind, key, offset + ptr - base), nbytes, write=True)
+                except TaskFault as fault:
+                    raise KernelFault(f"kernel {self.name}: VMM address {ptr:#x}: {fault.message}") from None
+        raise KernelFault(f"kernel {self.name}: {ptr:#x} is neither device memory, pinned host memory nor "
+                          f"a mapped VMM address")
 
     def print(self, text: str) -> None:
         conn = self.device.main_conns.get(self.client)

@@ -12,6 +12,8 @@ from mdev.acl import constants as C
 DEVICE_BASE = 1 << 48
 DEVICE_SPAN = 1 << 40          # 1 TiB of address space per device
 MAX_DEVICES = 128
+# above the device ranges: each host process's VMM virtual addresses (reserve_mem_address)
+VMM_BASE, VMM_END = DEVICE_BASE + MAX_DEVICES * DEVICE_SPAN, 1 << 49
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 NORMAL_PAGE, HUGE_PAGE, GIANT_PAGE = 4 * KiB, 2 * MiB, 1 * GiB

@@ -65,7 +65,9 @@ def ipc_mem_get_export_key(dev_ptr: int, size_: int, key_len: int, flags: int) -
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{nbytes} bytes at {dev_ptr:#x} overrun the allocation")
     offset = dev_ptr - address.device_base(alloc.device)
     validate = flags != C.ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION
-    return rt.attach().request("ipc_export", "mem", alloc.device, (offset, nbytes), validate)
+    key = rt.attach().request("ipc_export", "mem", alloc.device, (offset, nbytes), validate)
+    alloc.exports = (alloc.exports or []) + [key]     # free closes it
+    return key
 
 
 def ipc_mem_set_import_pid(key: str, pids) -> None:
@@ -96,6 +98,10 @@ def ipc_mem_close(key: str) -> None:
     board = rt.attach()
     imported = next((a for a in list(rt.memory._by_start.values()) if a.ipc_key == key), None)
     role = board.request("ipc_close", key)
+    if role == "exporter":
+        for alloc in list(rt.memory._by_start.values()):
+            if alloc.exports and key in alloc.exports:
+                alloc.exports = [k for k in alloc.exports if k != key]
     if role == "importer" and imported is not None:
         rt.memory.remove(imported.ptr)
         rt.link(imported.device).request("ipc_detach", imported.ptr - address.device_base(imported.device))

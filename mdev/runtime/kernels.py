@@ -24,7 +24,7 @@ from mdev.acl import errors as E
 from mdev.acl._binding import record_error
 from mdev.acl.errors import AclError
 from mdev.kernel import params
-from mdev.runtime import limits, streams
+from mdev.runtime import limits, streams, vmm
 from mdev.runtime.board_client import MESSAGE_HANDLERS
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.memory import DEVICE
@@ -116,15 +116,35 @@ def _submit(stream, fid: int, num_blocks, args_kind: str, args, placeholders: li
     if num_blocks <= 0 or num_blocks > 0xFFFFFFFF:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"numBlocks must be 1..UINT32_MAX, got {num_blocks}")
     limit = limits.stream_limit(stream, res_type)
+    # host-side address maps the kernel resolves pointers with: pinned buffers, VMM mappings
     streams.submit(stream, "kernel", fid, num_blocks, args_kind, args, placeholders, limit,
-                   rt.memory.pinned_map(), timeout_s)
+                   rt.memory.pinned_map() + vmm.kernel_map(), timeout_s)
+
+
+def _shipped(kernel: "Kernel") -> bytes:
+    """The kernel pickled for the device.  Helpers of the kernel's own module go by value
+    with it: the device process cannot import a user's module (only ``mdev`` itself)."""
+    module = sys.modules.get(getattr(kernel.fn, "__module__", None) or "")
+    by_value = module is not None and module.__name__ != "__main__" and not module.__name__.startswith("mdev.")
+    if by_value:
+        try:
+            by_value = module.__name__ not in cloudpickle.list_registry_pickle_by_value()
+            if by_value:
+                cloudpickle.register_pickle_by_value(module)
+        except (ValueError, AttributeError):
+            by_value = False
+    try:
+        return cloudpickle.dumps(kernel)
+    finally:
+        if by_value:
+            cloudpickle.unregister_pickle_by_value(module)
 
 
 def _registered(kernel: "Kernel", device: int) -> int:
     key = (id(rt.attach()), device)
     fid = kernel.registrations.get(key)
     if fid is None:
-        fid = rt.link(device).request("register_kernel", cloudpickle.dumps(kernel))
+        fid = rt.link(device).request("register_kernel", _shipped(kernel))
         kernel.registrations[key] = fid
     return fid
 

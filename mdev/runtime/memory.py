@@ -284,6 +284,9 @@ class MemoryTable:
         try:
             seg = Segment(name, size, create=True)
         except Exception as exc:
+            # shm_open may have created it before the size or the mapping failed
+            from mdev.memory.segment import unlink
+            unlink(name)
             raise AclError(E.ACL_ERROR_RT_MEMORY_ALLOCATION, f"cannot create pinned segment: {exc}") from exc
         try:
             _commit(name, size)

@@ -71,6 +71,10 @@ def destroy_notify(notify) -> None:
 def record_notify(notify, stream) -> None:
     n = get(notify)
     st = rt.stream_in_context(stream)
+    if n.imported and st.device != n.device and (st.device, n.device) not in rt.peer_access:
+        # imported with ACL_RT_NOTIFY_IMPORT_FLAG_DEFAULT: enabling peer access is the caller's job
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"device {st.device} cannot reach the notify of device "
+                       f"{n.device}: enable peer access (or import with ACL_RT_NOTIFY_IMPORT_FLAG_ENABLE_PEER_ACCESS)")
     streams.submit(st, "record_notify", n.device, n.slot)
 
 
