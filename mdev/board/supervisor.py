@@ -222,6 +222,25 @@ class Supervisor:
             if client.pid and not psutil.pid_exists(client.pid):
                 self._drop(client)
 
+    def _spawn_device(self, index: int, close_fds: tuple = ()) -> multiprocessing.Process:
+        """Fork device ``index`` and wait until it serves (raises if it does not come up)."""
+        r, w = os.pipe()
+        proc = multiprocessing.get_context("fork").Process(
+            target=_device_child, name=f"mdev-{self.paths.name}-dev{index}",
+            args=(close_fds, self.paths, index, self.topo, self.authkey, w), daemon=False)
+        proc.start()
+        os.close(w)
+        try:
+            ok = _read_ready(r, 30.0)
+        finally:
+            os.close(r)
+        if not ok:
+            proc.kill()
+            proc.join(5)
+            raise AclError(E.ACL_ERROR_RT_DRV_INTERNAL_ERROR,
+                           f"device {index} failed to restart (see {self.paths.log})")
+        return proc
+
     def _check_devices(self) -> None:
         for index, proc in enumerate(self.devices):
             if not proc.is_alive():
@@ -283,8 +302,52 @@ class Supervisor:
     def rpc_ipc_close(self, client: Client, key: str) -> str:
         return self.ipc.close(client.id, key)
 
+    def rpc_restart_device(self, client: Client, index: int) -> int:
+        """Fork a fresh process for device ``index`` if its process died; returns the pid of
+        the device's (new or still running) process.  Everything of the dead process is gone:
+        its HBM and control page are unlinked (hosts still mapping the old control page see
+        it FAULTED), and IPC keys of its memory, events and notifies are closed."""
+        if not isinstance(index, int) or not 0 <= index < len(self.devices):
+            raise AclError(E.ACL_ERROR_RT_INVALID_DEVICEID, f"device {index!r} does not exist")
+        proc = self.devices[index]
+        if proc.is_alive():
+            return proc.pid
+        proc.join(0)
+        try:
+            page = S.ControlPage(segment.Segment(self.paths.control(index)), self.topo.device_count)
+            page.header[S.H_STATE] = S.STATE_FAULTED
+            page.segment.close()
+        except Exception:
+            pass
+        segment.unlink(self.paths.control(index))
+        segment.unlink(self.paths.hbm(index))
+        try:
+            os.unlink(self.paths.device_socket(index))
+        except FileNotFoundError:
+            pass
+        self.ipc.drop_device(index)
+        # the child must not keep the board's listener or the clients' sockets open
+        fds = [self.listener.fileno(), self.selector.fileno()] + [c.sock.fileno() for c in self.clients.values()]
+        self.devices[index] = self._spawn_device(index, tuple(fds))
+        return self.devices[index].pid
+
     def rpc_stop(self, client: Client) -> None:
         self._running = False
+
+
+def _device_child(close_fds: tuple, *args) -> None:
+    for fd in close_fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    device_process.main(*args)
+
+
+def _read_ready(fd: int, timeout: float) -> bool:
+    import select
+    readable, _, _ = select.select([fd], [], [], timeout)
+    return bool(readable) and bool(os.read(fd, 1))
 
 
 def cleanup(paths: BoardPaths) -> None:

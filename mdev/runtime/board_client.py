@@ -19,6 +19,8 @@ import threading
 import traceback
 from typing import Callable
 
+import psutil
+
 import topology
 from mdev import protocol
 from mdev.acl import errors as E
@@ -43,7 +45,11 @@ class DeviceLink:
     def __init__(self, board: "BoardClient", index: int) -> None:
         self.board = board
         self.index = index
-        self.control = S.ControlPage(Segment(board.paths.control(index)), board.device_count)
+        try:
+            self.control = S.ControlPage(Segment(board.paths.control(index)), board.device_count)
+        except Exception as exc:   # the device is being restarted, or the board is gone
+            raise self.lost(exc) from exc
+        self.pid = int(self.control.header[S.H_PID])     # the device process this link talks to
         self.lock = threading.Lock()
         self._task_sock: socket.socket | None = None
         self._local = threading.local()
@@ -52,10 +58,14 @@ class DeviceLink:
         self.received = 0                    # device messages handled by the reader
         self._received_cond = threading.Condition()
         self._reader_done = False
+        self._gone = False
         self._sockets: list[socket.socket] = []    # every socket opened, for close_after_fork
 
     # -- sockets
     def _open(self, role: str) -> protocol.Channel:
+        # never reach a restarted device through the link of a dead one: its handles
+        # (stream slots, offsets) would name the successor's objects
+        self.check_alive()
         try:
             channel = protocol.connect(self.board.paths.device_socket(self.index), self.board.authkey,
                                        ("hello", self.board.client_id, os.getpid(), role, _command_line()))
@@ -70,9 +80,23 @@ class DeviceLink:
     def check_alive(self) -> None:
         if self.control.state != S.STATE_ALIVE:
             raise self.lost(S.STATE_NAMES.get(self.control.state, "unknown state"))
+        if self._reader_done or self._gone:     # the device closed our sockets: it died
+            raise self.lost("the device process is gone")
+
+    def dead(self) -> bool:
+        """The device process of this link is gone (killed, crashed, or its board stopped),
+        even before the supervisor marked its control page FAULTED."""
+        if self.control.state != S.STATE_ALIVE or self._reader_done or self._gone:
+            return True
+        try:
+            return psutil.Process(self.pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return True
 
     def submit(self, stream, op: str, *args) -> int:
         """Queue a task on ``stream``; returns its sequence number."""
+        if self._reader_done or self._gone:      # the device died (a send may still get through)
+            raise self.lost("the device process is gone")
         sock = self._task_sock or self.ensure_main()
         with self.lock:
             seq = stream.seq + 1
@@ -155,6 +179,7 @@ class DeviceLink:
                     break   # older replies belong to requests that timed out
         except protocol.ChannelClosed as exc:
             self._local.channel = None
+            self._gone = True       # the device closed a socket: only its death does that
             raise self.lost(exc) from exc
         _, _, code, value = message
         if code:
@@ -227,6 +252,18 @@ class BoardClient:
                 if link is None:
                     link = self._links[device] = DeviceLink(self, device)
         return link
+
+    def drop_link(self, device: int) -> None:
+        """Forget the link to a device whose process died; the next use opens a new one."""
+        with self._lock:
+            link = self._links.pop(device, None)
+        if link is not None:
+            link.close()
+            for sock in link._sockets:     # other threads' request sockets too
+                try:
+                    sock.close()
+                except OSError:
+                    pass
 
     def close(self) -> None:
         for link in self._links.values():
