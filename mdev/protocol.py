@@ -76,6 +76,26 @@ class Decoder:
         return out
 
 
+def accept(listener: socket.socket, authkey: bytes) -> socket.socket | None:
+    """The next connection that proves it holds the board secret (None if it did not)."""
+    sock, _ = listener.accept()
+    try:
+        handshake(sock, authkey, server=True)
+    except Exception:
+        sock.close()
+        return None
+    return sock
+
+
+def receive(sock: socket.socket, decoder: Decoder, size: int = 1 << 16) -> list | None:
+    """The messages that are readable on ``sock`` now; None once the peer has closed it."""
+    try:
+        data = sock.recv(size)
+    except OSError:
+        data = b""
+    return decoder.feed(data) if data else None
+
+
 class Channel:
     """Blocking request/response use of one socket (host side, one per thread)."""
 

@@ -185,24 +185,18 @@ class Device:
         self._running = False
 
     def _accept(self, listener: socket.socket) -> None:
-        sock, _ = listener.accept()
-        try:
-            protocol.handshake(sock, self.authkey, server=True)
-        except Exception:
-            sock.close()
+        sock = protocol.accept(listener, self.authkey)
+        if sock is None:
             return
         conn = ClientConn(sock)
         self.selector.register(sock, selectors.EVENT_READ, conn)
 
     def _read(self, conn: ClientConn) -> None:
-        try:
-            data = conn.sock.recv(1 << 18)
-        except OSError:
-            data = b""
-        if not data:
+        messages = protocol.receive(conn.sock, conn.decoder, 1 << 18)
+        if messages is None:
             self._disconnect(conn)
             return
-        for message in conn.decoder.feed(data):
+        for message in messages:
             kind = message[0]
             if kind == "t":
                 _, slot, seq, op, args = message

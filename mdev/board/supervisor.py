@@ -141,11 +141,8 @@ class Supervisor:
 
     # ------------------------------------------------------------------ clients
     def _accept(self) -> None:
-        sock, _ = self.listener.accept()
-        try:
-            protocol.handshake(sock, self.authkey, server=True)
-        except Exception:
-            sock.close()
+        sock = protocol.accept(self.listener, self.authkey)
+        if sock is None:
             return
         client = Client(sock)
         # the kernel's word on who is at the other end: IPC pid checks rely on it
@@ -155,14 +152,11 @@ class Supervisor:
         self.selector.register(sock, selectors.EVENT_READ, client)
 
     def _read(self, client: Client) -> None:
-        try:
-            data = client.sock.recv(1 << 16)
-        except OSError:
-            data = b""
-        if not data:
+        messages = protocol.receive(client.sock, client.decoder)
+        if messages is None:
             self._drop(client)
             return
-        for message in client.decoder.feed(data):
+        for message in messages:
             if message[0] == "hello":
                 continue
             _, req, op, args = message

@@ -123,16 +123,13 @@ class DeviceLink:
     def _read_main(self, sock: socket.socket) -> None:
         decoder = protocol.Decoder()
         while True:
-            try:
-                data = sock.recv(1 << 16)
-            except OSError:
-                data = b""
-            if not data:
+            messages = protocol.receive(sock, decoder)
+            if messages is None:
                 with self._received_cond:
                     self._reader_done = True
                     self._received_cond.notify_all()
                 return
-            for message in decoder.feed(data):
+            for message in messages:
                 handler = MESSAGE_HANDLERS.get(message[0])
                 try:
                     if handler is not None:
