@@ -49,6 +49,14 @@ class Kernel:
         state["registrations"] = {}
         return state
 
+    def __reduce_ex__(self, protocol):
+        # kernels of mdev's own modules (mdev.ops) ship by reference: the device process
+        # imports the same module; any other kernel (a user script's) ships by value
+        module, qualname = getattr(self, "__module__", None), getattr(self, "__qualname__", "")
+        if isinstance(module, str) and module.startswith("mdev.") and _lookup(module, qualname) is self:
+            return _lookup, (module, qualname)
+        return super().__reduce_ex__(protocol)
+
     def __call__(self, *args, **kwargs):
         return self.fn(*args, **kwargs)
 
@@ -62,6 +70,18 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<kernel {self.name} ({self.core}{', vectorized' if self.vectorized else ''})>"
+
+
+def _lookup(module: str, qualname: str):
+    """The object ``module.qualname`` (how by-reference kernels are unpickled)."""
+    import importlib
+    obj = importlib.import_module(module)
+    try:
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except AttributeError:
+        return None
+    return obj
 
 
 def kernel(fn: Callable | None = None, *, core: str = "vector", vectorized: bool = False,

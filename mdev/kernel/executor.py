@@ -1,8 +1,9 @@
 """Running a kernel launch inside a device process.
 
     "kernel" task --> decode arguments --> waves of at most ``limit`` blocks
-                      (each wave holds that many cores of its engine; the blocks of a wave
-                       run concurrently on the device's block threads)
+                      (each wave holds that many cores of its engine; its blocks run on the
+                       stream's thread and the device's block threads, all at once when
+                       they wait on each other, see _Wave)
 
 The limit is the stream / device / hardware core limit in force when the launch was
 submitted.  A block that raises, or touches memory outside the allocations it was given,
@@ -34,7 +35,8 @@ def _pool(device: "Device") -> concurrent.futures.ThreadPoolExecutor:
     with _pool_lock:
         pool = getattr(device, "block_pool", None)
         if pool is None:
-            width = max(e.slots for e in device.engines.values())
+            # every running block holds a core: enough helpers for all cores of all kinds
+            width = sum(e.slots for name, e in device.engines.items() if name != "dma")
             pool = device.block_pool = concurrent.futures.ThreadPoolExecutor(width, "block")
         return pool
 
@@ -93,14 +95,68 @@ def _wave(device, engine, stream, kernel, launch, values, blocks, cores) -> None
     engine.acquire(stream.priority, cores)
     try:
         if len(blocks) == 1:
-            faults = [_block(kernel, launch, values, blocks[0])]
+            faults = {0: _block(kernel, launch, values, blocks[0])}
         else:
-            faults = list(_pool(device).map(lambda b: _block(kernel, launch, values, b), blocks))
+            faults = _Wave(device, kernel, launch, values, blocks).run()
     finally:
         engine.release(cores)
-    fault = next((f for f in faults if f is not None), None)
+    fault = next((faults[i] for i in sorted(faults) if faults[i] is not None), None)
     if fault is not None:
         raise fault
+
+
+class _Wave:
+    """The blocks of one wave, claimed one at a time by workers: the stream's own thread
+    and helpers from the device's block pool, each helper starting the next one.
+
+    Blocks that wait (for memory another block writes, or in a sleep) leave their worker
+    blocked, so the chain of helpers grows until every block of the wave runs at once;
+    quick blocks are all run by the first workers, so an ordinary launch costs a couple
+    of thread hand-overs instead of one per block.
+    """
+
+    def __init__(self, device, kernel, launch: Launch, values: list, blocks: list) -> None:
+        self.device, self.kernel, self.launch, self.values, self.blocks = device, kernel, launch, values, blocks
+        self.faults: dict[int, TaskFault | None] = {}
+        self._lock = threading.Lock()
+        self._next = 0
+        self._workers = 1
+        self._finished = 0
+        self._done = threading.Event()
+
+    def run(self) -> dict:
+        self._spawn()
+        self._work()
+        self._done.wait()
+        return self.faults
+
+    def _spawn(self) -> None:
+        with self._lock:
+            if self._next >= len(self.blocks) or self._workers >= len(self.blocks):
+                return
+            self._workers += 1
+        _pool(self.device).submit(self._helper)
+
+    def _helper(self) -> None:
+        self._spawn()
+        self._work()
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                if self._next >= len(self.blocks):
+                    return
+                i = self._next
+                self._next += 1
+            try:
+                fault = _block(self.kernel, self.launch, self.values, self.blocks[i])
+            except BaseException as exc:        # e.g. SystemExit raised by a kernel
+                fault = KernelFault(f"kernel {self.kernel.name} block {self.blocks[i]} raised {exc!r}")
+            with self._lock:
+                self.faults[i] = fault
+                self._finished += 1
+                if self._finished == len(self.blocks):
+                    self._done.set()
 
 
 def _block(kernel, launch: Launch, values: list, block_idx: int | None) -> TaskFault | None:
