@@ -178,9 +178,16 @@ class Runtime:
                 pass  # never fail a fork over it
 
 
+def lookup(table: dict, handle, what: str, gone=lambda obj: getattr(obj, "destroyed", False),
+           code: int = E.ACL_ERROR_RT_PARAM_INVALID):
+    """The live object a user's handle names: NULL gives 100000, an unknown or dead handle
+    ``code`` (handles are never reused, so a stale one cannot alias a newer object)."""
+    obj = table.get(handle) if isinstance(handle, int) and not isinstance(handle, bool) else None
+    if obj is None or gone(obj):
+        raise AclError(E.ACL_ERROR_INVALID_PARAM if not handle else code, f"{handle!r} is not a live {what}")
+    return obj
+
+
 RUNTIME = Runtime()
 os.register_at_fork(after_in_child=RUNTIME.reset_after_fork)
 
-
-def fail(code: int, message: str) -> AclError:
-    return AclError(code, message)

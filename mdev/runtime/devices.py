@@ -16,6 +16,7 @@ from mdev.board import status as S
 from mdev.runtime import streams
 from mdev.runtime.core import CONTEXT_HANDLES, Context
 from mdev.runtime.core import RUNTIME as rt
+from mdev.runtime.core import lookup
 from mdev.runtime.validate import as_int
 
 _DDR_CLASSES = {C.ACL_DDR_MEM, C.ACL_DDR_MEM_HUGE, C.ACL_DDR_MEM_NORMAL,
@@ -279,11 +280,7 @@ def create_context(device_id: int) -> int:
 
 
 def _context(handle) -> Context:
-    ctx = rt.contexts.get(handle) if isinstance(handle, int) else None
-    if ctx is None or ctx.destroyed:
-        raise AclError(E.ACL_ERROR_INVALID_PARAM if not handle else E.ACL_ERROR_RT_PARAM_INVALID,
-                       f"{handle!r} is not a live context")
-    return ctx
+    return lookup(rt.contexts, handle, "context")
 
 
 def destroy_context(context) -> None:

@@ -21,6 +21,7 @@ from mdev.acl.errors import AclError
 from mdev.graph import recorder as _graph
 from mdev.runtime import streams
 from mdev.runtime.core import RUNTIME as rt
+from mdev.runtime.core import lookup
 from mdev.runtime.core import Stream
 from mdev.runtime.validate import as_int, timeout_ms
 
@@ -65,11 +66,7 @@ def _create(flags: int, api: str) -> int:
 
 
 def get(handle) -> Event:
-    event = rt.events.get(handle) if isinstance(handle, int) else None
-    if event is None or event.destroyed:
-        raise AclError(E.ACL_ERROR_INVALID_PARAM if not handle else E.ACL_ERROR_RT_PARAM_INVALID,
-                       f"{handle!r} is not a live event handle")
-    return event
+    return lookup(rt.events, handle, "event handle")
 
 
 def _same_device(event: Event, stream: Stream, what: str) -> None:

@@ -27,6 +27,7 @@ from mdev.kernel import params
 from mdev.runtime import limits, streams, vmm
 from mdev.runtime.board_client import MESSAGE_HANDLERS
 from mdev.runtime.core import RUNTIME as rt
+from mdev.runtime.core import lookup
 from mdev.runtime.memory import DEVICE
 from mdev.runtime.validate import as_int, size
 
@@ -165,11 +166,8 @@ def launch_decorated(kernel: "Kernel", num_blocks, stream, args: tuple) -> int:
 
 
 def _function(handle) -> Function:
-    fn = rt.functions.get(handle) if isinstance(handle, int) else None
-    if fn is None or fn.binary.unloaded:
-        raise AclError(E.ACL_ERROR_INVALID_PARAM if not handle else E.ACL_ERROR_RT_INVALID_HANDLE,
-                       f"{handle!r} is not a function handle of a loaded binary")
-    return fn
+    return lookup(rt.functions, handle, "function handle of a loaded binary",
+                  gone=lambda fn: fn.binary.unloaded, code=E.ACL_ERROR_RT_INVALID_HANDLE)
 
 
 def _launch_stream(fn: Function, stream):
@@ -304,11 +302,8 @@ def binary_load_from_data(data, length: int, options=None) -> int:
 
 
 def _binary(handle) -> Binary:
-    binary = rt.binaries.get(handle) if isinstance(handle, int) else None
-    if binary is None or binary.unloaded:
-        raise AclError(E.ACL_ERROR_INVALID_PARAM if not handle else E.ACL_ERROR_RT_INVALID_HANDLE,
-                       f"{handle!r} is not a loaded binary")
-    return binary
+    return lookup(rt.binaries, handle, "loaded binary", gone=lambda b: b.unloaded,
+                  code=E.ACL_ERROR_RT_INVALID_HANDLE)
 
 
 def binary_get_function(bin_handle, kernel_name: str) -> int:
@@ -349,10 +344,7 @@ def get_function_name(func) -> str:
 
 # ---------------------------------------------------------------------------- argument handles
 def _args(handle) -> ArgsHandle:
-    ah = rt.args_handles.get(handle) if isinstance(handle, int) else None
-    if ah is None:
-        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{handle!r} is not an argument handle")
-    return ah
+    return lookup(rt.args_handles, handle, "argument handle", code=E.ACL_ERROR_INVALID_PARAM)
 
 
 def kernel_args_init(func) -> int:

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mdev.acl import constants as C
 from mdev.acl import errors as E
 from mdev.acl.errors import AclError
 from mdev.memory import address

@@ -16,6 +16,7 @@ from mdev.acl import errors as E
 from mdev.acl.errors import AclError
 from mdev.runtime import streams
 from mdev.runtime.core import RUNTIME as rt
+from mdev.runtime.core import lookup
 from mdev.runtime.memops import check_reach
 from mdev.runtime.memory import DEVICE
 from mdev.runtime.validate import as_int
@@ -38,11 +39,7 @@ class Notify:
 
 
 def get(handle) -> Notify:
-    notify = rt.notifies.get(handle) if isinstance(handle, int) else None
-    if notify is None or notify.destroyed:
-        raise AclError(E.ACL_ERROR_INVALID_PARAM if not handle else E.ACL_ERROR_RT_PARAM_INVALID,
-                       f"{handle!r} is not a live notify handle")
-    return notify
+    return lookup(rt.notifies, handle, "notify handle")
 
 
 def create_notify(flag: int = 0) -> int:
