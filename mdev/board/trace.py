@@ -146,10 +146,11 @@ class Recorder:
 class DeviceModel:
     """Modelled clocks of one client's tasks on this device (``MDEV_MODEL_TIME=1``).
 
-    The rules are mdev.runtime.timemodel's, applied as tasks finish: a task starts (modelled)
-    when its stream's previous task ended, an engine slot and its path's link channels are
-    free, and -- on a stream that was idle, i.e. the host submitted it then -- after every
-    task that had ended (wall) before it started; an event wait not before the event's
+    The rules are mdev.runtime.timemodel's, applied as tasks finish (so without its bandwidth
+    sharing): a task starts (modelled) when its stream's previous task ended, an engine slot
+    and its path's link channels are free (transfers on a channel one after another), and
+    -- on a stream that was idle, i.e. the host submitted it then -- after every task that
+    had ended (wall) before it started; an event wait not before the event's
     record.  A record writes its modelled time into the event's timestamp, so
     event_elapsed_time answers in modelled time.  Times: ns since ``origin`` (the host's
     clock when it asked for modelling); event timestamps stay "ns since this device booted".

@@ -15,16 +15,24 @@ makespan that depends on them (wall time on the emulator mostly does not).
                              before the wait's stream reached them
     records, resets, other   0
 
-A task starts when its stream's previous task ended (modelled), a slot of its engine is
-free (2 DMA slots per device; kernels of one engine kind run one at a time), and every
-link channel of its path is free (transfers sharing a channel one after another: the
-same total throughput as sharing the bandwidth).  Tasks are taken in order of their wall
-start times, a wait only once the record it waited for is placed.  Host-side ordering
-(a synchronisation, then more work) is not in the records; it is inferred: a task that
-reached an idle stream (first task, or >= 100 us after the stream's previous one ended, wall)
-was submitted by the host then, so it starts no earlier (modelled) than every task that had
-ended (wall) before it started.  Value waits are not modelled (0).  Event timestamps
-(``event_elapsed_time``) stay wall-clock.
+A task starts when its stream's previous task ended (modelled) and a slot of its engine is
+free (2 DMA slots per device; kernels of one engine kind run one at a time).  Slots go to
+tasks in order of their wall start times, a wait only after the record it waited for.
+Host-side ordering (a synchronisation, then more work) is not in the records; it is
+inferred: a task that reached an idle stream (first task, or >= 100 us after the stream's
+previous one ended, wall) was submitted by the host then, so it starts no earlier
+(modelled) than every task that had ended (wall) before it started.
+
+Concurrent transfers share bandwidth (a fluid model): a copy first waits its path's
+latency, then moves its bytes; while it does, each link channel (a link direction, see
+topology Path.channels) of its path is split equally between the copies moving bytes over
+it, and the copy moves at the smallest share along its path.  Rates change only when a copy
+starts or stops moving bytes, so ``model`` is a short event loop over those moments.  Two
+equal copies sharing one channel both end at latency + 2 x bytes / bandwidth.
+
+Value waits are not modelled (0).  Event timestamps (``event_elapsed_time``) stay
+wall-clock, except under ``MDEV_MODEL_TIME=1`` (mdev.board.trace.DeviceModel: per-device
+clocks with these rules but no bandwidth sharing, transfers on a channel one after another).
 """
 
 from __future__ import annotations
@@ -64,66 +72,152 @@ def _duration_ns(r: tuple, meta: dict) -> float:
     return 0.0
 
 
-def model(records: list, meta: dict, sources: dict[int, int]) -> list[tuple[float, float]]:
-    """Modelled (start, end) in ns from the first task, per record (``records`` sorted by
-    wall start); ``sources`` maps a wait's index to the index of the record that released it."""
+def _order(records: list, sources: dict[int, int]):
+    """The placement order (by wall start, a wait only once the record it waited for is
+    placed) and per task: its stream's previous task, the record that released it, and
+    (for a task that reached an idle stream) how many of ``ended`` it comes after."""
     n = len(records)
-    result: list[tuple[float, float] | None] = [None] * n
     queues: dict[tuple[int, int], list[int]] = {}
     for i, r in enumerate(records):
         queues.setdefault((r[0], r[1]), []).append(i)
     heads = {k: 0 for k in queues}
-    stream_t: dict[tuple[int, int], float] = {k: 0.0 for k in queues}
-    engine_t: dict[tuple[int, str], list[float]] = {}
-    channel_t: dict[tuple[str, bool], float] = {}
-    known: list[tuple[int, float]] = []      # heap of (wall end, modelled end) of placed tasks
-    host_t = 0.0                              # latest modelled end the host could have waited for
+    placed = [False] * n
+    order, prev, src, host = [], [None] * n, [None] * n, [-1] * n
+    known: list[tuple[int, int]] = []    # heap of (wall end, index) of placed tasks
+    ended: list[int] = []                # placed tasks in the order their wall end passed
     wall_prev: dict[tuple[int, int], int] = {}
-    placed = 0
-    while placed < n:
-        ready = []
-        for key, h in heads.items():
-            q = queues[key]
-            if h >= len(q):
-                continue
-            i = q[h]
-            src = sources.get(i)
-            if src is None or result[src] is not None:
-                ready.append(i)
-        if not ready:          # a cycle cannot happen in a real run; place the earliest anyway
-            ready = [queues[k][h] for k, h in heads.items() if h < len(queues[k])]
-            forced = True
-        else:
-            forced = False
-        i = min(ready, key=lambda j: records[j][7])
+    for _ in range(n):
+        heads_now = [queues[k][h] for k, h in heads.items() if h < len(queues[k])]
+        ready = [i for i in heads_now if sources.get(i) is None or placed[sources[i]]]
+        forced = not ready     # a cycle cannot happen in a real run; place the earliest anyway
+        i = min(ready or heads_now, key=lambda j: records[j][7])
         r = records[i]
         key = (r[0], r[1])
-        start = stream_t[key]
         while known and known[0][0] <= r[7]:
-            host_t = max(host_t, heapq.heappop(known)[1])
+            ended.append(heapq.heappop(known)[1])
         if key not in wall_prev or wall_prev[key] <= r[7] - IDLE_GAP_NS:
             # the stream was idle: the host submitted this task then, possibly after waiting
             # for everything that had finished by that time
-            start = max(start, host_t)
+            host[i] = len(ended)
         wall_prev[key] = r[8]
-        src = sources.get(i)
-        if src is not None and result[src] is not None and not forced:
-            start = max(start, result[src][1])
-        slots = None
-        if r[2] is not None:
-            slots = engine_t.setdefault((r[0], r[2]), [0.0] * (DMA_SLOTS if r[2] == "dma" else 1))
-            slot = min(range(len(slots)), key=lambda s: slots[s])
-            start = max(start, slots[slot])
-        for ch in r[6]:
-            start = max(start, channel_t.get(tuple(ch), 0.0))
-        end = start + _duration_ns(r, meta)
-        if slots is not None:
-            slots[slot] = end
-        for ch in r[6]:
-            channel_t[tuple(ch)] = end
-        stream_t[key] = end
-        result[i] = (start, end)
-        heapq.heappush(known, (r[8], end))
+        if heads[key]:
+            prev[i] = queues[key][heads[key] - 1]
+        if not forced and sources.get(i) is not None:
+            src[i] = sources[i]
         heads[key] += 1
-        placed += 1
-    return result  # type: ignore[return-value]
+        placed[i] = True
+        order.append(i)
+        heapq.heappush(known, (r[8], i))
+    return order, prev, src, host, ended
+
+
+def model(records: list, meta: dict, sources: dict[int, int]) -> list[tuple[float, float]]:
+    """Modelled (start, end) in ns from the first task, per record (``records`` sorted by
+    wall start); ``sources`` maps a wait's index to the index of the record that released it."""
+    n = len(records)
+    order, prev, src, host, ended = _order(records, sources)
+    links = meta.get("links", {})
+    start: list[float | None] = [None] * n
+    end: list[float | None] = [None] * n
+    nxt = {p: i for i, p in enumerate(prev) if p is not None}
+    released: dict[int, list[int]] = {}
+    for i, s in enumerate(src):
+        if s is not None:
+            released.setdefault(s, []).append(i)
+    # engine slots, handed out in placement order: a slot goes to the next task of its engine
+    # as soon as its holder ended; slot_t[i] is when i's slot became free
+    fifo: dict[tuple[int, str], list[int]] = {}
+    for i in order:
+        if records[i][2] is not None:
+            fifo.setdefault((records[i][0], records[i][2]), []).append(i)
+    holders = {k: [None] * (DMA_SLOTS if k[1] == "dma" else 1) for k in fifo}
+    fifo_at = {k: 0 for k in fifo}
+    slot_t: list[float | None] = [None] * n
+    candidates: list[int] = []
+
+    def book(k: tuple[int, str]) -> None:
+        slots, q = holders[k], fifo[k]
+        while fifo_at[k] < len(q):
+            free = [(0.0 if h is None else end[h], s) for s, h in enumerate(slots) if h is None or end[h] is not None]
+            if not free:
+                return
+            t, s = min(free)
+            i = q[fifo_at[k]]
+            fifo_at[k] += 1
+            slots[s], slot_t[i] = i, t
+            candidates.append(i)
+
+    # host ordering: tasks idle-submitted after the first host[i] of ``ended`` wait for them
+    by_host = sorted((h, i) for i, h in enumerate(host) if h >= 0)
+    host_done, host_at = 0, 0
+
+    def ready(i: int) -> bool:
+        return (start[i] is None and (prev[i] is None or end[prev[i]] is not None)
+                and (src[i] is None or end[src[i]] is not None) and host[i] <= host_done
+                and (records[i][2] is None or slot_t[i] is not None))
+
+    timers: list[tuple[float, int, bool]] = []   # (time, index, data phase begins (else: ends))
+    active: dict[int, float] = {}                 # copies moving bytes -> bytes left
+    now = 0.0
+
+    def launch(i: int) -> None:
+        r = records[i]
+        start[i] = now
+        gbps = min((links.get(l, {}).get("gbps") or 0.0) for l, _ in r[6]) if r[6] else 0.0
+        if r[3] in COPIES and gbps > 0:
+            latency_ns = sum((links.get(l, {}).get("latency_us") or 0.0) for l, _ in r[6]) * 1000.0
+            heapq.heappush(timers, (now + latency_ns, i, True))
+        else:
+            heapq.heappush(timers, (now + _duration_ns(r, meta), i, False))
+
+    def finish(i: int) -> None:
+        nonlocal host_done, host_at
+        end[i] = now
+        if i in nxt:
+            candidates.append(nxt[i])
+        candidates.extend(released.get(i, ()))
+        if records[i][2] is not None:
+            book((records[i][0], records[i][2]))
+        while host_done < len(ended) and end[ended[host_done]] is not None:
+            host_done += 1
+        while host_at < len(by_host) and by_host[host_at][0] <= host_done:
+            candidates.append(by_host[host_at][1])
+            host_at += 1
+
+    for k in fifo:
+        book(k)
+    while host_at < len(by_host) and by_host[host_at][0] <= 0:
+        candidates.append(by_host[host_at][1])
+        host_at += 1
+    candidates.extend(i for i in range(n) if prev[i] is None and src[i] is None)
+    done = 0
+    while done < n:
+        for i in sorted(set(candidates)):
+            if ready(i):
+                launch(i)
+        candidates.clear()
+        # fluid sharing: a copy moves at the smallest share (capacity / copies on it) of its channels
+        users: dict[tuple, int] = {}
+        for i in active:
+            for ch in records[i][6]:
+                users[tuple(ch)] = users.get(tuple(ch), 0) + 1
+        rate = {i: min(links[ch[0]]["gbps"] / users[tuple(ch)] for ch in records[i][6]) for i in active}
+        t = min([now + left / rate[i] for i, left in active.items()] + ([timers[0][0]] if timers else []),
+                default=None)
+        if t is None:
+            break              # nothing runs and nothing can start (cannot happen in a real run)
+        dt, now = t - now, t
+        for i in sorted(active):
+            active[i] -= rate[i] * dt
+            if active[i] <= 1e-6 * rate[i]:     # within a femtosecond of done
+                del active[i]
+                finish(i)
+                done += 1
+        while timers and timers[0][0] <= now:
+            _, i, data = heapq.heappop(timers)
+            if data:
+                active[i] = float(records[i][4])
+            else:
+                finish(i)
+                done += 1
+    return [(s if s is not None else 0.0, e if e is not None else 0.0) for s, e in zip(start, end)]

@@ -1,0 +1,153 @@
+"""Modelled time (mdev.runtime.timemodel.model) on hand-built task records, checked against
+hand-computed cases: concurrent transfers on a link channel share its bandwidth."""
+
+from __future__ import annotations
+
+import pytest
+
+import topology
+from mdev.runtime import timemodel
+from mdev.runtime.trace import _sources
+
+MiB, GiB = 1 << 20, 1 << 30
+
+
+def meta_of(topo) -> dict:
+    return {"links": {l.id: {"gbps": l.effective_gbps, "latency_us": l.latency_us} for l in topo.links},
+            "device_bw": [(d.hbm_gbps, d.d2d_gbps) for d in topo.devices]}
+
+
+def route(topo, src: tuple, dst: tuple) -> tuple[str, tuple]:
+    """(route, path) as mdev.board.trace.Recorder writes them: src / dst ("p", None) or ("d", index)."""
+    if src[0] == "p":          # host -> device: the host path backwards
+        return "H2D", tuple((link, not fwd) for link, fwd in reversed(topo.host_path(dst[1]).channels()))
+    if dst[0] == "p":
+        return "D2H", tuple(topo.host_path(src[1]).channels())
+    return "P2P", tuple(topo.path(src[1], dst[1]).channels())
+
+
+def copy(dev, stream, src, dst, nbytes, wall, topo):
+    kind, path = route(topo, src, dst)
+    return (dev, stream, "dma", "copy", nbytes, kind, path, wall[0], wall[1], 0, None)
+
+
+def model(records, meta):
+    records = sorted(records, key=lambda r: r[7])
+    return records, timemodel.model(records, meta, _sources(records))
+
+
+def test_single_copy_over_one_hccs_link():
+    topo = topology.resolve("hccs8")
+    (rec,) = [copy(0, 0, ("d", 0), ("d", 1), GiB, (0, 10**6), topo)]
+    assert rec[5] == "P2P" and len(rec[6]) == 1
+    link = topo.links[[l.id for l in topo.links].index(rec[6][0][0])]
+    assert link.effective_gbps == 56.0
+    _, [(start, end)] = model([rec], meta_of(topo))
+    expect = link.latency_us * 1000 + GiB / 56.0          # GB/s = bytes per ns
+    assert start == 0 and end == pytest.approx(expect, abs=1e-3)
+
+
+def test_two_concurrent_h2d_copies_share_the_pcie_switch_uplink():
+    topo = topology.resolve("pcie4")
+    a = copy(0, 0, ("p", None), ("d", 0), 256 * MiB, (0, 10**6), topo)
+    b = copy(1, 0, ("p", None), ("d", 1), 256 * MiB, (1000, 10**6 + 1000), topo)
+    shared = {tuple(c) for c in a[6]} & {tuple(c) for c in b[6]}
+    assert {l for l, _ in shared} == {"sw0-rc0", "rc0-numa0"}       # the uplink (31.5 GB/s) and the host link
+    latency_ns = sum(topo.links[[l.id for l in topo.links].index(l)].latency_us for l, _ in a[6]) * 1000
+    _, modelled = model([a, b], meta_of(topo))
+    expect = latency_ns + 2 * 256 * MiB / 31.5
+    for start, end in modelled:
+        assert start == 0 and end == pytest.approx(expect, abs=1e-3)
+    # one copy alone: the full 31.5 GB/s
+    _, [(_, alone)] = model([a], meta_of(topo))
+    assert alone == pytest.approx(latency_ns + 256 * MiB / 31.5, abs=1e-3)
+
+
+def test_partly_overlapping_copies_share_while_both_run():
+    topo = topology.resolve("pcie4")
+    meta = meta_of(topo)
+    a = copy(0, 0, ("p", None), ("d", 0), 256 * MiB, (0, 10**6), topo)
+    c = copy(1, 0, ("p", None), ("d", 1), 64 * MiB, (1000, 10**6 + 1000), topo)
+    # the second copy reaches an idle stream after the first ended (wall): host ordering
+    # makes it start at the first's modelled end, so nothing is shared
+    later = c[:7] + (2 * 10**6, 3 * 10**6) + c[9:]
+    _, [(_, end_a), (start_c, end_c)] = model([a, later], meta)
+    assert start_c == end_a
+    # both submitted at once: c shares the uplink (half rate) until it is done, a then runs alone
+    _, [(_, end_a), (_, end_c)] = model([a, c], meta)
+    latency_ns = sum(meta["links"][l]["latency_us"] for l, _ in a[6]) * 1000   # 0.5 + 0.5 + 0.2 us
+    assert end_c == pytest.approx(latency_ns + 2 * 64 * MiB / 31.5, abs=1e-3)
+    assert end_a == pytest.approx(latency_ns + (256 + 64) * MiB / 31.5, abs=1e-3)
+
+
+def test_pipeline_over_four_devices():
+    topo = topology.resolve("hccs8")
+    meta = meta_of(topo)
+    records, hops = [], []
+    t = 0
+    for dev in range(3):
+        wall = (t + 10, t + 1000)
+        if dev:             # wait for the previous hop's record on this device's stream
+            records.append((dev, 0, None, "wait_event", 0, "", (), dev, t + 1000, 0, ("e", dev - 1, 0, 1)))
+            wall = (t + 1000, t + 2000)
+        records.append(copy(dev, 0, ("d", dev), ("d", dev + 1), 64 * MiB, wall, topo))
+        records.append((dev, 0, None, "record_event", 0, "", (), wall[1], wall[1] + 1, 0, ("e", dev, 0, 1)))
+        t = wall[1]
+        path = records[-2][6]
+        hops.append(sum(meta["links"][l]["latency_us"] for l, _ in path) * 1000
+                    + 64 * MiB / min(meta["links"][l]["gbps"] for l, _ in path))
+    records, modelled = model(records, meta)
+    ends = {(r[0], r[3]): m for r, m in zip(records, modelled)}
+    assert ends[(0, "copy")][0] == 0
+    for dev in (1, 2):
+        assert ends[(dev, "copy")][0] == pytest.approx(ends[(dev - 1, "copy")][1], abs=1e-6)
+    assert max(e for _, e in modelled) == pytest.approx(sum(hops), abs=1e-3)
+
+
+CONCURRENT_H2D = """
+    import mdev.acl as acl
+    SIZE = 32 << 20
+    assert acl.init() == 0
+    host, ret = acl.rt.malloc_host(SIZE); assert ret == 0
+    streams, bufs = [], []
+    for dev in (0, 1):
+        assert acl.rt.set_device(dev) == 0
+        s, ret = acl.rt.create_stream(); assert ret == 0
+        b, ret = acl.rt.malloc(SIZE, 0); assert ret == 0
+        streams.append(s); bufs.append(b)
+    for dev in (0, 1):            # submitted back to back: they run at the same time
+        assert acl.rt.set_device(dev) == 0
+        assert acl.rt.memcpy_async(bufs[dev], SIZE, host, SIZE, 1, streams[dev]) == 0
+    for dev in (0, 1):
+        assert acl.rt.set_device(dev) == 0
+        assert acl.rt.synchronize_stream(streams[dev]) == 0
+    print("done")
+"""
+
+
+def test_traced_concurrent_h2d_copies_share_the_uplink(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    from helpers import extra_board
+
+    prog, trace = tmp_path / "h2d.py", tmp_path / "h2d.json"
+    prog.write_text(textwrap.dedent(CONCURRENT_H2D))
+    with extra_board("timemodel", "pcie4", hbm=64 * MiB, devices=2) as board:
+        proc = subprocess.run([sys.executable, "-m", "mdev", "run", "--board", board, "--trace", str(trace), str(prog)],
+                              env=dict(os.environ, MDEV_AUTOSTART="0"), capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0 and "done" in proc.stdout, proc.stdout + proc.stderr
+    data = json.loads(trace.read_text())
+    copies = [e for e in data["traceEvents"] if e.get("cat") == "task" and e["args"]["route"] == "H2D"]
+    assert sorted(e["pid"] for e in copies) == [0, 1]
+    wall = sorted((e["args"]["wall_start_ns"], e["args"]["wall_end_ns"]) for e in copies)
+    if wall[1][0] >= wall[0][1]:
+        pytest.skip("the second copy started (wall) after the first ended: not concurrent on this machine")
+    links = data["mdev"]["links"]
+    latency_ns = sum(links[l]["latency_us"] for l in copies[0]["args"]["path"]) * 1000
+    for e in copies:
+        assert e["args"]["modelled_start_ns"] == 0
+        assert abs(e["args"]["modelled_end_ns"] - (latency_ns + 2 * (32 << 20) / 31.5)) <= 1, e["args"]
