@@ -147,8 +147,11 @@ def test_on_demand_board_starts_and_stops_when_idle():
         assert out.returncode == 0, out.stderr
         assert out.stdout.split() == ["True", "2", name]
         # the last client left: the board stops by itself and leaves nothing behind
-        assert wait_until(lambda: not shm_entries(name) and not launcher.is_running(BoardPaths(name)), timeout=20)
-        assert BoardPaths(name).sockets() == [] and not BoardPaths(name).key.exists()
+        # the supervisor removes segments, then sockets and secret: wait for all of it
+        paths = BoardPaths(name)
+        assert wait_until(lambda: not shm_entries(name) and not paths.sockets() and not paths.key.exists(),
+                          timeout=20)
+        assert not launcher.is_running(paths)
     finally:
         launcher.stop(name)
 
