@@ -25,29 +25,38 @@ def board_name(tag: str) -> str:
 
 
 @contextmanager
-def dedicated_board(tag: str, topology: str = "laptop2", hbm: int | None = None,
-                    devices: int | None = None):
-    """Start board ``bench-<pid>-<tag>``, attach this process's mdev.acl to it, stop it after."""
-    from mdev.board import launcher
-    from mdev.board.naming import BoardPaths
+def attached(name: str):
+    """Point this process's mdev.acl at board ``name`` (attaching afresh); the environment
+    is restored and the process detached afterwards."""
     from mdev.runtime.lifecycle import detach
 
-    name = board_name(tag)
     saved = {k: os.environ.get(k) for k in ("MDEV_BOARD", "MDEV_AUTOSTART")}
-    topo = launcher.resolve_topology(topology, devices=devices, hbm=hbm)
-    launcher.start(name, topo)
     os.environ["MDEV_BOARD"], os.environ["MDEV_AUTOSTART"] = name, "0"
-    detach()                      # attach afresh, to this board
+    detach()
     try:
         yield name
     finally:
         detach()
-        stop_board(name)
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+@contextmanager
+def dedicated_board(tag: str, topology: str = "laptop2", hbm: int | None = None,
+                    devices: int | None = None):
+    """Start board ``bench-<pid>-<tag>``, attach this process's mdev.acl to it, stop it after."""
+    from mdev.board import launcher
+
+    name = board_name(tag)
+    launcher.start(name, launcher.resolve_topology(topology, devices=devices, hbm=hbm))
+    try:
+        with attached(name):
+            yield name
+    finally:
+        stop_board(name)
 
 
 def stop_board(name: str, timeout: float = 15.0) -> None:

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from bench.common import MiB, Result, board_name, check, dedicated_board, print_table, stop_board
+from bench.common import MiB, Result, attached, board_name, check, dedicated_board, print_table, stop_board
 
 TOPOLOGY = "hccs8"
 ROUNDS = 3
@@ -73,30 +73,21 @@ def cold_start() -> list[Result]:
 def in_process() -> list[Result]:
     import mdev.acl as acl
     from mdev.board import launcher
-    from mdev.runtime.lifecycle import detach
 
     starts, sets = [], []
-    saved = {k: os.environ.get(k) for k in ("MDEV_BOARD", "MDEV_AUTOSTART")}
     for i in range(ROUNDS):
         name = board_name(f"inproc{i}")
         t0 = time.perf_counter()
         launcher.start(name, launcher.resolve_topology(TOPOLOGY))
         t1 = time.perf_counter()
-        os.environ["MDEV_BOARD"], os.environ["MDEV_AUTOSTART"] = name, "0"
         try:
-            detach()
-            check(acl.rt.set_device(0), "set_device")
-            t2 = time.perf_counter()
+            with attached(name):
+                check(acl.rt.set_device(0), "set_device")
+                t2 = time.perf_counter()
             starts.append(t1 - t0)
             sets.append(t2 - t1)
         finally:
-            detach()
             stop_board(name)
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
     s, d = statistics.median(starts), statistics.median(sets)
     return [Result("launcher.start(hccs8)", s, "s"),
             Result("attach + first set_device(0)", d * 1e3, "ms")]

@@ -238,12 +238,16 @@ class Supervisor:
     def _check_devices(self) -> None:
         for index, proc in enumerate(self.devices):
             if not proc.is_alive():
-                try:
-                    page = S.ControlPage(segment.Segment(self.paths.control(index)), self.topo.device_count)
-                    page.header[S.H_STATE] = S.STATE_FAULTED
-                    page.segment.close()
-                except Exception:
-                    pass
+                self._mark_faulted(index)
+
+    def _mark_faulted(self, index: int) -> None:
+        """Tell hosts reading the device's control page that its process is gone."""
+        try:
+            page = S.ControlPage(segment.Segment(self.paths.control(index)), self.topo.device_count)
+            page.header[S.H_STATE] = S.STATE_FAULTED
+            page.segment.close()
+        except Exception:
+            pass   # the page is gone too: hosts find the device unreachable anyway
 
     # ------------------------------------------------------------------ requests
     def rpc_attach(self, client: Client, pid: int, command: str) -> dict:
@@ -307,12 +311,7 @@ class Supervisor:
         if proc.is_alive():
             return proc.pid
         proc.join(0)
-        try:
-            page = S.ControlPage(segment.Segment(self.paths.control(index)), self.topo.device_count)
-            page.header[S.H_STATE] = S.STATE_FAULTED
-            page.segment.close()
-        except Exception:
-            pass
+        self._mark_faulted(index)
         segment.unlink(self.paths.control(index))
         segment.unlink(self.paths.hbm(index))
         try:
