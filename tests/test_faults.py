@@ -194,6 +194,102 @@ def test_other_processes_of_a_killed_device_see_it_lost_until_they_reset(monkeyp
         round_trip(acl)
 
 
+def deleted_mappings(pid: int, name: str) -> list[str]:
+    """Segments of board ``name`` that process ``pid`` still maps after they were unlinked:
+    each keeps the memory of a dead device (or buffer) alive."""
+    prefix = "/dev/shm/" + BoardPaths(name).shm_prefix
+    with open(f"/proc/{pid}/maps") as f:
+        return sorted({line.split(None, 5)[5].strip() for line in f
+                       if len(line.split(None, 5)) == 6 and line.split(None, 5)[5].startswith(prefix)
+                       and line.rstrip().endswith("(deleted)")})
+
+
+def test_peer_copies_reach_a_restarted_device(monkeypatch):
+    """Device 1 mapped device 0's HBM and control page for P2P copies; device 0 is killed and
+    restarted with a fresh HBM segment: device 1 (and this process) drop the old mappings,
+    copies both ways land in the new HBM, and nothing maps the dead segments any more."""
+    nbytes = 256 * 1024
+    pattern = np.random.default_rng(7).integers(0, 256, nbytes, dtype=np.uint8)
+    with extra_board("flt-p2p", "pcie4", devices=3) as name, attached(monkeypatch, name) as acl:
+        segments = sorted(shm_entries(name))
+
+        def p2p_round(seed: int) -> None:
+            """0 -> 1 and 1 -> 0 copies run by device 1, then by device 0; all read back."""
+            data = np.roll(pattern, seed)
+            ok(acl, acl.rt.set_device(0))
+            if not acl.rt.device_peer_access_status(0, 1)[0]:
+                ok(acl, acl.rt.device_enable_peer_access(1, 0))
+            s0 = out(acl, acl.rt.create_stream())
+            a0, b0 = out(acl, acl.rt.malloc(nbytes, 0)), out(acl, acl.rt.malloc(nbytes, 0))
+            to_device(acl, a0, data)
+            ok(acl, acl.rt.set_device(1))
+            if not acl.rt.device_peer_access_status(1, 0)[0]:
+                ok(acl, acl.rt.device_enable_peer_access(0, 0))
+            s1 = out(acl, acl.rt.create_stream())
+            a1, b1 = out(acl, acl.rt.malloc(nbytes, 0)), out(acl, acl.rt.malloc(nbytes, 0))
+            ok(acl, acl.rt.memcpy_async(a1, nbytes, a0, nbytes, 3, s1))       # device 1 reads device 0
+            ok(acl, acl.rt.memcpy_async(b0, nbytes, a1, nbytes, 3, s1))       # device 1 writes device 0
+            ok(acl, acl.rt.synchronize_stream(s1))
+            assert from_device(acl, a1, nbytes).tobytes() == data.tobytes()
+            ok(acl, acl.rt.set_device(0))
+            assert from_device(acl, b0, nbytes).tobytes() == data.tobytes()
+            ok(acl, acl.rt.memset(a0, nbytes, 0, nbytes))
+            ok(acl, acl.rt.memcpy_async(a0, nbytes, a1, nbytes, 3, s0))       # device 0 reads device 1
+            ok(acl, acl.rt.memcpy_async(b1, nbytes, b0, nbytes, 3, s0))       # device 0 writes device 1
+            ok(acl, acl.rt.synchronize_stream(s0))
+            assert from_device(acl, a0, nbytes).tobytes() == data.tobytes()
+            ok(acl, acl.rt.set_device(1))
+            assert from_device(acl, b1, nbytes).tobytes() == data.tobytes()
+            for dev, ptrs, stream in ((0, (a0, b0), s0), (1, (a1, b1), s1)):
+                ok(acl, acl.rt.set_device(dev))
+                ok(acl, acl.rt.destroy_stream(stream))
+                for ptr in ptrs:
+                    ok(acl, acl.rt.free(ptr))
+
+        p2p_round(0)                                  # device 1 now maps device 0's segments
+        ok(acl, acl.rt.set_device(0))
+        survivor = device_pid(name, 1)
+        with Peer(name) as b:
+            # another process holds memory of device 0 (its HBM mapped here too) and does not
+            # reset the device after the kill
+            b.do("""
+                ok(acl.rt.set_device(0))
+                p, ret = acl.rt.malloc(4096, 0); ok(ret)
+                put(p, b'p' * 4096); assert get(p, 4096).tobytes() == b'p' * 4096
+                ok(acl.rt.set_device(1)); ok(acl.rt.device_enable_peer_access(0, 0))
+                q, ret = acl.rt.malloc(4096, 0); ok(ret)
+                s, ret = acl.rt.create_stream(); ok(ret)
+            """)
+            kill(device_pid(name, 0))
+            assert acl.rt.malloc(4096, 0)[1] == LOST
+            ok(acl, acl.rt.reset_device_force(0))
+            assert device_state(name, 0) == "ok"
+            # the survivor was told to unmap the dead device before the new one started
+            assert wait_until(lambda: deleted_mappings(survivor, name) == [], timeout=5), \
+                deleted_mappings(survivor, name)
+            p2p_round(1)
+            # the peer's stale pointer never reaches the restarted device's memory
+            assert b.ev("acl.rt.memcpy_async(q, 4096, p, 4096, 3, s)") == LOST
+            assert b.ev("acl.rt.memcpy_async(p, 4096, q, 4096, 3, s)") == LOST
+            b.do("ok(acl.rt.synchronize_stream(s))")
+            # it let go of the dead HBM when it saw the device die, of its control page
+            # when it resets the device
+            assert all("hbm" not in m for m in deleted_mappings(b.pid, name)), deleted_mappings(b.pid, name)
+            b.do("ok(acl.rt.reset_device(0)); ok(acl.rt.set_device(0)); ok(acl.rt.set_device(1))")
+            assert deleted_mappings(b.pid, name) == []
+        assert device_pid(name, 1) == survivor
+        # no process keeps the dead device's memory mapped; no segment is left behind
+        for pid in (survivor, device_pid(name, 0), os.getpid()):
+            assert deleted_mappings(pid, name) == [], (pid, deleted_mappings(pid, name))
+        assert wait_until(lambda: sorted(shm_entries(name)) == segments, timeout=5), shm_entries(name)
+        # a second kill and restart: the remapped mappings are dropped again
+        kill(device_pid(name, 0))
+        ok(acl, acl.rt.reset_device_force(0))
+        p2p_round(2)
+        assert deleted_mappings(survivor, name) == [] and deleted_mappings(os.getpid(), name) == []
+        assert sorted(shm_entries(name)) == segments
+
+
 # ============================================================================ host killed
 def test_host_killed_mid_stream_frees_everything(acl, board):
     """A peer with memory, pinned buffers, streams with queued work, events and an IPC export

@@ -133,6 +133,7 @@ class Device:
         self._callback_codes: dict[tuple[int, int], tuple[int, str]] = {}
         self._segments: dict[str, Segment] = {}
         self._peer_controls: dict[int, S.ControlPage] = {}
+        self._peer_hbm: dict[int, tuple[int, Segment]] = {}     # device -> (its boot ns, HBM)
         self._event_owner: dict[int, int] = {}
         self._notify_owner: dict[int, int] = {}
         self.trace = None        # mdev.board.trace.Recorder while a host traces its tasks
@@ -347,6 +348,12 @@ class Device:
         if seg is not None:
             seg.close()
 
+    def rpc_forget_peer(self, conn, req, device: int) -> None:
+        """The supervisor found ``device`` dead: unmap its segments now, not at next use."""
+        with self.lock:
+            self._peer_controls.pop(device, None)
+            self._peer_hbm.pop(device, None)
+
     def view(self, loc: tuple, nbytes: int, write: bool = False):
         """uint8 numpy view of ``nbytes`` at a location; TaskFault if it is not valid memory."""
         kind, key, offset = loc
@@ -356,19 +363,19 @@ class Device:
                 raise dma_fault(f"device {self.index}: {nbytes} bytes at offset {offset:#x} "
                                 f"are not inside a live allocation (freed while queued?)")
             return self.hbm.array[offset:offset + nbytes]
-        seg = self.segment(loc)
+        if kind == "d":   # a peer's HBM: its live pages are on its control page
+            page, seg = self.peer_hbm(key)
+        else:
+            page, seg = None, self.segment(key)
         if offset + nbytes > seg.size:
             raise dma_fault(f"{nbytes} bytes at {offset:#x} overrun {seg.name}")
-        if kind == "d":   # a peer's HBM: its live pages are on its control page
-            live = self.peer_control(key).page_live[offset // S.PAGE:-(-(offset + nbytes) // S.PAGE)]
-            if not live.all():
-                raise dma_fault(f"device {key}: {nbytes} bytes at offset {offset:#x} are not inside a live "
-                                f"allocation (freed while queued?)")
+        if page is not None and not page.page_live[offset // S.PAGE:-(-(offset + nbytes) // S.PAGE)].all():
+            raise dma_fault(f"device {key}: {nbytes} bytes at offset {offset:#x} are not inside a live "
+                            f"allocation (freed while queued?)")
         return seg.array[offset:offset + nbytes]
 
-    def segment(self, loc: tuple) -> Segment:
-        kind, key, _ = loc
-        name = self.paths.hbm(key) if kind == "d" else key
+    def segment(self, name: str) -> Segment:
+        """A host process's pinned segment, mapped on first use (until forget_segment)."""
         with self.lock:
             seg = self._segments.get(name)
             if seg is None:
@@ -378,14 +385,58 @@ class Device:
                     raise dma_fault(f"cannot map {name}: {exc}") from exc
         return seg
 
+    # A peer's segments are mapped once and kept.  A peer that died and was restarted has
+    # fresh segments under the same names; the supervisor marks the dead one's control page
+    # FAULTED before unlinking it, so a cached page reading FAULTED (or STOPPED) is re-opened,
+    # and a cached HBM mapping whose boot time differs from the page's is replaced: copies
+    # reach the new HBM.  A replaced mapping is dropped, not closed: a task of another worker
+    # may still hold it, and the dead segment's memory is freed with its last reference.
     def peer_control(self, device: int) -> S.ControlPage:
         if device == self.index:
             return self.control
         page = self._peer_controls.get(device)
-        if page is None:
-            page = S.ControlPage(Segment(self.paths.control(device)), self.topo.device_count)
+        if page is None or page.state in (S.STATE_FAULTED, S.STATE_STOPPED):
+            page = self._reopen_peer_control(device)
+        return page
+
+    def _reopen_peer_control(self, device: int) -> S.ControlPage:
+        """The peer's current control page; the stale one while no newer one exists."""
+        with self.lock:
+            stale = self._peer_controls.get(device)
+            try:
+                page = S.ControlPage(Segment(self.paths.control(device)), self.topo.device_count)
+            except Exception as exc:
+                if stale is None:
+                    raise dma_fault(f"cannot map the control page of device {device}: {exc}") from exc
+                return stale     # being restarted: callers read the dead page's state
+            if stale is not None and int(stale.header[S.H_BOOT_NS]) == int(page.header[S.H_BOOT_NS]):
+                return stale     # the same dead page: not restarted yet
             self._peer_controls[device] = page
         return page
+
+    def peer_hbm(self, device: int) -> tuple[S.ControlPage, Segment]:
+        """A peer's control page and its HBM mapping, both of the peer's current process."""
+        page = self.peer_control(device)
+        if page.state not in (S.STATE_STARTING, S.STATE_ALIVE):
+            raise dma_fault(f"device {device} is {S.STATE_NAMES.get(page.state, 'gone')}: its HBM is lost")
+        boot = int(page.header[S.H_BOOT_NS])
+        cached = self._peer_hbm.get(device)
+        if cached is not None and cached[0] == boot:
+            return page, cached[1]
+        with self.lock:
+            cached = self._peer_hbm.get(device)
+            if cached is not None and cached[0] == boot:
+                return page, cached[1]
+            try:
+                seg = Segment(self.paths.hbm(device))
+            except Exception as exc:
+                raise dma_fault(f"cannot map the HBM of device {device}: {exc}") from exc
+            if page.state == S.STATE_FAULTED:
+                # died while we mapped: the name may already be its successor's HBM
+                seg.close()
+                raise dma_fault(f"device {device} is faulted: its HBM is lost")
+            self._peer_hbm[device] = (boot, seg)
+        return page, seg
 
     def on_memory_written(self, loc: tuple) -> None:
         """Wake tasks waiting on memory values (value waits re-check on every write)."""

@@ -7,8 +7,9 @@
 
 Hosts talk to devices directly; the supervisor only hands out client ids and the board
 description, remembers each client's pinned segments (unlinked when the client dies),
-watches client liveness, and stops the board on request or, for a board started on
-demand, once it has been idle for a while.  On stop it removes every segment and socket
+watches client liveness, restarts a dead device on request (telling its peers to drop
+their mappings of the dead one's memory), and stops the board on request or, for a board
+started on demand, once it has been idle for a while.  On stop it removes every segment and socket
 of the board.
 """
 
@@ -64,6 +65,8 @@ class Supervisor:
         self.devices: list[multiprocessing.Process] = []
         self._next_client = 1
         self.ipc = IpcRegistry()
+        self._peers_told: set[int] = set()     # dead devices whose peers dropped their mappings
+        self._tellers: list[threading.Thread] = []
         self._running = True
         self._idle_since = time.monotonic()
         self.started = time.time()
@@ -186,14 +189,20 @@ class Supervisor:
             segment.unlink(name)
         if client.segments:
             # devices keep the pinned buffers they copied with mapped, and a mapping keeps
-            # the pages in RAM after the unlink: have them let go (off this loop's thread)
-            threading.Thread(target=self._forget_segments, args=(sorted(client.segments),),
-                             name="forget-segments", daemon=True).start()
+            # the pages in RAM after the unlink: have them let go
+            self._tell_devices("forget_segment", [(name,) for name in sorted(client.segments)])
         self.ipc.drop_client(client.id)
         if not self.clients:
             self._idle_since = time.monotonic()
 
-    def _forget_segments(self, names: list[str]) -> None:
+    def _tell_devices(self, op: str, calls: list[tuple]) -> None:
+        """Send every device the request ``op`` once per argument tuple of ``calls``, from a
+        thread of its own: a busy device must not hold up this loop."""
+        thread = threading.Thread(target=self._send_devices, args=(op, calls), name=f"tell-{op}", daemon=True)
+        thread.start()
+        self._tellers = [t for t in self._tellers if t.is_alive()] + [thread]
+
+    def _send_devices(self, op: str, calls: list[tuple]) -> None:
         for index in range(self.topo.device_count):
             try:
                 channel = protocol.connect(self.paths.device_socket(index), self.authkey,
@@ -201,9 +210,9 @@ class Supervisor:
             except Exception:
                 continue     # a device that is gone maps nothing
             try:
-                for req, name in enumerate(names, start=1):
-                    channel.send(("r", req, "forget_segment", (name,)))
-                for _ in names:
+                for req, args in enumerate(calls, start=1):
+                    channel.send(("r", req, op, args))
+                for _ in calls:
                     channel.recv(timeout=5.0)
             except Exception:
                 pass
@@ -241,13 +250,19 @@ class Supervisor:
                 self._mark_faulted(index)
 
     def _mark_faulted(self, index: int) -> None:
-        """Tell hosts reading the device's control page that its process is gone."""
+        """Tell hosts and devices reading the device's control page that its process is gone.
+
+        Peer devices drop their mappings of its segments (once per death): a mapping keeps
+        an unlinked segment's memory alive, and they re-open the successor's on next use."""
         try:
             page = S.ControlPage(segment.Segment(self.paths.control(index)), self.topo.device_count)
             page.header[S.H_STATE] = S.STATE_FAULTED
             page.segment.close()
         except Exception:
             pass   # the page is gone too: hosts find the device unreachable anyway
+        if index not in self._peers_told:
+            self._peers_told.add(index)
+            self._tell_devices("forget_peer", [(index,)])
 
     # ------------------------------------------------------------------ requests
     def rpc_attach(self, client: Client, pid: int, command: str) -> dict:
@@ -304,7 +319,8 @@ class Supervisor:
         """Fork a fresh process for device ``index`` if its process died; returns the pid of
         the device's (new or still running) process.  Everything of the dead process is gone:
         its HBM and control page are unlinked (hosts still mapping the old control page see
-        it FAULTED), and IPC keys of its memory, events and notifies are closed."""
+        it FAULTED; peer devices have dropped their mappings of both and map the new ones on
+        next use), and IPC keys of its memory, events and notifies are closed."""
         if not isinstance(index, int) or not 0 <= index < len(self.devices):
             raise AclError(E.ACL_ERROR_RT_INVALID_DEVICEID, f"device {index!r} does not exist")
         proc = self.devices[index]
@@ -319,9 +335,13 @@ class Supervisor:
         except FileNotFoundError:
             pass
         self.ipc.drop_device(index)
-        # the child must not keep the board's listener or the clients' sockets open
+        # the child must not keep the board's listener, the clients' sockets or a teller's
+        # connection open (a device would never see those close)
+        for thread in self._tellers:
+            thread.join(10.0)
         fds = [self.listener.fileno(), self.selector.fileno()] + [c.sock.fileno() for c in self.clients.values()]
         self.devices[index] = self._spawn_device(index, tuple(fds))
+        self._peers_told.discard(index)
         return self.devices[index].pid
 
     def rpc_stop(self, client: Client) -> None:

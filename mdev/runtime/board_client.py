@@ -79,24 +79,40 @@ class DeviceLink:
 
     def check_alive(self) -> None:
         if self.control.state != S.STATE_ALIVE:
+            self._drop_hbm()
             raise self.lost(S.STATE_NAMES.get(self.control.state, "unknown state"))
         if self._reader_done or self._gone:     # the device closed our sockets: it died
+            self._drop_hbm()
             raise self.lost("the device process is gone")
 
     def dead(self) -> bool:
         """The device process of this link is gone (killed, crashed, or its board stopped),
         even before the supervisor marked its control page FAULTED."""
         if self.control.state != S.STATE_ALIVE or self._reader_done or self._gone:
-            return True
-        try:
-            return psutil.Process(self.pid).status() == psutil.STATUS_ZOMBIE
-        except psutil.Error:
-            return True
+            gone = True
+        else:
+            try:
+                gone = psutil.Process(self.pid).status() == psutil.STATUS_ZOMBIE
+            except psutil.Error:
+                gone = True
+        if gone:
+            self._drop_hbm()
+        return gone
+
+    def _check_peers(self, args: tuple) -> None:
+        """A task naming another device's memory must not reach a restarted one: the old
+        offsets would land in the successor's allocations (the device re-maps its peers)."""
+        for arg in args:
+            if type(arg) is tuple and len(arg) == 3 and arg[0] == "d" and arg[1] != self.index:
+                peer = self.board._links.get(arg[1])
+                if peer is not None:
+                    peer.check_alive()
 
     def submit(self, stream, op: str, *args) -> int:
         """Queue a task on ``stream``; returns its sequence number."""
         if self._reader_done or self._gone:      # the device died (a send may still get through)
             raise self.lost("the device process is gone")
+        self._check_peers(args)
         sock = self._task_sock or self.ensure_main()
         with self.lock:
             seq = stream.seq + 1
@@ -128,6 +144,7 @@ class DeviceLink:
                 with self._received_cond:
                     self._reader_done = True
                     self._received_cond.notify_all()
+                self._drop_hbm()
                 return
             for message in messages:
                 handler = MESSAGE_HANDLERS.get(message[0])
@@ -177,6 +194,7 @@ class DeviceLink:
         except protocol.ChannelClosed as exc:
             self._local.channel = None
             self._gone = True       # the device closed a socket: only its death does that
+            self._drop_hbm()
             raise self.lost(exc) from exc
         _, _, code, value = message
         if code:
@@ -184,11 +202,27 @@ class DeviceLink:
         return value
 
     def hbm(self) -> Segment:
-        if self._hbm is None:
+        """The device's HBM, mapped on first use; never the HBM of a restarted successor."""
+        seg = self._hbm
+        if seg is None:
             with self.lock:
-                if self._hbm is None:
-                    self._hbm = Segment(self.board.paths.hbm(self.index))
-        return self._hbm
+                seg = self._hbm
+                if seg is None:
+                    self.check_alive()
+                    try:
+                        seg = Segment(self.board.paths.hbm(self.index))
+                    except Exception as exc:   # unlinked: the device is gone
+                        raise self.lost(exc) from exc
+                    if self.control.state != S.STATE_ALIVE:
+                        # it died while we mapped: the name may already be its successor's HBM
+                        raise self.lost("the device process is gone")
+                    self._hbm = seg
+        return seg
+
+    def _drop_hbm(self) -> None:
+        """The device died: let go of its HBM, whose memory lives as long as a mapping does.
+        Dropped, not closed: another thread may be copying through it right now."""
+        self._hbm = None
 
     def close(self) -> None:
         with self.lock:
