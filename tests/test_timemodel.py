@@ -1,5 +1,6 @@
 """Modelled time (mdev.runtime.timemodel.model) on hand-built task records, checked against
-hand-computed cases: concurrent transfers on a link channel share its bandwidth."""
+hand-computed cases: concurrent transfers on a link channel share its bandwidth, a value
+wait follows the write it saw."""
 
 from __future__ import annotations
 
@@ -102,6 +103,26 @@ def test_pipeline_over_four_devices():
     for dev in (1, 2):
         assert ends[(dev, "copy")][0] == pytest.approx(ends[(dev - 1, "copy")][1], abs=1e-6)
     assert max(e for _, e in modelled) == pytest.approx(sum(hops), abs=1e-3)
+
+
+def test_value_wait_starts_its_successor_after_the_write_it_saw():
+    topo = topology.resolve("pcie4")
+    meta = meta_of(topo)
+    h2d = copy(0, 0, ("p", None), ("d", 0), 64 * MiB, (0, 10**6), topo)
+    write = (0, 0, None, "value_write", 8, "D2D", (), 10**6, 10**6 + 10, 0, None)
+    # device 1 waits (wall) from the start; its memset follows the wait on the same stream
+    wait = (1, 3, None, "value_wait", 0, "", (), 500, 10**6 + 20, 0, ("v", 0, 0, 10**6))
+    memset = (1, 3, "dma", "memset", 4096, "D2D", (), 10**6 + 30, 10**6 + 40, 0, None)
+    records, modelled = model([h2d, write, wait, memset], meta)
+    at = {r[3]: m for r, m in zip(records, modelled)}
+    latency_ns = sum(meta["links"][l]["latency_us"] for l, _ in h2d[6]) * 1000
+    written = latency_ns + 64 * MiB / 31.5 + 8 / topo.devices[0].hbm_gbps
+    assert at["value_write"][1] == pytest.approx(written, abs=1e-3)
+    assert at["value_wait"] == pytest.approx((written, written), abs=1e-3)
+    assert at["memset"][0] == pytest.approx(written, abs=1e-3)
+    # a wait that saw no traced write (the host wrote the word) takes 0 and depends on nothing
+    records, modelled = model([h2d, wait[:10] + (None,), memset], meta)
+    assert [m for r, m in zip(records, modelled) if r[3] == "value_wait"] == [(0.0, 0.0)]
 
 
 CONCURRENT_H2D = """

@@ -174,6 +174,61 @@ def test_env_trace_notify_flow_written_at_exit(laptop_board, tmp_path):
     assert (flows["f"]["pid"], flows["f"]["tid"]) == (1, wait["tid"])
 
 
+VALUE_PROGRAM = """
+    import mdev.acl as acl
+    n = 8 << 20
+    assert acl.init() == 0
+    acl.rt.set_device(1)
+    s1, _ = acl.rt.create_stream()
+    flag, _ = acl.rt.malloc(64, 0)
+    out, _ = acl.rt.malloc(1 << 16, 0)
+    assert acl.rt.memset(flag, 64, 0, 64) == 0
+    e0, _ = acl.rt.create_event(); e1, _ = acl.rt.create_event()
+    acl.rt.set_device(0)
+    assert acl.rt.device_enable_peer_access(1, 0) == 0
+    s0, _ = acl.rt.create_stream()
+    d, _ = acl.rt.malloc(n, 0); h, _ = acl.rt.malloc_host(n)
+    acl.rt.set_device(1)        # the waiter first: it waits (wall) for the writer of device 0
+    assert acl.rt.record_event(e0, s1) == 0
+    assert acl.rt.value_wait(flag, 1, 0, s1) == 0
+    assert acl.rt.memset_async(out, 1 << 16, 5, 1 << 16, s1) == 0
+    assert acl.rt.record_event(e1, s1) == 0
+    acl.rt.set_device(0)
+    assert acl.rt.memcpy_async(d, n, h, n, 1, s0) == 0
+    assert acl.rt.value_write(flag, 1, 0, s0) == 0
+    acl.rt.set_device(1)
+    assert acl.rt.synchronize_stream(s1) == 0
+    ms, ret = acl.rt.event_elapsed_time(e0, e1)
+    assert ret == 0
+    print(repr(ms))
+    acl.finalize()
+"""
+
+
+def test_value_wait_follows_the_write_that_released_it(laptop_board, tmp_path, run_py):
+    """A value wait on device 1 released by a value_write of device 0 (after an 8 MiB H2D):
+    a "value" flow arrow from the write to the wait, and the wait's successor starts
+    (modelled) when the write ended, in the trace and on the live clocks (MDEV_MODEL_TIME)."""
+    path = tmp_path / "value.json"
+    proc = run_py(VALUE_PROGRAM, laptop_board, env={"MDEV_TRACE": str(path), "MDEV_MODEL_TIME": "1"})
+    data = json.loads(path.read_text())
+    (write,), (wait,) = _tasks(data, kind="value_write"), _tasks(data, kind="value_wait")
+    assert wait["args"]["flow"] == ["v", 0, write["args"]["stream"], write["args"]["wall_start_ns"] + data["mdev"]["t0_ns"]]
+    flows = {e["ph"]: e for e in data["traceEvents"] if e.get("cat") == "flow" and e["name"] == "value"}
+    assert (flows["s"]["pid"], flows["s"]["tid"]) == (0, write["tid"])
+    assert (flows["f"]["pid"], flows["f"]["tid"]) == (1, wait["tid"])
+    (h2d,) = _tasks(data, route="H2D")
+    links = data["mdev"]["links"]
+    copy_ns = sum(links[l]["latency_us"] for l in h2d["args"]["path"]) * 1000 + 8 * MiB / 31.5
+    (memset,) = [e for e in _tasks(data, kind="memset") if e["pid"] == 1]
+    written = write["args"]["modelled_end_ns"]
+    assert written >= copy_ns - 1 and memset["args"]["modelled_start_ns"] >= written
+    assert wait["args"]["modelled_end_ns"] == written
+    # the live clocks agree: the wait ended when the write did, and so did the events' span
+    assert wait["args"]["device_modelled_end_ns"] == pytest.approx(written, abs=2)
+    assert float(proc.stdout) == pytest.approx(written / 1e6, rel=1e-3)
+
+
 ELAPSED_PROGRAM = """
     import mdev.acl as acl
     acl.init(); acl.rt.set_device(0)

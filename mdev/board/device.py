@@ -732,6 +732,9 @@ class Device:
         """run_task's body while tracing: the same, timed and recorded (mdev.board.trace)."""
         code, message = 0, ""
         start = time.monotonic_ns()
+        trace = self.trace
+        if trace is not None:
+            trace.begin(stream, op, args, start)    # before it writes: value waits see who wrote
         try:
             fn(self, stream, *args)
         except TaskFault as fault:

@@ -16,6 +16,18 @@ read-mostly and answer queries from it:
     notify_taken[n]     sum of notify_rec at the last released wait (binary flag: set
                         while the records outnumber it)
     page_live[p]        1 while HBM page p (4 KiB) belongs to a live allocation
+
+While a host traces or models time (mdev.board.trace), the device also keeps, for every
+device of the board to read:
+
+    writes[r]           ring of the latest memory writes of its traced tasks (range, task,
+                        modelled end): a released value wait looks up the write it saw
+    transfers[r]        ring of its modelled link transfers (channels, bytes, modelled
+                        start / end, NaN while running): live bandwidth sharing
+    ended[r]            ring of (client, wall end, modelled end) of its placed tasks: host
+                        ordering across devices
+    notify_mt[n, d]     (client, record count, modelled end) of the latest record of notify n
+                        by device d (written by device d)
     header              device state, HBM use, object counts, boot time
 
 Aligned 8-byte stores are atomic on the platforms we run on, so readers never see torn
@@ -33,6 +45,17 @@ MAGIC = 0x6D646576  # "mdev"
 MAX_STREAMS = 2048
 MAX_EVENTS = 65536
 MAX_NOTIFIES = 8192
+
+# rings of modelled time / trace state (see the module docstring); a row is valid while its
+# seq field is non-zero: its writer zeroes seq, fills the row, then sets seq
+WRITES, TRANSFERS, ENDED = 1024, 256, 256
+W_SEQ, W_CLIENT, W_MEM, W_LO, W_HI, W_STREAM, W_START, W_VALUE, W_FLAGS, W_END = range(10)
+W_ANY = 0                     # W_MEM of a kernel's write: any memory (its writes are unknown)
+W_VALUE_KNOWN, W_KERNEL = 1, 2                         # W_FLAGS bits
+W_PENDING, W_NO_MODEL = 0, (1 << 64) - 1               # W_END besides modelled end + 1
+MAX_PATH = 8
+X_SEQ, X_CLIENT, X_BYTES, X_LATENCY, X_START, X_END, X_CHANNELS = range(7)    # X_CHANNELS: count, then codes
+X_FIELDS = X_CHANNELS + 1 + MAX_PATH
 
 # header fields (int64 each)
 H_MAGIC, H_DEVICE, H_PID, H_STATE, H_HBM_TOTAL, H_HBM_USED, H_STREAMS, H_EVENTS, \
@@ -56,6 +79,10 @@ def _layout(devices: int) -> list[tuple[str, tuple, type]]:
         # notify records: one cell per recording device, so writers never share a cell
         ("notify_rec", (MAX_NOTIFIES, devices), np.uint64),
         ("notify_taken", (MAX_NOTIFIES,), np.uint64),
+        ("writes", (WRITES, W_END + 1), np.uint64),
+        ("transfers", (TRANSFERS, X_FIELDS), np.float64),
+        ("ended", (ENDED, 3), np.float64),
+        ("notify_mt", (MAX_NOTIFIES, devices, 3), np.float64),
     ]
 
 

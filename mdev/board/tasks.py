@@ -177,6 +177,8 @@ def value_wait(device: "Device", stream: "DeviceStream", src: tuple, value: int,
     word = device.view(src, 8).view(np.uint64)
     test = _VALUE_TESTS[flag]
     device.wait_until(stream, lambda: test(int(word[0]), value), timeout_s, f"value at {src}")
+    if device.trace is not None:     # which write it saw: flow arrow, modelled time (mdev.board.trace)
+        device.trace.note_release(stream, src, lambda cur: test(cur, value))
 
 
 # ---------------------------------------------------------------------------- host callbacks

@@ -1,7 +1,8 @@
-"""Task records of a device process, for timeline traces (``MDEV_TRACE``).
+"""Task records of a device process, for timeline traces (``MDEV_TRACE``) and modelled time.
 
-    host: trace_start(client) --> device.trace = Recorder (clients being traced)
-    Device.run_task --> Recorder.record(stream, op, args, start_ns, end_ns, code)
+    host: trace_start(client) --> device.trace = Recorder (clients being traced / modelled)
+    Device.run_task --> Recorder.begin(stream, op, args, start_ns)    before the task runs
+                    --> Recorder.record(stream, op, args, start_ns, end_ns, code)   after
     host: trace_collect(client) --> that client's records (and tracing of it stops)
 
 Tracing is off unless a host asked for it: ``Device.trace`` is None and ``run_task`` pays
@@ -17,13 +18,25 @@ the route of the bytes as ((link id, forward), ...) from the board's topology:
 ``flow`` ties waits to the records that released them (flow arrows of the trace):
 ("e", device, slot, n) is the n-th record of an event slot, and a wait for that count
 carries the same key; ("n", device, slot, n) likewise for notifies (n = records so far).
-A kernel's ``flow`` is ("k", kernel name, blocks) instead.
+A value wait carries ("v", device, stream, start_ns): the record of the task that wrote
+the value it saw.  Before a task that writes device memory runs (copy, copy2d, memset,
+reduce, value_write; a kernel, whose writes are unknown, as "any memory"), ``begin`` stamps
+its range, record identity and -- once placed -- modelled end into the ``writes`` ring of
+this device's control page (mdev.board.status); a released value wait reads the rings of
+every device and takes the newest write covering its word whose value passes the wait's
+test (a kernel newer than that write if no write does).  A kernel's ``flow`` is
+("k", kernel name, blocks) instead.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import threading
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
 
 from mdev.board import status as S
 from mdev.board.tasks import OPS, request
@@ -34,6 +47,16 @@ if TYPE_CHECKING:
 FIELDS = ("device", "stream", "engine", "kind", "bytes", "route", "path", "start", "end", "code", "flow",
           "modelled_start", "modelled_end")        # the last two only while time is modelled
 MAX_RECORDS = 2_000_000            # per client: a runaway program cannot eat the device's RAM
+# bytes each memory-writing op writes at its destination (args[0])
+WRITTEN: dict[str, Callable[[tuple], int]] = {
+    "copy": lambda a: a[2], "copy2d": lambda a: a[1] * (a[5] - 1) + a[4], "memset": lambda a: a[2],
+    "reduce": lambda a: a[2], "value_write": lambda a: 8}
+# a released wait waits this long at most for the modelled end of the write / notify record
+# that released it (placed a moment after its effect; a notify record of an untraced
+# process never is)
+WRITER_WAIT_S, NOTIFY_WAIT_S = 2.0, 0.2
+# rows of this process's (= this device's) rings in its control page
+_write_rows, _transfer_rows, _ended_rows = itertools.count(1), itertools.count(1), itertools.count(1)
 
 
 class Recorder:
@@ -44,28 +67,139 @@ class Recorder:
         self.dropped: dict[int, int] = {}
         self._routes: dict = {}
         self._lock = threading.Lock()
+        # per running task (id of its stream): its row in the writes ring / the write that
+        # released its value wait, from begin / note_release to record
+        self._writing: dict[int, tuple[int, int]] = {}
+        self._released: dict[int, tuple] = {}
+
+    def _traced(self, client: int) -> bool:
+        return client in self.records or client in self.models
 
     # ------------------------------------------------------------------ recording
-    def record(self, stream, op: str, args: tuple, start_ns: int, end_ns: int, code: int) -> None:
-        records = self.records.get(stream.client)
-        model = self.models.get(stream.client)
-        if records is None and model is None:
-            return                              # this client is not traced
-        if records is not None and len(records) >= MAX_RECORDS:
-            self.dropped[stream.client] = self.dropped.get(stream.client, 0) + 1
+    def begin(self, stream, op: str, args: tuple, start_ns: int) -> None:
+        """Before a task runs: stamp the memory it writes, and (time modelled) enter its link
+        transfer in the ledger other devices share bandwidth by."""
+        if not self._traced(stream.client):
             return
         try:
-            engine, nbytes, route, path, flow = self._describe(op, args)
+            self._stamp_write(stream, op, args, start_ns)
+            model = self.models.get(stream.client)
+            if model is not None and op in model.timemodel.COPIES:
+                _, nbytes, _, path, _ = self._describe(op, args)
+                if path:
+                    model.begin(stream, start_ns, nbytes, path)
         except Exception:                        # a record must never fail a task
-            engine, nbytes, route, path, flow = getattr(OPS.get(op), "engine", None), 0, "", (), None
-        rec = (self.device.index, stream.stream_id, engine, op, nbytes, route, path, start_ns, end_ns, code, flow)
-        if model is not None:
+            pass
+
+    def _stamp_write(self, stream, op: str, args: tuple, start_ns: int) -> None:
+        if op == "kernel":
+            mem, lo, hi, value, flags = S.W_ANY, 0, 0, 0, S.W_KERNEL
+        elif op in WRITTEN and args[0][0] == "d":          # value words are device memory
+            mem, lo = args[0][1] + 1, args[0][2]
+            hi, value, flags = lo + WRITTEN[op](args), 0, 0
+            if op == "value_write":
+                value, flags = args[1], S.W_VALUE_KNOWN
+            elif op == "memset":
+                value, flags = (args[1] & 0xFF) * 0x0101010101010101, S.W_VALUE_KNOWN
+        else:
+            return
+        seq = next(_write_rows)
+        row = self.device.control.writes[seq % S.WRITES]
+        row[S.W_SEQ] = 0                         # readers skip the row while it is rewritten
+        row[S.W_CLIENT:] = (stream.client, mem, lo, hi, stream.stream_id, start_ns, value, flags, S.W_PENDING)
+        row[S.W_SEQ] = seq
+        self._writing[id(stream)] = (seq % S.WRITES, seq)
+
+    def note_release(self, stream, src: tuple, test: Callable[[int], bool]) -> None:
+        """A value wait on ``src`` was released: remember the write it saw (see the docstring)."""
+        if not self._traced(stream.client):
+            return
+        try:
+            found = self._releaser(stream.client, src, test)
+        except Exception:
+            found = None
+        if found is not None:
+            self._released[id(stream)] = found
+
+    def _releaser(self, client: int, src: tuple, test: Callable[[int], bool]) -> tuple | None:
+        mem, off = src[1] + 1, src[2]
+        newest: dict[bool, tuple] = {}           # is a kernel -> (start, device, row index, row)
+        for d in range(self.device.topo.device_count):
+            rows = self.device.peer_control(d).writes.copy()
+            live = (rows[:, S.W_SEQ] != 0) & (rows[:, S.W_CLIENT] == client)
+            exact = live & (rows[:, S.W_MEM] == mem) & (rows[:, S.W_LO] <= off) & (rows[:, S.W_HI] > off)
+            for kernel, mask in ((False, exact), (True, live & (rows[:, S.W_MEM] == S.W_ANY))):
+                idx = np.flatnonzero(mask)
+                if idx.size:
+                    i = int(idx[np.argmax(rows[idx, S.W_START])])
+                    if kernel not in newest or int(rows[i, S.W_START]) > newest[kernel][0]:
+                        newest[kernel] = (int(rows[i, S.W_START]), d, i, rows[i])
+        write, kernel = newest.get(False), newest.get(True)
+        if write is not None and (not int(write[3][S.W_FLAGS]) & S.W_VALUE_KNOWN or test(int(write[3][S.W_VALUE]))):
+            pick = write
+        elif kernel is not None and (write is None or kernel[0] > write[0]):
+            pick = kernel
+        else:
+            return None                          # written by the host, or before tracing began
+        start, d, i, row = pick
+        return ("v", d, int(row[S.W_STREAM]), start), d, i, int(row[S.W_SEQ]), bool(int(row[S.W_FLAGS]) & S.W_KERNEL)
+
+    def _writer_end(self, released: tuple) -> float | None:
+        """Modelled end of the write that released a value wait; its record may be a moment
+        behind (it is made after the task returns), so wait for it -- not for a kernel,
+        which may have written the word long before it returns."""
+        _, d, i, seq, kernel = released
+        row = self.device.peer_control(d).writes[i]
+        deadline = time.monotonic() + (0.0 if kernel else WRITER_WAIT_S)
+        while int(row[S.W_SEQ]) == seq:
+            end = int(row[S.W_END])
+            if end == S.W_NO_MODEL:
+                return None
+            if end != S.W_PENDING:
+                return end - 1.0
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(20e-6)
+        return None                              # the ring moved on
+
+    def _finish_write(self, wrote: tuple[int, int], end: float | None) -> None:
+        row = self.device.control.writes[wrote[0]]
+        if int(row[S.W_SEQ]) == wrote[1]:
+            row[S.W_END] = S.W_NO_MODEL if end is None else round(end) + 1
+
+    def record(self, stream, op: str, args: tuple, start_ns: int, end_ns: int, code: int) -> None:
+        wrote = self._writing.pop(id(stream), None)
+        released = self._released.pop(id(stream), None) if op == "value_wait" else None
+        records = self.records.get(stream.client)
+        model = self.models.get(stream.client)
+        placed = None
+        try:
+            if records is None and model is None:
+                return                              # this client is not traced
+            if records is not None and len(records) >= MAX_RECORDS:
+                self.dropped[stream.client] = self.dropped.get(stream.client, 0) + 1
+                return
             try:
-                rec += model.place(rec, args)
-            except Exception:
-                rec += (None, None)
-        if records is not None:
-            records.append(rec)
+                engine, nbytes, route, path, flow = self._describe(op, args)
+            except Exception:                        # a record must never fail a task
+                engine, nbytes, route, path, flow = getattr(OPS.get(op), "engine", None), 0, "", (), None
+            if released is not None:
+                flow = released[0]
+            rec = (self.device.index, stream.stream_id, engine, op, nbytes, route, path, start_ns, end_ns, code, flow)
+            if model is not None:
+                try:
+                    after = self._writer_end(released) if released is not None else model.released_at(rec)
+                    placed = model.place(stream, rec, args, after)
+                except Exception:
+                    placed = None
+                rec += placed or (None, None)
+            if records is not None:
+                records.append(rec)
+        finally:
+            if wrote is not None:
+                self._finish_write(wrote, placed[1] if placed else None)
+            if model is not None and placed is None:
+                model.drop(stream)
 
     def _describe(self, op: str, args: tuple):
         dev = self.device
@@ -130,7 +264,7 @@ class Recorder:
             if keep:
                 self.records.setdefault(client, [])
             if model_origin_ns is not None and client not in self.models:
-                self.models[client] = DeviceModel(self.device, model_origin_ns)
+                self.models[client] = DeviceModel(self.device, client, model_origin_ns)
 
     def collect(self, client: int, stop: bool) -> dict:
         with self._lock:
@@ -146,30 +280,46 @@ class Recorder:
 class DeviceModel:
     """Modelled clocks of one client's tasks on this device (``MDEV_MODEL_TIME=1``).
 
-    The rules are mdev.runtime.timemodel's, applied as tasks finish (so without its bandwidth
-    sharing): a task starts (modelled) when its stream's previous task ended, an engine slot
-    and its path's link channels are free (transfers on a channel one after another), and
-    -- on a stream that was idle, i.e. the host submitted it then -- after every task that
-    had ended (wall) before it started; an event wait not before the event's
-    record.  A record writes its modelled time into the event's timestamp, so
-    event_elapsed_time answers in modelled time.  Times: ns since ``origin`` (the host's
-    clock when it asked for modelling); event timestamps stay "ns since this device booted".
+    The rules are mdev.runtime.timemodel's, applied as tasks finish: a task starts (modelled)
+    when its stream's previous task ended and an engine slot is free, and -- on a stream
+    that was idle, i.e. the host submitted it then -- after every task of any device that
+    had ended (wall) before it started (the ``ended`` rings of all control pages); an event
+    wait not before the event's record, a notify wait not before the record that released
+    it (``notify_mt``), a value wait not before the write it saw (the ``writes`` rings).
+
+    Bandwidth sharing: a transfer enters the ``transfers`` ring of its device when it starts
+    (wall), at a provisional modelled start (its stream's and the host's time then).  When
+    it is placed, its end is the fluid model's (timemodel.share) over this client's
+    transfers of every device that are still running (wall; at their provisional start) or
+    that end (modelled) after it starts.  This is exact when the transfers that share a
+    link overlap in wall time -- equal copies submitted together, each placed seeing the
+    other -- and an approximation otherwise: a transfer placed earlier keeps its end even
+    if one placed later shares its link while it ran (modelled).
+
+    A record writes its modelled time into the event's timestamp, so event_elapsed_time
+    answers in modelled time.  Times: ns since ``origin`` (the host's clock when it asked
+    for modelling; the same on every device); event timestamps stay "ns since this device
+    booted".
     """
 
-    def __init__(self, device: "Device", origin_ns: int) -> None:
+    def __init__(self, device: "Device", client: int, origin_ns: int) -> None:
         from mdev.runtime import timemodel
         self.timemodel = timemodel
         self.device = device
+        self.client = client
         self.origin = origin_ns
         topo = device.topo
         self.meta = {"links": {l.id: {"gbps": l.effective_gbps, "latency_us": l.latency_us} for l in topo.links},
                      "device_bw": [(d.hbm_gbps, d.d2d_gbps) for d in topo.devices]}
+        # link channel (link id, forward) <-> the number the transfers ring stores
+        self.codes = {(l.id, fwd): 2 * i + fwd for i, l in enumerate(topo.links) for fwd in (False, True)}
+        self.capacity = {code: self.meta["links"][link]["gbps"] for (link, _), code in self.codes.items()}
         self.stream_t: dict[int, float] = {}
         self.wall_prev: dict[int, int] = {}
         self.engines: dict[str, list[float]] = {}
-        self.channels: dict[tuple, float] = {}
         self.known: list[tuple[int, float]] = []
         self.host_t = 0.0
+        self.transfers: dict[int, tuple[int, int]] = {}     # id(stream) -> its running transfer's row
         self.lock = threading.Lock()
 
     def base(self, index: int) -> int:
@@ -178,17 +328,75 @@ class DeviceModel:
         boot = dev.boot_ns if index == dev.index else int(dev.peer_control(index).header[S.H_BOOT_NS])
         return self.origin - boot
 
-    def place(self, rec: tuple, args: tuple) -> tuple[float, float]:
-        import heapq
+    def _earliest(self, key: int, start_ns: int) -> float:
+        """Modelled time a task of stream ``key`` that started (wall) at ``start_ns`` may start:
+        its stream's previous end, and if the stream was idle the host's time then."""
+        start = self.stream_t.get(key, 0.0)
+        while self.known and self.known[0][0] <= start_ns:
+            self.host_t = max(self.host_t, heapq.heappop(self.known)[1])
+        prev = self.wall_prev.get(key)
+        if prev is None or prev <= start_ns - self.timemodel.IDLE_GAP_NS:
+            start = max(start, self.host_t, self._ended_elsewhere(start_ns))
+        return start
+
+    def _ended_elsewhere(self, start_ns: int) -> float:
+        """Latest modelled end of this client's tasks of other devices that ended (wall) by ``start_ns``."""
+        latest = 0.0
+        for d in range(self.device.topo.device_count):
+            if d != self.device.index:
+                rows = self.device.peer_control(d).ended
+                mask = (rows[:, 0] == self.client) & (rows[:, 1] <= start_ns)
+                if mask.any():
+                    latest = max(latest, float(rows[mask, 2].max()))
+        return latest
+
+    def begin(self, stream, start_ns: int, nbytes: int, path: tuple) -> None:
+        """A transfer starts (wall): enter it, at its provisional modelled start, in the ledger."""
+        links = self.meta["links"]
+        with self.lock:
+            start = self._earliest(stream.stream_id, start_ns)
+        seq = next(_transfer_rows)
+        row = self.device.control.transfers[seq % S.TRANSFERS]
+        row[S.X_SEQ] = 0
+        codes = [self.codes[tuple(ch)] for ch in path][:S.MAX_PATH]
+        row[S.X_CLIENT:S.X_CHANNELS + 1 + len(codes)] = (
+            self.client, nbytes, sum(links[l]["latency_us"] for l, _ in path) * 1000.0, start, np.nan,
+            len(codes), *codes)
+        row[S.X_SEQ] = seq
+        self.transfers[id(stream)] = (seq % S.TRANSFERS, seq)
+
+    def drop(self, stream) -> None:
+        """The stream's task was not placed: its transfer leaves the ledger."""
+        transfer = self.transfers.pop(id(stream), None)
+        if transfer is not None:
+            row = self.device.control.transfers[transfer[0]]
+            if row[S.X_SEQ] == transfer[1]:
+                row[S.X_SEQ] = 0
+
+    def released_at(self, rec: tuple) -> float | None:
+        """Modelled time of the notify record that released a notify wait (``rec``); the
+        record's own placement may be a moment behind its effect, so wait for it briefly."""
+        if rec[3] != "wait_notify" or rec[10] is None:
+            return None
+        taken = rec[10][3]
+        cells = self.device.control.notify_mt[rec[10][2]]
+        deadline = time.monotonic() + NOTIFY_WAIT_S
+        while True:
+            mine = cells[(cells[:, 0] == self.client) & (cells[:, 1] >= taken)]
+            if len(mine):
+                return float(mine[np.argmin(mine[:, 1]), 2])
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(20e-6)
+
+    def place(self, stream, rec: tuple, args: tuple, after: float | None = None) -> tuple[float, float]:
+        """Modelled (start, end) of a finished task; ``after``: the time of the record or
+        write that released it (a notify or value wait)."""
         dev, tm = self.device, self.timemodel
         op, key, start_ns, end_ns = rec[3], rec[1], rec[7], rec[8]
+        transfer = self.transfers.pop(id(stream), None)
         with self.lock:
-            start = self.stream_t.get(key, 0.0)
-            while self.known and self.known[0][0] <= start_ns:
-                self.host_t = max(self.host_t, heapq.heappop(self.known)[1])
-            prev = self.wall_prev.get(key)
-            if prev is None or prev <= start_ns - tm.IDLE_GAP_NS:
-                start = max(start, self.host_t)
+            start = self._earliest(key, start_ns)
             self.wall_prev[key] = end_ns
             if op in ("wait_event", "wait_event_flag"):
                 ts = int(dev.control.event_ts[args[0]])
@@ -198,23 +406,58 @@ class DeviceModel:
                 ts = int(dev.peer_control(args[0]).event_ts[args[1]])
                 if ts:
                     start = max(start, ts - self.base(args[0]))
+            if after is not None:
+                start = max(start, after)
             slots, slot = None, 0
             if rec[2] is not None:
                 slots = self.engines.setdefault(rec[2], [0.0] * (tm.DMA_SLOTS if rec[2] == "dma" else 1))
                 slot = min(range(len(slots)), key=lambda i: slots[i])
                 start = max(start, slots[slot])
-            for ch in rec[6]:
-                start = max(start, self.channels.get(tuple(ch), 0.0))
-            end = start + tm._duration_ns(rec, self.meta)
+            end = self._shared_end(transfer, start) if transfer is not None else None
+            if end is None:
+                end = start + tm._duration_ns(rec, self.meta)
             if slots is not None:
                 slots[slot] = end
-            for ch in rec[6]:
-                self.channels[tuple(ch)] = end
             self.stream_t[key] = end
             heapq.heappush(self.known, (end_ns, end))
+        seq = next(_ended_rows)
+        row = dev.control.ended[seq % S.ENDED]
+        row[0] = 0
+        row[1:] = (end_ns, end)
+        row[0] = self.client
         if op == "record_event" and dev.events.get(args[0]) == args[1]:
             dev.control.event_ts[args[0]] = self.base(dev.index) + round(end)
+        elif op == "record_notify" and rec[10] is not None:
+            cell = dev.peer_control(args[0]).notify_mt[args[1], dev.index]
+            cell[0] = 0
+            cell[1:] = (rec[10][3], end)
+            cell[0] = self.client
         return start, end
+
+    def _shared_end(self, transfer: tuple[int, int], start: float) -> float | None:
+        """End of this device's running transfer (ledger row) starting at ``start``, sharing
+        link channels with the client's other transfers (see the class docstring)."""
+        index, seq = transfer
+        mine = self.device.control.transfers[index]
+        if mine[S.X_SEQ] != seq:
+            return None                          # the ring moved on (cannot happen in practice)
+        mine[S.X_START] = start
+        others, me = [], None
+        for d in range(self.device.topo.device_count):
+            rows = self.device.peer_control(d).transfers.copy()
+            mask = (rows[:, S.X_SEQ] != 0) & (rows[:, S.X_CLIENT] == self.client) & \
+                (np.isnan(rows[:, S.X_END]) | (rows[:, S.X_END] > start))
+            for r in rows[mask]:
+                if d == self.device.index and r[S.X_SEQ] == seq:
+                    me = len(others)
+                n = int(r[S.X_CHANNELS])
+                others.append((float(r[S.X_START]), float(r[S.X_LATENCY]), float(r[S.X_BYTES]),
+                               tuple(int(c) for c in r[S.X_CHANNELS + 1:S.X_CHANNELS + 1 + n])))
+        if me is None:
+            return None
+        end = self.timemodel.share(others, self.capacity)[me]
+        mine[S.X_END] = end
+        return end
 
 
 @request

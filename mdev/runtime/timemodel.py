@@ -30,9 +30,14 @@ it, and the copy moves at the smallest share along its path.  Rates change only 
 starts or stops moving bytes, so ``model`` is a short event loop over those moments.  Two
 equal copies sharing one channel both end at latency + 2 x bytes / bandwidth.
 
-Value waits are not modelled (0).  Event timestamps (``event_elapsed_time``) stay
-wall-clock, except under ``MDEV_MODEL_TIME=1`` (mdev.board.trace.DeviceModel: per-device
-clocks with these rules but no bandwidth sharing, transfers on a channel one after another).
+A value wait ends when the write it saw ends (its flow key names that record: a
+value_write, memset, copy or kernel of any device, see mdev.board.trace); a wait that saw
+no traced write (the host wrote the word) takes 0.
+
+Event timestamps (``event_elapsed_time``) stay wall-clock, except under
+``MDEV_MODEL_TIME=1``: mdev.board.trace.DeviceModel keeps per-device clocks with these
+rules while the program runs, sharing bandwidth through ``share`` (the same fluid rules,
+over the transfers known when a transfer is placed).
 """
 
 from __future__ import annotations
@@ -70,6 +75,43 @@ def _duration_ns(r: tuple, meta: dict) -> float:
     if kind in ("host_callback", "run_graph"):
         return float(r[8] - r[7])
     return 0.0
+
+
+def share(transfers: list[tuple[float, float, float, tuple]], capacity: dict) -> list[float]:
+    """Ends of transfers (start, latency ns, bytes, channels) that share their channels
+    (capacity: GB/s per channel) under ``model``'s fluid rules, none of them waiting for
+    another."""
+    end = [0.0] * len(transfers)
+    timers = [(s + latency, i) for i, (s, latency, _, _) in enumerate(transfers)]
+    heapq.heapify(timers)
+    active: dict[int, float] = {}
+    now = timers[0][0] if timers else 0.0
+    while timers or active:
+        users: dict = {}
+        for i in active:
+            for ch in transfers[i][3]:
+                users[ch] = users.get(ch, 0) + 1
+        rate = {i: min((capacity[ch] / users[ch] for ch in transfers[i][3] if capacity.get(ch)), default=0.0)
+                for i in active}
+        stalled = [i for i in active if rate[i] <= 0]      # no usable bandwidth: latency only
+        for i in stalled:
+            end[i] = now
+            del active[i]
+        t = min([now + left / rate[i] for i, left in active.items()] + ([timers[0][0]] if timers else []),
+                default=now)
+        dt, now = t - now, t
+        for i in sorted(active):
+            active[i] -= rate[i] * dt
+            if active[i] <= 1e-6 * rate[i]:     # within a femtosecond of done
+                del active[i]
+                end[i] = now
+        while timers and timers[0][0] <= now:
+            _, i = heapq.heappop(timers)
+            if transfers[i][2] > 0:
+                active[i] = float(transfers[i][2])
+            else:
+                end[i] = now
+    return end
 
 
 def _order(records: list, sources: dict[int, int]):

@@ -7,7 +7,7 @@ The file is the Chrome trace / Perfetto JSON format (opens in https://ui.perfett
 chrome://tracing): one process per device, one track per stream (``stream N``) and per
 engine slot (``dma 0``, ``dma 1``, ``aic 0``, ...), an "X" (complete) event per task with
 its bytes, route (H2D / D2H / D2D / P2P) and link path in ``args``, and flow arrows from an
-event or notify record to the wait it released.  The top-level ``mdev`` key holds what
+event or notify record, or from the write a value wait saw, to the wait it released.  The top-level ``mdev`` key holds what
 ``mdev trace summary`` needs: the board's links (bandwidth, latency) and its peer pairs.
 
 Records of several init / finalize cycles of one process accumulate; the file is rewritten
@@ -27,6 +27,7 @@ OWNER_ENV = "MDEV_TRACE_OWNER"
 WAITS = {"wait_event", "wait_remote_event", "wait_event_flag", "wait_notify", "value_wait", "host_callback"}
 SOURCES = {"record_event", "record_notify"}
 SINKS = {"wait_event", "wait_remote_event", "wait_event_flag", "wait_notify"}
+FLOW_NAMES = {"e": "event", "n": "notify", "v": "value"}
 
 _lock = threading.Lock()
 _records: list = []
@@ -233,13 +234,20 @@ MODELLED_PID = 1000
 
 
 def _sources(records: list) -> dict[int, int]:
-    """Index of each wait -> index of the record that released it (same key, latest before it ended)."""
+    """Index of each wait -> index of the record that released it (same key, latest before it
+    ended; for a value wait, the record its key names: device, stream, wall start)."""
+    by_task = {(r[0], r[1], r[7]): i for i, r in enumerate(records)}
     by_key: dict[tuple, list[int]] = {}
     for i, r in enumerate(records):
         if r[3] in SOURCES and r[10] is not None:
             by_key.setdefault(tuple(r[10]), []).append(i)
     out = {}
     for i, r in enumerate(records):
+        if r[3] == "value_wait" and r[10] is not None:
+            j = by_task.get(tuple(r[10][1:]))
+            if j is not None:
+                out[i] = j
+            continue
         if r[3] not in SINKS or r[10] is None:
             continue
         candidates = [j for j in by_key.get(tuple(r[10]), ()) if records[j][7] <= r[8]]
@@ -255,7 +263,7 @@ def _flows(records: list, sources: dict[int, int], us) -> list[dict]:
     for i, j in sorted(sources.items()):
         r, src = records[i], records[j]
         n += 1
-        name = "event" if r[10][0] == "e" else "notify"
+        name = FLOW_NAMES[r[10][0]]
         out.append({"ph": "s", "id": n, "name": name, "cat": "flow", "pid": src[0], "tid": src[1],
                     "ts": us((src[7] + src[8]) // 2)})
         out.append({"ph": "f", "bp": "e", "id": n, "name": name, "cat": "flow", "pid": r[0], "tid": r[1],
