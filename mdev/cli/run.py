@@ -1,6 +1,7 @@
 """``mdev run``: run an unmodified pyACL program against an emulated board.
 
-    mdev run [--board NAME] [--topology FILE|PRESET] [--devices K] [--hbm SIZE] [--trace FILE] [--model-time] prog.py [args...]
+    mdev run [--board NAME] [--topology FILE|PRESET] [--devices K] [--hbm SIZE] [--trace FILE] [--model-time]
+             [--sanitize [CHECKS]] [--error-exitcode N] prog.py [args...]
     mdev run [...] -m package.module [args...]
     mdev shim-path                      the directory that makes ``import acl`` mean mdev.acl
     mdev install-shim [--site DIR]      opt in for good: a .pth file in this environment
@@ -8,7 +9,8 @@
 The program runs in a child interpreter (``sys.executable``) whose ``PYTHONPATH`` starts with
 the shim directory, so its ``import acl`` yields :mod:`mdev.acl`.  Nothing is installed: outside
 ``mdev run`` a real pyACL (or none) is what ``import acl`` finds.  The exit status is the
-program's (128 + N when a signal N ends it).
+program's (128 + N when a signal N ends it); with ``--sanitize``, a program that exits 0 but
+drew sanitizer reports exits with ``--error-exitcode`` (1 unless given).
 
 Board choice: ``--board`` (else ``$MDEV_BOARD``, else ``default``).  With ``--topology``,
 ``--devices`` or ``--hbm`` and no ``--board``, the board is named after that topology
@@ -45,6 +47,11 @@ def add_parser(sub) -> None:
                    "(Chrome trace / Perfetto JSON; sets MDEV_TRACE)")
     p.add_argument("--model-time", action="store_true", help="modelled time: task durations from the "
                    "topology's links, event timestamps in modelled time (sets MDEV_MODEL_TIME=1)")
+    p.add_argument("--sanitize", nargs="?", const="all", metavar="CHECKS",
+                   help="check the program: memcheck,racecheck,initcheck,synccheck (default: all; "
+                        "sets MDEV_SANITIZE)")
+    p.add_argument("--error-exitcode", type=int, default=1, metavar="N",
+                   help="with --sanitize: exit status when the program exits 0 but drew reports (default 1)")
     p.add_argument("-m", dest="module", help="run a module (like python -m) instead of a file")
     p.add_argument("prog", nargs="?", help="the program (a .py file)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the program")
@@ -142,6 +149,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"mdev run: {args.prog}: no such file", file=sys.stderr)
             return 2
         argv = [args.prog] + args.args
+    if args.sanitize:
+        from mdev import sanitizer
+        try:
+            sanitizer.checks_of(args.sanitize)
+        except ValueError as exc:
+            print(f"mdev run: --sanitize: {exc}", file=sys.stderr)
+            return 2
     try:
         board, channel = _prepare_board(args)
     except Exception as exc:   # bad topology, a board that cannot start: say so, no traceback
@@ -154,6 +168,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             env.pop("MDEV_TRACE_OWNER", None)       # the program is the trace's owner
         if getattr(args, "model_time", False):
             env["MDEV_MODEL_TIME"] = "1"
+        log = _sanitize(args, env)
         proc = subprocess.Popen([sys.executable, *argv], env=env)
         while True:
             try:
@@ -164,7 +179,31 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         if channel is not None:
             channel.close()
-    return 128 - code if code < 0 else code
+    code = 128 - code if code < 0 else code
+    if log is not None and code == 0 and _sanitizer_errors(log):
+        code = args.error_exitcode
+    return code
+
+
+def _sanitize(args, env: dict) -> str | None:
+    """Set MDEV_SANITIZE for the child; returns the report log the error count is read from."""
+    if not getattr(args, "sanitize", None):
+        return None
+    env["MDEV_SANITIZE"] = args.sanitize
+    if not env.get("MDEV_SANITIZE_LOG"):
+        import tempfile
+        fd, env["MDEV_SANITIZE_LOG"] = tempfile.mkstemp(prefix="mdev-sanitize-", suffix=".log")
+        os.close(fd)
+    return env["MDEV_SANITIZE_LOG"]
+
+
+def _sanitizer_errors(log: str) -> int:
+    """Errors in the summaries every sanitized process of the run wrote at exit."""
+    try:
+        text = Path(log).read_text()
+    except OSError:
+        return 0
+    return sum(int(n) for n in re.findall(r"ERROR SUMMARY: (\d+)", text))
 
 
 # ----------------------------------------------------------------------------- shim helpers

@@ -67,7 +67,7 @@ class Launch:
     """State shared by the blocks of one kernel launch on a device."""
 
     def __init__(self, device: "Device", stream: "DeviceStream", num_blocks: int, pinned: tuple,
-                 client: int, name: str, deadline: float | None) -> None:
+                 client: int, name: str, deadline: float | None, watch: bool = False) -> None:
         self.device = device
         self.stream = stream
         self.num_blocks = num_blocks
@@ -76,15 +76,28 @@ class Launch:
         self.client = client
         self.name = name
         self.deadline = deadline
+        # MDEV_SANITIZE: (location, view, snapshot) of every gm view, and the first bad access
+        self.accesses: list | None = [] if watch else None
+        self.fault: tuple | None = None
 
     def memory(self, ptr: int, dtype: np.dtype, count) -> np.ndarray:
         shape = (count,) if isinstance(count, (int, np.integer)) else tuple(count) if count else None
         nbytes = dtype.itemsize * int(np.prod(shape)) if shape else 0
-        raw = self._raw(ptr, nbytes, shape is None)
+        try:
+            location, raw = self._raw(ptr, nbytes, shape is None)
+        except KernelFault:
+            if self.accesses is not None and self.fault is None:
+                self.fault = (ptr, nbytes, f"a {nbytes}-byte access of kernel {self.name}")
+            raise
+        if self.accesses is not None:
+            from mdev.board import sanitize
+            view, root = sanitize.tracked(raw)
+            self.accesses.append((location, raw, raw.copy(), root))
+            raw = view
         view = raw[:len(raw) // dtype.itemsize * dtype.itemsize].view(dtype)
         return view.reshape(shape) if shape else view
 
-    def _raw(self, ptr: int, nbytes: int, whole: bool) -> np.ndarray:
+    def _raw(self, ptr: int, nbytes: int, whole: bool) -> tuple[tuple, np.ndarray]:
         split = address.split(ptr)
         if split is not None:
             device, offset = split
@@ -99,8 +112,8 @@ class Launch:
                     raise KernelFault(f"kernel {self.name}: {nbytes} bytes at {ptr:#x} overrun the "
                                       f"{block.size}-byte allocation at offset {block.offset:#x} "
                                       f"by {offset + nbytes - end} bytes")
-                return self.device.hbm.array[offset:offset + nbytes]
-            return self.device.view(("d", device, offset), nbytes, write=True)
+                return ("d", device, offset), self.device.hbm.array[offset:offset + nbytes]
+            return ("d", device, offset), self.device.view(("d", device, offset), nbytes, write=True)
         for base, size, target in self.pinned:
             if base <= ptr < base + size:
                 if whole:
@@ -109,10 +122,12 @@ class Launch:
                     what = "a pinned buffer" if isinstance(target, str) else "its VMM mapping"
                     raise KernelFault(f"kernel {self.name}: {nbytes} bytes at {ptr:#x} overrun {what}")
                 if isinstance(target, str):         # a pinned buffer: its segment
-                    return self.device.view(("p", target, ptr - base), nbytes, write=True)
-                kind, key, offset = target          # a VMM mapping: the device memory behind it
+                    location = ("p", target, ptr - base)
+                else:                               # a VMM mapping: the device memory behind it
+                    kind, key, offset = target
+                    location = (kind, key, offset + ptr - base)
                 try:
-                    return self.device.view((kind, key, offset + ptr - base), nbytes, write=True)
+                    return location, self.device.view(location, nbytes, write=True)
                 except TaskFault as fault:
                     raise KernelFault(f"kernel {self.name}: VMM address {ptr:#x}: {fault.message}") from None
         raise KernelFault(f"kernel {self.name}: {ptr:#x} is neither device memory, pinned host memory nor "

@@ -19,6 +19,7 @@ import traceback
 from typing import TYPE_CHECKING
 
 from mdev.acl import errors as E
+from mdev.board import sanitize
 from mdev.board.tasks import TaskFault, op
 from mdev.kernel import params
 from mdev.kernel.context import BlockContext, KernelFault, Launch
@@ -68,12 +69,14 @@ def kernel(device: "Device", stream: "DeviceStream", fid: int, num_blocks: int, 
         raise TaskFault(E.ACL_ERROR_RT_KERNEL_LOOKUP, f"kernel {fid} is not loaded on device {device.index}")
     scratch: list[int] = []
     deadline = time.monotonic() + timeout_s if timeout_s else None
+    launch = None
     try:
         try:
             values = _arguments(device, kernel, args_kind, args, placeholders, scratch)
         except ValueError as exc:
             raise KernelFault(f"kernel {kernel.name}: {exc}") from None
-        launch = Launch(device, stream, num_blocks, pinned, stream.client, kernel.name, deadline)
+        launch = Launch(device, stream, num_blocks, pinned, stream.client, kernel.name, deadline,
+                        watch=sanitize.watching(device, stream.client))
         engine = device.engines[kernel.engine]
         width = max(1, min(num_blocks, limit, engine.slots))
         if kernel.vectorized:
@@ -83,6 +86,8 @@ def kernel(device: "Device", stream: "DeviceStream", fid: int, num_blocks: int, 
                 blocks = list(range(start, min(num_blocks, start + width)))
                 _wave(device, engine, stream, kernel, launch, values, blocks, len(blocks))
     finally:
+        if launch is not None and launch.accesses is not None:
+            sanitize.report(device, stream, launch)
         with device.lock:
             for offset in scratch:
                 device.allocator.release(offset)

@@ -11,6 +11,7 @@ import os
 
 from mdev.acl import constants as C
 from mdev.acl import errors as E
+from mdev import sanitizer
 from mdev.acl.errors import AclError
 from mdev.board import status as S
 from mdev.runtime import streams
@@ -73,6 +74,8 @@ def release_device_memory(device: int) -> None:
         return
     from mdev.runtime import ipc, memops
     link = rt.link(device)
+    if sanitizer.active is not None:
+        sanitizer.active.teardown(rt.memory.of_device(device), f"reset_device({device})")
     for alloc in rt.memory.of_device(device):
         if alloc.ipc_key is not None:      # imported from another process: detach, not free
             try:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from mdev.acl import constants as C
 from mdev.acl import errors as E
 from mdev.acl.errors import AclError
+from mdev import sanitizer
 from mdev.graph import recorder as _graph
 from mdev.runtime import streams
 from mdev.runtime.core import RUNTIME as rt
@@ -86,7 +87,10 @@ def is_complete(event: Event) -> bool:
     target = issued(event)
     if target == 0:
         return True    # never recorded: complete, and waits on it are no-ops
-    return int(rt.link(event.device).control.event_done[event.slot]) >= target
+    done = int(rt.link(event.device).control.event_done[event.slot]) >= target
+    if done and sanitizer.active is not None:
+        sanitizer.active.event_complete(event.device, event.slot, event.uid)
+    return done
 
 
 # ---------------------------------------------------------------------------- API

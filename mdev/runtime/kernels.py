@@ -22,6 +22,7 @@ import cloudpickle
 from mdev.acl import constants as C
 from mdev.acl import errors as E
 from mdev.acl._binding import record_error
+from mdev import sanitizer
 from mdev.acl.errors import AclError
 from mdev.kernel import params
 from mdev.runtime import limits, streams, vmm
@@ -77,6 +78,15 @@ def _print(link, message: tuple) -> None:
 MESSAGE_HANDLERS["print"] = _print
 
 
+def _sanitize(link, message: tuple) -> None:
+    """What a kernel touched (MDEV_SANITIZE): the sanitizer checks it."""
+    if sanitizer.active is not None:
+        sanitizer.active.kernel_report(link.index, message[1])
+
+
+MESSAGE_HANDLERS["sanitize"] = _sanitize
+
+
 # ---------------------------------------------------------------------------- launching
 def _timeout(cfg) -> float:
     """Seconds of the TIMEOUT / TIMEOUT_US launch attributes (0 = none); they exclude each other."""
@@ -117,6 +127,8 @@ def _submit(stream, fid: int, num_blocks, args_kind: str, args, placeholders: li
     if num_blocks <= 0 or num_blocks > 0xFFFFFFFF:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"numBlocks must be 1..UINT32_MAX, got {num_blocks}")
     limit = limits.stream_limit(stream, res_type)
+    if sanitizer.active is not None and stream.recorder is None:
+        sanitizer.active.watch_kernels(stream.device)
     # host-side address maps the kernel resolves pointers with: pinned buffers, VMM mappings
     streams.submit(stream, "kernel", fid, num_blocks, args_kind, args, placeholders, limit,
                    rt.memory.pinned_map() + vmm.kernel_map(), timeout_s)

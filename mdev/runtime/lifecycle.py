@@ -10,6 +10,7 @@ import json
 import re
 
 from mdev.acl import errors as E
+from mdev import sanitizer
 from mdev.acl.errors import AclError
 from mdev.runtime.core import RUNTIME as rt
 
@@ -112,6 +113,7 @@ def init(config_path: str | None = None) -> None:
         rt.config, rt.config_text, rt.default_device = config, text, default_device
         rt.init_count = 1
         rt.finalized = False
+    sanitizer.from_env()
 
 
 def finalize() -> None:
@@ -148,6 +150,8 @@ def _release_all() -> None:
     for stream in rt.streams.values():
         stream.destroyed = True
     links = list(rt.board._links.values()) if rt.board is not None else []
+    if sanitizer.active is not None:
+        sanitizer.active.teardown(list(rt.memory._by_start.values()), "finalize")
     for alloc in list(rt.memory._by_start.values()):
         rt.memory.remove(alloc.ptr)
         if alloc.segment is not None:

@@ -12,6 +12,7 @@ import numpy as np
 from mdev.acl import constants as C
 from mdev.acl import errors as E
 from mdev.acl.errors import AclError
+from mdev import sanitizer
 from mdev.graph import recorder as _graph
 from mdev.memory import address
 from mdev.runtime import streams
@@ -67,6 +68,8 @@ def free(dev_ptr: int) -> None:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, "devPtr is NULL")
     alloc = rt.memory.get(as_int(dev_ptr, "devPtr"))
     if alloc is None or alloc.kind != DEVICE:
+        if sanitizer.active is not None:
+            sanitizer.active.bad_free(as_int(dev_ptr, "devPtr"))
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID,
                        f"{dev_ptr:#x} is not the start of a live device allocation (double free?)")
     if alloc.ipc_key is not None:
@@ -97,6 +100,8 @@ def free_host(host_ptr: int) -> None:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, "hostPtr is NULL")
     alloc = rt.memory.get(as_int(host_ptr, "hostPtr"))
     if alloc is None or alloc.kind != PINNED:
+        if sanitizer.active is not None:
+            sanitizer.active.bad_free(as_int(host_ptr, "hostPtr"))
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID,
                        f"{host_ptr:#x} is not the start of a live malloc_host buffer (double free?)")
     rt.memory.remove(alloc.ptr)
@@ -141,6 +146,8 @@ def check_reach(executing: int, *operands: Operand) -> None:
 
 
 def _copy_here(d: Operand, s: Operand) -> None:
+    if sanitizer.active is not None:
+        sanitizer.active.host_access(reads=[s], writes=[d])
     for dp, sp in pairs(d, s):          # VMM ranges across several mappings: piece by piece
         np.copyto(rt.memory.view(dp), rt.memory.view(sp))
 
@@ -222,6 +229,8 @@ def _copy2d_here(d: Operand, dpitch: int, s: Operand, spitch: int, width: int, h
         for dp, sp in _rows_apart(d, dpitch, s, spitch, width, height):
             _copy_here(dp, sp)
         return
+    if sanitizer.active is not None:
+        sanitizer.active.host_access(reads=[s], writes=[d])     # the rows' bounding ranges
     rows = np.lib.stride_tricks.as_strided
     np.copyto(rows(rt.memory.view(d), (height, width), (dpitch, 1)),
               rows(rt.memory.view(s), (height, width), (spitch, 1)))
@@ -277,6 +286,8 @@ def memset(dev_ptr: int, max_count: int, value: int, count: int) -> None:
     check_reach(rt.current_context().device, op)
     if rt.captures:
         _graph.check_unsafe("memset")
+    if sanitizer.active is not None:
+        sanitizer.active.host_access(writes=[op], fill=value & 0xFF)
     for part in op.parts():
         rt.memory.view(part).fill(value & 0xFF)
 

@@ -28,6 +28,7 @@ import numpy as np
 
 from mdev.acl import errors as E
 from mdev.acl.errors import AclError
+from mdev import sanitizer
 from mdev.memory import address
 from mdev.memory.segment import Segment
 
@@ -165,6 +166,8 @@ class MemoryTable:
             self._by_start[alloc.ptr] = alloc
             if alloc.kind == PINNED:
                 self._pinned_map = None
+        if sanitizer.active is not None:
+            sanitizer.active.allocated(alloc)
 
     def remove(self, ptr: int) -> Allocation | None:
         with self.lock:
@@ -173,7 +176,9 @@ class MemoryTable:
                 del self._starts[bisect.bisect_left(self._starts, ptr)]
                 if alloc.kind == PINNED:
                     self._pinned_map = None
-            return alloc
+        if alloc is not None and sanitizer.active is not None:
+            sanitizer.active.freed(alloc)
+        return alloc
 
     def pinned_map(self) -> tuple:
         """(host address, size, segment) of every pinned buffer: kernels reach them by address."""
@@ -211,6 +216,9 @@ class MemoryTable:
             from mdev.runtime import vmm
             return vmm.operand(ptr, nbytes, what)
         alloc = self.containing(ptr)
+        if sanitizer.active is not None and (alloc is None and address.split(ptr) is not None or
+                                             alloc is not None and ptr + nbytes > alloc.end):
+            sanitizer.active.bad_pointer(ptr, nbytes, what)
         if address.split(ptr) is not None:
             if alloc is None:
                 raise AclError(E.ACL_ERROR_RT_PARAM_INVALID,

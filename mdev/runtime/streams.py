@@ -13,6 +13,7 @@ import time
 from mdev.acl import constants as C
 from mdev.acl import errors as E
 from mdev.acl.errors import AclError
+from mdev import sanitizer
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import STREAM_HANDLES, Context, Stream
 from mdev.graph import recorder as _graph
@@ -45,6 +46,8 @@ def submit(stream: Stream, op: str, *args) -> int:
         code = int(link.control.stream_err[stream.slot])
         if code:
             raise AclError(code, f"the context of stream {stream.handle:#x} stopped after a task failed")
+    if sanitizer.active is not None:
+        return sanitizer.active.submit(stream, op, args, link.submit)
     return link.submit(stream, op, *args)
 
 
@@ -80,6 +83,13 @@ def is_done(stream: Stream, seq: int) -> bool:
 
 
 def wait_targets(targets: list[tuple[Stream, int]], timeout: int = -1, consume: bool = True) -> None:
+    if sanitizer.active is not None:
+        with sanitizer.active.syncing(targets):
+            return _wait_targets(targets, timeout, consume)
+    _wait_targets(targets, timeout, consume)
+
+
+def _wait_targets(targets: list[tuple[Stream, int]], timeout: int, consume: bool) -> None:
     by_device: dict[int, list[tuple[Stream, int]]] = {}
     for stream, seq in targets:
         if not stream.flags & NON_EXECUTING and not stream.destroyed:
@@ -177,7 +187,11 @@ def stream_query(stream) -> int:
     s = rt.stream(stream)
     if rt.captures:
         _graph.check_sync([s])
-    return C.ACL_STREAM_STATUS_COMPLETE if is_idle(s) else C.ACL_STREAM_STATUS_NOT_READY
+    if not is_idle(s):
+        return C.ACL_STREAM_STATUS_NOT_READY
+    if sanitizer.active is not None:
+        sanitizer.active.synced([(s, s.seq)])      # a stream found idle orders the host after it
+    return C.ACL_STREAM_STATUS_COMPLETE
 
 
 def stream_get_id(stream) -> int:

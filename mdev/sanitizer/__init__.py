@@ -1,0 +1,63 @@
+"""mdev's sanitizer: memcheck, racecheck, initcheck and synccheck over the CANN runtime API.
+
+    MDEV_SANITIZE=memcheck,racecheck,initcheck,synccheck python prog.py   (or "all")
+    mdev run --sanitize all prog.py
+
+or, inside a program or test, ``mdev.sanitizer.enable("racecheck")`` before the work and
+``mdev.sanitizer.disable()`` (which returns the reports) after it.  Reports go to stderr
+as they are found (and to ``MDEV_SANITIZE_LOG`` if set); an error summary is printed when
+the process exits.  See ``session`` for how the runtime feeds it, ``order`` for the
+happens-before model the race and sync checks stand on.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+
+from mdev.sanitizer.report import Report
+
+CHECKS = ("memcheck", "racecheck", "initcheck", "synccheck")
+active = None        # the process's Sanitizer while one runs; the runtime's hooks test this
+
+
+def checks_of(spec: str) -> set[str]:
+    """The checks a MDEV_SANITIZE value names; ValueError for an unknown one."""
+    names = {n.strip().lower() for n in spec.replace("+", ",").split(",") if n.strip()}
+    if "all" in names or "1" in names:
+        return set(CHECKS)
+    unknown = names - set(CHECKS)
+    if unknown:
+        raise ValueError(f"unknown sanitizer check(s) {sorted(unknown)}; choose from {', '.join(CHECKS)} or all")
+    return names
+
+
+def enable(checks: str = "all"):
+    """Start checking this process's API calls; returns the Sanitizer."""
+    global active
+    from mdev.sanitizer.session import Sanitizer
+    if active is None:
+        active = Sanitizer(checks_of(checks))
+    return active
+
+
+def disable() -> list[Report]:
+    """Stop checking; returns every report made."""
+    global active
+    san, active = active, None
+    if san is None:
+        return []
+    san.stop()
+    return san.reports.items
+
+
+def reports() -> list[Report]:
+    return active.reports.items if active is not None else []
+
+
+def from_env() -> None:
+    """acl.init: MDEV_SANITIZE turns the sanitizer on for the life of the process."""
+    spec = os.environ.get("MDEV_SANITIZE", "")
+    if active is None and spec not in ("", "0"):
+        san = enable(spec)
+        atexit.register(san.reports.finish)

@@ -1,0 +1,353 @@
+"""One process's sanitizer: the runtime's hooks in, the checkers' reports out.
+
+    streams.submit ----------> submit --> order.Model (runs tasks in happens-before order)
+    memops (sync copies) ----> host_access          |  each task / host access, as it runs:
+    memory (alloc, free) ----> allocated / freed     v
+    wait_targets, queries ---> syncing / synced   _touch --> racecheck, initcheck (per Region)
+    device (kernel task) ----> kernel_report --queue--> (drained under the lock)
+    bad pointers, frees -----> memcheck reports
+    finalize / reset_device -> teardown: leaks, waits that never ended
+
+Everything runs under one lock, in the calling thread; submission holds it across the
+send so that the model sees a stream's tasks in their real order.  The device-reader
+thread only queues kernel reports (it must never wait for a user thread).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import sys
+import threading
+
+import mdev
+from mdev.memory import address
+from mdev.runtime.core import RUNTIME as rt
+from mdev.runtime.memory import DEVICE, PINNED
+from mdev.sanitizer import initcheck, racecheck
+from mdev.sanitizer.order import HOST, Model, Task
+from mdev.sanitizer.regions import Regions
+from mdev.sanitizer.report import Reports
+
+_MDEV = os.path.dirname(mdev.__file__) + os.sep
+_BINDING = os.path.join(_MDEV, "acl", "_binding.py")
+
+
+def caller() -> tuple[str, str, int | None]:
+    """(API function, user program site, stream argument) of the API call in progress."""
+    f = sys._getframe(2)
+    api, stream, inner = "", None, None
+    while f is not None and f.f_code.co_filename.startswith(_MDEV):
+        if f.f_code.co_name == "api" and f.f_code.co_filename == _BINDING:
+            api = f.f_locals["fn"].__name__
+            if inner is not None:
+                stream = inner.f_locals.get("stream")
+        inner, f = f, f.f_back
+    site = f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "?"
+    return api, site, stream if isinstance(stream, int) else None
+
+
+class Sanitizer:
+    def __init__(self, checks) -> None:
+        self.checks = frozenset(checks)
+        self.reports = Reports()
+        self.lock = threading.RLock()
+        self.grace_s = float(os.environ.get("MDEV_SANITIZE_GRACE", "1.0"))
+        self._kernel_reports: collections.deque = collections.deque()
+        self._watched: set[int] = set()
+        self._reset()
+
+    def _reset(self) -> None:
+        self.model = Model(self._read_word, self._external_notify, self._run)
+        self.regions = Regions(rt)
+        self._kernels: dict[tuple, Task] = {}      # (device, slot, seq) -> launch awaiting its report
+        self._unreported: set[Task] = set()        # launches run in the model, report not in yet
+
+    def report(self, checker: str, kind: str, lines: list[str], dedupe=None) -> None:
+        if checker in self.checks:
+            self.reports.add(checker, kind, lines, dedupe)
+
+    # ------------------------------------------------------------------ stream tasks
+    def submit(self, stream, op: str, args: tuple, send) -> int:
+        api, site, _ = caller()
+        with self.lock:
+            seq = send(stream, op, *args)
+            self._drain_kernel_reports()
+            task = Task(self.model.stream(stream), seq, op, args, api, site, next(self.model.serials))
+            if op == "kernel":
+                self._kernels[(stream.device, stream.slot, seq)] = task
+            self.model.submit(task)
+        return seq
+
+    def _run(self, task: Task) -> None:
+        """The model ran ``task``: check and record the bytes it touches."""
+        who, key = task.describe(), (task.api or task.op, task.site)
+        if task.op == "kernel":
+            if task.accesses is None:
+                self._unreported.add(task)
+            else:
+                self._kernel_accesses(task)
+            return
+        for location, nbytes, write, fill in _accesses(task.op, task.args):
+            self._touch(location, nbytes, write, task.stream.comp, task.epoch, task.clock, who, key, task, fill,
+                        serial=task.serial)
+
+    def _touch(self, location, nbytes, write, comp, epoch, clock, who, key, task=None, fill=None,
+               init=True, serial=0) -> None:
+        prune = not self._unreported
+        for region, lo, hi in self.regions.pieces(location, nbytes):
+            if init and "initcheck" in self.checks:
+                if write:
+                    initcheck.mark(region, lo, hi)
+                else:
+                    initcheck.check_read(region, lo, hi, who, self.report)
+            if "racecheck" in self.checks:
+                racecheck.check(region, racecheck.Access(lo, hi, write, comp, epoch, clock, who, key, serial),
+                                self.report, prune)
+        if write and self.model.words and (task is None or task.op != "value_write"):
+            self.model.wrote(location, nbytes, task, fill)     # (a value write sets its word itself)
+
+    # ------------------------------------------------------------------ kernels
+    def watch_kernels(self, device: int) -> None:
+        """Before the first launch on a device: have it report what its kernels touch."""
+        if device not in self._watched:
+            rt.link(device).request("sanitize_start", rt.attach().client_id)
+            self._watched.add(device)
+
+    def stop(self) -> None:
+        """disable(): devices stop watching this process's kernels."""
+        for device in self._watched:
+            try:
+                rt.link(device).request("sanitize_stop", rt.attach().client_id)
+            except Exception:
+                pass            # a device that is gone watches nothing
+        self._watched.clear()
+
+    def kernel_report(self, device: int, payload: dict) -> None:
+        """From a device-reader thread: queue only (the lock may be held by a thread that
+        waits for this very reader)."""
+        self._kernel_reports.append((device, payload))
+
+    def _drain_kernel_reports(self) -> None:
+        while self._kernel_reports:
+            device, payload = self._kernel_reports.popleft()
+            task = self._kernels.pop((device, payload["slot"], payload["seq"]), None)
+            if task is None:
+                continue
+            task.accesses = payload["accesses"]
+            if payload.get("fault"):
+                self._kernel_fault(task, *payload["fault"])
+            if task.clock is not None:
+                self._unreported.discard(task)
+                self._kernel_accesses(task)
+
+    def _kernel_accesses(self, task: Task) -> None:
+        who, key = task.describe(), (task.api or task.op, task.site)
+        s = task.stream
+        for location, nbytes, written in task.accesses:
+            # a view the kernel wrote into is taken as an output: reading it is not checked
+            self._touch(location, nbytes, False, s.comp, task.epoch, task.clock, who, key, init=not written,
+                        serial=task.serial)
+            kind, space_key, offset = location
+            for lo, hi in written:
+                self._touch((kind, space_key, offset + lo), hi - lo, True, s.comp, task.epoch, task.clock,
+                            who, key, task, serial=task.serial)
+
+    def _kernel_fault(self, task: Task, ptr: int, nbytes: int, reason: str) -> None:
+        self._bad_address(ptr, nbytes, f"{reason}", [f"in: {task.describe()}"])
+
+    # ------------------------------------------------------------------ host accesses
+    def host_access(self, reads=(), writes=(), fill: int | None = None) -> None:
+        """A synchronous copy or memset ran in this process on these operands."""
+        api, site, _ = caller()
+        with self.lock:
+            epoch, clock = self.model.host_tick()
+            clock, serial = dict(clock), next(self.model.serials)
+            who = f"{api or 'host access'} (in the host process), at {site}"
+            for write, operands in ((False, reads), (True, writes)):
+                for operand in operands:
+                    for part in operand.parts():
+                        if part.kind in (DEVICE, PINNED):
+                            self._touch(part.location(), part.nbytes, write, HOST, epoch, clock, who,
+                                        (api, site), None, fill, serial=serial)
+
+    # ------------------------------------------------------------------ synchronisation
+    @contextlib.contextmanager
+    def syncing(self, targets: list):
+        """Around a host synchronisation on (stream, seq) targets."""
+        with self.lock:
+            self._drain_kernel_reports()
+            stuck = [(s, seq) for s, seq in targets if self.model.stuck(s, seq)]
+        timer = None
+        if stuck and "synccheck" in self.checks:
+            timer = threading.Timer(self.grace_s, self._report_stuck, [stuck])
+            timer.daemon = True
+            timer.start()
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            if timer is not None:
+                timer.cancel()
+            if ok:
+                self.synced(targets)
+            else:
+                with self.lock:
+                    self._drain_kernel_reports()     # a failed launch's report explains the failure
+                if stuck:
+                    self._report_stuck(stuck)    # the sync failed or timed out on a wait the model holds
+
+    def synced(self, targets: list) -> None:
+        with self.lock:
+            self._drain_kernel_reports()      # the sync waited for the devices' messages
+            for stream, seq in targets:
+                self.model.synced(stream, seq)
+                for t in [t for t in self._unreported if t.stream.handle == stream.handle and t.seq <= seq]:
+                    self._unreported.discard(t)       # ran without a report: dropped by an abort
+            if not self._unreported and not self.model.blocked and "racecheck" in self.checks:
+                racecheck.forget_before(self.regions.all(), self.model.host)
+
+    def event_complete(self, device: int, slot: int, uid: int) -> None:
+        with self.lock:
+            self.model.event_complete((device, slot, uid))
+
+    def _report_stuck(self, stuck: list) -> None:
+        with self.lock:
+            for stream, seq in stuck:
+                s = self.model.stuck(stream, seq)
+                if s is None:
+                    continue
+                lines = self.model.blocked_on(s)
+                deadlock = lines[-1].endswith("(deadlock)")
+                self.report("synccheck", "deadlock" if deadlock else "wait that can never end",
+                            [f"the host waits for stream {stream.handle:#x} of device {stream.device}, which "
+                             f"can never finish:", *lines], dedupe=(s.handle, s.queue[0].seq))
+
+    # ------------------------------------------------------------------ memcheck
+    def allocated(self, alloc) -> None:
+        with self.lock:
+            self.regions.allocated(alloc, caller()[1])
+
+    def freed(self, alloc) -> None:
+        with self.lock:
+            self.regions.freed(alloc, caller()[1])
+
+    def bad_pointer(self, ptr: int, nbytes: int, what: str) -> None:
+        """The runtime refused a pointer: say which allocation it missed, and how."""
+        api, site, stream = caller()
+        where = f"{api or 'call'} at {site}" + (f", stream {stream:#x}" if stream else "")
+        with self.lock:
+            self._bad_address(ptr, nbytes, f"{what} of {api or 'the call'}", [f"in: {where}"])
+
+    def _bad_address(self, ptr: int, nbytes: int, what: str, context: list[str]) -> None:
+        live = rt.memory.containing(ptr)
+        split = address.split(ptr)
+        device = f"device {split[0]}" if split else "host memory"
+        if live is not None:
+            name = self.regions.of(live).name()
+            self.report("memcheck", "out of bounds", [
+                f"{what}: {nbytes} bytes at offset {ptr - live.ptr} of {name} overrun it by "
+                f"{ptr + nbytes - live.end} bytes ({device})", *context], dedupe=(context[0], live.ptr))
+            return
+        freed = self.regions.freed_containing(ptr)
+        if freed is not None:
+            a = freed.alloc
+            self.report("memcheck", "use after free", [
+                f"{what}: {ptr:#x} is offset {ptr - a.ptr} of allocation {a.ptr:#x} ({a.size} bytes, {device}"
+                f"{', allocated at ' + freed.site if freed.site else ''}), freed at {freed.freed_at}", *context],
+                dedupe=(context[0], a.ptr))
+            return
+        near = self.regions.nearest(ptr) if split else None
+        hint = ""
+        if near is not None:
+            a = near.alloc
+            hint = (f"; {ptr - a.end} bytes after" if ptr >= a.end else f"; {a.ptr - ptr} bytes before") + \
+                f" {near.name()}"
+        self.report("memcheck", "invalid address", [f"{what}: {ptr:#x} (+{nbytes} bytes) is in no allocation "
+                                                    f"({device}){hint}", *context], dedupe=(context[0], ptr))
+
+    def bad_free(self, ptr: int) -> None:
+        api, site, _ = caller()
+        with self.lock:
+            freed = self.regions.freed_containing(ptr)
+            live = rt.memory.containing(ptr)
+            if freed is not None and freed.alloc.ptr == ptr and live is None:
+                self.report("memcheck", "double free", [
+                    f"{api} of {ptr:#x} ({freed.alloc.size} bytes) at {site}: it was already freed at "
+                    f"{freed.freed_at}" + (f" (allocated at {freed.site})" if freed.site else "")])
+            elif live is not None:
+                self.report("memcheck", "invalid free", [
+                    f"{api} of {ptr:#x} at {site}: offset {ptr - live.ptr} inside "
+                    f"{self.regions.of(live).name()}, not its start"])
+            else:
+                self.report("memcheck", "invalid free", [f"{api} of {ptr:#x} at {site}: no allocation starts there"])
+
+    # ------------------------------------------------------------------ teardown
+    def teardown(self, allocations, why: str) -> None:
+        """finalize / reset_device releases what the program left: report leaks and waits
+        that never ended, then forget the released state."""
+        with self.lock:
+            self._drain_kernel_reports()
+            for alloc in allocations:
+                if alloc.ipc_key is not None:
+                    continue
+                region = self.regions.live.get(alloc.ptr)
+                kind = f"device {alloc.device} memory" if alloc.kind == DEVICE else "pinned host memory"
+                site = region.site if region is not None and region.site else "an unknown site"
+                self.report("memcheck", "leak", [f"{alloc.size} bytes of {kind} at {alloc.ptr:#x}, allocated at "
+                                                 f"{site}, were never freed ({why} released them)"],
+                            dedupe=(site,))
+            for s in list(self.model.blocked.values()):
+                head = s.queue[0]
+                if not self._really_done(s, head.seq):
+                    self.report("synccheck", "wait that never ended", [
+                        f"{why} found stream {s.handle:#x} of device {s.device} still held by a wait:",
+                        *self.model.blocked_on(s)], dedupe=(s.handle, head.seq))
+            if why == "finalize":
+                self._watched.clear()
+                self._reset()
+
+    def _really_done(self, s, seq: int) -> bool:
+        try:
+            return int(rt.link(s.device).control.stream_done[s.slot]) >= seq
+        except Exception:       # the device is gone: nothing of it will run
+            return False
+
+    # ------------------------------------------------------------------ model callbacks
+    def _read_word(self, location: tuple) -> int:
+        kind, key, offset = location
+        try:
+            hbm = rt.link(key).hbm().array
+            return int(hbm[offset:offset + 8].view("<u8")[0])
+        except Exception:
+            return 0
+
+    def _external_notify(self, key: tuple) -> bool:
+        return any(n.device == key[0] and n.slot == key[1] and n.ipc_key is not None
+                   for n in list(rt.notifies.values()))
+
+
+def _accesses(op: str, args: tuple):
+    """(location, bytes, is write, memset fill) of the memory a stream task touches."""
+    if op == "copy":
+        dst, src, n = args
+        return ((src, n, False, None), (dst, n, True, None))
+    if op == "copy2d":     # the rows' bounding range: pitched gaps count as touched
+        dst, dpitch, src, spitch, width, height = args
+        return ((src, spitch * (height - 1) + width, False, None), (dst, dpitch * (height - 1) + width, True, None))
+    if op == "memset":
+        dst, value, n = args
+        return ((dst, n, True, value & 0xFF),)
+    if op == "value_write":
+        return ((args[0], 8, True, None),)
+    if op == "value_wait":
+        return ((args[0], 8, False, None),)
+    if op == "reduce":
+        dst, src, n = args[:3]
+        return ((src, n, False, None), (dst, n, False, None), (dst, n, True, None))
+    if op == "random_num":
+        result, result_bytes, counter = args[3], args[4], args[5]
+        return ((counter, 16, False, None), (result, result_bytes or 1, True, None), (counter, 16, True, None))
+    return ()

@@ -1,0 +1,468 @@
+"""The sanitizer (MDEV_SANITIZE): each checker finds a seeded bug and stays silent on the
+correct version of the same program.
+
+Every test runs the same program twice -- ``buggy`` and ``correct`` differ by the one
+line that carries the bug -- under ``mdev.sanitizer.enable`` in this process, and looks
+at the reports ``disable`` returns.  The last tests run programs under ``mdev run
+--sanitize`` and MDEV_SANITIZE, as users do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from async_util import device_buffer, ok, out, pinned
+from mdev import sanitizer
+from mdev.kernel import kernel
+from mdev.runtime.lifecycle import detach
+
+N = 4096
+BOTH = pytest.mark.parametrize("buggy", [True, False], ids=["buggy", "correct"])
+
+
+@contextlib.contextmanager
+def sanitized(checks: str = "all"):
+    """Reports made while the block runs (the list is filled when it ends)."""
+    found: list = []
+    sanitizer.enable(checks)
+    try:
+        yield found
+    finally:
+        found.extend(sanitizer.disable())
+
+
+def kinds(reports) -> list[tuple[str, str]]:
+    return [(r.checker, r.kind) for r in reports]
+
+
+def text(reports) -> str:
+    return "\n".join("\n".join(r.lines) for r in reports)
+
+
+def streams(acl, k: int = 2) -> list[int]:
+    return [out(acl, acl.rt.create_stream()) for _ in range(k)]
+
+
+D2D, D2H, H2D = 3, 2, 1    # ACL_MEMCPY_* kinds
+
+
+# ---------------------------------------------------------------------------- memcheck
+@BOTH
+def test_memcheck_out_of_bounds_copy_names_call_stream_allocation_offset(acl, buggy):
+    ok(acl, acl.rt.set_device(0))
+    (s,) = streams(acl, 1)
+    src, dst = device_buffer(acl, N), device_buffer(acl, N)
+    with sanitized("memcheck") as found:
+        ret = acl.rt.memcpy_async(dst + 1024, N, src, N if buggy else N - 1024, D2D, s)
+        ok(acl, acl.rt.synchronize_stream(s))
+    if not buggy:
+        ok(acl, ret)
+        assert found == []
+        return
+    assert ret == acl.ACL_ERROR_RT_PARAM_INVALID
+    assert kinds(found) == [("memcheck", "out of bounds")]
+    msg = text(found)
+    assert "memcpy_async" in msg and f"stream {s:#x}" in msg and "device 0" in msg
+    assert f"offset 1024 of allocation {dst:#x}" in msg and "overrun it by 1024 bytes" in msg
+    assert "test_sanitizer.py" in msg          # the user's line, and the allocation's
+
+
+@BOTH
+def test_memcheck_use_after_free_and_double_free(acl, buggy):
+    ok(acl, acl.rt.set_device(0))
+    buf = device_buffer(acl, N)
+    host = np.zeros(16, np.uint8)
+    with sanitized("memcheck") as found:
+        if buggy:
+            ok(acl, acl.rt.free(buf))
+        ret = acl.rt.memcpy(host.ctypes.data, 16, buf + 32, 16, D2H)
+        last = acl.rt.free(buf)
+    if buggy:
+        assert ret == last == acl.ACL_ERROR_RT_PARAM_INVALID
+        assert kinds(found) == [("memcheck", "use after free"), ("memcheck", "double free")]
+        assert f"offset 32 of allocation {buf:#x}" in found[0].lines[0] and "freed at" in found[0].lines[0]
+        assert "already freed at" in found[1].lines[0]
+    else:
+        ok(acl, ret), ok(acl, last)
+        assert found == []
+
+
+def test_memcheck_free_inside_an_allocation(acl):
+    ok(acl, acl.rt.set_device(0))
+    buf = device_buffer(acl, N)
+    with sanitized("memcheck") as found:
+        assert acl.rt.free(buf + 64) == acl.ACL_ERROR_RT_PARAM_INVALID
+    assert kinds(found) == [("memcheck", "invalid free")] and "offset 64 inside allocation" in found[0].lines[0]
+    ok(acl, acl.rt.free(buf))
+
+
+@BOTH
+def test_memcheck_leaks_at_finalize(acl, buggy):
+    ok(acl, acl.rt.set_device(0))
+    with sanitized("memcheck") as found:
+        dev = out(acl, acl.rt.malloc(N, 0))
+        host = out(acl, acl.rt.malloc_host(N))
+        if not buggy:
+            ok(acl, acl.rt.free(dev))
+            ok(acl, acl.rt.free_host(host))
+        detach()                       # finalize: releases whatever is left
+    if buggy:
+        assert kinds(found) == [("memcheck", "leak")] * 2
+        assert "device 0 memory" in found[0].lines[0] and "pinned host memory" in found[1].lines[0]
+        assert "test_sanitizer.py" in found[0].lines[0]
+    else:
+        assert found == []
+
+
+@kernel
+def scale(ctx, x, y, n):
+    """y = 2 * x over n float32, one share per block."""
+    per = n // ctx.block_num
+    lo = ctx.block_idx * per
+    xs, ys = ctx.gm(x, np.float32, n), ctx.gm(y, np.float32, n)
+    ys[lo:lo + per] = 2 * xs[lo:lo + per]
+
+
+@BOTH
+def test_memcheck_kernel_out_of_bounds(acl, buggy):
+    ok(acl, acl.rt.set_device(0))
+    (s,) = streams(acl, 1)
+    x, y = device_buffer(acl, N), device_buffer(acl, N)
+    n = N // 4 * (2 if buggy else 1)
+    with sanitized("memcheck") as found:
+        ok(acl, scale[4, s](x, y, n))
+        ret = acl.rt.synchronize_stream(s)
+    if buggy:
+        assert ret == acl.ACL_ERROR_RT_AICORE_EXCEPTION
+        assert kinds(found) == [("memcheck", "out of bounds")]
+        assert "kernel scale" in found[0].lines[0] and f"{2 * N}-byte access" in found[0].lines[0]
+        assert "overrun it by 4096 bytes" in found[0].lines[0] and "test_sanitizer.py" in found[0].lines[1]
+    else:
+        ok(acl, ret)
+        assert found == []
+
+
+def test_memcheck_kernel_use_after_free(acl):
+    ok(acl, acl.rt.set_device(0))
+    (s,) = streams(acl, 1)
+    x, y = device_buffer(acl, N), device_buffer(acl, N)
+    with sanitized("memcheck") as found:
+        ok(acl, acl.rt.free(x))
+        ok(acl, scale[1, s](x, y, 16))
+        assert acl.rt.synchronize_stream(s) == acl.ACL_ERROR_RT_AICORE_EXCEPTION
+    assert kinds(found) == [("memcheck", "use after free")] and f"allocation {x:#x}" in found[0].lines[0]
+
+
+# ---------------------------------------------------------------------------- racecheck
+@BOTH
+def test_racecheck_two_streams_ordered_by_an_event(acl, buggy):
+    ok(acl, acl.rt.set_device(0))
+    s1, s2 = streams(acl)
+    a, b, c = (device_buffer(acl, N) for _ in range(3))
+    event = out(acl, acl.rt.create_event())
+    with sanitized("racecheck") as found:
+        ok(acl, acl.rt.memcpy_async(b, N, a, N, D2D, s1))        # writes b
+        if not buggy:
+            ok(acl, acl.rt.record_event(event, s1))
+            ok(acl, acl.rt.stream_wait_event(s2, event))
+        ok(acl, acl.rt.memcpy_async(c, N, b, N, D2D, s2))        # reads b
+        ok(acl, acl.rt.synchronize_device())
+    if buggy:
+        assert kinds(found) == [("racecheck", "read-after-write hazard")]
+        msg = text(found)
+        assert f"stream {s1:#x}" in msg and f"stream {s2:#x}" in msg and f"allocation {b:#x}" in msg
+        assert "missing synchronisation" in msg
+    else:
+        assert found == []
+
+
+@BOTH
+def test_racecheck_across_devices_ordered_by_a_notify(acl, buggy):
+    ok(acl, acl.rt.set_device(1))
+    (s1,) = streams(acl, 1)
+    notify = out(acl, acl.rt.create_notify(0))
+    src1 = device_buffer(acl, N)
+    ok(acl, acl.rt.set_device(0))
+    (s0,) = streams(acl, 1)
+    src0 = device_buffer(acl, N)
+    host_ptr, host = pinned(acl, N)
+    with sanitized("racecheck") as found:
+        ok(acl, acl.rt.memcpy_async(host_ptr, N, src0, N, D2H, s0))      # device 0 writes the buffer
+        if not buggy:
+            ok(acl, acl.rt.record_notify(notify, s0))
+        ok(acl, acl.rt.set_device(1))
+        if not buggy:
+            ok(acl, acl.rt.wait_and_reset_notify(notify, s1, 0))
+        ok(acl, acl.rt.memcpy_async(host_ptr, N, src1, N, D2H, s1))      # device 1 writes it too
+        ok(acl, acl.rt.synchronize_stream(s1))
+        ok(acl, acl.rt.set_device(0))
+        ok(acl, acl.rt.synchronize_stream(s0))
+    if buggy:
+        assert kinds(found) == [("racecheck", "write-after-write hazard")]
+        assert "of device 0" in text(found) and "of device 1" in text(found) and "pinned host memory" in text(found)
+    else:
+        assert found == []
+    ok(acl, acl.rt.free_host(host_ptr))
+
+
+@BOTH
+def test_racecheck_value_write_and_wait(acl, buggy):
+    ok(acl, acl.rt.set_device(0))
+    s1, s2 = streams(acl)
+    a, b, c, flag = (device_buffer(acl, N) for _ in range(4))
+    with sanitized("racecheck") as found:
+        ok(acl, acl.rt.memcpy_async(b, N, a, N, D2D, s1))
+        ok(acl, acl.rt.value_write(flag, 1, 0, s1))
+        if not buggy:
+            ok(acl, acl.rt.value_wait(flag, 1, acl.ACL_STREAM_WAIT_VALUE_GEQ, s2))
+        ok(acl, acl.rt.memcpy_async(c, N, b, N, D2D, s2))
+        ok(acl, acl.rt.synchronize_device())
+    assert kinds(found) == ([("racecheck", "read-after-write hazard")] if buggy else [])
+
+
+@BOTH
+def test_racecheck_host_copy_needs_a_stream_sync(acl, buggy):
+    ok(acl, acl.rt.set_device(0))
+    (s,) = streams(acl, 1)
+    a, b = device_buffer(acl, N), device_buffer(acl, N)
+    host = np.zeros(N, np.uint8)
+    with sanitized("racecheck") as found:
+        ok(acl, acl.rt.memset_async(b, N, 7, N, s))
+        if not buggy:
+            ok(acl, acl.rt.synchronize_stream(s))
+        ok(acl, acl.rt.memcpy(host.ctypes.data, N, b, N, D2H))          # a synchronous copy waits for no stream
+        ok(acl, acl.rt.synchronize_stream(s))
+    if buggy:
+        assert kinds(found) == [("racecheck", "read-after-write hazard")]
+        assert "memset_async" in found[0].lines[1] and "in the host process" in found[0].lines[2]
+    else:
+        assert found == [] and (host == 7).all()
+
+
+@BOTH
+def test_racecheck_kernels_on_two_streams(acl, buggy):
+    """A kernel writing y races with a copy reading y; two kernels only reading x do not."""
+    ok(acl, acl.rt.set_device(0))
+    s1, s2, s3 = streams(acl, 3)
+    x, y, z, w = (device_buffer(acl, N) for _ in range(4))
+    event = out(acl, acl.rt.create_event())
+    with sanitized("racecheck") as found:
+        ok(acl, scale[4, s1](x, y, N // 4))           # reads x, writes y
+        ok(acl, scale[4, s3](x, w, N // 4))           # reads x too: no hazard
+        if not buggy:
+            ok(acl, acl.rt.record_event(event, s1))
+            ok(acl, acl.rt.stream_wait_event(s2, event))
+        ok(acl, acl.rt.memcpy_async(z, N, y, N, D2D, s2))
+        ok(acl, acl.rt.synchronize_device())
+    if buggy:
+        assert kinds(found) == [("racecheck", "read-after-write hazard")]
+        assert "kernel" in found[0].lines[1] and "memcpy_async" in found[0].lines[2]
+    else:
+        assert found == []
+
+
+def test_racecheck_reports_a_loop_once(acl):
+    ok(acl, acl.rt.set_device(0))
+    s1, s2 = streams(acl)
+    a, b = device_buffer(acl, N), device_buffer(acl, N)
+    with sanitized("racecheck") as found:
+        for _ in range(50):
+            ok(acl, acl.rt.memset_async(a, N, 1, N, s1))
+            ok(acl, acl.rt.memcpy_async(b, N, a, N, D2D, s2))
+        ok(acl, acl.rt.synchronize_device())
+    assert len(found) == 2 and {k for _, k in kinds(found)} == {"read-after-write hazard", "write-after-read hazard"}
+    assert found[0].count > 1
+
+
+# ---------------------------------------------------------------------------- initcheck
+@BOTH
+def test_initcheck_copy_of_never_written_memory(acl, buggy):
+    ok(acl, acl.rt.set_device(0))
+    (s,) = streams(acl, 1)
+    with sanitized("initcheck") as found:
+        src = out(acl, acl.rt.malloc(N, 0))
+        dst = out(acl, acl.rt.malloc(N, 0))
+        ok(acl, acl.rt.memset_async(src, N, 3, N // 2 if buggy else N, s))
+        ok(acl, acl.rt.memcpy_async(dst, N, src, N, D2D, s))
+        ok(acl, acl.rt.synchronize_stream(s))
+    if buggy:
+        assert kinds(found) == [("initcheck", "uninitialised read")]
+        assert f"{N // 2} of {N} bytes read at offset {N // 2} of allocation {src:#x}" in found[0].lines[0]
+    else:
+        assert found == []
+    ok(acl, acl.rt.free(src)), ok(acl, acl.rt.free(dst))
+
+
+@BOTH
+def test_initcheck_kernel_input_never_written(acl, buggy):
+    """The kernel's output (y) is fresh memory in both versions: writing it is fine."""
+    ok(acl, acl.rt.set_device(0))
+    (s,) = streams(acl, 1)
+    with sanitized("initcheck") as found:
+        x = out(acl, acl.rt.malloc(N, 0))
+        y = out(acl, acl.rt.malloc(N, 0))
+        if not buggy:
+            ok(acl, acl.rt.memset(x, N, 1, N))
+        ok(acl, scale[2, s](x, y, N // 4))
+        ok(acl, acl.rt.synchronize_stream(s))
+    if buggy:
+        assert kinds(found) == [("initcheck", "uninitialised read")] and f"allocation {x:#x}" in found[0].lines[0]
+    else:
+        assert found == []
+    ok(acl, acl.rt.free(x)), ok(acl, acl.rt.free(y))
+
+
+# ---------------------------------------------------------------------------- synccheck
+@BOTH
+def test_synccheck_deadlock_between_streams(acl, buggy):
+    ok(acl, acl.rt.set_device(0))
+    s1, s2 = streams(acl)
+    n1, n2 = out(acl, acl.rt.create_notify(0)), out(acl, acl.rt.create_notify(0))
+    with sanitized("synccheck") as found:
+        if buggy:     # each stream waits for what the other records only after its own wait
+            ok(acl, acl.rt.wait_and_reset_notify(n1, s1, 0))
+            ok(acl, acl.rt.record_notify(n2, s1))
+            ok(acl, acl.rt.wait_and_reset_notify(n2, s2, 0))
+            ok(acl, acl.rt.record_notify(n1, s2))
+        else:
+            ok(acl, acl.rt.record_notify(n2, s1))
+            ok(acl, acl.rt.wait_and_reset_notify(n1, s1, 0))
+            ok(acl, acl.rt.wait_and_reset_notify(n2, s2, 0))
+            ok(acl, acl.rt.record_notify(n1, s2))
+        ret = acl.rt.synchronize_stream_with_timeout(s1, 300)
+    if buggy:
+        assert ret == acl.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT
+        assert kinds(found) == [("synccheck", "deadlock")]
+        msg = text(found)
+        assert f"stream {s1:#x}" in msg and f"stream {s2:#x}" in msg and "wait on each other" in msg
+        for s in (s1, s2):
+            ok(acl, acl.rt.stream_abort(s))
+    else:
+        ok(acl, ret)
+        ok(acl, acl.rt.synchronize_stream(s2))
+        assert found == []
+
+
+@BOTH
+def test_synccheck_notify_waited_twice(acl, buggy):
+    ok(acl, acl.rt.set_device(0))
+    s1, s2 = streams(acl)
+    notify = out(acl, acl.rt.create_notify(0))
+    with sanitized("synccheck") as found:
+        ok(acl, acl.rt.record_notify(notify, s1))
+        ok(acl, acl.rt.wait_and_reset_notify(notify, s2, 0))
+        if buggy:     # a second wait for the same record
+            ok(acl, acl.rt.wait_and_reset_notify(notify, s2, 0))
+        ret = acl.rt.synchronize_stream_with_timeout(s2, 300)
+    if buggy:
+        assert ret == acl.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT
+        assert kinds(found) == [("synccheck", "wait that can never end")]
+        assert "waited 2 time(s) and recorded 1 time(s)" in text(found)
+        ok(acl, acl.rt.stream_abort(s2))
+    else:
+        ok(acl, ret)
+        assert found == []
+
+
+def test_synccheck_value_never_written(acl):
+    ok(acl, acl.rt.set_device(0))
+    (s,) = streams(acl, 1)
+    flag = device_buffer(acl, 64)
+    with sanitized("synccheck") as found:
+        ok(acl, acl.rt.value_wait(flag, 5, acl.ACL_STREAM_WAIT_VALUE_EQ, s))
+        assert acl.rt.synchronize_stream_with_timeout(s, 200) == acl.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT
+        ok(acl, acl.rt.memset(flag, 8, 0, 8))           # the host's write does not make it 5 either
+        ok(acl, acl.rt.stream_abort(s))
+    assert kinds(found) == [("synccheck", "wait that can never end")]
+    assert "no submitted task writes a value that satisfies it" in text(found)
+
+
+def test_synccheck_trusts_a_wait_the_device_got_past(acl):
+    """A value written behind the runtime's back (here: straight into HBM) releases the real
+    wait; the model follows the real device and reports nothing."""
+    ok(acl, acl.rt.set_device(0))
+    (s,) = streams(acl, 1)
+    flag = device_buffer(acl, 64)
+    with sanitized("all") as found:
+        ok(acl, acl.rt.value_wait(flag, 1, acl.ACL_STREAM_WAIT_VALUE_EQ, s))
+        from mdev.memory import address
+        from mdev.runtime.core import RUNTIME
+        offset = flag - address.device_base(0)
+        RUNTIME.link(0).hbm().array[offset] = 1
+        ok(acl, acl.rt.synchronize_stream(s))
+    assert found == []
+
+
+def test_sanitizer_keeps_results_right(acl):
+    """The checks only watch: data of a correct multi-stream program is the same."""
+    ok(acl, acl.rt.set_device(0))
+    s1, s2 = streams(acl)
+    x, y = device_buffer(acl, N), device_buffer(acl, N)
+    event = out(acl, acl.rt.create_event())
+    host = np.zeros(N // 4, np.float32)
+    data = np.arange(N // 4, dtype=np.float32)
+    with sanitized() as found:
+        ok(acl, acl.rt.memcpy(x, N, data.ctypes.data, N, H2D))
+        ok(acl, scale[4, s1](x, y, N // 4))
+        ok(acl, acl.rt.record_event(event, s1))
+        ok(acl, acl.rt.stream_wait_event(s2, event))
+        ok(acl, acl.rt.memcpy_async(x, N, y, N, D2D, s2))
+        ok(acl, acl.rt.synchronize_stream(s2))
+        ok(acl, acl.rt.memcpy(host.ctypes.data, N, x, N, D2H))
+    assert found == []
+    assert (host == 2 * np.arange(N // 4)).all()
+
+
+# ---------------------------------------------------------------------------- as users run it
+RACY = """
+    import acl
+    acl.init()
+    acl.rt.set_device(0)
+    s1, _ = acl.rt.create_stream()
+    s2, _ = acl.rt.create_stream()
+    a, _ = acl.rt.malloc(4096, 0)
+    b, _ = acl.rt.malloc(4096, 0)
+    acl.rt.memset(a, 4096, 1, 4096)
+    acl.rt.memcpy_async(b, 4096, a, 4096, 3, s1)
+    {sync}
+    acl.rt.memcpy_async(a, 4096, b, 4096, 3, s2)
+    acl.rt.synchronize_device()
+    acl.rt.free(a)
+    acl.rt.free(b)
+    acl.rt.destroy_stream(s1)
+    acl.rt.destroy_stream(s2)
+    acl.rt.reset_device(0)
+    acl.finalize()
+"""
+
+
+@BOTH
+def test_mdev_run_sanitize(board, tmp_path, buggy):
+    prog = tmp_path / "prog.py"
+    prog.write_text(textwrap.dedent(RACY.format(sync="" if buggy else "acl.rt.synchronize_stream(s1)")))
+    env = dict(os.environ, MDEV_AUTOSTART="0")
+    env.pop("MDEV_SANITIZE_LOG", None)
+    proc = subprocess.run([sys.executable, "-m", "mdev", "run", "--board", board, "--sanitize", "all", str(prog)],
+                          env=env, capture_output=True, text=True, timeout=120)
+    if buggy:
+        assert proc.returncode == 1, proc.stderr
+        assert "mdev racecheck" in proc.stderr and "read-after-write hazard" in proc.stderr
+        assert "prog.py:10" in proc.stderr and "prog.py:12" in proc.stderr and "ERROR SUMMARY: 2 error(s)" in proc.stderr
+    else:
+        assert proc.returncode == 0, proc.stderr
+        assert "ERROR SUMMARY: 0 error(s)" in proc.stderr
+
+
+def test_mdev_run_rejects_an_unknown_check(board, tmp_path):
+    prog = tmp_path / "prog.py"
+    prog.write_text("print('never runs')\n")
+    proc = subprocess.run([sys.executable, "-m", "mdev", "run", "--board", board, "--sanitize", "racechek",
+                           str(prog)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "unknown sanitizer check" in proc.stderr and "never runs" not in proc.stdout
