@@ -1,6 +1,8 @@
 """Modelled time (mdev.runtime.timemodel.model) on hand-built task records, checked against
 hand-computed cases: concurrent transfers on a link channel share its bandwidth, a value
-wait follows the write it saw."""
+wait follows the write it saw; then the same cases run on boards with MDEV_MODEL_TIME=1,
+where event_elapsed_time (the devices' live clocks) must give the hand-computed figures
+and every task's live modelled time must match the trace's."""
 
 from __future__ import annotations
 
@@ -146,20 +148,17 @@ CONCURRENT_H2D = """
 """
 
 
-def test_traced_concurrent_h2d_copies_share_the_uplink(tmp_path):
+def test_traced_concurrent_h2d_copies_share_the_uplink(pcie_board, tmp_path):
     import json
     import os
     import subprocess
     import sys
     import textwrap
 
-    from helpers import extra_board
-
     prog, trace = tmp_path / "h2d.py", tmp_path / "h2d.json"
     prog.write_text(textwrap.dedent(CONCURRENT_H2D))
-    with extra_board("timemodel", "pcie4", hbm=64 * MiB, devices=2) as board:
-        proc = subprocess.run([sys.executable, "-m", "mdev", "run", "--board", board, "--trace", str(trace), str(prog)],
-                              env=dict(os.environ, MDEV_AUTOSTART="0"), capture_output=True, text=True, timeout=180)
+    proc = subprocess.run([sys.executable, "-m", "mdev", "run", "--board", pcie_board, "--trace", str(trace), str(prog)],
+                          env=dict(os.environ, MDEV_AUTOSTART="0"), capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0 and "done" in proc.stdout, proc.stdout + proc.stderr
     data = json.loads(trace.read_text())
     copies = [e for e in data["traceEvents"] if e.get("cat") == "task" and e["args"]["route"] == "H2D"]
@@ -172,3 +171,175 @@ def test_traced_concurrent_h2d_copies_share_the_uplink(tmp_path):
     for e in copies:
         assert e["args"]["modelled_start_ns"] == 0
         assert abs(e["args"]["modelled_end_ns"] - (latency_ns + 2 * (32 << 20) / 31.5)) <= 1, e["args"]
+
+
+# ---------------------------------------------------------------------------- live clocks
+# The same hand-computed cases measured by event_elapsed_time with MDEV_MODEL_TIME=1 (the
+# devices' own clocks, mdev.board.trace.DeviceModel), traced too: every task's live
+# modelled time (device_modelled_*) must agree with the trace's (timemodel.model).
+
+def run_modelled(board: str, program: str, tmp_path) -> tuple[list[float], dict]:
+    import json
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    trace = tmp_path / "live.json"
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(program)], capture_output=True, text=True,
+                          timeout=180, env=dict(os.environ, MDEV_BOARD=board, MDEV_AUTOSTART="0",
+                                                MDEV_MODEL_TIME="1", MDEV_TRACE=str(trace)))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return [float(x) for x in proc.stdout.split()], json.loads(trace.read_text())
+
+
+def assert_live_agrees(data: dict) -> None:
+    for e in (e for e in data["traceEvents"] if e.get("cat") == "task"):
+        a = e["args"]
+        for which in ("start", "end"):
+            live, offline = a[f"device_modelled_{which}_ns"], a[f"modelled_{which}_ns"]
+            assert live == pytest.approx(offline, rel=0.01, abs=2), (a["kind"], a["device"], which, live, offline)
+
+
+@pytest.fixture(scope="module")
+def hccs_board():
+    from helpers import extra_board
+    with extra_board("timemodel-hccs", "hccs8", hbm=GiB + 64 * MiB, devices=4) as board:
+        yield board
+
+
+@pytest.fixture(scope="module")
+def pcie_board():
+    from helpers import extra_board
+    with extra_board("timemodel-pcie", "pcie4", hbm=320 * MiB, devices=2) as board:
+        yield board
+
+
+LIVE_HCCS_COPY = """
+    import mdev.acl as acl
+    assert acl.init() == 0
+    acl.rt.set_device(1)
+    dst, ret = acl.rt.malloc(1 << 30, 0); assert ret == 0
+    acl.rt.set_device(0)
+    assert acl.rt.device_enable_peer_access(1, 0) == 0
+    src, ret = acl.rt.malloc(1 << 30, 0); assert ret == 0
+    s, _ = acl.rt.create_stream()
+    e0, _ = acl.rt.create_event(); e1, _ = acl.rt.create_event()
+    assert acl.rt.record_event(e0, s) == 0
+    assert acl.rt.memcpy_async(dst, 1 << 30, src, 1 << 30, 3, s) == 0
+    assert acl.rt.record_event(e1, s) == 0
+    assert acl.rt.synchronize_stream(s) == 0
+    print(acl.rt.event_elapsed_time(e0, e1)[0])
+    acl.finalize()
+"""
+
+
+def test_live_single_copy_over_one_hccs_link(hccs_board, tmp_path):
+    (ms,), data = run_modelled(hccs_board, LIVE_HCCS_COPY, tmp_path)
+    expect_ms = (1.0 * 1000 + GiB / 56.0) / 1e6          # npu0-npu1: 56 GB/s, 1 us
+    assert ms == pytest.approx(expect_ms, rel=0.01)
+    assert_live_agrees(data)
+
+
+LIVE_CONCURRENT_H2D = """
+    import mdev.acl as acl
+    SIZE = 256 << 20
+    assert acl.init() == 0
+    host, ret = acl.rt.malloc_host(SIZE); assert ret == 0
+    streams, bufs, events = [], [], []
+    for dev in (0, 1):
+        assert acl.rt.set_device(dev) == 0
+        s, ret = acl.rt.create_stream(); assert ret == 0
+        b, ret = acl.rt.malloc(SIZE, 0); assert ret == 0
+        streams.append(s); bufs.append(b); events.append([acl.rt.create_event()[0] for _ in range(2)])
+    for dev in (0, 1):
+        assert acl.rt.set_device(dev) == 0
+        assert acl.rt.record_event(events[dev][0], streams[dev]) == 0
+    for dev in (0, 1):            # submitted back to back: they run at the same time
+        assert acl.rt.set_device(dev) == 0
+        assert acl.rt.memcpy_async(bufs[dev], SIZE, host, SIZE, 1, streams[dev]) == 0
+        assert acl.rt.record_event(events[dev][1], streams[dev]) == 0
+    for dev in (0, 1):
+        assert acl.rt.set_device(dev) == 0
+        assert acl.rt.synchronize_stream(streams[dev]) == 0
+        print(acl.rt.event_elapsed_time(*events[dev])[0])
+    acl.finalize()
+"""
+
+
+def test_live_concurrent_h2d_copies_share_the_uplink(pcie_board, tmp_path):
+    elapsed, data = run_modelled(pcie_board, LIVE_CONCURRENT_H2D, tmp_path)
+    copies = [e for e in data["traceEvents"] if e.get("cat") == "task" and e["args"]["route"] == "H2D"]
+    wall = sorted((e["args"]["wall_start_ns"], e["args"]["wall_end_ns"]) for e in copies)
+    if wall[1][0] >= wall[0][1]:
+        pytest.skip("the second copy started (wall) after the first ended: not concurrent on this machine")
+    links = data["mdev"]["links"]
+    latency_ns = sum(links[l]["latency_us"] for l in copies[0]["args"]["path"]) * 1000
+    expect_ms = (latency_ns + 2 * 256 * MiB / 31.5) / 1e6
+    assert elapsed == [pytest.approx(expect_ms, rel=0.01)] * 2
+    assert_live_agrees(data)
+
+
+LIVE_PIPELINE = """
+    import mdev.acl as acl
+    SIZE = 64 << 20
+    assert acl.init() == 0
+    streams, bufs, notifies = [], [], [None]
+    for dev in range(4):
+        assert acl.rt.set_device(dev) == 0
+        if dev < 3:
+            assert acl.rt.device_enable_peer_access(dev + 1, 0) == 0
+        s, _ = acl.rt.create_stream()
+        b, ret = acl.rt.malloc(SIZE, 0); assert ret == 0
+        streams.append(s); bufs.append(b)
+        if dev:
+            notifies.append(acl.rt.create_notify(0)[0])
+    acl.rt.set_device(2)
+    e0, _ = acl.rt.create_event(); e1, _ = acl.rt.create_event()
+    assert acl.rt.record_event(e0, streams[2]) == 0
+    for dev in range(3):          # hop dev -> dev + 1 on device dev's stream, after the previous hop
+        assert acl.rt.set_device(dev) == 0
+        if dev:
+            assert acl.rt.wait_and_reset_notify(notifies[dev], streams[dev], 60) == 0
+        assert acl.rt.memcpy_async(bufs[dev + 1], SIZE, bufs[dev], SIZE, 3, streams[dev]) == 0
+        assert acl.rt.record_notify(notifies[dev + 1], streams[dev]) == 0
+    acl.rt.set_device(2)
+    assert acl.rt.record_event(e1, streams[2]) == 0
+    assert acl.rt.synchronize_stream(streams[2]) == 0
+    print(acl.rt.event_elapsed_time(e0, e1)[0])
+    acl.finalize()
+"""
+
+
+def test_live_pipeline_over_four_devices(hccs_board, tmp_path):
+    (ms,), data = run_modelled(hccs_board, LIVE_PIPELINE, tmp_path)
+    hop_ns = 1.0 * 1000 + 64 * MiB / 56.0                 # each hop: one HCCS link
+    assert ms == pytest.approx(3 * hop_ns / 1e6, rel=0.01)
+    assert_live_agrees(data)
+
+
+LIVE_SYNC_THEN_OTHER_DEVICE = """
+    import mdev.acl as acl
+    SIZE = 8 << 20
+    assert acl.init() == 0
+    host, _ = acl.rt.malloc_host(SIZE)
+    streams, bufs = [], []
+    for dev in (0, 1):
+        assert acl.rt.set_device(dev) == 0
+        streams.append(acl.rt.create_stream()[0]); bufs.append(acl.rt.malloc(SIZE, 0)[0])
+    assert acl.rt.set_device(0) == 0
+    assert acl.rt.memcpy_async(bufs[0], SIZE, host, SIZE, 1, streams[0]) == 0
+    assert acl.rt.synchronize_stream(streams[0]) == 0
+    assert acl.rt.set_device(1) == 0      # submitted after device 0's copy was done
+    assert acl.rt.memcpy_async(bufs[1], SIZE, host, SIZE, 1, streams[1]) == 0
+    assert acl.rt.synchronize_stream(streams[1]) == 0
+    acl.finalize()
+"""
+
+
+def test_live_clock_sees_a_synchronisation_on_another_device(pcie_board, tmp_path):
+    _, data = run_modelled(pcie_board, LIVE_SYNC_THEN_OTHER_DEVICE, tmp_path)
+    first, second = sorted((e for e in data["traceEvents"] if e.get("cat") == "task"), key=lambda e: e["ts"])
+    assert (first["pid"], second["pid"]) == (0, 1)
+    assert second["args"]["device_modelled_start_ns"] == pytest.approx(first["args"]["modelled_end_ns"], abs=2)
+    assert_live_agrees(data)
