@@ -14,21 +14,32 @@ of the wrong kind.  Pageable host memory is only used within its bounds: the run
 check that a pageable pointer is mapped, not how large the user's buffer is (as the real
 runtime), so an overrun there would corrupt this test process, not find a bug.
 
-Bounded by default (``MDEV_PROPERTY_EXAMPLES``, default 100 of up to 40 calls, derandomized);
+A second machine runs batches of calls from 2-3 threads at once on a 2-device board of its
+own and SIGKILLs device processes (between batches or while a batch runs), recovering them
+with reset_device_force: calls still return aclErrors, the surviving device lives, round
+trips that succeed return intact bytes, and after recovery and detaching, HBM use, free
+memory (get_mem_info) and /dev/shm are back where they started.
+
+Bounded by default (``MDEV_PROPERTY_EXAMPLES``, default 100 of up to 40 calls, and
+``MDEV_PROPERTY_FAULT_EXAMPLES``, default 20 of up to 10 batches or kills; derandomized);
 ``MDEV_PROPERTY_RANDOM=1`` draws new sequences on every run.
 """
 
 from __future__ import annotations
 
 import os
+import signal
+import threading
+import time
 
 import numpy as np
 import psutil
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
+from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition, rule,
+                                 run_state_machine_as_test)
 
-from helpers import MiB, shm_entries, wait_until
+from helpers import MiB, attached, extra_board, shm_entries, wait_until
 from mdev.board import launcher
 from mdev.memory import address
 from peer import Peer
@@ -448,3 +459,245 @@ def test_random_api_sequences_never_break_the_board(acl, board):
         # the other process was never disturbed
         assert other.ev("acl.rt.synchronize_stream(s)") == 0
         assert len(other.ev("get(p, 16).tolist()")) == 16
+
+
+# ============================================================================ threads and kills
+# A second machine on a 2-device board of its own: batches of valid-ish calls from 2-3
+# threads at once, device processes SIGKILLed between batches or in the middle of one, and
+# recovery with reset_device_force.  Calls on a dead device return an aclError (507901 for
+# most), never raise; the surviving device never dies; once every device is recovered and
+# the process detached, HBM use, free memory and /dev/shm are back where they started.
+
+LOST = 507901
+BUF = 64 * 1024
+FAULT: dict = {}       # filled in by the test: the board and its starting accounting
+
+thread_ops = st.one_of(
+    st.tuples(st.just("malloc"), st.integers(1, BUF)),
+    st.tuples(st.just("free"), st.integers(0, 50)),
+    st.tuples(st.just("h2d"), st.integers(0, 50), st.integers(0, BUF)),
+    st.tuples(st.just("d2h"), st.integers(0, 50), st.integers(0, BUF)),
+    st.tuples(st.just("d2d"), st.integers(0, 50), st.integers(0, 50), st.integers(0, BUF)),
+    st.tuples(st.just("d2d_async"), st.integers(0, 50), st.integers(0, 50), st.integers(0, BUF)),
+    st.tuples(st.just("synchronize_device")),
+    st.tuples(st.just("round_trip"), st.integers(1, BUF)),
+    st.tuples(st.just("memset_async"), st.integers(0, 50), st.integers(0, BUF)),
+    st.tuples(st.just("event")),
+    st.tuples(st.just("stream")),
+    st.tuples(st.just("mem_info")),
+    st.tuples(st.just("set_device"), st.integers(0, 1)),
+)
+
+
+def _kill(pid: int) -> None:
+    os.kill(pid, signal.SIGKILL)
+    assert wait_until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
+                      timeout=10), f"device process {pid} survived SIGKILL"
+
+
+class FaultMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        import mdev.acl as acl
+        self.acl = acl
+        self.lock = threading.Lock()
+        self.dev: list[tuple[int, int]] = []        # (ptr, size), shared by all threads
+        self.failures: list[str] = []
+        self.pids = {d["id"]: d["pid"] for d in launcher.status(FAULT["board"])["devices"]}
+        self.killed: set[int] = set()
+
+    # -- helpers
+    def call(self, name: str, *args):
+        """One API call; an escape or a non-aclError result is recorded (from any thread)."""
+        try:
+            result = getattr(self.acl.rt, name)(*args)
+        except BaseException as exc:   # noqa: BLE001 - any escape is the failure we look for
+            self.failures.append(f"acl.rt.{name}{args!r} raised {exc!r}")
+            return (None, -1) if name in ("malloc", "create_stream", "create_event") else -1
+        code = result[-1] if isinstance(result, tuple) else result
+        if not isinstance(code, int) or isinstance(code, bool):
+            self.failures.append(f"acl.rt.{name}{args!r} returned {result!r}")
+        elif code in INTERNAL:
+            message = self.acl.get_recent_err_msg() or ""
+            if "internal error" in message or "failed:" in message:
+                self.failures.append(f"acl.rt.{name}{args!r} hit an internal error: {message}")
+        return result
+
+    def pick(self, index: int):
+        with self.lock:
+            return self.dev[index % len(self.dev)] if self.dev else None
+
+    def run_ops(self, device: int, ops: list) -> None:
+        """A thread's share of a batch: its own device, stream and host buffer."""
+        acl = self.acl
+        host = np.zeros(BUF, np.uint8)
+        hptr = acl.util.numpy_to_ptr(host)
+        self.call("set_device", device)
+        stream, _ = self.call("create_stream")
+        for op, *args in ops:
+            if op == "malloc":
+                ptr, ret = self.call("malloc", args[0], 0)
+                if ret == 0:
+                    with self.lock:
+                        self.dev.append((ptr, args[0]))
+            elif op == "free":
+                with self.lock:
+                    entry = self.dev.pop(args[0] % len(self.dev)) if self.dev else None
+                if entry is not None:
+                    self.call("free", entry[0])
+            elif op in ("h2d", "d2h", "memset_async"):
+                entry = self.pick(args[0])
+                if entry is None:
+                    continue
+                ptr, size = entry
+                n = min(args[1], size)
+                if op == "h2d":
+                    self.call("memcpy", ptr, size, hptr, n, 1)
+                elif op == "d2h":
+                    self.call("memcpy", hptr, BUF, ptr, n, 2)
+                else:
+                    self.call("memset_async", ptr, size, 0x5A, n, stream)
+                    self.call("synchronize_stream", stream)
+            elif op in ("d2d", "d2d_async"):
+                # either device's memory: the copy may be P2P, run by this thread's device
+                dst_entry, src_entry = self.pick(args[0]), self.pick(args[1])
+                if dst_entry is None or src_entry is None:
+                    continue
+                (dst, dsize), (src, ssize) = dst_entry, src_entry
+                if op == "d2d":
+                    self.call("memcpy", dst, dsize, src, min(args[2], dsize, ssize), 3)
+                else:
+                    self.call("memcpy_async", dst, dsize, src, min(args[2], dsize, ssize), 3, stream)
+                    self.call("synchronize_stream", stream)
+            elif op == "synchronize_device":
+                self.call("synchronize_device")
+            elif op == "round_trip":
+                # private memory: when every call succeeds, the bytes must come back intact
+                ptr, ret = self.call("malloc", args[0], 0)
+                if ret == 0:
+                    pattern = np.random.default_rng(args[0]).integers(0, 256, args[0], dtype=np.uint8)
+                    back = np.zeros(args[0], np.uint8)
+                    if self.call("memcpy", ptr, args[0], acl.util.numpy_to_ptr(pattern), args[0], 1) == 0 and \
+                            self.call("memcpy", acl.util.numpy_to_ptr(back), args[0], ptr, args[0], 2) == 0 and \
+                            back.tobytes() != pattern.tobytes():
+                        self.failures.append(f"round trip of {args[0]} bytes on device {device} corrupted")
+                    self.call("free", ptr)
+            elif op == "event":
+                event, ret = self.call("create_event")
+                if ret == 0:
+                    self.call("record_event", event, stream)
+                    self.call("synchronize_event", event)
+                    self.call("destroy_event", event)
+            elif op == "stream":
+                extra, ret = self.call("create_stream")
+                if ret == 0:
+                    self.call("destroy_stream", extra)
+            elif op == "mem_info":
+                self.call("get_mem_info", 0)
+            elif op == "set_device":
+                self.call("set_device", args[0])
+        if stream is not None:
+            self.call("destroy_stream", stream)
+
+    def kill(self, device: int) -> None:
+        self.killed.add(device)
+        _kill(self.pids.pop(device))
+
+    # -- rules
+    @initialize()
+    def start(self):
+        for device, peer in ((0, 1), (1, 0)):
+            assert self.call("set_device", device) == 0
+            self.call("device_enable_peer_access", peer, 0)
+
+    @rule(plans=st.lists(st.tuples(st.integers(0, 1), st.lists(thread_ops, min_size=1, max_size=8)),
+                         min_size=2, max_size=3),
+          kill=st.one_of(st.none(), st.tuples(st.integers(0, 1), st.floats(0, 0.1))))
+    def batch(self, plans, kill):
+        """2-3 threads run their calls at once; maybe a device is killed while they do."""
+        threads = [threading.Thread(target=self.run_ops, args=plan, daemon=True) for plan in plans]
+        for thread in threads:
+            thread.start()
+        if kill is not None and not self.killed:
+            time.sleep(kill[1])
+            self.kill(kill[0])
+        for thread in threads:
+            thread.join(30)
+        assert not any(t.is_alive() for t in threads), "a call hangs"
+        assert not self.failures, self.failures
+
+    @precondition(lambda self: not self.killed)
+    @rule(device=st.integers(0, 1))
+    def kill_device(self, device):
+        self.kill(device)
+        ret = self.call("set_device", device)    # needs the device if it makes a default context
+        if ret == 0:
+            ret = self.call("malloc", 4096, 0)[1]
+        assert ret == LOST, (ret, self.acl.get_recent_err_msg())
+
+    @precondition(lambda self: self.killed)
+    @rule()
+    def recover(self):
+        for device in sorted(self.killed):
+            self.restart(device)
+
+    def restart(self, device: int) -> None:
+        """reset_device_force restarts the device; this process may first need to notice it
+        died (set_device on a device it never reached)."""
+        if self.call("reset_device_force", device) != 0:
+            self.call("set_device", device)
+            ret = self.call("reset_device_force", device)
+            assert ret == 0, (ret, self.acl.get_recent_err_msg())
+        info = launcher.status(FAULT["board"])["devices"][device]
+        assert info["state"] == "ok", info
+        self.pids[device] = info["pid"]
+        self.killed.discard(device)
+        with self.lock:
+            self.dev = [(p, s) for p, s in self.dev if address.split(p)[0] != device]
+
+    @invariant()
+    def survivors_alive(self):
+        assert not self.failures, self.failures
+        for device, pid in self.pids.items():
+            assert psutil.Process(pid).status() != psutil.STATUS_ZOMBIE, f"device {device} (pid {pid}) died"
+
+    def teardown(self):
+        from mdev.runtime.lifecycle import detach
+        for device in sorted(self.killed):
+            self.restart(device)
+        detach()
+        board = FAULT["board"]
+        assert wait_until(lambda: [d["hbm_used"] for d in launcher.status(board)["devices"]] == FAULT["hbm_used"],
+                          timeout=5), ([d["hbm_used"] for d in launcher.status(board)["devices"]], FAULT["hbm_used"])
+        assert _free_memory() == FAULT["free"]
+        detach()
+        assert wait_until(lambda: sorted(shm_entries(board)) == FAULT["segments"], timeout=5), \
+            (shm_entries(board), FAULT["segments"])
+        assert not self.failures, self.failures
+
+
+def _free_memory() -> list[int]:
+    """get_mem_info free bytes of every device, each seen from a fresh default context."""
+    import mdev.acl as acl
+    free = []
+    for device in (0, 1):
+        assert acl.rt.set_device(device) == 0, acl.get_recent_err_msg()
+        value, _, ret = acl.rt.get_mem_info(0)
+        assert ret == 0
+        free.append(value)
+        assert acl.rt.reset_device(device) == 0
+    return free
+
+
+def test_threads_and_killed_devices_never_break_the_board(monkeypatch):
+    with extra_board("prop-kill", "laptop2", hbm=64 * MiB) as name, attached(monkeypatch, name):
+        FAULT.update(board=name)
+        FAULT["free"] = _free_memory()
+        from mdev.runtime.lifecycle import detach
+        detach()
+        FAULT["hbm_used"] = [d["hbm_used"] for d in launcher.status(name)["devices"]]
+        FAULT["segments"] = sorted(shm_entries(name))
+        run_state_machine_as_test(FaultMachine, settings=settings(
+            max_examples=int(os.environ.get("MDEV_PROPERTY_FAULT_EXAMPLES", "20")), stateful_step_count=10,
+            deadline=None, database=None, derandomize=os.environ.get("MDEV_PROPERTY_RANDOM") != "1",
+            suppress_health_check=list(HealthCheck)))
