@@ -194,14 +194,18 @@ def test_other_processes_of_a_killed_device_see_it_lost_until_they_reset(monkeyp
         round_trip(acl)
 
 
-def deleted_mappings(pid: int, name: str) -> list[str]:
-    """Segments of board ``name`` that process ``pid`` still maps after they were unlinked:
-    each keeps the memory of a dead device (or buffer) alive."""
+def shm_mappings(pid: int, name: str) -> list[str]:
+    """Segments of board ``name`` that process ``pid`` maps ("... (deleted)" once unlinked)."""
     prefix = "/dev/shm/" + BoardPaths(name).shm_prefix
     with open(f"/proc/{pid}/maps") as f:
-        return sorted({line.split(None, 5)[5].strip() for line in f
-                       if len(line.split(None, 5)) == 6 and line.split(None, 5)[5].startswith(prefix)
-                       and line.rstrip().endswith("(deleted)")})
+        fields = [line.split(None, 5) for line in f]
+    return sorted({f[5].strip() for f in fields if len(f) == 6 and f[5].startswith(prefix)})
+
+
+def deleted_mappings(pid: int, name: str) -> list[str]:
+    """Segments process ``pid`` still maps after they were unlinked: each keeps the memory
+    of a dead device (or buffer) alive."""
+    return [m for m in shm_mappings(pid, name) if m.endswith("(deleted)")]
 
 
 def test_peer_copies_reach_a_restarted_device(monkeypatch):
@@ -262,6 +266,12 @@ def test_peer_copies_reach_a_restarted_device(monkeypatch):
             """)
             kill(device_pid(name, 0))
             assert acl.rt.malloc(4096, 0)[1] == LOST
+            # once the supervisor found it dead, device 1 unmapped it and still allocates
+            assert wait_until(lambda: device_state(name, 0) == "faulted", timeout=5)
+            assert wait_until(lambda: not any(m.endswith(("hbm0", "ctl0")) for m in shm_mappings(survivor, name)),
+                              timeout=5), shm_mappings(survivor, name)
+            ok(acl, acl.rt.set_device(1))
+            ok(acl, acl.rt.free(out(acl, acl.rt.malloc(4096, 0))))
             ok(acl, acl.rt.reset_device_force(0))
             assert device_state(name, 0) == "ok"
             # the survivor was told to unmap the dead device before the new one started

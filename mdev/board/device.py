@@ -290,8 +290,12 @@ class Device:
         """Refuse what /dev/shm could not back: touching it later would be a SIGBUS."""
         st = os.statvfs("/dev/shm")
         capacity = st.f_blocks * st.f_frsize
-        promised = sum(int(self.peer_control(d).header[S.H_HBM_USED])
-                       for d in range(self.topo.device_count))
+        promised = 0
+        for d in range(self.topo.device_count):
+            try:
+                promised += int(self.peer_control(d).header[S.H_HBM_USED])
+            except TaskFault:
+                pass    # a peer being restarted: its segments are gone, its memory too
         if promised + reserved > capacity:
             raise AclError(E.ACL_ERROR_RT_MEMORY_ALLOCATION,
                            f"device {self.index}: board has {promised} bytes allocated; "

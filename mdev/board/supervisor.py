@@ -335,6 +335,9 @@ class Supervisor:
         except FileNotFoundError:
             pass
         self.ipc.drop_device(index)
+        # peers may have re-mapped the dead segments since the fault was found: unlinked now,
+        # their memory goes with these last mappings
+        self._tell_devices("forget_peer", [(index,)])
         # the child must not keep the board's listener, the clients' sockets or a teller's
         # connection open (a device would never see those close)
         for thread in self._tellers:
