@@ -11,7 +11,8 @@
 The dispatcher thread reads every client socket, queues tasks on their streams and answers
 requests (malloc, create stream, ...).  A blocking request (a host synchronising a stream)
 is parked as a waiter and answered by the worker that completes the awaited task.  The
-control page lets hosts answer queries without asking.
+control page lets hosts answer queries without asking.  Peer devices' HBM and control
+pages are mapped for P2P work and re-mapped when a peer is restarted (see peer_control).
 """
 
 from __future__ import annotations

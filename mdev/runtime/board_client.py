@@ -6,7 +6,9 @@
 
 The per-thread sockets let several threads block in synchronisation calls at once
 without a dispatcher thread in between; the single task socket keeps every stream's
-tasks in submission order.
+tasks in submission order.  A link is bound to one device process: once that process is
+found dead, the link drops its HBM mapping and only reports 507901 (tasks naming the
+dead device's memory included) until the runtime replaces it at a device reset.
 """
 
 from __future__ import annotations
