@@ -127,6 +127,27 @@ def test_value_wait_starts_its_successor_after_the_write_it_saw():
     assert [m for r, m in zip(records, modelled) if r[3] == "value_wait"] == [(0.0, 0.0)]
 
 
+def test_host_side_copies_block_the_host_and_share_links():
+    topo = topology.resolve("pcie4")
+    meta = meta_of(topo)
+    kind, path = route(topo, ("p", None), ("d", 0))
+    sync = (-1, 0, None, "memcpy", 64 * MiB, kind, path, 0, 5 * 10**6, 0, ("h", 0))     # host record
+    later = copy(1, 0, ("p", None), ("d", 1), 64 * MiB, (6 * 10**6, 7 * 10**6), topo)  # submitted after it
+    latency_ns = sum(meta["links"][l]["latency_us"] for l, _ in path) * 1000
+    alone = latency_ns + 64 * MiB / 31.5
+    _, [(s0, e0), (s1, e1)] = model([sync, later], meta)
+    assert (s0, e0) == (0, pytest.approx(alone, abs=1e-3))
+    assert s1 == pytest.approx(e0) and e1 == pytest.approx(e0 + alone, abs=1e-3)
+    # a device copy already running when the host copies: they share the switch uplink
+    running = copy(1, 0, ("p", None), ("d", 1), 64 * MiB, (0, 8 * 10**6), topo)
+    _, modelled = model([sync, running], meta)
+    assert [e for _, e in modelled] == [pytest.approx(latency_ns + 2 * 64 * MiB / 31.5, abs=1e-3)] * 2
+    # a host-to-host copy takes its measured time
+    h2h = (-1, 0, None, "memcpy", 64 * MiB, "H2H", (), 0, 12345, 0, ("h", 0))
+    _, [(_, end)] = model([h2h], meta)
+    assert end == 12345
+
+
 CONCURRENT_H2D = """
     import mdev.acl as acl
     SIZE = 32 << 20

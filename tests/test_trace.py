@@ -74,8 +74,10 @@ def test_trace_is_chrome_json_with_copies_paths_and_flows(traced):
     assert names[(0, h2d[0]["tid"])].startswith("stream ")
     engine_copies = [e for e in events if e.get("cat") == "engine" and e["pid"] == 0]
     assert len(engine_copies) == 3 and all(names[(0, e["tid"])].startswith("dma ") for e in engine_copies)
-    assert {e["args"]["name"] for e in events if e.get("name") == "process_name"} == \
-        {"device 0 (Ascend910B1)", "device 1 (Ascend910B1)", "device 0 (modelled time)", "device 1 (modelled time)"}
+    processes = {e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    host = next(n for n in processes if n.startswith("host (pid "))     # its synchronous memset
+    assert processes == {"device 0 (Ascend910B1)", "device 1 (Ascend910B1)", "device 0 (modelled time)",
+                     "device 1 (modelled time)", host, "host (modelled time)"}
     # event record -> wait: a flow arrow from the record's stream to the waiting stream
     record = _tasks(data, kind="record_event")[0]
     wait = _tasks(data, kind="wait_event")[0]
@@ -108,7 +110,7 @@ def test_modelled_time_from_link_bandwidths(traced):
     assert modelled(d2h)[0] >= modelled(p2p)[1]
     assert data["mdev"]["modelled_makespan_ns"] == modelled(d2h)[1]
     modelled_events = [e for e in data["traceEvents"] if e.get("cat") == "modelled"]
-    assert len(modelled_events) == len(_tasks(data)) and {e["pid"] for e in modelled_events} == {1000, 1001}
+    assert len(modelled_events) == len(_tasks(data)) and {e["pid"] for e in modelled_events} == {1000, 1001, 1999}
 
 
 def test_summary(traced):
@@ -227,6 +229,52 @@ def test_value_wait_follows_the_write_that_released_it(laptop_board, tmp_path, r
     # the live clocks agree: the wait ended when the write did, and so did the events' span
     assert wait["args"]["device_modelled_end_ns"] == pytest.approx(written, abs=2)
     assert float(proc.stdout) == pytest.approx(written / 1e6, rel=1e-3)
+
+
+HOST_OPS_PROGRAM = """
+    import numpy as np
+    import mdev.acl as acl
+    n = 4 << 20
+    assert acl.init() == 0
+    acl.rt.set_device(0)
+    s, _ = acl.rt.create_stream()
+    d, _ = acl.rt.malloc(n, 0)
+    h = np.ones(n, np.uint8)
+    hp = acl.util.numpy_to_ptr(h)
+    assert acl.rt.memcpy(d, n, hp, n, 1) == 0                        # H2D, pageable
+    assert acl.rt.memset(d, n, 7, n) == 0                            # on the device
+    assert acl.rt.memcpy2d(hp, 2048, d, 4096, 2048, 1024, 2) == 0    # D2H, 2 MiB in rows
+    assert acl.rt.memset_async(d, n, 9, n, s) == 0                   # after them (host order)
+    assert acl.rt.synchronize_stream(s) == 0
+    assert h[0] == 7
+    print("done")
+"""
+
+
+def test_synchronous_copies_and_memsets_are_host_records(laptop_board, tmp_path, run_py):
+    path = tmp_path / "host.json"
+    assert "done" in run_py(HOST_OPS_PROGRAM, laptop_board, env={"MDEV_TRACE": str(path)}).stdout
+    data = json.loads(path.read_text())
+    host = sorted(_tasks(data, device=-1), key=lambda e: e["ts"])
+    assert [(e["args"]["kind"], e["args"]["route"], e["args"]["bytes"]) for e in host] == \
+        [("memcpy", "H2D", 4 * MiB), ("memset", "D2D", 4 * MiB), ("memcpy", "D2H", 2 * MiB)]
+    pid = host[0]["pid"]
+    assert all(e["pid"] == pid and e["tid"] == 0 and e["args"]["executing_device"] == 0 for e in host)
+    meta = {(e["name"], e["pid"], e["tid"]): e["args"].get("name") for e in data["traceEvents"] if e["ph"] == "M"}
+    assert meta[("thread_name", pid, 0)] == "host"
+    assert meta[("process_name", pid, 0)] == f"host (pid {data['mdev']['pid']})"
+    assert host[0]["args"]["path"] == ["rc0-numa0", "npu0-rc0"] and host[2]["args"]["path"] == ["npu0-rc0", "rc0-numa0"]
+    for e in host:
+        assert 0 < e["args"]["wall_end_ns"] - e["args"]["wall_start_ns"] == pytest.approx(e["dur"] * 1000, abs=1)
+    # modelled: one after another (they block the host), each from the links, then the async memset
+    links = data["mdev"]["links"]
+    h2d = sum(links[l]["latency_us"] for l in host[0]["args"]["path"]) * 1000 + 4 * MiB / 31.5
+    assert host[0]["args"]["modelled_start_ns"] == 0
+    assert host[0]["args"]["modelled_end_ns"] == pytest.approx(h2d, abs=1)
+    for a, b in zip(host, host[1:]):
+        assert b["args"]["modelled_start_ns"] >= a["args"]["modelled_end_ns"]
+    (memset,) = _tasks(data, kind="memset", device=0)
+    assert memset["args"]["modelled_start_ns"] >= host[2]["args"]["modelled_end_ns"]
 
 
 ELAPSED_PROGRAM = """

@@ -5,7 +5,8 @@
                                        time; needs matplotlib: pip install 'mdev[plot]')
 
 Busy time of a device is the union of the intervals in which one of its tasks ran, waits
-(event / notify / value waits, host callbacks) not counted.  A link's utilisation is the
+(event / notify / value waits, host callbacks) not counted; the process's synchronous
+copies and memsets count as a "host" row.  A link's utilisation is the
 bytes that crossed it in its busier direction / (its effective bandwidth x the trace's
 span), span = first task start .. last task end.
 """
@@ -17,6 +18,7 @@ import json
 import sys
 from collections import defaultdict
 
+HOST = -1      # "device" of host-side records (mdev.runtime.trace.HOST)
 WAITS = {"wait_event", "wait_remote_event", "wait_event_flag", "wait_notify", "value_wait", "host_callback"}
 
 
@@ -74,11 +76,12 @@ def analyse(data: dict) -> dict:
     channel_bytes: dict[tuple[str, str], int] = defaultdict(int)
     for e in evs:
         a = e["args"]
-        counts[e["pid"]] += 1
+        dev = a["device"]               # HOST (-1) for the process's synchronous copies / memsets
+        counts[dev] += 1
         if a["kind"] not in WAITS:
-            busy[e["pid"]].append((e["ts"], e["ts"] + e["dur"]))
+            busy[dev].append((e["ts"], e["ts"] + e["dur"]))
         if a.get("engine"):
-            engines[(e["pid"], a["engine"])].append((e["ts"], e["ts"] + e["dur"]))
+            engines[(dev, a["engine"])].append((e["ts"], e["ts"] + e["dur"]))
         if a.get("route"):
             route_bytes[a["route"]] += a["bytes"]
         for link, d in zip(a.get("path", ()), a.get("dir", "")):
@@ -130,7 +133,8 @@ def summary_text(data: dict) -> str:
     for d, info in r["devices"].items():
         eng = ", ".join(f"{name} {fmt_us(us)}" for (dev, name), us in r["engines"].items() if dev == d)
         pct = 100 * info["busy_us"] / r["span_us"] if r["span_us"] else 0.0
-        out.append(f"{d:>6} {info['tasks']:>7} {fmt_us(info['busy_us']):>12} {pct:>6.1f}%   {eng or '-'}")
+        out.append(f"{'host' if d == HOST else d:>6} {info['tasks']:>7} {fmt_us(info['busy_us']):>12} "
+                   f"{pct:>6.1f}%   {eng or '-'}")
     out.append("")
     if r["routes"]:
         out.append("bytes by route: " + ", ".join(f"{k} {fmt_bytes(v)}" for k, v in sorted(r["routes"].items())))
@@ -197,7 +201,8 @@ def plot(data: dict, output: str, modelled: bool = False) -> None:
                         xytext=(s["ts"] / 1000, index[(s["pid"], s["tid"])]),
                         arrowprops={"arrowstyle": "->", "color": "black", "lw": 0.8})
     ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels([f"dev {pid % 1000}: {names.get((pid, tid), tid)}" for pid, tid in rows])
+    ax.set_yticklabels(["host" if names.get((pid, tid)) == "host" else f"dev {pid % 1000}: {names.get((pid, tid), tid)}"
+                        for pid, tid in rows])
     ax.invert_yaxis()
     ax.set_xlabel("modelled time (ms)" if modelled else "wall time (ms)")
     meta = data.get("mdev", {})

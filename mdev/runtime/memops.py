@@ -16,6 +16,7 @@ from mdev import sanitizer
 from mdev.graph import recorder as _graph
 from mdev.memory import address
 from mdev.runtime import streams
+from mdev.runtime import trace as _trace
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.memory import DEVICE, PAGEABLE, PINNED, Allocation, Operand, pairs
 from mdev.runtime.validate import as_int, size
@@ -175,6 +176,9 @@ def memcpy(dst: int, dest_max: int, src: int, count: int, kind: int) -> None:
     check_reach(rt.current_context().device, d, s)
     if rt.captures:
         _graph.check_unsafe("memcpy")
+    if _trace.host_on:          # traced: the host-side record times the copy
+        _trace.host_op("memcpy", d, s, count, lambda: _copy_here(d, s))
+        return
     _copy_here(d, s)
 
 
@@ -244,6 +248,10 @@ def memcpy2d(dst, dpitch, src, spitch, width, height, kind) -> None:
     check_reach(rt.current_context().device, *ops)
     if rt.captures:
         _graph.check_unsafe("memcpy2d")
+    if _trace.host_on:          # traced: the host-side record times the copy
+        _trace.host_op("memcpy", ops[0], ops[1], width * height,
+                       lambda: _copy2d_here(ops[0], dpitch, ops[1], spitch, width, height))
+        return
     _copy2d_here(ops[0], dpitch, ops[1], spitch, width, height)
 
 
@@ -288,6 +296,10 @@ def memset(dev_ptr: int, max_count: int, value: int, count: int) -> None:
         _graph.check_unsafe("memset")
     if sanitizer.active is not None:
         sanitizer.active.host_access(writes=[op], fill=value & 0xFF)
+    if _trace.host_on:          # traced: the host-side record times the memset
+        _trace.host_op("memset", op, None, count,
+                       lambda: [rt.memory.view(part).fill(value & 0xFF) for part in op.parts()])
+        return
     for part in op.parts():
         rt.memory.view(part).fill(value & 0xFF)
 

@@ -9,6 +9,9 @@ makespan that depends on them (wall time on the emulator mostly does not).
                              device's host path; peer copy: path(a, b))
     memset / value_write     like a copy from the executing device to the target (on the
                              device: bytes / hbm_gbps)
+    host memcpy / memset     synchronous operations of the host process (device HOST, see
+                             mdev.runtime.trace.host_op): as a copy / memset of the device
+                             they ran for; host to host: measured wall time
     kernel                   measured wall time x MDEV_MODEL_KERNEL_FACTOR (default 1.0)
     host callback            measured wall time (the host function ran for real)
     event / notify waits     end when the record that released them ends (modelled), never
@@ -16,12 +19,17 @@ makespan that depends on them (wall time on the emulator mostly does not).
     records, resets, other   0
 
 A task starts when its stream's previous task ended (modelled) and a slot of its engine is
-free (2 DMA slots per device; kernels of one engine kind run one at a time).  Slots go to
+free (2 DMA slots per device; kernels of one engine kind run one at a time).  Host-side
+operations form one stream of their own (the host runs them one after another) and use
+no engine.  Slots go to
 tasks in order of their wall start times, a wait only after the record it waited for.
 Host-side ordering (a synchronisation, then more work) is not in the records; it is
 inferred: a task that reached an idle stream (first task, or >= 100 us after the stream's
 previous one ended, wall) was submitted by the host then, so it starts no earlier
-(modelled) than every task that had ended (wall) before it started.
+(modelled) than every task that had ended (wall) before it started.  A host-side
+operation always counts as submitted then, and since it blocks the host, tasks that reach
+an idle stream after it ended (wall) start after it (modelled); a task that reached a busy
+stream is not held back by it (when it was submitted is not recorded).
 
 Concurrent transfers share bandwidth (a fluid model): a copy first waits its path's
 latency, then moves its bytes; while it does, each link channel (a link direction, see
@@ -47,7 +55,8 @@ import os
 
 DMA_SLOTS = 2
 IDLE_GAP_NS = 100_000     # a stream idle this long before a task: the host submitted it then
-COPIES = {"copy", "copy2d", "reduce", "memset", "value_write"}
+COPIES = {"copy", "copy2d", "reduce", "memset", "value_write", "memcpy"}
+HOST = -1                 # device of host-side records (mdev.runtime.trace.HOST)
 ZERO = {"record_event", "reset_event", "record_notify", "value_wait", "update_graph"}
 
 
@@ -60,6 +69,10 @@ def kernel_factor() -> float:
 
 def _duration_ns(r: tuple, meta: dict) -> float:
     dev, kind, nbytes, route, path = r[0], r[3], r[4], r[5], r[6]
+    if dev == HOST:
+        if route == "H2H" or r[10] is None:
+            return float(r[8] - r[7])
+        dev = r[10][1]                                      # the device it ran for
     if kind in COPIES:
         if not path:
             devices = meta.get("device_bw", [])
@@ -137,7 +150,7 @@ def _order(records: list, sources: dict[int, int]):
         key = (r[0], r[1])
         while known and known[0][0] <= r[7]:
             ended.append(heapq.heappop(known)[1])
-        if key not in wall_prev or wall_prev[key] <= r[7] - IDLE_GAP_NS:
+        if key not in wall_prev or wall_prev[key] <= r[7] - IDLE_GAP_NS or r[0] == HOST:
             # the stream was idle: the host submitted this task then, possibly after waiting
             # for everything that had finished by that time
             host[i] = len(ended)

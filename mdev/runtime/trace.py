@@ -1,14 +1,23 @@
 """Timeline traces of this process's tasks (``MDEV_TRACE=file.json``, ``mdev run --trace``).
 
     attach (MDEV_TRACE set) --> trace_start(client) on every device of the board
-    finalize / detach / exit --> trace_collect(client) from every device --> Chrome trace JSON
+    memops.memcpy / memcpy2d / memset --> host_op --> host-side records (this process)
+    finalize / detach / exit --> trace_collect(client) from every device
+                             + the host-side records --> Chrome trace JSON
 
 The file is the Chrome trace / Perfetto JSON format (opens in https://ui.perfetto.dev and
-chrome://tracing): one process per device, one track per stream (``stream N``) and per
-engine slot (``dma 0``, ``dma 1``, ``aic 0``, ...), an "X" (complete) event per task with
-its bytes, route (H2D / D2H / D2D / P2P) and link path in ``args``, and flow arrows from an
-event or notify record, or from the write a value wait saw, to the wait it released.  The top-level ``mdev`` key holds what
-``mdev trace summary`` needs: the board's links (bandwidth, latency) and its peer pairs.
+chrome://tracing): one process per device (and one for the host), one track per stream
+(``stream N``) and per engine slot (``dma 0``, ``dma 1``, ``aic 0``, ...), an "X"
+(complete) event per task with its bytes, route (H2D / D2H / D2D / P2P / H2H) and link path
+in ``args``, and flow arrows from an event or notify record, or from the write a value
+wait saw, to the wait it released.  The top-level ``mdev`` key holds what ``mdev trace
+summary`` needs: the board's links (bandwidth, latency) and its peer pairs.
+
+Synchronous copies and memsets (``memcpy``, ``memcpy2d``, ``memset``) run in this process,
+not on a device: while tracing, mdev.runtime.memops hands them to ``host_op``, which times
+them and keeps a host-side record (device ``HOST``, kind memcpy / memset, bytes, route and
+path from the board's topology as a device would record them, wall start / end); they
+are collected with the devices' records and drawn on a "host" track of their own.
 
 Records of several init / finalize cycles of one process accumulate; the file is rewritten
 at each collection.  A child process (fork, multiprocessing) that traces too writes
@@ -22,6 +31,7 @@ import json
 import os
 import threading
 import time
+from typing import Callable
 
 OWNER_ENV = "MDEV_TRACE_OWNER"
 WAITS = {"wait_event", "wait_remote_event", "wait_event_flag", "wait_notify", "value_wait", "host_callback"}
@@ -29,17 +39,23 @@ SOURCES = {"record_event", "record_notify"}
 SINKS = {"wait_event", "wait_remote_event", "wait_event_flag", "wait_notify"}
 FLOW_NAMES = {"e": "event", "n": "notify", "v": "value"}
 
+HOST = -1                 # the "device" of host-side records
+HOST_PID = 999            # their process in the Chrome trace
+
 _lock = threading.Lock()
 _records: list = []
+_host: list = []          # host-side records since the last collection
 _meta: dict = {}
 _dropped = 0
 _registered = False
+_topology = None
+host_on = False           # True while synchronous memory operations are recorded (MDEV_TRACE)
 
 
 def _forget_after_fork() -> None:
     """A forked child traces (if at all) its own tasks, into its own file."""
-    global _records, _dropped, _lock
-    _records, _dropped, _lock = [], 0, threading.Lock()
+    global _records, _host, _dropped, _lock, host_on
+    _records, _host, _dropped, _lock, host_on = [], [], 0, threading.Lock(), False
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
@@ -77,8 +93,10 @@ def on_attach(board) -> None:
         import sys
         print(f"mdev: MDEV_TRACE / MDEV_MODEL_TIME: cannot start: {exc}", file=sys.stderr)
         return
+    global _topology, host_on
     with _lock:
-        topo = board.topology
+        topo = _topology = board.topology
+        host_on = keep
         _meta.update(board=board.paths.name, topology=topo.name, devices=board.device_count,
                      links={l.id: {"type": l.type, "a": l.a, "b": l.b, "gbps": l.effective_gbps,
                                    "latency_us": l.latency_us} for l in topo.links},
@@ -94,10 +112,12 @@ def on_attach(board) -> None:
 
 def on_detach(board) -> None:
     """Before the process lets go of a board: collect its records and write the file."""
+    global host_on, _host
     if not getattr(board, "tracing", False):
         return
     board.tracing = False
-    collected, dropped = [], 0
+    with _lock:
+        collected, dropped, _host, host_on = _host, 0, [], False
     for device in range(board.device_count):
         try:
             reply = board.link(device).request("trace_collect", board.client_id, True, timeout=30)
@@ -106,6 +126,42 @@ def on_detach(board) -> None:
         collected += reply["records"]
         dropped += reply["dropped"]
     _add(collected, dropped)
+
+
+def host_op(kind: str, dst, src, nbytes: int, run: Callable[[], None]) -> None:
+    """Run a synchronous memory operation of this process (``run``) and record it: ``dst`` /
+    ``src`` are its validated operands (mdev.runtime.memory.Operand; ``src`` None for a
+    memset)."""
+    from mdev.runtime.core import RUNTIME as rt
+    executing = rt.current_context().device
+    start = time.monotonic_ns()
+    run()
+    end = time.monotonic_ns()
+    try:
+        route, path = _host_route(executing, dst.parts()[0], src.parts()[0] if src is not None else None)
+    except Exception:                       # a record must never fail the operation
+        route, path = "", ()
+    with _lock:
+        if host_on:
+            _host.append((HOST, 0, None, kind, nbytes, route, path, start, end, 0, ("h", executing)))
+
+
+def _host_route(executing: int, dst, src) -> tuple[str, tuple]:
+    """(route, link path) of a synchronous operation, as a device records its copies."""
+    topo = _topology
+    if src is None:                         # memset: the executing device writes device memory
+        src_host, sdev = dst.is_host, executing
+    else:
+        src_host, sdev = src.is_host, src.device
+    if src_host and dst.is_host:
+        return "H2H", ()
+    if src_host:                            # host -> device: the host path backwards
+        return "H2D", tuple((link, not fwd) for link, fwd in reversed(topo.host_path(dst.device).channels()))
+    if dst.is_host:
+        return "D2H", tuple(topo.host_path(sdev).channels())
+    if sdev == dst.device:
+        return "D2D", ()
+    return "P2P", tuple(topo.path(sdev, dst.device).channels())
 
 
 def _add(records: list, dropped: int) -> None:
@@ -172,9 +228,12 @@ def chrome_trace(records: list, meta: dict) -> dict:
     tracks: dict[tuple[int, int], str] = {}
     for dev in sorted({r[0] for r in records}):
         socs = meta.get("socs") or []
-        name = f"device {dev}" + (f" ({socs[dev]})" if dev < len(socs) else "")
-        events.append({"ph": "M", "name": "process_name", "pid": dev, "tid": 0, "args": {"name": name}})
-        events.append({"ph": "M", "name": "process_sort_index", "pid": dev, "tid": 0, "args": {"sort_index": dev}})
+        name = f"device {dev}" + (f" ({socs[dev]})" if 0 <= dev < len(socs) else "")
+        if dev == HOST:
+            name = f"host (pid {meta.get('pid', '?')})"
+        events.append({"ph": "M", "name": "process_name", "pid": _pid(dev), "tid": 0, "args": {"name": name}})
+        events.append({"ph": "M", "name": "process_sort_index", "pid": _pid(dev), "tid": 0,
+                       "args": {"sort_index": dev}})
     # engine lanes: per device and engine, in start order
     engine_tid: dict[int, int] = {}
     by_engine: dict[tuple[int, str], list[int]] = {}
@@ -188,7 +247,8 @@ def chrome_trace(records: list, meta: dict) -> dict:
             tracks[(dev, tid)] = f"{engine} {lane}"
     for i, r in enumerate(records):
         dev, stream, engine, kind, nbytes, route, path, start, end, code, flow = r[:11]
-        tracks.setdefault((dev, stream), f"stream {stream}")
+        pid = _pid(dev)
+        tracks.setdefault((pid, stream), "host" if dev == HOST else f"stream {stream}")
         name = f"{kind} {route}" if route else kind
         args = {"device": dev, "stream": stream, "engine": engine, "kind": kind, "bytes": nbytes,
                 "route": route, "path": [link for link, _ in path] if path else [],
@@ -199,11 +259,13 @@ def chrome_trace(records: list, meta: dict) -> dict:
         if flow is not None and flow[0] == "k":
             name = f"kernel {flow[1]}"
             args["kernel"], args["blocks"] = flow[1], flow[2]
+        elif flow is not None and flow[0] == "h":       # a host-side operation, executed for this device
+            args["executing_device"] = flow[1]
         elif flow is not None:
             args["flow"] = list(flow)
         if len(r) > 12 and r[11] is not None:
             args["device_modelled_start_ns"], args["device_modelled_end_ns"] = round(r[11]), round(r[12])
-        ev = {"ph": "X", "name": name, "cat": "task", "pid": dev, "tid": stream, "ts": us(start),
+        ev = {"ph": "X", "name": name, "cat": "task", "pid": pid, "tid": stream, "ts": us(start),
               "dur": (end - start) / 1000.0, "args": args}
         events.append(ev)
         small = {"stream": stream, "kind": kind, "route": route, "bytes": nbytes}   # full args: stream track
@@ -211,14 +273,15 @@ def chrome_trace(records: list, meta: dict) -> dict:
             events.append({"ph": "X", "name": name, "cat": "engine", "pid": dev, "tid": engine_tid[i],
                            "ts": ev["ts"], "dur": ev["dur"], "args": small})
         # the same task in modelled time: process "device N (modelled)", pid MODELLED_PID + N
-        events.append({"ph": "X", "name": name, "cat": "modelled", "pid": MODELLED_PID + dev, "tid": stream,
+        events.append({"ph": "X", "name": name, "cat": "modelled", "pid": MODELLED_PID + pid, "tid": stream,
                        "ts": modelled[i][0] / 1000.0, "dur": (modelled[i][1] - modelled[i][0]) / 1000.0,
                        "args": small})
-        tracks.setdefault((MODELLED_PID + dev, stream), f"stream {stream}")
+        tracks.setdefault((MODELLED_PID + pid, stream), tracks[(pid, stream)])
     for dev in sorted({r[0] for r in records}):
-        events.append({"ph": "M", "name": "process_name", "pid": MODELLED_PID + dev, "tid": 0,
-                       "args": {"name": f"device {dev} (modelled time)"}})
-        events.append({"ph": "M", "name": "process_sort_index", "pid": MODELLED_PID + dev, "tid": 0,
+        pid = MODELLED_PID + _pid(dev)
+        events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+                       "args": {"name": f"{'host' if dev == HOST else f'device {dev}'} (modelled time)"}})
+        events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
                        "args": {"sort_index": MODELLED_PID + dev}})
     for (dev, tid), name in tracks.items():
         events.append({"ph": "M", "name": "thread_name", "pid": dev, "tid": tid, "args": {"name": name}})
@@ -231,6 +294,10 @@ def chrome_trace(records: list, meta: dict) -> dict:
 
 
 MODELLED_PID = 1000
+
+
+def _pid(dev: int) -> int:
+    return HOST_PID if dev == HOST else dev
 
 
 def _sources(records: list) -> dict[int, int]:
@@ -264,8 +331,8 @@ def _flows(records: list, sources: dict[int, int], us) -> list[dict]:
         r, src = records[i], records[j]
         n += 1
         name = FLOW_NAMES[r[10][0]]
-        out.append({"ph": "s", "id": n, "name": name, "cat": "flow", "pid": src[0], "tid": src[1],
+        out.append({"ph": "s", "id": n, "name": name, "cat": "flow", "pid": _pid(src[0]), "tid": src[1],
                     "ts": us((src[7] + src[8]) // 2)})
-        out.append({"ph": "f", "bp": "e", "id": n, "name": name, "cat": "flow", "pid": r[0], "tid": r[1],
+        out.append({"ph": "f", "bp": "e", "id": n, "name": name, "cat": "flow", "pid": _pid(r[0]), "tid": r[1],
                     "ts": us(max(r[7], r[8] - 1))})     # where the wait ended
     return out
