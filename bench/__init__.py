@@ -11,8 +11,9 @@
                     all-to-all of 16 MiB per pair (wall time, aggregate GB/s)
     bench.graph     host time per task: replay of 1,000 captured small tasks vs issuing them
     bench.trace     small-task rate with timeline tracing (MDEV_TRACE) vs without, cost of writing a trace
+    bench.sanitize  small-task rate with the sanitizer (memcheck+racecheck, all checks) vs without
 
 Each group starts its own board (``bench-<pid>-<tag>``) and stops it when done.
 """
 
-GROUPS = ("copies", "tasks", "startup", "kernels", "ipc", "async_tasks", "p2p", "graph", "trace")
+GROUPS = ("copies", "tasks", "startup", "kernels", "ipc", "async_tasks", "p2p", "graph", "trace", "sanitize")

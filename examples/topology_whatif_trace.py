@@ -95,6 +95,10 @@ def main():
     check("sync", acl.rt.synchronize_stream(stream_last))
     if not np.array_equal(data, expected):
         raise SystemExit("topology_whatif_trace: data mismatch")
+    check("free", acl.rt.free(dst))
+    for ptr in (a, b):
+        check("free", acl.rt.free(ptr))
+    check("free_host", acl.rt.free_host(host))
     check("finalize", acl.finalize())
     print(f"topology_whatif_trace: 8 MiB device 0 -> device {last} ({how}), verified: OK")
     return 0

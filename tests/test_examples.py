@@ -84,12 +84,12 @@ def example_board():
         launcher.stop(name + suffix)
 
 
-def run_example(name: str, board: str) -> subprocess.CompletedProcess:
+def run_example(name: str, board: str, **extra_env: str) -> subprocess.CompletedProcess:
     topology = TOPOLOGY.get(name, "laptop2")
     if topology != "laptop2":
         board = f"{board}-{topology}"
     env = dict(os.environ, MDEV_BOARD=board, MDEV_TOPOLOGY=topology, MDEV_IDLE_TIMEOUT="1",
-               MDEV_AUTOSTART="1")
+               MDEV_AUTOSTART="1", **extra_env)
     return subprocess.run([sys.executable, str(EXAMPLES / f"{name}.py")], env=env,
                           capture_output=True, text=True, timeout=120)
 
@@ -125,3 +125,25 @@ def test_topology_whatif_details(example_board):
     from helpers import shm_entries
     for suffix in WHATIF_BOARDS:
         assert shm_entries(example_board + suffix) == []
+
+
+# under MDEV_SANITIZE=all: examples the sanitizer must find clean (multi-stream, multi-device,
+# IPC and kernel memory-semantic programs: no false alarm), and those whose deliberate bug it
+# must name
+SANITIZED_CLEAN = ("multi_stream", "event_wait", "notify_two_devices", "value_write_wait", "kernel_memory_sync",
+                   "pinned_async_copy", "p2p_copy", "graph_cross_stream", "ipc_event", "reduce",
+                   "random_numbers", "vector_add_mixed", "topology_whatif_trace")
+SANITIZED_FINDINGS = {"exception_callback": "mdev memcheck", "stream_priority": "write-after-write hazard",
+                      "stop_on_failure": "mdev synccheck"}
+
+
+@pytest.mark.parametrize("name", SANITIZED_CLEAN + tuple(SANITIZED_FINDINGS))
+def test_example_under_the_sanitizer(name, example_board, tmp_path):
+    proc = run_example(name, example_board, MDEV_SANITIZE="all", MDEV_SANITIZE_LOG=str(tmp_path / "log"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summaries = [line for line in proc.stderr.splitlines() if "ERROR SUMMARY" in line]
+    assert summaries, proc.stderr
+    if name in SANITIZED_CLEAN:
+        assert all("ERROR SUMMARY: 0 error(s)" in line for line in summaries), proc.stderr
+    else:
+        assert SANITIZED_FINDINGS[name] in proc.stderr

@@ -466,3 +466,20 @@ def test_mdev_run_rejects_an_unknown_check(board, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "mdev", "run", "--board", board, "--sanitize", "racechek",
                            str(prog)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "unknown sanitizer check" in proc.stderr and "never runs" not in proc.stdout
+
+
+def test_racecheck_event_recorded_before_the_sanitizer_started(acl):
+    """Waits name records by their number since the event was created, not since enable()."""
+    ok(acl, acl.rt.set_device(0))
+    s1, s2 = streams(acl)
+    a, b = device_buffer(acl, N), device_buffer(acl, N)
+    event = out(acl, acl.rt.create_event())
+    for _ in range(5):
+        ok(acl, acl.rt.record_event(event, s1))
+    with sanitized("racecheck") as found:
+        ok(acl, acl.rt.memset_async(a, N, 1, N, s1))
+        ok(acl, acl.rt.record_event(event, s1))
+        ok(acl, acl.rt.stream_wait_event(s2, event))
+        ok(acl, acl.rt.memcpy_async(b, N, a, N, D2D, s2))
+        ok(acl, acl.rt.synchronize_device())
+    assert found == []

@@ -139,7 +139,9 @@ def report(device: "Device", stream, launch: "Launch") -> None:
     conn = device.main_conns.get(stream.client)
     if conn is None or stream.running_task is None:
         return
-    accesses = [(loc, len(view), _merge(root.writes + _written(view, snapshot)))
+    # words a kernel that spins or adds atomically touches are its flags: synchronisation
+    accesses = [(loc, len(view), _merge(root.writes + _written(view, snapshot)),
+                 launch.synchronises and len(view) <= 8)
                 for loc, view, snapshot, root in launch.accesses]
     conn.send(("sanitize", {"slot": stream.slot, "seq": stream.running_task[0], "accesses": accesses,
                             "fault": launch.fault}))

@@ -79,6 +79,7 @@ class Launch:
         # MDEV_SANITIZE: (location, view, snapshot) of every gm view, and the first bad access
         self.accesses: list | None = [] if watch else None
         self.fault: tuple | None = None
+        self.synchronises = False     # spun on or atomically updated memory: its words are flags
 
     def memory(self, ptr: int, dtype: np.dtype, count) -> np.ndarray:
         shape = (count,) if isinstance(count, (int, np.integer)) else tuple(count) if count else None
@@ -139,9 +140,11 @@ class Launch:
             conn.send(("print", text))
 
     def spin_until(self, ready: Callable[[], bool], timeout: float | None) -> None:
+        self.synchronises = True
         self.device.wait_until(self.stream, ready, timeout or 0, f"kernel {self.name}")
 
     def atomic_add(self, ptr: int, value, dtype: np.dtype):
+        self.synchronises = True
         word = self.memory(ptr, dtype, 1)
         with self.device.lock:
             old = word[0].item()

@@ -61,6 +61,7 @@ class Task:
     api: str
     site: str
     serial: int                        # submission order, over every stream and the host
+    number: int = 0                    # an event record: which record of the event it is
     clock: dict | None = None          # set when the task runs in the model
     epoch: int = 0
     accesses: list | None = None       # kernels: (location, nbytes, written ranges) from the device
@@ -101,9 +102,11 @@ class NotifyModel:
 
 @dataclass
 class Word:
-    """The 8-byte word of a value wait, as far as the model knows it."""
-    value: int | None = None            # None: unknown (copy, kernel) -- assume it satisfies
-    writer: Task | None = None          # None: written by the host (read the real memory)
+    """The 8-byte word of a value wait, as far as the model knows it: its last writer's
+    value and clock.  A word first looked at is read from memory as the program left it."""
+    value: int | None                   # None: unknown (a copy, a kernel) -- assume it satisfies
+    clock: dict
+    who: str = ""
 
 
 class Model:
@@ -151,7 +154,7 @@ class Model:
         if task.op == "record_event":
             key = (s.device, task.args[0], task.args[1])
             records = self.events.setdefault(key, {})
-            n = max(records, default=0) + 1              # events.py counts issues the same way
+            n = task.number or max(records, default=0) + 1   # the record's issue number: waits name it
             records[n] = Signal(task)
             records.pop(n - KEEP_RECORDS, None)
         elif task.op == "record_notify":
@@ -187,7 +190,7 @@ class Model:
         elif task.op == "record_notify":
             self.notifies[(task.args[0], task.args[1])].pending.append(Signal(task, task.clock))
         elif task.op == "value_write":
-            self.words[task.args[0]] = Word(task.args[1], task)
+            self.words[task.args[0]] = Word(task.args[1], task.clock, task.describe())
         self.on_run(task)
         return True
 
@@ -197,8 +200,9 @@ class Model:
         space, lo = location[:2], location[2]
         for loc, word in self.words.items():
             if loc[:2] == space and lo <= loc[2] < lo + nbytes:
-                word.writer = task
                 word.value = int(np.full(8, fill, np.uint8).view(np.uint64)[0]) if fill is not None else None
+                word.clock = task.clock if task is not None else dict(self.host)
+                word.who = task.describe() if task is not None else "a write of the host"
         if self.blocked:
             self._drain()
 
@@ -228,14 +232,11 @@ class Model:
             return {} if self.external_notify(key) else None
         if op == "value_wait":
             word = self.words.get(args[0])
-            if word is None or word.writer is None:
-                if VALUE_TESTS[args[2]](self.read_word(args[0]), args[1]):
-                    return {}      # the host wrote it (or nothing did): the host clock covers it
-                self.words.setdefault(args[0], Word())
-                return None
+            if word is None:       # its writes so far are the host's: the host clock covers them
+                word = self.words[args[0]] = Word(self.read_word(args[0]), {}, "the value in memory")
             if word.value is None or VALUE_TESTS[args[2]](word.value, args[1]):
-                task.released_by = word.writer.describe()
-                return word.writer.clock
+                task.released_by = word.who
+                return word.clock
             return None
         return {}
 

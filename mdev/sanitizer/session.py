@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import os
 import sys
 import threading
+import traceback
 
 import mdev
+from mdev.acl import constants as C
+from mdev.board import systasks as board_systasks
 from mdev.memory import address
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.memory import DEVICE, PINNED
@@ -48,6 +52,18 @@ def caller() -> tuple[str, str, int | None]:
     return api, site, stream if isinstance(stream, int) else None
 
 
+def guarded(method):
+    """A checker's own failure is printed and the check goes on: it must never change
+    what the API call returns, nor leave it half done."""
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except Exception:
+            self.internal_error()
+    return call
+
+
 class Sanitizer:
     def __init__(self, checks) -> None:
         self.checks = frozenset(checks)
@@ -56,6 +72,7 @@ class Sanitizer:
         self.grace_s = float(os.environ.get("MDEV_SANITIZE_GRACE", "1.0"))
         self._kernel_reports: collections.deque = collections.deque()
         self._watched: set[int] = set()
+        self._failed = False
         self._reset()
 
     def _reset(self) -> None:
@@ -63,6 +80,14 @@ class Sanitizer:
         self.regions = Regions(rt)
         self._kernels: dict[tuple, Task] = {}      # (device, slot, seq) -> launch awaiting its report
         self._unreported: set[Task] = set()        # launches run in the model, report not in yet
+        self._events: dict[tuple, object] = {}     # (device, slot, uid) -> the runtime's Event
+
+    def internal_error(self) -> None:
+        if not self._failed:
+            self._failed = True
+            print("mdev sanitizer: internal error (checking goes on, reports may be incomplete):",
+                  file=sys.stderr)
+            traceback.print_exc()
 
     def report(self, checker: str, kind: str, lines: list[str], dedupe=None) -> None:
         if checker in self.checks:
@@ -73,12 +98,18 @@ class Sanitizer:
         api, site, _ = caller()
         with self.lock:
             seq = send(stream, op, *args)
-            self._drain_kernel_reports()
-            task = Task(self.model.stream(stream), seq, op, args, api, site, next(self.model.serials))
-            if op == "kernel":
-                self._kernels[(stream.device, stream.slot, seq)] = task
-            self.model.submit(task)
+            self._model_task(stream, op, args, seq, api, site)
         return seq
+
+    @guarded
+    def _model_task(self, stream, op: str, args: tuple, seq: int, api: str, site: str) -> None:
+        self._drain_kernel_reports()
+        task = Task(self.model.stream(stream), seq, op, args, api, site, next(self.model.serials))
+        if op == "record_event":
+            task.number = self._event(stream.device, *args).issued + 1   # events.py counts it next
+        if op == "kernel":
+            self._kernels[(stream.device, stream.slot, seq)] = task
+        self.model.submit(task)
 
     def _run(self, task: Task) -> None:
         """The model ran ``task``: check and record the bytes it touches."""
@@ -89,12 +120,14 @@ class Sanitizer:
             else:
                 self._kernel_accesses(task)
             return
+        # a value write / wait is itself a synchronisation: its word is a flag, not data
+        racing = task.op not in ("value_write", "value_wait")
         for location, nbytes, write, fill in _accesses(task.op, task.args):
             self._touch(location, nbytes, write, task.stream.comp, task.epoch, task.clock, who, key, task, fill,
-                        serial=task.serial)
+                        serial=task.serial, race=racing)
 
     def _touch(self, location, nbytes, write, comp, epoch, clock, who, key, task=None, fill=None,
-               init=True, serial=0) -> None:
+               init=True, serial=0, race=True) -> None:
         prune = not self._unreported
         for region, lo, hi in self.regions.pieces(location, nbytes):
             if init and "initcheck" in self.checks:
@@ -102,13 +135,14 @@ class Sanitizer:
                     initcheck.mark(region, lo, hi)
                 else:
                     initcheck.check_read(region, lo, hi, who, self.report)
-            if "racecheck" in self.checks:
+            if race and "racecheck" in self.checks:
                 racecheck.check(region, racecheck.Access(lo, hi, write, comp, epoch, clock, who, key, serial),
                                 self.report, prune)
         if write and self.model.words and (task is None or task.op != "value_write"):
             self.model.wrote(location, nbytes, task, fill)     # (a value write sets its word itself)
 
     # ------------------------------------------------------------------ kernels
+    @guarded
     def watch_kernels(self, device: int) -> None:
         """Before the first launch on a device: have it report what its kernels touch."""
         if device not in self._watched:
@@ -124,6 +158,7 @@ class Sanitizer:
                 pass            # a device that is gone watches nothing
         self._watched.clear()
 
+    @guarded
     def kernel_report(self, device: int, payload: dict) -> None:
         """From a device-reader thread: queue only (the lock may be held by a thread that
         waits for this very reader)."""
@@ -145,19 +180,21 @@ class Sanitizer:
     def _kernel_accesses(self, task: Task) -> None:
         who, key = task.describe(), (task.api or task.op, task.site)
         s = task.stream
-        for location, nbytes, written in task.accesses:
-            # a view the kernel wrote into is taken as an output: reading it is not checked
+        for location, nbytes, written, flag in task.accesses:
+            # a view the kernel wrote into is taken as an output: reading it is not checked;
+            # a flag word it spins on or updates atomically is synchronisation, not data
             self._touch(location, nbytes, False, s.comp, task.epoch, task.clock, who, key, init=not written,
-                        serial=task.serial)
+                        serial=task.serial, race=not flag)
             kind, space_key, offset = location
             for lo, hi in written:
                 self._touch((kind, space_key, offset + lo), hi - lo, True, s.comp, task.epoch, task.clock,
-                            who, key, task, serial=task.serial)
+                            who, key, task, serial=task.serial, race=not flag)
 
     def _kernel_fault(self, task: Task, ptr: int, nbytes: int, reason: str) -> None:
         self._bad_address(ptr, nbytes, f"{reason}", [f"in: {task.describe()}"])
 
     # ------------------------------------------------------------------ host accesses
+    @guarded
     def host_access(self, reads=(), writes=(), fill: int | None = None) -> None:
         """A synchronous copy or memset ran in this process on these operands."""
         api, site, _ = caller()
@@ -191,14 +228,13 @@ class Sanitizer:
         finally:
             if timer is not None:
                 timer.cancel()
-            if ok:
-                self.synced(targets)
-            else:
-                with self.lock:
-                    self._drain_kernel_reports()     # a failed launch's report explains the failure
-                if stuck:
-                    self._report_stuck(stuck)    # the sync failed or timed out on a wait the model holds
+            # a sync that failed (a task failure, a stopped context) still saw its streams get
+            # there; one that timed out or lost its device did not
+            self.synced([(s, seq) for s, seq in targets if ok or self._really_done(s, seq)])
+            if not ok and stuck:
+                self._report_stuck(stuck)    # the sync failed or timed out on a wait the model holds
 
+    @guarded
     def synced(self, targets: list) -> None:
         with self.lock:
             self._drain_kernel_reports()      # the sync waited for the devices' messages
@@ -209,10 +245,12 @@ class Sanitizer:
             if not self._unreported and not self.model.blocked and "racecheck" in self.checks:
                 racecheck.forget_before(self.regions.all(), self.model.host)
 
+    @guarded
     def event_complete(self, device: int, slot: int, uid: int) -> None:
         with self.lock:
             self.model.event_complete((device, slot, uid))
 
+    @guarded
     def _report_stuck(self, stuck: list) -> None:
         with self.lock:
             for stream, seq in stuck:
@@ -226,14 +264,17 @@ class Sanitizer:
                              f"can never finish:", *lines], dedupe=(s.handle, s.queue[0].seq))
 
     # ------------------------------------------------------------------ memcheck
+    @guarded
     def allocated(self, alloc) -> None:
         with self.lock:
             self.regions.allocated(alloc, caller()[1])
 
+    @guarded
     def freed(self, alloc) -> None:
         with self.lock:
             self.regions.freed(alloc, caller()[1])
 
+    @guarded
     def bad_pointer(self, ptr: int, nbytes: int, what: str) -> None:
         """The runtime refused a pointer: say which allocation it missed, and how."""
         api, site, stream = caller()
@@ -268,6 +309,7 @@ class Sanitizer:
         self.report("memcheck", "invalid address", [f"{what}: {ptr:#x} (+{nbytes} bytes) is in no allocation "
                                                     f"({device}){hint}", *context], dedupe=(context[0], ptr))
 
+    @guarded
     def bad_free(self, ptr: int) -> None:
         api, site, _ = caller()
         with self.lock:
@@ -285,6 +327,7 @@ class Sanitizer:
                 self.report("memcheck", "invalid free", [f"{api} of {ptr:#x} at {site}: no allocation starts there"])
 
     # ------------------------------------------------------------------ teardown
+    @guarded
     def teardown(self, allocations, why: str) -> None:
         """finalize / reset_device releases what the program left: report leaks and waits
         that never ended, then forget the released state."""
@@ -314,6 +357,14 @@ class Sanitizer:
             return int(rt.link(s.device).control.stream_done[s.slot]) >= seq
         except Exception:       # the device is gone: nothing of it will run
             return False
+
+    def _event(self, device: int, slot: int, uid: int):
+        key = (device, slot, uid)
+        ev = self._events.get(key)
+        if ev is None:
+            ev = self._events[key] = next(e for e in list(rt.events.values())
+                                          if (e.device, e.slot, e.uid) == key)
+        return ev
 
     # ------------------------------------------------------------------ model callbacks
     def _read_word(self, location: tuple) -> int:
@@ -348,6 +399,9 @@ def _accesses(op: str, args: tuple):
         dst, src, n = args[:3]
         return ((src, n, False, None), (dst, n, False, None), (dst, n, True, None))
     if op == "random_num":
-        result, result_bytes, counter = args[3], args[4], args[5]
-        return ((counter, 16, False, None), (result, result_bytes or 1, True, None), (counter, 16, True, None))
+        data_type, func_type, result, result_bytes, counter, num = args[0], args[1], args[3], args[4], args[5], args[7]
+        if result_bytes is None:            # the count was given as a value: as systasks sizes it
+            dropout = func_type == C.ACL_RT_RANDOM_NUM_FUNC_TYPE_DROPOUT_BITMASK
+            result_bytes = -(-num[1] // 8) if dropout else num[1] * board_systasks.itemsize(data_type)
+        return ((counter, 16, False, None), (result, result_bytes, True, None), (counter, 16, True, None))
     return ()
