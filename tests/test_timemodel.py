@@ -107,6 +107,20 @@ def test_pipeline_over_four_devices():
     assert max(e for _, e in modelled) == pytest.approx(sum(hops), abs=1e-3)
 
 
+def test_share_is_the_fluid_model_of_transfers_placed_at_once():
+    """timemodel.share (the live clocks' sharing) gives model()'s ends for the uplink cases."""
+    topo = topology.resolve("pcie4")
+    meta = meta_of(topo)
+    a = copy(0, 0, ("p", None), ("d", 0), 256 * MiB, (0, 10**6), topo)
+    b = copy(1, 0, ("p", None), ("d", 1), 64 * MiB, (0, 10**6), topo)
+    latency_ns = sum(meta["links"][l]["latency_us"] for l, _ in a[6]) * 1000
+    capacity = {ch: meta["links"][ch[0]]["gbps"] for r in (a, b) for ch in r[6]}
+    ends = timemodel.share([(0.0, latency_ns, r[4], r[6]) for r in (a, b)], capacity)
+    assert ends == [pytest.approx(latency_ns + (256 + 64) * MiB / 31.5, abs=1e-3),
+                    pytest.approx(latency_ns + 2 * 64 * MiB / 31.5, abs=1e-3)]
+    assert ends == [pytest.approx(e, abs=1e-3) for _, e in model([a, b], meta)[1]]
+
+
 def test_value_wait_starts_its_successor_after_the_write_it_saw():
     topo = topology.resolve("pcie4")
     meta = meta_of(topo)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import struct
 import threading
 import time
 from typing import TYPE_CHECKING, Callable
@@ -55,6 +56,8 @@ WRITTEN: dict[str, Callable[[tuple], int]] = {
 # that released it (placed a moment after its effect; a notify record of an untraced
 # process never is)
 WRITER_WAIT_S, NOTIFY_WAIT_S = 2.0, 0.2
+_WORD, _ROW = struct.Struct("<Q"), struct.Struct(f"<{S.W_END + 1}Q")     # a row of the writes ring
+_ROW_TAIL = struct.Struct(f"<{S.W_END}Q")                                # ... after its seq
 # rows of this process's (= this device's) rings in its control page
 _write_rows, _transfer_rows, _ended_rows = itertools.count(1), itertools.count(1), itertools.count(1)
 
@@ -71,6 +74,7 @@ class Recorder:
         # released its value wait, from begin / note_release to record
         self._writing: dict[int, tuple[int, int]] = {}
         self._released: dict[int, tuple] = {}
+        self._writes_buf = device.control.writes.data.cast("B")     # stamped with struct: cheaper than numpy
 
     def _traced(self, client: int) -> bool:
         return client in self.records or client in self.models
@@ -104,10 +108,12 @@ class Recorder:
         else:
             return
         seq = next(_write_rows)
-        row = self.device.control.writes[seq % S.WRITES]
-        row[S.W_SEQ] = 0                         # readers skip the row while it is rewritten
-        row[S.W_CLIENT:] = (stream.client, mem, lo, hi, stream.stream_id, start_ns, value, flags, S.W_PENDING)
-        row[S.W_SEQ] = seq
+        at = (seq % S.WRITES) * _ROW.size
+        buf = self._writes_buf
+        _WORD.pack_into(buf, at, 0)              # readers skip the row while it is rewritten
+        _ROW_TAIL.pack_into(buf, at + _WORD.size, stream.client, mem, lo, hi, stream.stream_id, start_ns, value,
+                            flags, S.W_PENDING)
+        _WORD.pack_into(buf, at, seq)
         self._writing[id(stream)] = (seq % S.WRITES, seq)
 
     def note_release(self, stream, src: tuple, test: Callable[[int], bool]) -> None:
