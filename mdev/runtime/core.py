@@ -115,6 +115,8 @@ class Runtime:
                     if os.environ.get("MDEV_TRACE") or os.environ.get("MDEV_MODEL_TIME", "0") not in ("", "0"):
                         from mdev.runtime import trace
                         trace.on_attach(self.board)
+                    from mdev import sanitizer
+                    sanitizer.from_env()       # programs that never call init are checked too
         return self.board
 
     def device_count(self) -> int:
