@@ -378,3 +378,34 @@ def test_live_clock_sees_a_synchronisation_on_another_device(pcie_board, tmp_pat
     assert (first["pid"], second["pid"]) == (0, 1)
     assert second["args"]["device_modelled_start_ns"] == pytest.approx(first["args"]["modelled_end_ns"], abs=2)
     assert_live_agrees(data)
+
+
+LIVE_EVENT_WAIT = """
+    import mdev.acl as acl
+    SIZE = 8 << 20
+    assert acl.init() == 0
+    acl.rt.set_device(0)
+    host, _ = acl.rt.malloc_host(SIZE)
+    a, _ = acl.rt.create_stream(); b, _ = acl.rt.create_stream()
+    d, _ = acl.rt.malloc(SIZE, 0); d2, _ = acl.rt.malloc(SIZE, 0)
+    ev, _ = acl.rt.create_event(); e0, _ = acl.rt.create_event(); e1, _ = acl.rt.create_event()
+    assert acl.rt.record_event(e0, b) == 0
+    assert acl.rt.memcpy_async(d, SIZE, host, SIZE, 1, a) == 0
+    assert acl.rt.record_event(ev, a) == 0
+    assert acl.rt.stream_wait_event(b, ev) == 0
+    assert acl.rt.memcpy_async(d2, SIZE, d, SIZE, 3, b) == 0
+    assert acl.rt.record_event(e1, b) == 0
+    assert acl.rt.synchronize_stream(b) == 0
+    print(acl.rt.event_elapsed_time(e0, e1)[0])
+    acl.finalize()
+"""
+
+
+def test_live_event_wait_across_streams(pcie_board, tmp_path):
+    (ms,), data = run_modelled(pcie_board, LIVE_EVENT_WAIT, tmp_path)
+    links = data["mdev"]["links"]
+    (h2d,) = [e for e in data["traceEvents"] if e.get("cat") == "task" and e["args"]["route"] == "H2D"]
+    h2d_ns = sum(links[l]["latency_us"] for l in h2d["args"]["path"]) * 1000 + 8 * MiB / 31.5
+    d2d_ns = 8 * MiB / topology.resolve("pcie4").devices[0].d2d_gbps
+    assert ms == pytest.approx((h2d_ns + d2d_ns) / 1e6, rel=0.01)
+    assert_live_agrees(data)

@@ -182,9 +182,11 @@ class Recorder:
         try:
             if records is None and model is None:
                 return                              # this client is not traced
-            if records is not None and len(records) >= MAX_RECORDS:
+            full = records is not None and len(records) >= MAX_RECORDS
+            if full:
                 self.dropped[stream.client] = self.dropped.get(stream.client, 0) + 1
-                return
+                if model is None:
+                    return                          # (modelled clocks go on: waits rely on them)
             try:
                 engine, nbytes, route, path, flow = self._describe(op, args)
             except Exception:                        # a record must never fail a task
@@ -194,12 +196,12 @@ class Recorder:
             rec = (self.device.index, stream.stream_id, engine, op, nbytes, route, path, start_ns, end_ns, code, flow)
             if model is not None:
                 try:
-                    after = self._writer_end(released) if released is not None else model.released_at(rec)
+                    after = self._writer_end(released) if released is not None else model.released_at(rec, args)
                     placed = model.place(stream, rec, args, after)
                 except Exception:
                     placed = None
                 rec += placed or (None, None)
-            if records is not None:
+            if records is not None and not full:
                 records.append(rec)
         finally:
             if wrote is not None:
@@ -292,6 +294,8 @@ class DeviceModel:
     had ended (wall) before it started (the ``ended`` rings of all control pages); an event
     wait not before the event's record, a notify wait not before the record that released
     it (``notify_mt``), a value wait not before the write it saw (the ``writes`` rings).
+    Each waits (briefly) for the releasing record's placement, which comes a moment after
+    its effect: reading the event timestamp then could give the record's wall time.
 
     Bandwidth sharing: a transfer enters the ``transfers`` ring of its device when it starts
     (wall), at a provisional modelled start (its stream's and the host's time then).  When
@@ -326,6 +330,7 @@ class DeviceModel:
         self.known: list[tuple[int, float]] = []
         self.host_t = 0.0
         self.transfers: dict[int, tuple[int, int]] = {}     # id(stream) -> its running transfer's row
+        self.event_mt: dict[tuple[int, int], tuple[int, float]] = {}   # (slot, uid) -> (records, latest end)
         self.lock = threading.Lock()
 
     def base(self, index: int) -> int:
@@ -379,9 +384,16 @@ class DeviceModel:
             if row[S.X_SEQ] == transfer[1]:
                 row[S.X_SEQ] = 0
 
-    def released_at(self, rec: tuple) -> float | None:
-        """Modelled time of the notify record that released a notify wait (``rec``); the
+    def released_at(self, rec: tuple, args: tuple) -> float | None:
+        """Modelled time of the event or notify record that released a wait (``rec``); the
         record's own placement may be a moment behind its effect, so wait for it briefly."""
+        if rec[3] == "wait_event":
+            deadline = time.monotonic() + NOTIFY_WAIT_S
+            while self.event_mt.get(args[:2], (0, 0.0))[0] < args[2]:
+                if time.monotonic() >= deadline:
+                    return None                  # place falls back to the event's timestamp
+                time.sleep(20e-6)
+            return self.event_mt[args[:2]][1]
         if rec[3] != "wait_notify" or rec[10] is None:
             return None
         taken = rec[10][3]
@@ -404,7 +416,7 @@ class DeviceModel:
         with self.lock:
             start = self._earliest(key, start_ns)
             self.wall_prev[key] = end_ns
-            if op in ("wait_event", "wait_event_flag"):
+            if op == "wait_event_flag" or (op == "wait_event" and after is None):
                 ts = int(dev.control.event_ts[args[0]])
                 if ts:
                     start = max(start, ts - self.base(dev.index))
@@ -433,6 +445,7 @@ class DeviceModel:
         row[0] = self.client
         if op == "record_event" and dev.events.get(args[0]) == args[1]:
             dev.control.event_ts[args[0]] = self.base(dev.index) + round(end)
+            self.event_mt[args[:2]] = (rec[10][3], end)
         elif op == "record_notify" and rec[10] is not None:
             cell = dev.peer_control(args[0]).notify_mt[args[1], dev.index]
             cell[0] = 0
