@@ -12,30 +12,19 @@ Each checked rate is timed right after a plain run of the same loop.
 
 from __future__ import annotations
 
-import time
-
-from bench.common import Result, check, dedicated_board, print_table
+from bench.common import Result, best_of, check, dedicated_board, print_table
 
 TASKS = 50_000
 PAIRS = 5_000
 
 
-def _best(fn, runs: int = 3) -> float:
-    best = float("inf")
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def _checked(checks: str, fn) -> tuple[float, float]:
     """(plain seconds, checked seconds) of ``fn``, timed back to back."""
     from mdev import sanitizer
-    plain = _best(fn)
+    plain = best_of(fn, 3, warmup=0)
     sanitizer.enable(checks)
     try:
-        checked = _best(fn)
+        checked = best_of(fn, 3, warmup=0)
     finally:
         reports = sanitizer.disable()
     assert not reports, f"the benchmark program drew sanitizer reports: {reports[:2]}"
