@@ -483,3 +483,109 @@ def test_racecheck_event_recorded_before_the_sanitizer_started(acl):
         ok(acl, acl.rt.memcpy_async(b, N, a, N, D2D, s2))
         ok(acl, acl.rt.synchronize_device())
     assert found == []
+
+
+# ---------------------------------------------------------------------------- racecheck vs an oracle
+BUFFERS, STREAMS, EVENTS = 4, 3, 2
+program_ops = st_ops = None     # built lazily: hypothesis is a test-only dependency
+
+
+def _program_strategy():
+    from hypothesis import strategies as st
+    s, b, e = (st.integers(0, n - 1) for n in (STREAMS, BUFFERS, EVENTS))
+    two = st.tuples(b, b).filter(lambda p: p[0] != p[1])
+    return st.lists(st.one_of(
+        st.tuples(st.just("memset"), s, b),
+        st.tuples(st.just("copy"), s, two),
+        st.tuples(st.just("kernel"), s, two),
+        st.tuples(st.just("record"), s, e),
+        st.tuples(st.just("wait"), s, e),
+        st.tuples(st.just("sync"), s),
+        st.tuples(st.just("host_copy"), two),
+    ), max_size=20)
+
+
+def _oracle(program) -> set[int]:
+    """Buffers two unordered accesses (one a write) touch: plain vector clocks, the
+    runtime's documented ordering rules, written independently of mdev.sanitizer."""
+    host = {"h": 0}
+    clocks = [dict() for _ in range(STREAMS)]
+    events: dict[int, dict] = {}
+    accesses = []                                   # (buffer, write, owner, epoch, clock)
+
+    def touch(owner, clock, reads, writes):
+        for buf, write in [(r, False) for r in reads] + [(w, True) for w in writes]:
+            accesses.append((buf, write, owner, clock[owner], dict(clock)))
+
+    for op in program:
+        if op[0] in ("memset", "copy", "kernel", "record", "wait"):
+            c = clocks[op[1]]
+            for k, v in host.items():
+                c[k] = max(c.get(k, 0), v)
+            if op[0] == "wait":
+                for k, v in events.get(op[2], {}).items():
+                    c[k] = max(c.get(k, 0), v)
+            c[op[1]] = c.get(op[1], 0) + 1
+            if op[0] == "record":
+                events[op[2]] = dict(c)
+            elif op[0] == "memset":
+                touch(op[1], c, [], [op[2]])
+            elif op[0] in ("copy", "kernel"):
+                dst, src = op[2]
+                touch(op[1], c, [src], [dst])
+        elif op[0] == "sync":
+            for k, v in clocks[op[1]].items():
+                host[k] = max(host.get(k, 0), v)
+        else:
+            host["h"] += 1
+            dst, src = op[1]
+            touch("h", host, [src], [dst])
+    racy = set()
+    for i, (b1, w1, o1, e1, c1) in enumerate(accesses):
+        for b2, w2, o2, e2, c2 in accesses[i + 1:]:
+            if b1 == b2 and (w1 or w2) and o1 != o2 and c2.get(o1, 0) < e1 and c1.get(o2, 0) < e2:
+                racy.add(b1)
+    return racy
+
+
+def test_racecheck_agrees_with_a_happens_before_oracle(acl):
+    """Random programs of copies, memsets, kernels, event records/waits, stream syncs and
+    host copies over 3 streams: the buffers racecheck names are exactly the ones an
+    independent vector-clock oracle finds racing, and no other check speaks."""
+    from hypothesis import HealthCheck, given, settings
+
+    ok(acl, acl.rt.set_device(0))
+    ss = streams(acl, STREAMS)
+    bufs = [device_buffer(acl, N) for _ in range(BUFFERS)]
+    evs = [out(acl, acl.rt.create_event()) for _ in range(EVENTS)]
+    names = {buf: i for i, buf in enumerate(bufs)}
+
+    @settings(max_examples=int(os.environ.get("MDEV_PROPERTY_EXAMPLES", "60")), deadline=None,
+              derandomize=os.environ.get("MDEV_PROPERTY_RANDOM") != "1",
+              suppress_health_check=list(HealthCheck))
+    @given(_program_strategy())
+    def check(program):
+        with sanitized() as found:
+            for op in program:
+                kind = op[0]
+                if kind == "memset":
+                    ok(acl, acl.rt.memset_async(bufs[op[2]], N, 1, N, ss[op[1]]))
+                elif kind == "copy":
+                    ok(acl, acl.rt.memcpy_async(bufs[op[2][0]], N, bufs[op[2][1]], N, D2D, ss[op[1]]))
+                elif kind == "kernel":
+                    ok(acl, scale[2, ss[op[1]]](bufs[op[2][1]], bufs[op[2][0]], N // 4))
+                elif kind == "record":
+                    ok(acl, acl.rt.record_event(evs[op[2]], ss[op[1]]))
+                elif kind == "wait":
+                    ok(acl, acl.rt.stream_wait_event(ss[op[1]], evs[op[2]]))
+                elif kind == "sync":
+                    ok(acl, acl.rt.synchronize_stream(ss[op[1]]))
+                else:
+                    ok(acl, acl.rt.memcpy(bufs[op[1][0]], N, bufs[op[1][1]], N, D2D))
+            ok(acl, acl.rt.synchronize_device())
+        assert {c for c, _ in kinds(found)} <= {"racecheck"}, text(found)
+        named = {names[a] for r in found for a in bufs
+                 if f"allocation {a:#x}" in r.lines[0]}
+        assert named == _oracle(program), (program, text(found))
+
+    check()

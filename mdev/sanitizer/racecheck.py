@@ -26,7 +26,7 @@ class Access:
     epoch: int
     clock: dict
     who: str                # the task (or host call) that made it, for reports
-    key: tuple              # (api, site): one report per pair of program sites
+    key: tuple              # (api, site): one report per pair of program sites and region
     serial: int             # submission order: the pair is named in the order the program made it
 
     def ordered_before(self, other: "Access") -> bool:
@@ -56,7 +56,7 @@ def check(region: Region, new: Access, report, prune: bool) -> None:
                 "missing synchronisation: record an event (or notify, or value write) after the first and "
                 "make the second's stream wait on it, or synchronise the first's stream from the host "
                 "before the second is submitted",
-            ], dedupe=(first.key, second.key))
+            ], dedupe=(first.key, second.key, region.space, region.lo))
         if prune and new.lo <= old.lo and old.hi <= new.hi and (new.write or not old.write) \
                 and old.ordered_before(new):
             continue            # whatever races with old races with new: it is reported there

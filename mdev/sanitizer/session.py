@@ -103,12 +103,12 @@ class Sanitizer:
 
     @guarded
     def _model_task(self, stream, op: str, args: tuple, seq: int, api: str, site: str) -> None:
-        self._drain_kernel_reports()
         task = Task(self.model.stream(stream), seq, op, args, api, site, next(self.model.serials))
         if op == "record_event":
             task.number = self._event(stream.device, *args).issued + 1   # events.py counts it next
-        if op == "kernel":
+        if op == "kernel":      # before draining: a quick launch may have reported already
             self._kernels[(stream.device, stream.slot, seq)] = task
+        self._drain_kernel_reports()
         self.model.submit(task)
 
     def _run(self, task: Task) -> None:
