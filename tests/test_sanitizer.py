@@ -281,6 +281,69 @@ def test_racecheck_reports_a_loop_once(acl):
     assert found[0].count > 1
 
 
+def _captured(acl, s1, s2, a, b, c, fork_late: bool, inner: str = "copy") -> int:
+    """A graph: s1 fills a, s2 copies a to b (or a kernel scales it into b) between fork and
+    join, s1 copies b to c after the join.  With ``fork_late`` s1 fills a after the fork,
+    beside s2's task."""
+    e1, e2 = (out(acl, acl.rt.create_event_ex_with_flag(acl.ACL_EVENT_SYNC)) for _ in range(2))
+    ok(acl, acl.mdl.ri_capture_begin(s1, acl.ACL_MODEL_RI_CAPTURE_MODE_GLOBAL))
+    if not fork_late:
+        ok(acl, acl.rt.memset_async(a, N, 5, N, s1))
+    ok(acl, acl.rt.record_event(e1, s1))
+    ok(acl, acl.rt.stream_wait_event(s2, e1))
+    if fork_late:
+        ok(acl, acl.rt.memset_async(a, N, 5, N, s1))
+    if inner == "copy":
+        ok(acl, acl.rt.memcpy_async(b, N, a, N, D2D, s2))
+    else:
+        ok(acl, scale[2, s2](a, b, N // 4))
+    ok(acl, acl.rt.record_event(e2, s2))
+    ok(acl, acl.rt.stream_wait_event(s1, e2))
+    ok(acl, acl.rt.memcpy_async(c, N, b, N, D2D, s1))
+    return out(acl, acl.mdl.ri_capture_end(s1))
+
+
+@BOTH
+@pytest.mark.parametrize("inner", ["copy", "kernel"])
+def test_racecheck_inside_a_graph_replay(acl, buggy, inner):
+    ok(acl, acl.rt.set_device(0))
+    s1, s2 = streams(acl)
+    a, b, c = (device_buffer(acl, N) for _ in range(3))
+    model = _captured(acl, s1, s2, a, b, c, fork_late=buggy, inner=inner)
+    with sanitized("racecheck") as found:
+        for _ in range(3):
+            ok(acl, acl.mdl.ri_execute_async(model, s1))
+        ok(acl, acl.rt.synchronize_stream(s1))
+    if buggy:
+        assert kinds(found) == [("racecheck", "write-after-read hazard")] or \
+            kinds(found) == [("racecheck", "read-after-write hazard")]
+        assert f"allocation {a:#x}" in found[0].lines[0] and f"of model {model:#x}" in text(found)
+        assert "ri_execute_async" in text(found)
+    else:
+        assert found == []
+    ok(acl, acl.mdl.ri_destroy(model))
+
+
+@BOTH
+def test_racecheck_between_a_graph_replay_and_eager_work(acl, buggy):
+    ok(acl, acl.rt.set_device(0))
+    s1, s2, s3 = streams(acl, 3)
+    a, b, c, d = (device_buffer(acl, N) for _ in range(4))
+    model = _captured(acl, s1, s2, a, b, c, fork_late=False)
+    with sanitized("racecheck") as found:
+        ok(acl, acl.mdl.ri_execute_async(model, s1))      # the replay writes c last
+        if not buggy:
+            ok(acl, acl.rt.synchronize_stream(s1))
+        ok(acl, acl.rt.memcpy_async(d, N, c, N, D2D, s3))
+        ok(acl, acl.rt.synchronize_device())
+    if buggy:
+        assert kinds(found) == [("racecheck", "read-after-write hazard")]
+        assert f"allocation {c:#x}" in found[0].lines[0] and "memcpy_async" in found[0].lines[2]
+    else:
+        assert found == []
+    ok(acl, acl.mdl.ri_destroy(model))
+
+
 # ---------------------------------------------------------------------------- initcheck
 @BOTH
 def test_initcheck_copy_of_never_written_memory(acl, buggy):

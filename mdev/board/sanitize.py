@@ -144,4 +144,4 @@ def report(device: "Device", stream, launch: "Launch") -> None:
                  launch.synchronises and len(view) <= 8)
                 for loc, view, snapshot, root in launch.accesses]
     conn.send(("sanitize", {"slot": stream.slot, "seq": stream.running_task[0], "accesses": accesses,
-                            "fault": launch.fault}))
+                            "fault": launch.fault, "inner": getattr(stream, "position", None)}))

@@ -130,6 +130,7 @@ class Run:
                 elif name == ACTIVATE:
                     self.start(args[0])
                 else:
+                    stream.position = (index, k)       # which task of the graph (sanitizer reports)
                     code, message = self.device.run_task(stream, name, args)
                     if code:
                         self.fail(code, f"stream {self.graph.stream_ids[index]} task {k} ({name}): {message}")

@@ -65,6 +65,8 @@ class Task:
     clock: dict | None = None          # set when the task runs in the model
     epoch: int = 0
     accesses: list | None = None       # kernels: (location, nbytes, written ranges) from the device
+    places: dict = field(default_factory=dict)    # a graph replay: (lane, k) -> its kernel's clock
+    inner: dict = field(default_factory=dict)     # a graph replay: (lane, k) -> kernel reports
     released_by: str = ""              # what ended a wait (for reports)
 
     def describe(self) -> str:
@@ -138,6 +140,10 @@ class Model:
         join(self.host, clock)
         self.host_version += 1
 
+    def component(self) -> int:
+        """A clock component of its own (a graph lane)."""
+        return next(self._comps)
+
     def stream(self, stream) -> StreamModel:
         model = self.streams.get(stream.handle)
         if model is None:
@@ -194,15 +200,14 @@ class Model:
         self.on_run(task)
         return True
 
-    def wrote(self, location: tuple, nbytes: int, task: Task | None, fill: int | None = None) -> None:
-        """Bytes a copy, memset, kernel (``task``) or the host (None) wrote: value words in
-        that range take the new value (a memset's, else unknown) from that writer."""
+    def wrote(self, location: tuple, nbytes: int, clock: dict, who: str, fill: int | None = None) -> None:
+        """Bytes a copy, memset, kernel or the host wrote (``who``, under ``clock``): value
+        words in that range take the new value (a memset's, else unknown) from that writer."""
         space, lo = location[:2], location[2]
         for loc, word in self.words.items():
             if loc[:2] == space and lo <= loc[2] < lo + nbytes:
                 word.value = int(np.full(8, fill, np.uint8).view(np.uint64)[0]) if fill is not None else None
-                word.clock = task.clock if task is not None else dict(self.host)
-                word.who = task.describe() if task is not None else "a write of the host"
+                word.clock, word.who = clock, who
         if self.blocked:
             self._drain()
 

@@ -29,7 +29,8 @@ from mdev.board import systasks as board_systasks
 from mdev.memory import address
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.memory import DEVICE, PINNED
-from mdev.sanitizer import initcheck, racecheck
+from mdev.graph import recorder as R
+from mdev.sanitizer import initcheck, order, racecheck
 from mdev.sanitizer.order import HOST, Model, Task
 from mdev.sanitizer.regions import Regions
 from mdev.sanitizer.report import Reports
@@ -38,13 +39,23 @@ _MDEV = os.path.dirname(mdev.__file__) + os.sep
 _BINDING = os.path.join(_MDEV, "acl", "_binding.py")
 
 
+@functools.cache
+def _public_names() -> dict:
+    """Implementation -> the name pyACL programs call it by (``ri_execute_async``, not
+    ``execute_async``)."""
+    from mdev.acl import mdl, rt as acl_rt, util
+    return {obj.__wrapped__: name for module in (acl_rt, mdl, util) for name, obj in vars(module).items()
+            if hasattr(obj, "__wrapped__")}
+
+
 def caller() -> tuple[str, str, int | None]:
     """(API function, user program site, stream argument) of the API call in progress."""
     f = sys._getframe(2)
     api, stream, inner = "", None, None
     while f is not None and f.f_code.co_filename.startswith(_MDEV):
         if f.f_code.co_name == "api" and f.f_code.co_filename == _BINDING:
-            api = f.f_locals["fn"].__name__
+            fn = f.f_locals["fn"]
+            api = _public_names().get(fn, fn.__name__)
             if inner is not None:
                 stream = inner.f_locals.get("stream")
         inner, f = f, f.f_back
@@ -81,6 +92,7 @@ class Sanitizer:
         self._kernels: dict[tuple, Task] = {}      # (device, slot, seq) -> launch awaiting its report
         self._unreported: set[Task] = set()        # launches run in the model, report not in yet
         self._events: dict[tuple, object] = {}     # (device, slot, uid) -> the runtime's Event
+        self._lane_comps: dict[int, list] = {}     # graph id -> clock component of each lane
 
     def internal_error(self) -> None:
         if not self._failed:
@@ -97,6 +109,8 @@ class Sanitizer:
     def submit(self, stream, op: str, args: tuple, send) -> int:
         api, site, _ = caller()
         with self.lock:
+            if op == "run_graph":
+                self.watch_kernels(stream.device)      # the graph's kernels report too
             seq = send(stream, op, *args)
             self._model_task(stream, op, args, seq, api, site)
         return seq
@@ -106,7 +120,7 @@ class Sanitizer:
         task = Task(self.model.stream(stream), seq, op, args, api, site, next(self.model.serials))
         if op == "record_event":
             task.number = self._event(stream.device, *args).issued + 1   # events.py counts it next
-        if op == "kernel":      # before draining: a quick launch may have reported already
+        if op in ("kernel", "run_graph"):   # before draining: a quick launch may have reported already
             self._kernels[(stream.device, stream.slot, seq)] = task
         self._drain_kernel_reports()
         self.model.submit(task)
@@ -119,6 +133,9 @@ class Sanitizer:
                 self._unreported.add(task)
             else:
                 self._kernel_accesses(task)
+            return
+        if task.op == "run_graph":
+            self._replay(task)
             return
         # a value write / wait is itself a synchronisation: its word is a flag, not data
         racing = task.op not in ("value_write", "value_wait")
@@ -139,7 +156,7 @@ class Sanitizer:
                 racecheck.check(region, racecheck.Access(lo, hi, write, comp, epoch, clock, who, key, serial),
                                 self.report, prune)
         if write and self.model.words and (task is None or task.op != "value_write"):
-            self.model.wrote(location, nbytes, task, fill)     # (a value write sets its word itself)
+            self.model.wrote(location, nbytes, clock, who, fill)    # (a value write sets its word itself)
 
     # ------------------------------------------------------------------ kernels
     @guarded
@@ -167,9 +184,16 @@ class Sanitizer:
     def _drain_kernel_reports(self) -> None:
         while self._kernel_reports:
             device, payload = self._kernel_reports.popleft()
-            task = self._kernels.pop((device, payload["slot"], payload["seq"]), None)
+            key = (device, payload["slot"], payload["seq"])
+            task = self._kernels.get(key)
             if task is None:
                 continue
+            if task.op == "run_graph":          # a kernel of a graph replay: (lane, position)
+                task.inner.setdefault(tuple(payload["inner"]), []).append(payload)
+                if task.clock is not None:
+                    self._graph_kernels(task)
+                continue
+            del self._kernels[key]
             task.accesses = payload["accesses"]
             if payload.get("fault"):
                 self._kernel_fault(task, *payload["fault"])
@@ -178,17 +202,81 @@ class Sanitizer:
                 self._kernel_accesses(task)
 
     def _kernel_accesses(self, task: Task) -> None:
-        who, key = task.describe(), (task.api or task.op, task.site)
         s = task.stream
-        for location, nbytes, written, flag in task.accesses:
+        self._apply_kernel(task.accesses, s.comp, task.epoch, task.clock, task.describe(),
+                           (task.api or task.op, task.site), task)
+
+    def _apply_kernel(self, accesses, comp: int, epoch: int, clock: dict, who: str, key: tuple, task) -> None:
+        for location, nbytes, written, flag in accesses:
             # a view the kernel wrote into is taken as an output: reading it is not checked;
             # a flag word it spins on or updates atomically is synchronisation, not data
-            self._touch(location, nbytes, False, s.comp, task.epoch, task.clock, who, key, init=not written,
+            self._touch(location, nbytes, False, comp, epoch, clock, who, key, init=not written,
                         serial=task.serial, race=not flag)
             kind, space_key, offset = location
             for lo, hi in written:
-                self._touch((kind, space_key, offset + lo), hi - lo, True, s.comp, task.epoch, task.clock,
+                self._touch((kind, space_key, offset + lo), hi - lo, True, comp, epoch, clock,
                             who, key, task, serial=task.serial, race=not flag)
+
+    # ------------------------------------------------------------------ graphs
+    def _replay(self, task: Task) -> None:
+        """A model run instance runs: its lanes as streams of their own, starting after the
+        ``run_graph`` task, ordered among themselves by the graph's record/wait markers and
+        activations, and joined back into the executing stream (it ends when they all have)."""
+        model = next((m for m in list(rt.models.values()) if getattr(m, "gid", None) == task.args[0]
+                      and getattr(m, "device", None) == task.stream.device and hasattr(m, "lanes")), None)
+        if model is None:
+            return
+        lanes = model.lanes
+        comps = self._lane_comps.get(model.gid)
+        if comps is None:      # one component per lane, kept across replays of the graph
+            comps = self._lane_comps[model.gid] = [self.model.component() for _ in lanes]
+        index = {lane.stream: i for i, lane in enumerate(lanes)}
+        clocks = {i: dict(task.clock) for i, lane in enumerate(lanes) if lane.head}
+        pos = dict.fromkeys(clocks, 0)
+        marks: dict = {}
+        moved = True
+        while moved:           # run each lane until a marker it waits for is not recorded yet
+            moved = False
+            for i in list(pos):
+                tasks, clock, comp = lanes[i].frozen(), clocks[i], comps[i]
+                while pos[i] < len(tasks):
+                    op, args = tasks[pos[i]]
+                    if op == R.WAIT:
+                        if args[0] not in marks:
+                            break
+                        order.join(clock, marks[args[0]])
+                    elif op == R.RECORD:
+                        marks[args[0]] = dict(clock)
+                    elif op == R.ACTIVATE:
+                        j = index.get(args[0])
+                        if j is not None and j not in pos:
+                            clocks[j], pos[j] = dict(clock), 0
+                    else:
+                        clock[comp] = clock.get(comp, 0) + 1
+                        who = (f"{op} (task {pos[i]} of lane {i}, stream {lanes[i].stream.stream_id}) of model "
+                               f"{model.handle:#x}, replayed by {task.describe()}")
+                        if op == "kernel":     # its device report names (lane, position)
+                            task.places[(i, pos[i])] = (comp, clock[comp], dict(clock), who,
+                                                        (task.api, task.site, i, pos[i]))
+                            self._unreported.add(task)
+                        for location, nbytes, write, fill in _accesses(op, args):
+                            self._touch(location, nbytes, write, comp, clock[comp], dict(clock), who,
+                                        (task.api, task.site, i, pos[i]), None, fill, serial=task.serial,
+                                        race=op not in ("value_write", "value_wait"))
+                    pos[i] += 1
+                    moved = True
+        for clock in clocks.values():
+            order.join(task.stream.clock, clock)
+        self._graph_kernels(task)
+
+    def _graph_kernels(self, task: Task) -> None:
+        """Check the reports of a replay's kernels that have come in, at their lane places."""
+        for place in [p for p in task.inner if p in task.places]:
+            for payload in task.inner.pop(place):
+                comp, epoch, clock, who, key = task.places[place]
+                if payload.get("fault"):
+                    self._bad_address(*payload["fault"], [f"in: {who}"])
+                self._apply_kernel(payload["accesses"], comp, epoch, clock, who, key, task)
 
     def _kernel_fault(self, task: Task, ptr: int, nbytes: int, reason: str) -> None:
         self._bad_address(ptr, nbytes, f"{reason}", [f"in: {task.describe()}"])
@@ -242,6 +330,9 @@ class Sanitizer:
                 self.model.synced(stream, seq)
                 for t in [t for t in self._unreported if t.stream.handle == stream.handle and t.seq <= seq]:
                     self._unreported.discard(t)       # ran without a report: dropped by an abort
+                for key in [k for k, t in self._kernels.items()
+                            if t.op == "run_graph" and t.stream.handle == stream.handle and t.seq <= seq]:
+                    del self._kernels[key]            # a finished replay: all its kernels reported
             if not self._unreported and not self.model.blocked and "racecheck" in self.checks:
                 racecheck.forget_before(self.regions.all(), self.model.host)
 
