@@ -382,6 +382,26 @@ def test_initcheck_kernel_input_never_written(acl, buggy):
     ok(acl, acl.rt.free(x)), ok(acl, acl.rt.free(y))
 
 
+@BOTH
+def test_initcheck_waits_for_the_kernel_that_writes(acl, buggy):
+    """A copy right behind a kernel reads what the kernel wrote, though the kernel's report
+    of its writes arrives after the copy was submitted."""
+    ok(acl, acl.rt.set_device(0))
+    (s,) = streams(acl, 1)
+    with sanitized("initcheck") as found:
+        x, y, z, w = (out(acl, acl.rt.malloc(N, 0)) for _ in range(4))
+        ok(acl, acl.rt.memset(x, N, 1, N))
+        ok(acl, scale[2, s](x, y, N // 4))
+        ok(acl, acl.rt.memcpy_async(z, N, w if buggy else y, N, D2D, s))
+        ok(acl, acl.rt.synchronize_stream(s))
+    if buggy:
+        assert kinds(found) == [("initcheck", "uninitialised read")] and f"allocation {w:#x}" in found[0].lines[0]
+    else:
+        assert found == []
+    for p in (x, y, z, w):
+        ok(acl, acl.rt.free(p))
+
+
 # ---------------------------------------------------------------------------- synccheck
 @BOTH
 def test_synccheck_deadlock_between_streams(acl, buggy):

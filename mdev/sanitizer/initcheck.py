@@ -3,7 +3,9 @@
 A fresh device allocation holds garbage on real hardware; each region keeps the byte
 ranges written since it was allocated (sorted, disjoint, merged), in the order the
 happens-before model runs the tasks.  A read of bytes outside them is reported once,
-after which they count as written so that a loop does not repeat the report.  Memory
+after which they count as written so that a loop does not repeat the report.  While a
+kernel's report of what it wrote is still on its way, a read of unwritten bytes waits for
+it: the kernel may be the writer.  Memory
 imported over IPC, or exported to other processes, counts as written: the writes of
 another process are out of sight.
 """
@@ -48,18 +50,24 @@ def missing(region: Region, lo: int, hi: int) -> list[tuple[int, int]]:
     return out
 
 
-def check_read(region: Region, lo: int, hi: int, who: str, report) -> None:
+def holes(region: Region, lo: int, hi: int) -> list[tuple[int, int]]:
+    """The bytes of a read of [lo, hi) nothing wrote."""
     if region.alloc is not None and region.alloc.exports:
-        return      # exported over IPC: other processes write it where this one cannot see
-    holes = missing(region, lo, hi)
-    if not holes:
-        return
+        return []   # exported over IPC: other processes write it where this one cannot see
+    return missing(region, lo, hi)
+
+
+def still_missing(region: Region, gaps: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    return [piece for a, b in gaps for piece in missing(region, a, b)]
+
+
+def report_read(region: Region, lo: int, hi: int, holes: list, who: str, key: tuple, report) -> None:
     n = sum(b - a for a, b in holes)
     first = holes[0][0]
     report("initcheck", "uninitialised read", [
         f"{n} of {hi - lo} bytes read at offset {first - region.lo} of {region.name()} "
         f"(address {region.address(first):#x}) were never written",
         f"by: {who}",
-    ], dedupe=(region.lo, region.space, who))
+    ], dedupe=(region.lo, region.space, key))
     for a, b in holes:
         mark(region, a, b)

@@ -44,8 +44,13 @@ def _public_names() -> dict:
     """Implementation -> the name pyACL programs call it by (``ri_execute_async``, not
     ``execute_async``)."""
     from mdev.acl import mdl, rt as acl_rt, util
-    return {obj.__wrapped__: name for module in (acl_rt, mdl, util) for name, obj in vars(module).items()
-            if hasattr(obj, "__wrapped__")}
+    names: dict = {}
+    for module in (acl_rt, mdl, util):
+        for name, obj in vars(module).items():
+            fn = getattr(obj, "__wrapped__", None)
+            if fn is not None and len(name) < len(names.get(fn, name + "_")):
+                names[fn] = name       # of aliases (mdl_ri_execute_async), the short name
+    return names
 
 
 def caller() -> tuple[str, str, int | None]:
@@ -93,6 +98,7 @@ class Sanitizer:
         self._unreported: set[Task] = set()        # launches run in the model, report not in yet
         self._events: dict[tuple, object] = {}     # (device, slot, uid) -> the runtime's Event
         self._lane_comps: dict[int, list] = {}     # graph id -> clock component of each lane
+        self._deferred_reads: list = []            # initcheck reads waiting for kernel reports
 
     def internal_error(self) -> None:
         if not self._failed:
@@ -151,7 +157,11 @@ class Sanitizer:
                 if write:
                     initcheck.mark(region, lo, hi)
                 else:
-                    initcheck.check_read(region, lo, hi, who, self.report)
+                    gaps = initcheck.holes(region, lo, hi)
+                    if gaps and self._unreported:      # a kernel in flight may have written them
+                        self._deferred_reads.append((region, lo, hi, gaps, who, key))
+                    elif gaps:
+                        initcheck.report_read(region, lo, hi, gaps, who, key, self.report)
             if race and "racecheck" in self.checks:
                 racecheck.check(region, racecheck.Access(lo, hi, write, comp, epoch, clock, who, key, serial),
                                 self.report, prune)
@@ -200,6 +210,18 @@ class Sanitizer:
             if task.clock is not None:
                 self._unreported.discard(task)
                 self._kernel_accesses(task)
+        if self._deferred_reads:
+            self._settle_reads()
+
+    def _settle_reads(self) -> None:
+        """Every kernel has reported: reads of bytes still unwritten are uninitialised."""
+        if self._unreported:
+            return
+        reads, self._deferred_reads = self._deferred_reads, []
+        for region, lo, hi, gaps, who, key in reads:
+            gaps = initcheck.still_missing(region, gaps)
+            if gaps:
+                initcheck.report_read(region, lo, hi, gaps, who, key, self.report)
 
     def _kernel_accesses(self, task: Task) -> None:
         s = task.stream
@@ -333,6 +355,7 @@ class Sanitizer:
                 for key in [k for k, t in self._kernels.items()
                             if t.op == "run_graph" and t.stream.handle == stream.handle and t.seq <= seq]:
                     del self._kernels[key]            # a finished replay: all its kernels reported
+            self._settle_reads()
             if not self._unreported and not self.model.blocked and "racecheck" in self.checks:
                 racecheck.forget_before(self.regions.all(), self.model.host)
 
