@@ -433,6 +433,41 @@ def test_synccheck_deadlock_between_streams(acl, buggy):
         assert found == []
 
 
+def test_synccheck_names_a_deadlock_while_the_host_is_blocked(acl, monkeypatch):
+    """A synchronisation without a timeout never returns from a deadlock: synccheck reports it
+    after MDEV_SANITIZE_GRACE seconds, while the host thread is still blocked."""
+    import threading
+    import time
+    monkeypatch.setenv("MDEV_SANITIZE_GRACE", "0.2")
+    ok(acl, acl.rt.set_device(0))
+    s1, s2 = streams(acl)
+    n1, n2 = out(acl, acl.rt.create_notify(0)), out(acl, acl.rt.create_notify(0))
+    with sanitized("synccheck") as found:
+        ok(acl, acl.rt.wait_and_reset_notify(n1, s1, 0))
+        ok(acl, acl.rt.record_notify(n2, s1))
+        ok(acl, acl.rt.wait_and_reset_notify(n2, s2, 0))
+        ok(acl, acl.rt.record_notify(n1, s2))
+        context = acl.rt.get_context()[0]
+        rets = []
+
+        def blocked():
+            acl.rt.set_context(context)
+            rets.append(acl.rt.synchronize_stream(s1))
+
+        waiter = threading.Thread(target=blocked)
+        waiter.start()
+        deadline = time.monotonic() + 10
+        while not sanitizer.reports() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert waiter.is_alive()                      # still blocked when the report came
+        assert kinds(sanitizer.reports()) == [("synccheck", "deadlock")]
+        for s in (s1, s2):
+            ok(acl, acl.rt.stream_abort(s))
+        waiter.join(10)
+    assert not waiter.is_alive() and rets and rets[0] != acl.ACL_SUCCESS
+    assert len(found) == 1
+
+
 @BOTH
 def test_synccheck_notify_waited_twice(acl, buggy):
     ok(acl, acl.rt.set_device(0))
