@@ -707,3 +707,19 @@ def test_racecheck_agrees_with_a_happens_before_oracle(acl):
         assert named == _oracle(program), (program, text(found))
 
     check()
+
+
+def test_a_forked_child_starts_its_own_checks(acl):
+    ok(acl, acl.rt.set_device(0))
+    buf = device_buffer(acl, N)
+    with sanitized("memcheck") as found:
+        assert acl.rt.free(buf + 8) == acl.ACL_ERROR_RT_PARAM_INVALID      # one report in the parent
+        parent = sanitizer.active
+        pid = os.fork()
+        if pid == 0:
+            fresh = sanitizer.active is not None and sanitizer.active is not parent and not sanitizer.reports()
+            os._exit(0 if fresh and sanitizer.active.checks == {"memcheck"} else 1)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert kinds(found) == [("memcheck", "invalid free")]
+    ok(acl, acl.rt.free(buf))

@@ -59,5 +59,21 @@ def from_env() -> None:
     """acl.init: MDEV_SANITIZE turns the sanitizer on for the life of the process."""
     spec = os.environ.get("MDEV_SANITIZE", "")
     if active is None and spec not in ("", "0"):
-        san = enable(spec)
-        atexit.register(san.reports.finish)
+        enable(spec)
+        atexit.register(_finish)
+
+
+def _finish() -> None:
+    if active is not None:
+        active.reports.finish()
+
+
+def _forked() -> None:
+    """A forked child checks its own calls: none of its parent's streams, memory or reports."""
+    global active
+    if active is not None:
+        from mdev.sanitizer.session import Sanitizer
+        active = Sanitizer(active.checks)
+
+
+os.register_at_fork(after_in_child=_forked)
