@@ -65,6 +65,7 @@ def run() -> list[Result]:
             check(acl.rt.synchronize_device(), "synchronize_device")
 
         small_tasks()                                    # warm-up: stream workers start
+        two_streams()
         plain, mr = _checked("memcheck,racecheck", small_tasks)
         plain_all, everything = _checked("all", small_tasks)
         plain_pairs, pairs = _checked("memcheck,racecheck", two_streams)

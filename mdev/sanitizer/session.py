@@ -5,6 +5,7 @@
     memory (alloc, free) ----> allocated / freed     v
     wait_targets, queries ---> syncing / synced   _touch --> racecheck, initcheck (per Region)
     device (kernel task) ----> kernel_report --queue--> (drained under the lock)
+    run_graph task ----------> _replay: the graph's lanes as streams of their own
     bad pointers, frees -----> memcheck reports
     finalize / reset_device -> teardown: leaks, waits that never ended
 
