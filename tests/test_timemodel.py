@@ -162,6 +162,30 @@ def test_host_side_copies_block_the_host_and_share_links():
     assert end == 12345
 
 
+def test_task_queued_behind_a_busy_stream_waits_for_an_earlier_host_copy():
+    """The host copies synchronously while device 0's stream is still busy (wall), then
+    queues a copy on it: that copy starts at the host copy's modelled end, not at its
+    stream predecessor's (seq 2 > the 1 task the stream had when the host copy ended)."""
+    topo = topology.resolve("pcie4")
+    meta = meta_of(topo)
+    kind, path = route(topo, ("p", None), ("d", 1))
+    first = (0, 0, "dma", "copy", 8 * MiB, "D2D", (), 0, 10 * 10**6, 0, None, None, None, 1)
+    sync = (-1, 0, None, "memcpy", 64 * MiB, kind, path, 10**6, 5 * 10**6, 0, ("h", 1, ((0, 0, 1),)))
+    second = first[:7] + (10 * 10**6, 11 * 10**6) + first[9:13] + (2,)     # reached a busy stream
+    records, modelled = model([first, sync, second], meta)
+    at = {(r[0], r[13] if len(r) > 13 else None): m for r, m in zip(records, modelled)}
+    d2d = 8 * MiB / 600.0                                  # Ascend910B4 d2d_gbps: 600 GB/s
+    host = (0.5 + 0.5 + 0.2) * 1000 + 64 * MiB / 31.5      # npu1-sw0, sw0-rc0 (31.5 GB/s), rc0-numa0
+    assert topo.devices[0].d2d_gbps == 600.0
+    assert at[(0, 1)] == (0, pytest.approx(d2d, rel=0.01))
+    assert at[(-1, None)] == (0, pytest.approx(host, rel=0.01))
+    assert at[(0, 2)] == (pytest.approx(host, rel=0.01), pytest.approx(host + d2d, rel=0.01))
+    # a task the stream had been given before the host copy ended is not held back
+    early = second[:13] + (1,)
+    records, modelled = model([first[:13] + (0,), sync, early], meta)
+    assert [m for r, m in zip(records, modelled) if r[7] == 10 * 10**6] == [(pytest.approx(d2d), pytest.approx(2 * d2d))]
+
+
 CONCURRENT_H2D = """
     import mdev.acl as acl
     SIZE = 32 << 20

@@ -46,7 +46,8 @@ if TYPE_CHECKING:
     from mdev.board.device import Device
 
 FIELDS = ("device", "stream", "engine", "kind", "bytes", "route", "path", "start", "end", "code", "flow",
-          "modelled_start", "modelled_end")        # the last two only while time is modelled
+          "modelled_start", "modelled_end",        # None unless time is modelled
+          "seq")                                   # the task's number on its stream (None in a graph replay)
 MAX_RECORDS = 2_000_000            # per client: a runaway program cannot eat the device's RAM
 # bytes each memory-writing op writes at its destination (args[0])
 WRITTEN: dict[str, Callable[[tuple], int]] = {
@@ -60,6 +61,13 @@ _WORD, _ROW = struct.Struct("<Q"), struct.Struct(f"<{S.W_END + 1}Q")     # a row
 _ROW_TAIL = struct.Struct(f"<{S.W_END}Q")                                # ... after its seq
 # rows of this process's (= this device's) rings in its control page
 _write_rows, _transfer_rows, _ended_rows = itertools.count(1), itertools.count(1), itertools.count(1)
+
+
+def _seq(stream) -> int | None:
+    """Number (on its stream) of the task ``stream`` is running: host-side records name the
+    tasks submitted after them by it (mdev.runtime.trace.host_op)."""
+    task = getattr(stream, "running_task", None)
+    return task[0] if task else None
 
 
 class Recorder:
@@ -200,7 +208,7 @@ class Recorder:
                     placed = model.place(stream, rec, args, after)
                 except Exception:
                     placed = None
-                rec += placed or (None, None)
+            rec += (placed or (None, None)) + (_seq(stream),)
             if records is not None and not full:
                 records.append(rec)
         finally:

@@ -28,8 +28,10 @@ inferred: a task that reached an idle stream (first task, or >= 100 us after the
 previous one ended, wall) was submitted by the host then, so it starts no earlier
 (modelled) than every task that had ended (wall) before it started.  A host-side
 operation always counts as submitted then, and since it blocks the host, tasks that reach
-an idle stream after it ended (wall) start after it (modelled); a task that reached a busy
-stream is not held back by it (when it was submitted is not recorded).
+an idle stream after it ended (wall) start after it (modelled).  A task queued behind a
+busy stream is held back too if it was submitted after the operation ended: device records
+carry the task's number on its stream (``seq``) and a host-side record how far each stream
+of the process had got when it ended (its flow, see mdev.runtime.trace.host_op).
 
 Concurrent transfers share bandwidth (a fluid model): a copy first waits its path's
 latency, then moves its bytes; while it does, each link channel (a link direction, see
@@ -50,6 +52,7 @@ over the transfers known when a transfer is placed).
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import os
 
@@ -166,6 +169,28 @@ def _order(records: list, sources: dict[int, int]):
     return order, prev, src, host, ended
 
 
+def _held_back(records: list) -> list[int | None]:
+    """Per task: the latest host-side operation that had ended when the host submitted it, or
+    None.  A host record's flow lists (device, stream, seq) -- the tasks each stream had been
+    given by then -- so a task of that stream with a higher seq (record field 13) came after."""
+    marks: dict[tuple[int, int], tuple[list[int], list[int]]] = {}   # stream -> (seqs, host records)
+    for j, r in enumerate(records):                  # by wall start: host records in host order
+        if r[0] == HOST and r[10] is not None and len(r[10]) > 2:
+            for dev, stream, seq in r[10][2]:
+                seqs, ops = marks.setdefault((dev, stream), ([], []))
+                seqs.append(seq)
+                ops.append(j)
+    hold: list[int | None] = [None] * len(records)
+    if marks:
+        for i, r in enumerate(records):
+            m = marks.get((r[0], r[1])) if len(r) > 13 and r[13] is not None else None
+            if m is not None:
+                k = bisect.bisect_left(m[0], r[13])     # host records that had seen fewer tasks
+                if k:
+                    hold[i] = m[1][k - 1]
+    return hold
+
+
 def model(records: list, meta: dict, sources: dict[int, int]) -> list[tuple[float, float]]:
     """Modelled (start, end) in ns from the first task, per record (``records`` sorted by
     wall start); ``sources`` maps a wait's index to the index of the record that released it."""
@@ -179,6 +204,11 @@ def model(records: list, meta: dict, sources: dict[int, int]) -> list[tuple[floa
     for i, s in enumerate(src):
         if s is not None:
             released.setdefault(s, []).append(i)
+    hold = _held_back(records)
+    held: dict[int, list[int]] = {}
+    for i, j in enumerate(hold):
+        if j is not None:
+            held.setdefault(j, []).append(i)
     # engine slots, handed out in placement order: a slot goes to the next task of its engine
     # as soon as its holder ended; slot_t[i] is when i's slot became free
     fifo: dict[tuple[int, str], list[int]] = {}
@@ -209,6 +239,7 @@ def model(records: list, meta: dict, sources: dict[int, int]) -> list[tuple[floa
     def ready(i: int) -> bool:
         return (start[i] is None and (prev[i] is None or end[prev[i]] is not None)
                 and (src[i] is None or end[src[i]] is not None) and host[i] <= host_done
+                and (hold[i] is None or end[hold[i]] is not None)
                 and (records[i][2] is None or slot_t[i] is not None))
 
     timers: list[tuple[float, int, bool]] = []   # (time, index, data phase begins (else: ends))
@@ -231,6 +262,7 @@ def model(records: list, meta: dict, sources: dict[int, int]) -> list[tuple[floa
         if i in nxt:
             candidates.append(nxt[i])
         candidates.extend(released.get(i, ()))
+        candidates.extend(held.get(i, ()))
         if records[i][2] is not None:
             book((records[i][0], records[i][2]))
         while host_done < len(ended) and end[ended[host_done]] is not None:

@@ -16,8 +16,10 @@ summary`` needs: the board's links (bandwidth, latency) and its peer pairs.
 Synchronous copies and memsets (``memcpy``, ``memcpy2d``, ``memset``) run in this process,
 not on a device: while tracing, mdev.runtime.memops hands them to ``host_op``, which times
 them and keeps a host-side record (device ``HOST``, kind memcpy / memset, bytes, route and
-path from the board's topology as a device would record them, wall start / end); they
-are collected with the devices' records and drawn on a "host" track of their own.
+path from the board's topology as a device would record them, wall start / end, and in
+its flow ("h", executing device, ((device, stream id, seq), ...)): how many tasks each
+stream of the process had been given when the operation ended, so that the model starts
+the later ones -- whose device records carry their seq -- after it); they are collected with the devices' records and drawn on a "host" track of their own.
 
 Records of several init / finalize cycles of one process accumulate; the file is rewritten
 at each collection.  A child process (fork, multiprocessing) that traces too writes
@@ -143,7 +145,16 @@ def host_op(kind: str, dst, src, nbytes: int, run: Callable[[], None]) -> None:
         route, path = "", ()
     with _lock:
         if host_on:
-            _host.append((HOST, 0, None, kind, nbytes, route, path, start, end, 0, ("h", executing)))
+            _host.append((HOST, 0, None, kind, nbytes, route, path, start, end, 0,
+                          ("h", executing, _submitted())))
+
+
+def _submitted() -> tuple[tuple[int, int, int], ...]:
+    """(device, stream id, seq) of every stream of this process: tasks numbered beyond seq were
+    submitted after the host operation that asks (it has ended), so they start after it."""
+    from mdev.runtime.core import RUNTIME as rt
+    with rt.lock:
+        return tuple((s.device, s.stream_id, s.seq) for s in rt.streams.values())
 
 
 def _host_route(executing: int, dst, src) -> tuple[str, tuple]:
