@@ -723,3 +723,16 @@ def test_a_forked_child_starts_its_own_checks(acl):
     assert os.waitstatus_to_exitcode(status) == 0
     assert kinds(found) == [("memcheck", "invalid free")]
     ok(acl, acl.rt.free(buf))
+
+
+def test_synccheck_stream_waiting_for_its_own_later_write(acl):
+    ok(acl, acl.rt.set_device(0))
+    (s,) = streams(acl, 1)
+    flag = device_buffer(acl, 64)
+    with sanitized("synccheck") as found:
+        ok(acl, acl.rt.value_wait(flag, 1, acl.ACL_STREAM_WAIT_VALUE_EQ, s))
+        ok(acl, acl.rt.value_write(flag, 1, 0, s))          # queued behind the wait it should release
+        assert acl.rt.synchronize_stream_with_timeout(s, 200) == acl.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT
+        ok(acl, acl.rt.stream_abort(s))
+    assert kinds(found) == [("synccheck", "deadlock")]
+    assert "value_write" in text(found) and "queued behind a wait" in text(found)
