@@ -21,6 +21,8 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 # example -> a line its output must contain
 EXPECTED = {
+    "sanitizer_race": "sanitizer_race: racecheck named the missing event between the two copies, the fixed "
+                      "program drew no report: OK",
     "memory_usage": "memory_usage: 16 float32 round-tripped through device 0, memset verified: OK",
     "pinned_async_copy": "pinned_async_copy: 4 MiB pinned -> device 0 -> pinned",
     "default_stream": "default_stream: memset_async + 2 memcpy_async on stream 0, synchronize_device, verified: OK",
