@@ -28,6 +28,10 @@ device of the board to read:
                         ordering across devices
     notify_mt[n, d]     (client, record count, modelled end) of the latest record of notify n
                         by device d (written by device d)
+    host_floor[s, k]    (client, seq, wall end, modelled end) of the latest HOST_OPS
+                        synchronous copies / memsets of the host owning stream slot s
+                        (written by that host, mdev.runtime.trace): its tasks numbered
+                        seq or later were submitted after the copy, so start after it
     header              device state, HBM use, object counts, boot time
 
 Aligned 8-byte stores are atomic on the platforms we run on, so readers never see torn
@@ -56,6 +60,8 @@ W_PENDING, W_NO_MODEL = 0, (1 << 64) - 1               # W_END besides modelled 
 MAX_PATH = 8
 X_SEQ, X_CLIENT, X_BYTES, X_LATENCY, X_START, X_END, X_CHANNELS = range(7)    # X_CHANNELS: count, then codes
 X_FIELDS = X_CHANNELS + 1 + MAX_PATH
+HOST_OPS = 4
+F_CLIENT, F_SEQ, F_WALL_END, F_END = range(4)          # a host_floor row, valid while F_CLIENT != 0
 
 # header fields (int64 each)
 H_MAGIC, H_DEVICE, H_PID, H_STATE, H_HBM_TOTAL, H_HBM_USED, H_STREAMS, H_EVENTS, \
@@ -83,6 +89,7 @@ def _layout(devices: int) -> list[tuple[str, tuple, type]]:
         ("transfers", (TRANSFERS, X_FIELDS), np.float64),
         ("ended", (ENDED, 3), np.float64),
         ("notify_mt", (MAX_NOTIFIES, devices, 3), np.float64),
+        ("host_floor", (MAX_STREAMS, HOST_OPS, 4), np.float64),
     ]
 
 

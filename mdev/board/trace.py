@@ -301,7 +301,9 @@ class DeviceModel:
     that was idle, i.e. the host submitted it then -- after every task of any device that
     had ended (wall) before it started (the ``ended`` rings of all control pages); an event
     wait not before the event's record, a notify wait not before the record that released
-    it (``notify_mt``), a value wait not before the write it saw (the ``writes`` rings).
+    it (``notify_mt``), a value wait not before the write it saw (the ``writes`` rings),
+    and any task not before the host's synchronous copies that ended before it was
+    submitted (``host_floor`` rows, written by its host: mdev.runtime.trace.host_op).
     Each waits (briefly) for the releasing record's placement, which comes a moment after
     its effect: reading the event timestamp then could give the record's wall time.
 
@@ -347,16 +349,38 @@ class DeviceModel:
         boot = dev.boot_ns if index == dev.index else int(dev.peer_control(index).header[S.H_BOOT_NS])
         return self.origin - boot
 
-    def _earliest(self, key: int, start_ns: int) -> float:
-        """Modelled time a task of stream ``key`` that started (wall) at ``start_ns`` may start:
-        its stream's previous end, and if the stream was idle the host's time then."""
+    def _earliest(self, stream, start_ns: int) -> float:
+        """Modelled time a task of ``stream`` that started (wall) at ``start_ns`` may start:
+        its stream's previous end, the end of the host's synchronous copies it was submitted
+        after, and if the stream was idle the host's time then."""
+        key = stream.stream_id
         start = self.stream_t.get(key, 0.0)
         while self.known and self.known[0][0] <= start_ns:
             self.host_t = max(self.host_t, heapq.heappop(self.known)[1])
         prev = self.wall_prev.get(key)
-        if prev is None or prev <= start_ns - self.timemodel.IDLE_GAP_NS:
+        idle = prev is None or prev <= start_ns - self.timemodel.IDLE_GAP_NS
+        if idle:
             start = max(start, self.host_t, self._ended_elsewhere(start_ns))
-        return start
+        return max(start, self._after_host(stream, start_ns, idle))
+
+    def _after_host(self, stream, start_ns: int, idle: bool) -> float:
+        """Latest modelled end of the host's synchronous copies / memsets that ended before it
+        submitted the running task of ``stream``: those its stream slot's rows name for the
+        task's seq or an earlier one, and -- idle stream, submitted then -- every one that had
+        ended (wall) by ``start_ns`` (rows of any slot: the stream may be newer than the copy)."""
+        latest = 0.0
+        seq = _seq(stream)
+        rows = self.device.control.host_floor[stream.slot]
+        mask = (rows[:, S.F_CLIENT] == self.client) & (rows[:, S.F_SEQ] <= (seq if seq is not None else -1))
+        if mask.any():
+            latest = float(rows[mask, S.F_END].max())
+        if idle:
+            for d in range(self.device.topo.device_count):
+                rows = self.device.peer_control(d).host_floor.reshape(-1, 4)
+                mask = (rows[:, S.F_CLIENT] == self.client) & (rows[:, S.F_WALL_END] <= start_ns)
+                if mask.any():
+                    latest = max(latest, float(rows[mask, S.F_END].max()))
+        return latest
 
     def _ended_elsewhere(self, start_ns: int) -> float:
         """Latest modelled end of this client's tasks of other devices that ended (wall) by ``start_ns``."""
@@ -373,7 +397,7 @@ class DeviceModel:
         """A transfer starts (wall): enter it, at its provisional modelled start, in the ledger."""
         links = self.meta["links"]
         with self.lock:
-            start = self._earliest(stream.stream_id, start_ns)
+            start = self._earliest(stream, start_ns)
         seq = next(_transfer_rows)
         row = self.device.control.transfers[seq % S.TRANSFERS]
         row[S.X_SEQ] = 0
@@ -422,7 +446,7 @@ class DeviceModel:
         op, key, start_ns, end_ns = rec[3], rec[1], rec[7], rec[8]
         transfer = self.transfers.pop(id(stream), None)
         with self.lock:
-            start = self._earliest(key, start_ns)
+            start = self._earliest(stream, start_ns)
             self.wall_prev[key] = end_ns
             if op == "wait_event_flag" or (op == "wait_event" and after is None):
                 ts = int(dev.control.event_ts[args[0]])

@@ -51,13 +51,15 @@ _meta: dict = {}
 _dropped = 0
 _registered = False
 _topology = None
-host_on = False           # True while synchronous memory operations are recorded (MDEV_TRACE)
+host_on = False           # True while synchronous memory operations are recorded or modelled
+_keep = False             # ... recorded (MDEV_TRACE)
+_clock: dict | None = None   # ... modelled (MDEV_MODEL_TIME): see _model_host_op
 
 
 def _forget_after_fork() -> None:
     """A forked child traces (if at all) its own tasks, into its own file."""
-    global _records, _host, _dropped, _lock, host_on
-    _records, _host, _dropped, _lock, host_on = [], [], 0, threading.Lock(), False
+    global _records, _host, _dropped, _lock, host_on, _keep, _clock
+    _records, _host, _dropped, _lock, host_on, _keep, _clock = [], [], 0, threading.Lock(), False, False, None
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
@@ -95,10 +97,11 @@ def on_attach(board) -> None:
         import sys
         print(f"mdev: MDEV_TRACE / MDEV_MODEL_TIME: cannot start: {exc}", file=sys.stderr)
         return
-    global _topology, host_on
+    global _topology, host_on, _keep, _clock
     with _lock:
         topo = _topology = board.topology
-        host_on = keep
+        host_on, _keep = keep or origin is not None, keep
+        _clock = None if origin is None else {"origin": origin, "client": board.client_id, "end": 0.0, "ops": 0}
         _meta.update(board=board.paths.name, topology=topo.name, devices=board.device_count,
                      links={l.id: {"type": l.type, "a": l.a, "b": l.b, "gbps": l.effective_gbps,
                                    "latency_us": l.latency_us} for l in topo.links},
@@ -114,12 +117,12 @@ def on_attach(board) -> None:
 
 def on_detach(board) -> None:
     """Before the process lets go of a board: collect its records and write the file."""
-    global host_on, _host
+    global host_on, _host, _keep, _clock
     if not getattr(board, "tracing", False):
         return
     board.tracing = False
     with _lock:
-        collected, dropped, _host, host_on = _host, 0, [], False
+        collected, dropped, _host, host_on, _keep, _clock = _host, 0, [], False, False, None
     for device in range(board.device_count):
         try:
             reply = board.link(device).request("trace_collect", board.client_id, True, timeout=30)
@@ -143,18 +146,47 @@ def host_op(kind: str, dst, src, nbytes: int, run: Callable[[], None]) -> None:
         route, path = _host_route(executing, dst.parts()[0], src.parts()[0] if src is not None else None)
     except Exception:                       # a record must never fail the operation
         route, path = "", ()
+    with rt.lock:      # the tasks each stream had been given when the operation ended
+        streams = list(rt.streams.values())
+        submitted = tuple((s.device, s.stream_id, s.seq) for s in streams)
+    rec = (HOST, 0, None, kind, nbytes, route, path, start, end, 0, ("h", executing, submitted))
     with _lock:
-        if host_on:
-            _host.append((HOST, 0, None, kind, nbytes, route, path, start, end, 0,
-                          ("h", executing, _submitted())))
+        modelled = (None, None)
+        if _clock is not None:
+            try:
+                modelled = _model_host_op(rec, streams)
+            except Exception:                   # modelling must never fail the operation
+                pass
+        if _keep:
+            _host.append(rec + modelled + (None,))
 
 
-def _submitted() -> tuple[tuple[int, int, int], ...]:
-    """(device, stream id, seq) of every stream of this process: tasks numbered beyond seq were
-    submitted after the host operation that asks (it has ended), so they start after it."""
+def _model_host_op(rec: tuple, streams: list) -> tuple[float, float]:
+    """Modelled (start, end) of a host-side operation (``rec``) under MDEV_MODEL_TIME, told to
+    the devices: it starts after the previous one and after every task of this process that
+    had ended (wall) before it started (the devices' ``ended`` rings), takes a device copy's
+    link time (timemodel; not sharing bandwidth), and every stream's slot gets a
+    ``host_floor`` row so that the tasks submitted after it start after it (call with
+    _lock held)."""
+    from mdev.board import status as S
+    from mdev.runtime import timemodel
     from mdev.runtime.core import RUNTIME as rt
-    with rt.lock:
-        return tuple((s.device, s.stream_id, s.seq) for s in rt.streams.values())
+    clock = _clock
+    client, begin = clock["client"], clock["end"]
+    for d in range(_topology.device_count):
+        rows = rt.link(d).control.ended
+        mask = (rows[:, 0] == client) & (rows[:, 1] <= rec[7])
+        if mask.any():
+            begin = max(begin, float(rows[mask, 2].max()))
+    finish = clock["end"] = begin + timemodel._duration_ns(rec, _meta)
+    k = clock["ops"] % S.HOST_OPS
+    clock["ops"] += 1
+    for s in streams:
+        row = rt.link(s.device).control.host_floor[s.slot, k]
+        row[S.F_CLIENT] = 0                  # devices skip the row while it is rewritten
+        row[S.F_SEQ:] = (s.seq + 1, rec[8], finish)
+        row[S.F_CLIENT] = client
+    return begin, finish
 
 
 def _host_route(executing: int, dst, src) -> tuple[str, tuple]:
