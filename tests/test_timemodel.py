@@ -474,3 +474,42 @@ def test_live_host_copy_holds_back_a_task_queued_after_it(pcie_board, tmp_path):
     assert sync["device_modelled_end_ns"] == pytest.approx(before + h2d, rel=0.01)
     assert ms == pytest.approx((before + 2 * h2d) / 1e6, rel=0.01)
     assert_live_agrees(data)
+
+
+LIVE_REMOTE_EVENT_WAIT = """
+    import mdev.acl as acl
+    SIZE = 8 << 20
+    assert acl.init() == 0
+    host, _ = acl.rt.malloc_host(SIZE)
+    acl.rt.set_device(1)
+    b, _ = acl.rt.create_stream(); d1, _ = acl.rt.malloc(SIZE, 0)
+    e0, _ = acl.rt.create_event(); e1, _ = acl.rt.create_event()
+    acl.rt.set_device(0)
+    a, _ = acl.rt.create_stream(); d0, _ = acl.rt.malloc(SIZE, 0)
+    ev, ret = acl.rt.create_event_ex_with_flag(acl.ACL_EVENT_IPC); assert ret == 0
+    handle, ret = acl.rt.ipc_get_event_handle(ev); assert ret == 0
+    acl.rt.set_device(1)
+    opened, ret = acl.rt.ipc_open_event_handle(handle); assert ret == 0
+    assert acl.rt.record_event(e0, b) == 0
+    acl.rt.set_device(0)
+    assert acl.rt.memcpy_async(d0, SIZE, host, SIZE, 1, a) == 0
+    assert acl.rt.record_event(ev, a) == 0
+    acl.rt.set_device(1)
+    assert acl.rt.stream_wait_event(b, opened) == 0       # device 0's IPC event, waited on device 1
+    assert acl.rt.memcpy_async(d1, SIZE, host, SIZE, 1, b) == 0
+    assert acl.rt.record_event(e1, b) == 0
+    assert acl.rt.synchronize_stream(b) == 0
+    print(acl.rt.event_elapsed_time(e0, e1)[0])
+    acl.finalize()
+"""
+
+
+def test_live_wait_on_another_devices_ipc_event(pcie_board, tmp_path):
+    """A wait on device 0's IPC event ends at the record's modelled time (after the H2D copy
+    before it), so device 1's H2D copy follows it: two copies one after another."""
+    (ms,), data = run_modelled(pcie_board, LIVE_REMOTE_EVENT_WAIT, tmp_path)
+    h2d = (0.5 + 0.5 + 0.2) * 1000 + 8 * MiB / 31.5       # npuN-sw0, sw0-rc0 (31.5 GB/s), rc0-numa0
+    (wait,) = [e["args"] for e in data["traceEvents"] if e.get("cat") == "task" and e["args"]["kind"] == "wait_remote_event"]
+    assert wait["device_modelled_end_ns"] == pytest.approx(h2d, rel=0.01)
+    assert ms == pytest.approx(2 * h2d / 1e6, rel=0.01)
+    assert_live_agrees(data)

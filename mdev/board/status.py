@@ -28,6 +28,8 @@ device of the board to read:
                         ordering across devices
     notify_mt[n, d]     (client, record count, modelled end) of the latest record of notify n
                         by device d (written by device d)
+    event_placed[slot]  event_done count whose modelled time event_ts holds (IPC waiters of
+                        other devices wait for it, not for the record's wall timestamp)
     host_floor[s, k]    (client, seq, wall end, modelled end) of the latest HOST_OPS
                         synchronous copies / memsets of the host owning stream slot s
                         (written by that host, mdev.runtime.trace): its tasks numbered
@@ -90,6 +92,7 @@ def _layout(devices: int) -> list[tuple[str, tuple, type]]:
         ("ended", (ENDED, 3), np.float64),
         ("notify_mt", (MAX_NOTIFIES, devices, 3), np.float64),
         ("host_floor", (MAX_STREAMS, HOST_OPS, 4), np.float64),
+        ("event_placed", (MAX_EVENTS,), np.uint64),
     ]
 
 

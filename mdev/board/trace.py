@@ -300,7 +300,8 @@ class DeviceModel:
     when its stream's previous task ended and an engine slot is free, and -- on a stream
     that was idle, i.e. the host submitted it then -- after every task of any device that
     had ended (wall) before it started (the ``ended`` rings of all control pages); an event
-    wait not before the event's record, a notify wait not before the record that released
+    wait (also on another device's IPC event: ``event_placed``) not before the event's
+    record, a notify wait not before the record that released
     it (``notify_mt``), a value wait not before the write it saw (the ``writes`` rings),
     and any task not before the host's synchronous copies that ended before it was
     submitted (``host_floor`` rows, written by its host: mdev.runtime.trace.host_op).
@@ -426,6 +427,14 @@ class DeviceModel:
                     return None                  # place falls back to the event's timestamp
                 time.sleep(20e-6)
             return self.event_mt[args[:2]][1]
+        if rec[3] == "wait_remote_event":             # the owner's record, in this client's time
+            page = self.device.peer_control(args[0])
+            deadline = time.monotonic() + NOTIFY_WAIT_S
+            while int(page.event_placed[args[1]]) < args[2]:
+                if time.monotonic() >= deadline:
+                    return None                  # an untraced recorder: place reads event_ts
+                time.sleep(20e-6)
+            return int(page.event_ts[args[1]]) - self.base(args[0])
         if rec[3] != "wait_notify" or rec[10] is None:
             return None
         taken = rec[10][3]
@@ -452,7 +461,7 @@ class DeviceModel:
                 ts = int(dev.control.event_ts[args[0]])
                 if ts:
                     start = max(start, ts - self.base(dev.index))
-            elif op == "wait_remote_event":
+            elif op == "wait_remote_event" and after is None:
                 ts = int(dev.peer_control(args[0]).event_ts[args[1]])
                 if ts:
                     start = max(start, ts - self.base(args[0]))
@@ -477,6 +486,7 @@ class DeviceModel:
         row[0] = self.client
         if op == "record_event" and dev.events.get(args[0]) == args[1]:
             dev.control.event_ts[args[0]] = self.base(dev.index) + round(end)
+            dev.control.event_placed[args[0]] = rec[10][3]      # after event_ts: IPC waiters read it then
             self.event_mt[args[:2]] = (rec[10][3], end)
         elif op == "record_notify" and rec[10] is not None:
             cell = dev.peer_control(args[0]).notify_mt[args[1], dev.index]
