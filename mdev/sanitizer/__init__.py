@@ -3,8 +3,13 @@
     MDEV_SANITIZE=memcheck,racecheck,initcheck,synccheck python prog.py   (or "all")
     mdev run --sanitize all prog.py
 
-or, inside a program or test, ``mdev.sanitizer.enable("racecheck")`` before the work and
-``mdev.sanitizer.disable()`` (which returns the reports) after it.  Reports go to stderr
+or, inside a program or test::
+
+    with mdev.sanitizer.checking("racecheck") as reports:
+        ...                      # the calls to check
+    assert not reports           # filled when the block ends
+
+(``enable`` / ``disable`` do the same without a block).  Reports go to stderr
 as they are found (and to ``MDEV_SANITIZE_LOG`` if set); an error summary is printed when
 the process exits.  See ``session`` for how the runtime feeds it, ``order`` for the
 happens-before model the race and sync checks stand on.
@@ -13,6 +18,7 @@ happens-before model the race and sync checks stand on.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 
 from mdev.sanitizer.report import Report
@@ -49,6 +55,17 @@ def disable() -> list[Report]:
         return []
     san.stop()
     return san.reports.items
+
+
+@contextlib.contextmanager
+def checking(checks: str = "all"):
+    """Check the calls made inside the block; the list it gives is filled when the block ends."""
+    found: list[Report] = []
+    enable(checks)
+    try:
+        yield found
+    finally:
+        found.extend(disable())
 
 
 def reports() -> list[Report]:
