@@ -727,3 +727,12 @@ def test_synccheck_stream_waiting_for_its_own_later_write(acl):
         ok(acl, acl.rt.stream_abort(s))
     assert kinds(found) == [("synccheck", "deadlock")]
     assert "value_write" in text(found) and "queued behind a wait" in text(found)
+
+
+def test_mdev_run_sanitize_without_a_check_list(board, tmp_path):
+    """``--sanitize prog.py``: the program is not taken for a list of checks."""
+    prog = tmp_path / "prog.py"
+    prog.write_text(textwrap.dedent(RACY.format(sync="")) + "import sys; print('args', sys.argv[1:])\n")
+    proc = subprocess.run([sys.executable, "-m", "mdev", "run", "--board", board, "--sanitize", str(prog), "x"],
+                          env=dict(os.environ, MDEV_AUTOSTART="0"), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "args ['x']" in proc.stdout and "mdev racecheck" in proc.stderr, proc.stderr

@@ -138,7 +138,25 @@ def _prepare_board(args):
     return paths.name, channel
 
 
+def _sanitize_spec(args: argparse.Namespace) -> str | None:
+    """Validate --sanitize; in ``--sanitize prog.py`` the program is not a list of checks."""
+    from mdev import sanitizer
+    try:
+        sanitizer.checks_of(args.sanitize)
+    except ValueError as exc:
+        if not (args.sanitize.endswith(".py") or os.path.isfile(args.sanitize)):
+            return str(exc)
+        args.args = ([args.prog] if args.prog else []) + args.args
+        args.prog, args.sanitize = args.sanitize, "all"
+    return None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.sanitize:
+        problem = _sanitize_spec(args)
+        if problem:
+            print(f"mdev run: --sanitize: {problem}", file=sys.stderr)
+            return 2
     if args.module is None and not args.prog:
         print("mdev run: give a program (prog.py) or -m module", file=sys.stderr)
         return 2
@@ -149,13 +167,6 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"mdev run: {args.prog}: no such file", file=sys.stderr)
             return 2
         argv = [args.prog] + args.args
-    if args.sanitize:
-        from mdev import sanitizer
-        try:
-            sanitizer.checks_of(args.sanitize)
-        except ValueError as exc:
-            print(f"mdev run: --sanitize: {exc}", file=sys.stderr)
-            return 2
     try:
         board, channel = _prepare_board(args)
     except Exception as exc:   # bad topology, a board that cannot start: say so, no traceback
