@@ -193,6 +193,8 @@ class Model:
                 if signal.task is task:
                     signal.clock = task.clock
             s.records[task.seq] = task.clock
+            if len(s.records) > KEEP_RECORDS:       # an older record's sync joins the stream clock
+                del s.records[next(iter(s.records))]
         elif task.op == "record_notify":
             self.notifies[(task.args[0], task.args[1])].pending.append(Signal(task, task.clock))
         elif task.op == "value_write":
