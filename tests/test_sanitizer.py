@@ -736,3 +736,77 @@ def test_mdev_run_sanitize_without_a_check_list(board, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "mdev", "run", "--board", board, "--sanitize", str(prog), "x"],
                           env=dict(os.environ, MDEV_AUTOSTART="0"), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "args ['x']" in proc.stdout and "mdev racecheck" in proc.stderr, proc.stderr
+
+
+# ---------------------------------------------------------------------------- from an adversarial review
+def test_memcheck_free_while_a_task_may_still_use_it(acl):
+    ok(acl, acl.rt.set_device(0))
+    (s,) = streams(acl, 1)
+    a, b = device_buffer(acl, N), device_buffer(acl, N)
+    with sanitized("memcheck") as found:
+        ok(acl, acl.rt.memcpy_async(b, N, a, N, D2D, s))
+        ok(acl, acl.rt.free(b))                               # the copy may not have run yet
+        ok(acl, acl.rt.synchronize_stream(s))
+        ok(acl, acl.rt.free(a))                               # after the sync: fine
+    assert kinds(found) == [("memcheck", "free of memory in use")]
+    assert f"allocation {b:#x}" in found[0].lines[0] and "memcpy_async" in found[0].lines[1]
+
+
+def test_racecheck_one_graph_replayed_on_two_unordered_streams(acl):
+    ok(acl, acl.rt.set_device(0))
+    s1, s2, s3 = streams(acl, 3)
+    a, b = device_buffer(acl, N), device_buffer(acl, N)
+    ok(acl, acl.mdl.ri_capture_begin(s1, acl.ACL_MODEL_RI_CAPTURE_MODE_GLOBAL))
+    ok(acl, acl.rt.memcpy_async(b, N, a, N, D2D, s1))
+    model = out(acl, acl.mdl.ri_capture_end(s1))
+    with sanitized("racecheck") as found:
+        ok(acl, acl.mdl.ri_execute_async(model, s2))
+        ok(acl, acl.mdl.ri_execute_async(model, s3))
+        ok(acl, acl.rt.synchronize_device())
+    assert kinds(found) == [("racecheck", "write-after-write hazard")] and f"allocation {b:#x}" in found[0].lines[0]
+    ok(acl, acl.mdl.ri_destroy(model))
+
+
+def test_synccheck_event_destroyed_with_a_wait_queued(acl):
+    ok(acl, acl.rt.set_device(0))
+    s1, s2 = streams(acl)
+    from async_util import Gate
+    gate = Gate(acl, s1)
+    event = out(acl, acl.rt.create_event())
+    with sanitized("synccheck") as found:
+        ok(acl, acl.rt.record_event(event, s1))
+        ok(acl, acl.rt.stream_wait_event(s2, event))
+        ok(acl, acl.rt.launch_host_func(s2, lambda _: None, None))   # s2 is held behind s1's gate too
+        ok(acl, acl.rt.destroy_event(event))
+        gate.open()
+        ok(acl, acl.rt.synchronize_device())
+    assert ("synccheck", "wait on a destroyed event") in kinds(found)
+
+
+def test_synccheck_a_timed_out_poll_that_later_ends_is_no_finding(acl):
+    ok(acl, acl.rt.set_device(0))
+    s1, s2 = streams(acl)
+    flag = device_buffer(acl, 64)
+    with sanitized("synccheck") as found:
+        ok(acl, acl.rt.value_wait(flag, 1, acl.ACL_STREAM_WAIT_VALUE_EQ, s2))
+        assert acl.rt.synchronize_stream_with_timeout(s2, 20) == acl.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT
+        ok(acl, acl.rt.value_write(flag, 1, 0, s1))               # released after all
+        ok(acl, acl.rt.synchronize_stream(s2))
+    assert found == []
+
+
+def test_initcheck_goes_on_after_a_stream_with_a_queued_launch_is_destroyed(acl):
+    ok(acl, acl.rt.set_device(0))
+    s1, s2 = streams(acl)
+    from async_util import Gate
+    x, y = device_buffer(acl, N), device_buffer(acl, N)
+    with sanitized("initcheck") as found:
+        gate = Gate(acl, s1)
+        ok(acl, scale[1, s1](x, y, 16))                          # never runs
+        ok(acl, acl.rt.destroy_stream_force(s1))
+        gate.open()
+        src, dst = out(acl, acl.rt.malloc(N, 0)), out(acl, acl.rt.malloc(N, 0))
+        ok(acl, acl.rt.memcpy_async(dst, N, src, N, D2D, s2))    # src was never written
+        ok(acl, acl.rt.synchronize_stream(s2))
+    assert kinds(found) == [("initcheck", "uninitialised read")] and f"allocation {src:#x}" in found[0].lines[0]
+    ok(acl, acl.rt.free(src)), ok(acl, acl.rt.free(dst))

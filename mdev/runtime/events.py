@@ -123,6 +123,9 @@ def destroy_event(event) -> None:
         rt.attach().request("ipc_close", ev.ipc_key or ev.opened)
     if ev.opened is None:
         # queued waits on a destroyed event are released by the device (slot uid mismatch)
+        if sanitizer.active is not None:
+            sanitizer.active.event_destroyed([(s, seq) for s, seq in ev.waits
+                                              if not s.destroyed and not streams.is_done(s, seq)])
         rt.link(ev.device).request("destroy_event", ev.slot, ev.uid)
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from mdev.acl import constants as C
 from mdev.acl import errors as E
+from mdev import sanitizer
 from mdev.acl.errors import AclError
 from mdev.runtime import streams
 from mdev.runtime.core import RUNTIME as rt
@@ -63,6 +64,8 @@ def destroy_notify(notify) -> None:
         rt.attach().request("ipc_close", n.ipc_key)
     if not n.imported:
         rt.link(n.device).request("destroy_notify", n.slot, n.uid)
+        if sanitizer.active is not None:
+            sanitizer.active.notify_destroyed(n.device, n.slot)
 
 
 def record_notify(notify, stream) -> None:

@@ -131,6 +131,8 @@ def release(stream: Stream, drain: bool) -> None:
         except AclError:
             pass  # destroying a stream does not report its task failures
     stream.destroyed = True
+    if sanitizer.active is not None:
+        sanitizer.active.stream_dropped(stream)
     with rt.lock:
         rt.streams.pop(stream.handle, None)
         stream.context.streams.discard(stream)
@@ -281,3 +283,5 @@ def synchronize_device_with_timeout(timeout: int) -> None:
 def stream_abort(stream) -> None:
     s = rt.stream(stream)
     rt.link(s.device).request("abort", s.slot, s.seq)
+    if sanitizer.active is not None:
+        sanitizer.active.stream_dropped(s)

@@ -82,6 +82,7 @@ def from_env() -> None:
 
 def _finish() -> None:
     if active is not None:
+        active.finish()
         active.reports.finish()
 
 

@@ -38,6 +38,7 @@ VALUE_TESTS = {
 }
 WAIT_OPS = {"wait_event", "wait_event_flag", "wait_notify", "value_wait"}
 KEEP_RECORDS = 64          # records of one event a wait may still name (events.py keeps 64 waits)
+RECENT = 256               # tasks per stream a host synchronisation can name exactly
 
 
 def join(into: dict, other: dict) -> None:
@@ -85,7 +86,7 @@ class StreamModel:
     queue: collections.deque = field(default_factory=collections.deque)   # tasks behind a wait
     ran: int = 0                        # seq of the last task run in the model
     host_seen: int = -1                 # host clock version last joined
-    records: dict = field(default_factory=dict)    # seq -> clock of its event records
+    recent: dict = field(default_factory=dict)     # seq -> clock of its last RECENT tasks
 
 
 @dataclass(eq=False)
@@ -187,14 +188,14 @@ class Model:
         task.epoch = s.clock[s.comp]
         task.clock = dict(s.clock)
         s.ran = task.seq
+        s.recent[task.seq] = task.clock
+        if len(s.recent) > RECENT:          # a sync on an older task joins the stream clock
+            del s.recent[next(iter(s.recent))]
         if task.op == "record_event":
             records = self.events[(s.device, task.args[0], task.args[1])]
             for signal in records.values():
                 if signal.task is task:
                     signal.clock = task.clock
-            s.records[task.seq] = task.clock
-            if len(s.records) > KEEP_RECORDS:       # an older record's sync joins the stream clock
-                del s.records[next(iter(s.records))]
         elif task.op == "record_notify":
             self.notifies[(task.args[0], task.args[1])].pending.append(Signal(task, task.clock))
         elif task.op == "value_write":
@@ -280,7 +281,18 @@ class Model:
             if not s.queue:
                 self.blocked.pop(s.handle, None)
         self._drain()
-        self.host_join(s.records.get(seq, s.clock) if seq < s.ran else s.clock)
+        self.host_join(s.recent.get(seq, s.clock) if seq < s.ran else s.clock)
+
+    def dropped(self, stream) -> None:
+        """An abort or a forced destroy: the tasks queued behind a wait never run."""
+        s = self.streams.get(stream.handle)
+        if s is not None:
+            s.queue.clear()
+            self.blocked.pop(s.handle, None)
+
+    def notify_destroyed(self, key: tuple) -> None:
+        """Its slot may come back as another notify: records of this one release none of its waits."""
+        self.notifies.pop(key, None)
 
     def event_complete(self, key: tuple) -> None:
         """query / synchronize on an event found its latest record done."""

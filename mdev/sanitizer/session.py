@@ -87,8 +87,11 @@ class Sanitizer:
         self.reports = Reports()
         self.lock = threading.RLock()
         self.grace_s = float(os.environ.get("MDEV_SANITIZE_GRACE", "1.0"))
+        # who touched what, and when: racecheck's history, and memcheck's for frees
+        self._history = bool(self.checks & {"racecheck", "memcheck"})
         self._kernel_reports: collections.deque = collections.deque()
         self._watched: set[int] = set()
+        self._suspects: list = []          # (stream, seq) a timed-out synchronisation was stuck on
         self._failed = False
         self._reset()
 
@@ -98,7 +101,7 @@ class Sanitizer:
         self._kernels: dict[tuple, Task] = {}      # (device, slot, seq) -> launch awaiting its report
         self._unreported: set[Task] = set()        # launches run in the model, report not in yet
         self._events: dict[tuple, object] = {}     # (device, slot, uid) -> the runtime's Event
-        self._lane_comps: dict[int, list] = {}     # graph id -> clock component of each lane
+        self._lane_comps: dict[tuple, list] = {}   # (graph id, stream) -> clock component of each lane
         self._deferred_reads: list = []            # initcheck reads waiting for kernel reports
 
     def internal_error(self) -> None:
@@ -163,7 +166,7 @@ class Sanitizer:
                         self._deferred_reads.append((region, lo, hi, gaps, who, key))
                     elif gaps:
                         initcheck.report_read(region, lo, hi, gaps, who, key, self.report)
-            if race and "racecheck" in self.checks:
+            if race and self._history:
                 racecheck.check(region, racecheck.Access(lo, hi, write, comp, epoch, clock, who, key, serial),
                                 self.report, prune)
         if write and self.model.words and (task is None or task.op != "value_write"):
@@ -177,8 +180,15 @@ class Sanitizer:
             rt.link(device).request("sanitize_start", rt.attach().client_id)
             self._watched.add(device)
 
+    def finish(self) -> None:
+        """The checking ends (disable, exit): waits a timed-out synchronisation was stuck on
+        and nothing released since are reported; then the summary of an exiting process."""
+        suspects, self._suspects = self._suspects, []
+        self._report_stuck([(s, seq) for s, seq in suspects if not self._really_done(s, seq)])
+
     def stop(self) -> None:
         """disable(): devices stop watching this process's kernels."""
+        self.finish()
         for device in self._watched:
             try:
                 rt.link(device).request("sanitize_stop", rt.attach().client_id)
@@ -250,12 +260,17 @@ class Sanitizer:
         if model is None:
             return
         lanes = model.lanes
-        comps = self._lane_comps.get(model.gid)
-        if comps is None:      # one component per lane, kept across replays of the graph
-            comps = self._lane_comps[model.gid] = [self.model.component() for _ in lanes]
+        place = (model.gid, task.stream.handle)
+        comps = self._lane_comps.get(place)
+        if comps is None:      # per lane and executing stream: replays on one stream are ordered
+            comps = self._lane_comps[place] = [self.model.component() for _ in lanes]
         index = {lane.stream: i for i, lane in enumerate(lanes)}
         clocks = {i: dict(task.clock) for i, lane in enumerate(lanes) if lane.head}
         pos = dict.fromkeys(clocks, 0)
+        # a lane past a wait for an event recorded outside the graph is ordered by a record
+        # the model has not seen yet (it is made after the replay is submitted): its tasks,
+        # and those of lanes that wait for it, are not race-checked
+        outside = dict.fromkeys(clocks, False)
         marks: dict = {}
         moved = True
         while moved:           # run each lane until a marker it waits for is not recorded yet
@@ -267,13 +282,16 @@ class Sanitizer:
                     if op == R.WAIT:
                         if args[0] not in marks:
                             break
-                        order.join(clock, marks[args[0]])
+                        order.join(clock, marks[args[0]][0])
+                        outside[i] = outside[i] or marks[args[0]][1]
                     elif op == R.RECORD:
-                        marks[args[0]] = dict(clock)
+                        marks[args[0]] = (dict(clock), outside[i])
                     elif op == R.ACTIVATE:
                         j = index.get(args[0])
                         if j is not None and j not in pos:
-                            clocks[j], pos[j] = dict(clock), 0
+                            clocks[j], pos[j], outside[j] = dict(clock), 0, outside[i]
+                    elif op in ("wait_event", "wait_event_flag", "wait_notify", "value_wait"):
+                        outside[i] = True
                     else:
                         clock[comp] = clock.get(comp, 0) + 1
                         who = (f"{op} (task {pos[i]} of lane {i}, stream {lanes[i].stream.stream_id}) of model "
@@ -285,7 +303,7 @@ class Sanitizer:
                         for location, nbytes, write, fill in _accesses(op, args):
                             self._touch(location, nbytes, write, comp, clock[comp], dict(clock), who,
                                         (task.api, task.site, i, pos[i]), None, fill, serial=task.serial,
-                                        race=op not in ("value_write", "value_wait"))
+                                        race=not outside[i] and op != "value_write")
                     pos[i] += 1
                     moved = True
         for clock in clocks.values():
@@ -342,8 +360,9 @@ class Sanitizer:
             # a sync that failed (a task failure, a stopped context) still saw its streams get
             # there; one that timed out or lost its device did not
             self.synced([(s, seq) for s, seq in targets if ok or self._really_done(s, seq)])
-            if not ok and stuck:
-                self._report_stuck(stuck)    # the sync failed or timed out on a wait the model holds
+            if not ok and stuck:       # a later submission may still release it: judged at the end
+                with self.lock:
+                    self._suspects.extend(stuck)
 
     @guarded
     def synced(self, targets: list) -> None:
@@ -361,12 +380,43 @@ class Sanitizer:
                 racecheck.forget_before(self.regions.all(), self.model.host)
 
     @guarded
+    def stream_dropped(self, stream) -> None:
+        """Destroyed or aborted: its queued tasks are dropped, its launches never report, and
+        a wait a timed-out synchronisation was stuck on is a finding now (the program gave up)."""
+        with self.lock:
+            self._drain_kernel_reports()
+            mine = [(s, seq) for s, seq in self._suspects if s.handle == stream.handle]
+            self._suspects = [t for t in self._suspects if t not in mine]
+            self._report_stuck(mine)
+            self.model.dropped(stream)
+            for t in [t for t in self._unreported if t.stream.handle == stream.handle]:
+                self._unreported.discard(t)
+            for key in [k for k, t in self._kernels.items() if t.stream.handle == stream.handle]:
+                del self._kernels[key]
+            self._settle_reads()
+
+    @guarded
+    def event_destroyed(self, pending: list) -> None:
+        """destroy_event with waits on it still queued: the device lets them go at once."""
+        for stream, seq in pending:
+            self.report("synccheck", "wait on a destroyed event", [
+                f"stream {stream.handle:#x} of device {stream.device} still had a wait (task #{seq}) on the "
+                f"event destroyed at {caller()[1]}: the wait ends at once, ordering nothing",
+                "destroy the event only after the streams waiting on it have passed the wait"])
+
+    @guarded
+    def notify_destroyed(self, device: int, slot: int) -> None:
+        with self.lock:
+            self.model.notify_destroyed((device, slot))
+
+    @guarded
     def event_complete(self, device: int, slot: int, uid: int) -> None:
         with self.lock:
             self.model.event_complete((device, slot, uid))
 
     @guarded
-    def _report_stuck(self, stuck: list) -> None:
+    def _report_stuck(self, stuck: list, who: str = "the host waits for") -> None:
+        """Streams (stream, seq) held by a wait that nothing submitted releases."""
         with self.lock:
             for stream, seq in stuck:
                 s = self.model.stuck(stream, seq)
@@ -375,8 +425,8 @@ class Sanitizer:
                 lines = self.model.blocked_on(s)
                 deadlock = lines[-1].endswith("(deadlock)")
                 self.report("synccheck", "deadlock" if deadlock else "wait that can never end",
-                            [f"the host waits for stream {stream.handle:#x} of device {stream.device}, which "
-                             f"can never finish:", *lines], dedupe=(s.handle, s.queue[0].seq))
+                            [f"{who} stream {stream.handle:#x} of device {stream.device}, held by a wait "
+                             f"nothing submitted releases:", *lines], dedupe=(s.handle, s.queue[0].seq))
 
     # ------------------------------------------------------------------ memcheck
     @guarded
@@ -386,8 +436,19 @@ class Sanitizer:
 
     @guarded
     def freed(self, alloc) -> None:
+        api, site, _ = caller()
         with self.lock:
-            self.regions.freed(alloc, caller()[1])
+            region = self.regions.live.get(alloc.ptr)
+            busy = [a for a in region.accesses if not order.before(a.comp, a.epoch, self.model.host)] \
+                if region is not None else []
+            if busy:
+                self.report("memcheck", "free of memory in use", [
+                    f"{api or 'free'} of {region.name()} at {site} while a task that touches it may not have "
+                    f"run yet (no synchronisation orders it before the free)",
+                    f"task: {busy[-1].who}",
+                    "synchronise the task's stream (or an event recorded after it) before freeing"],
+                    dedupe=(site, busy[-1].key))
+            self.regions.freed(alloc, site)
 
     @guarded
     def bad_pointer(self, ptr: int, nbytes: int, what: str) -> None:
@@ -453,16 +514,14 @@ class Sanitizer:
                     continue
                 region = self.regions.live.get(alloc.ptr)
                 kind = f"device {alloc.device} memory" if alloc.kind == DEVICE else "pinned host memory"
-                site = region.site if region is not None and region.site else "an unknown site"
+                known = region is not None and region.site
                 self.report("memcheck", "leak", [f"{alloc.size} bytes of {kind} at {alloc.ptr:#x}, allocated at "
-                                                 f"{site}, were never freed ({why} released them)"],
-                            dedupe=(site,))
-            for s in list(self.model.blocked.values()):
-                head = s.queue[0]
-                if not self._really_done(s, head.seq):
-                    self.report("synccheck", "wait that never ended", [
-                        f"{why} found stream {s.handle:#x} of device {s.device} still held by a wait:",
-                        *self.model.blocked_on(s)], dedupe=(s.handle, head.seq))
+                                                 f"{region.site if known else 'an unknown site'}, were never "
+                                                 f"freed ({why} released them)"],
+                            dedupe=(region.site,) if known else (alloc.ptr,))
+            self._suspects.clear()
+            self._report_stuck([(s, s.queue[0].seq) for s in self.model.blocked.values()
+                                if not self._really_done(s, s.queue[0].seq)], f"{why} found")
             if why == "finalize":
                 self._watched.clear()
                 self._reset()
