@@ -99,7 +99,9 @@ def test_destroy_pending_event_does_not_block(acl):
     ok(acl, acl.rt.synchronize_stream(stream))
 
 
-def test_destroying_an_event_releases_its_waits(acl):
+def test_a_wait_outlives_the_destroy_of_its_event(acl):
+    """Documented: destroy does not block and the event goes when its pending work is done;
+    real code relies on it (record, stream_wait_event, destroy at once)."""
     ok(acl, acl.rt.set_device(0))
     producer, waiter = out(acl, acl.rt.create_stream()), out(acl, acl.rt.create_stream())
     event = out(acl, acl.rt.create_event_ex_with_flag(SYNC))
@@ -110,8 +112,9 @@ def test_destroying_an_event_releases_its_waits(acl):
     time.sleep(0.05)
     assert not stream_done(acl, waiter)
     ok(acl, acl.rt.destroy_event(event))
+    assert acl.rt.synchronize_stream_with_timeout(waiter, 100) == acl.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT
+    ok(acl, acl.rt.memset(word, 8, 1, 1))                  # the record runs: the wait ends
     ok(acl, acl.rt.synchronize_stream_with_timeout(waiter, 5000))
-    ok(acl, acl.rt.memset(word, 8, 1, 1))
     ok(acl, acl.rt.synchronize_stream_with_timeout(producer, 5000))
 
 
@@ -493,3 +496,27 @@ def test_waiting_stream_does_not_burn_a_core(acl, board):
     share = ((c1.user + c1.system) - (c0.user + c0.system)) / (t1 - t0)
     assert share < 0.05, f"device process used {share:.1%} of a core while a stream waited"
     assert (read_device(acl, buf, 64) == 7).all()
+
+
+def test_destroying_an_event_keeps_its_queued_record_and_waits(acl):
+    """Documented: destroy does not block, and the event's resources go when its queued work
+    has run -- a wait queued before the destroy still waits for the record."""
+    ok(acl, acl.rt.set_device(0))
+    s1, s2 = out(acl, acl.rt.create_stream()), out(acl, acl.rt.create_stream())
+    n = 4096
+    buf = device_buffer(acl, n)
+    host_ptr, host = pinned(acl, n)
+    gate = Gate(acl, s1)
+    event = out(acl, acl.rt.create_event())
+    ok(acl, acl.rt.memset_async(buf, n, 0x5A, n, s1))
+    ok(acl, acl.rt.record_event(event, s1))
+    ok(acl, acl.rt.stream_wait_event(s2, event))
+    ok(acl, acl.rt.destroy_event(event))
+    ok(acl, acl.rt.memcpy_async(host_ptr, n, buf, n, acl.ACL_MEMCPY_DEVICE_TO_HOST, s2))
+    time.sleep(0.1)
+    assert not stream_done(acl, s2)            # still waiting for the record behind the gate
+    gate.open()
+    ok(acl, acl.rt.synchronize_stream(s2))
+    assert (host == 0x5A).all()
+    assert acl.rt.query_event_status(event)[1] == acl.ACL_ERROR_RT_PARAM_INVALID   # the handle is gone
+    ok(acl, acl.rt.free_host(host_ptr))

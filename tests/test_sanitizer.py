@@ -767,22 +767,6 @@ def test_racecheck_one_graph_replayed_on_two_unordered_streams(acl):
     ok(acl, acl.mdl.ri_destroy(model))
 
 
-def test_synccheck_event_destroyed_with_a_wait_queued(acl):
-    ok(acl, acl.rt.set_device(0))
-    s1, s2 = streams(acl)
-    from async_util import Gate
-    gate = Gate(acl, s1)
-    event = out(acl, acl.rt.create_event())
-    with sanitized("synccheck") as found:
-        ok(acl, acl.rt.record_event(event, s1))
-        ok(acl, acl.rt.stream_wait_event(s2, event))
-        ok(acl, acl.rt.launch_host_func(s2, lambda _: None, None))   # s2 is held behind s1's gate too
-        ok(acl, acl.rt.destroy_event(event))
-        gate.open()
-        ok(acl, acl.rt.synchronize_device())
-    assert ("synccheck", "wait on a destroyed event") in kinds(found)
-
-
 def test_synccheck_a_timed_out_poll_that_later_ends_is_no_finding(acl):
     ok(acl, acl.rt.set_device(0))
     s1, s2 = streams(acl)
@@ -810,3 +794,67 @@ def test_initcheck_goes_on_after_a_stream_with_a_queued_launch_is_destroyed(acl)
         ok(acl, acl.rt.synchronize_stream(s2))
     assert kinds(found) == [("initcheck", "uninitialised read")] and f"allocation {src:#x}" in found[0].lines[0]
     ok(acl, acl.rt.free(src)), ok(acl, acl.rt.free(dst))
+
+
+@kernel
+def fill_half(ctx, y, n, which):
+    """Whole-buffer view, one half written: the other half is neither read nor written."""
+    ys = ctx.gm(y, np.float32, n)
+    h = n // 2
+    ys[which * h:(which + 1) * h] = which + 1
+
+
+@kernel
+def count_and_store(ctx, counter, result):
+    ctx.atomic_add(counter, 1)                       # a flag word
+    ctx.gm(result, np.float64, 1)[0] = 42.0          # data, though as small as a flag
+
+
+@kernel
+def spin_then_copy(ctx, flag, src, dst, n):
+    word = ctx.gm(flag, np.uint64, 1)
+    ctx.spin_until(lambda: int(word[0]) == 1)
+    ctx.gm(dst, np.uint8, n)[:] = ctx.gm(src, np.uint8, n)
+
+
+def test_racecheck_kernels_writing_halves_of_one_view_do_not_race(acl):
+    ok(acl, acl.rt.set_device(0))
+    s1, s2 = streams(acl)
+    y = device_buffer(acl, N)
+    with sanitized() as found:
+        ok(acl, fill_half[1, s1](y, N // 4, 0))
+        ok(acl, fill_half[1, s2](y, N // 4, 1))
+        ok(acl, acl.rt.synchronize_device())
+    assert found == []
+
+
+def test_racecheck_small_data_view_in_a_kernel_using_atomics(acl):
+    ok(acl, acl.rt.set_device(0))
+    s1, s2 = streams(acl)
+    counter, result, dst = (device_buffer(acl, 64) for _ in range(3))
+    with sanitized("racecheck") as found:
+        ok(acl, count_and_store[1, s1](counter, result))
+        ok(acl, acl.rt.memcpy_async(dst, 8, result, 8, D2D, s2))
+        ok(acl, acl.rt.synchronize_device())
+    assert kinds(found) == [("racecheck", "read-after-write hazard")] and f"allocation {result:#x}" in found[0].lines[0]
+
+
+@BOTH
+def test_racecheck_a_kernel_spinning_on_a_flag_acquires_its_writer(acl, buggy):
+    """stream 1 fills src and sets the flag; a kernel on stream 2 spins on the flag, then reads src."""
+    ok(acl, acl.rt.set_device(0))
+    s1, s2 = streams(acl)
+    flag, src, dst = (device_buffer(acl, N) for _ in range(3))
+    with sanitized() as found:
+        ok(acl, spin_then_copy[1, s2](flag, src, dst, N))
+        ok(acl, acl.rt.memset_async(src, N, 3, N, s1))
+        if buggy:
+            ok(acl, acl.rt.value_write(flag, 1, 0, s1))
+            ok(acl, acl.rt.memset_async(src, N, 4, N, s1))      # after the flag: races with the reader
+        else:
+            ok(acl, acl.rt.value_write(flag, 1, 0, s1))
+        ok(acl, acl.rt.synchronize_device())
+    if buggy:
+        assert kinds(found) == [("racecheck", "write-after-read hazard")]
+    else:
+        assert found == []

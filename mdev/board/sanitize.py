@@ -1,9 +1,11 @@
 """Device side of the sanitizer (MDEV_SANITIZE): what a kernel launch touched.
 
     host: sanitize_start(client) --> device.sanitized (clients whose launches are watched)
-    kernel task --> Launch.memory logs (location, view, snapshot) of each ctx.gm view, and
-                    hands the kernel a Tracked view that notes the bytes written through it
-                --> report(): bytes read; ranges written (noted, or view != snapshot); first fault
+    kernel task --> Launch.memory logs (location, view, snapshot, root) of each ctx.gm view,
+                    and hands the kernel a Tracked view that notes what is read and written
+                    through it (into the root)
+                --> report(): ranges read, ranges written (noted, or view != snapshot), flags,
+                    first fault
                 --> ("sanitize", {...}) on the client's task socket, before the task completes
 
 Copies, memsets and the other stream tasks need nothing from here: the host knows their
@@ -13,6 +15,8 @@ bytes from their arguments.  Only kernels choose their addresses while they run.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+import threading
 
 import numpy as np
 
@@ -44,46 +48,97 @@ def sanitize_stop(device: "Device", conn, client: int) -> None:
 
 
 class Root:
-    """One ctx.gm view's bytes [lo, hi) (addresses) and the ranges written into them."""
+    """One ctx.gm view's bytes [lo, hi) (addresses), and the ranges read and written
+    through it.  A read made while its block spins (``ctx.spin_until``), or a word updated
+    with ``ctx.atomic_add``, makes the view a flag: synchronisation, not data."""
 
-    def __init__(self, view: np.ndarray) -> None:
+    def __init__(self, view: np.ndarray, spinning: threading.local) -> None:
         self.lo, self.hi = byte_bounds(view)
+        self.reads: list[tuple[int, int]] = []
         self.writes: list[tuple[int, int]] = []
+        self.flag = False
+        self._spinning = spinning
 
-    def note(self, array: np.ndarray) -> None:
+    def note(self, array: np.ndarray, ranges: list) -> None:
         lo, hi = byte_bounds(array)
         if self.lo <= lo and hi <= self.hi:        # a copy made from the view is not the view
-            self.writes.append((lo - self.lo, hi - self.lo))
+            ranges.append((lo - self.lo, hi - self.lo))
+            if ranges is self.reads and getattr(self._spinning, "on", False):
+                self.flag = True
 
 
 _WRITERS = {np.copyto, np.put, np.putmask, np.place}
 
 
-class Tracked(np.ndarray):
-    """A kernel's view of device memory that notes what is written through it.
+def _element(array: np.ndarray, key) -> np.ndarray:
+    """The 0-d (or sub-array) view ``key`` selects, for its address."""
+    return np.ndarray.__getitem__(array, (key if isinstance(key, tuple) else (key,)) + (Ellipsis,))
 
-    Comparing bytes before and after misses a write of the value already there (zeros into
-    fresh memory), which would make an output look like an unwritten input."""
+
+class Tracked(np.ndarray):
+    """A kernel's view of device memory that notes what is read and written through it.
+
+    Element reads, ufunc inputs, numpy functions and copying methods count as reads; item
+    assignment, ufunc outputs, ``fill`` and numpy's writing functions as writes.  (Comparing
+    bytes before and after would miss a write of the value already there, and counting a
+    whole view as read would make two kernels filling halves of one buffer race.)"""
 
     _root: Root | None = None
 
     def __array_finalize__(self, obj) -> None:
         self._root = getattr(obj, "_root", None)
 
+    def _read(self, array=None) -> None:
+        if self._root is not None:
+            self._root.note(self if array is None else array, self._root.reads)
+
     def _wrote(self, array=None) -> None:
         if self._root is not None:
-            self._root.note(self if array is None else array)
+            self._root.note(self if array is None else array, self._root.writes)
+
+    def __getitem__(self, key):
+        result = super().__getitem__(key)
+        if not isinstance(result, np.ndarray):      # an element: read now
+            try:
+                self._read(_element(self, key))
+            except (IndexError, TypeError, ValueError):
+                self._read()
+        return result
 
     def __setitem__(self, key, value) -> None:
         super().__setitem__(key, value)
-        target = self[(key if isinstance(key, tuple) else (key,)) + (Ellipsis,)]
-        self._wrote(target if isinstance(target, np.ndarray) and target.base is not None else None)
+        try:
+            target = _element(self, key)
+            self._wrote(target if target.base is not None else None)
+        except (IndexError, TypeError, ValueError):     # fancy indexing: the whole view
+            self._wrote()
 
     def fill(self, value) -> None:
         super().fill(value)
         self._wrote()
 
+    def _reading(name):
+        def method(self, *args, **kwargs):
+            self._read()
+            return getattr(np.ndarray, name)(self.view(np.ndarray), *args, **kwargs)
+        method.__name__ = name
+        return method
+
+    copy = _reading("copy")
+    astype = _reading("astype")
+    tobytes = _reading("tobytes")
+    tolist = _reading("tolist")
+    item = _reading("item")
+    __iter__ = _reading("__iter__")
+    __float__ = _reading("__float__")
+    __int__ = _reading("__int__")
+    __bool__ = _reading("__bool__")
+    del _reading
+
     def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
+        for x in inputs:
+            if isinstance(x, Tracked):
+                x._read()
         plain = [x.view(np.ndarray) if isinstance(x, Tracked) else x for x in inputs]
         if out is not None:
             kwargs["out"] = tuple(o.view(np.ndarray) if isinstance(o, Tracked) else o for o in out)
@@ -97,15 +152,19 @@ class Tracked(np.ndarray):
         return result
 
     def __array_function__(self, func, types, args, kwargs):
+        writer = func in _WRITERS
+        for i, a in enumerate(args):
+            if isinstance(a, Tracked) and not (writer and i == 0):
+                a._read()
         result = super().__array_function__(func, types, args, kwargs)
-        if func in _WRITERS and isinstance(args[0], Tracked):
+        if writer and isinstance(args[0], Tracked):
             args[0]._wrote()
         return result
 
 
-def tracked(raw: np.ndarray) -> tuple[np.ndarray, Root]:
+def tracked(raw: np.ndarray, spinning: threading.local) -> tuple[np.ndarray, Root]:
     view = raw.view(Tracked)
-    view._root = Root(raw)
+    view._root = Root(raw, spinning)
     return view, view._root
 
 
@@ -139,9 +198,13 @@ def report(device: "Device", stream, launch: "Launch") -> None:
     conn = device.main_conns.get(stream.client)
     if conn is None or stream.running_task is None:
         return
-    # words a kernel that spins or adds atomically touches are its flags: synchronisation
-    accesses = [(loc, len(view), _merge(root.writes + _written(view, snapshot)),
-                 launch.synchronises and len(view) <= 8)
-                for loc, view, snapshot, root in launch.accesses]
+    accesses = []
+    for loc, view, snapshot, root in launch.accesses:
+        if root.reads or root.writes:
+            reads, writes = _merge(root.reads), _merge(root.writes)
+        else:    # used some way the view cannot see (np.asarray, a buffer): read whole, and
+                 # written where its bytes changed (a concurrent writer would show up too)
+            reads, writes = [(0, len(view))], _merge(_written(view, snapshot))
+        accesses.append((loc, reads, writes, root.flag))
     conn.send(("sanitize", {"slot": stream.slot, "seq": stream.running_task[0], "accesses": accesses,
                             "fault": launch.fault, "inner": getattr(stream, "position", None)}))

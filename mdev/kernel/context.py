@@ -13,6 +13,7 @@ synchronisation).  ``spin_until`` waits on memory without burning the device's c
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
@@ -79,7 +80,7 @@ class Launch:
         # MDEV_SANITIZE: (location, view, snapshot) of every gm view, and the first bad access
         self.accesses: list | None = [] if watch else None
         self.fault: tuple | None = None
-        self.synchronises = False     # spun on or atomically updated memory: its words are flags
+        self.spinning = threading.local()   # .on while a block of this launch spins (sanitizer)
 
     def memory(self, ptr: int, dtype: np.dtype, count) -> np.ndarray:
         shape = (count,) if isinstance(count, (int, np.integer)) else tuple(count) if count else None
@@ -92,7 +93,7 @@ class Launch:
             raise
         if self.accesses is not None:
             from mdev.board import sanitize
-            view, root = sanitize.tracked(raw)
+            view, root = sanitize.tracked(raw, self.spinning)
             self.accesses.append((location, raw, raw.copy(), root))
             raw = view
         view = raw[:len(raw) // dtype.itemsize * dtype.itemsize].view(dtype)
@@ -140,12 +141,16 @@ class Launch:
             conn.send(("print", text))
 
     def spin_until(self, ready: Callable[[], bool], timeout: float | None) -> None:
-        self.synchronises = True
-        self.device.wait_until(self.stream, ready, timeout or 0, f"kernel {self.name}")
+        self.spinning.on = True       # what the condition reads is a flag, not data
+        try:
+            self.device.wait_until(self.stream, ready, timeout or 0, f"kernel {self.name}")
+        finally:
+            self.spinning.on = False
 
     def atomic_add(self, ptr: int, value, dtype: np.dtype):
-        self.synchronises = True
         word = self.memory(ptr, dtype, 1)
+        if getattr(word, "_root", None) is not None:
+            word._root.flag = True    # an atomic word is synchronisation, not data
         with self.device.lock:
             old = word[0].item()
             word[0] = old + value

@@ -84,6 +84,7 @@ class Runtime:
         self.contexts: dict[int, Context] = {}
         self.streams: dict[int, Stream] = {}
         self.events: dict = {}
+        self.dying_events: list = []      # destroyed, their slot freed once queued work on them ran
         self.notifies: dict = {}
         self.op_wait_timeout = 0          # seconds, 0 = waits never time out
         self.callbacks = None             # CallbackHub, made on first use

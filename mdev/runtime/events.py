@@ -59,6 +59,7 @@ class Event:
 
 def _create(flags: int, api: str) -> int:
     device = rt.current_context().device
+    reap()
     slot, uid = rt.link(device).request("create_event")
     event = Event(rt.new_handle(EVENT_HANDLES), device, slot, uid, flags, api)
     with rt.lock:
@@ -122,11 +123,22 @@ def destroy_event(event) -> None:
     if ev.ipc_key or ev.opened:
         rt.attach().request("ipc_close", ev.ipc_key or ev.opened)
     if ev.opened is None:
-        # queued waits on a destroyed event are released by the device (slot uid mismatch)
-        if sanitizer.active is not None:
-            sanitizer.active.event_destroyed([(s, seq) for s, seq in ev.waits
-                                              if not s.destroyed and not streams.is_done(s, seq)])
-        rt.link(ev.device).request("destroy_event", ev.slot, ev.uid)
+        # documented: destroying does not block, and the event's resources are reclaimed when
+        # its queued record and waits have run -- they still record and wait meanwhile
+        rt.dying_events.append((ev, [*ev.waits, *([ev.last_record] if ev.last_record else [])]))
+        reap()
+
+
+def reap() -> None:
+    """Free on the device the slots of destroyed events whose queued records and waits ran."""
+    for item in list(rt.dying_events):
+        ev, pending = item
+        if all(s.destroyed or streams.is_done(s, seq) for s, seq in pending):
+            rt.dying_events.remove(item)
+            try:
+                rt.link(ev.device).request("destroy_event", ev.slot, ev.uid)
+            except AclError:
+                pass      # the device is gone, and its slots with it
 
 
 def record_event(event, stream) -> None:

@@ -26,8 +26,6 @@ import collections
 import itertools
 from dataclasses import dataclass, field
 
-import numpy as np
-
 HOST = 0
 # value_wait flags (ACL_STREAM_WAIT_VALUE_GEQ / EQ / AND / NOR), as the device tests them
 VALUE_TESTS = {
@@ -39,6 +37,17 @@ VALUE_TESTS = {
 WAIT_OPS = {"wait_event", "wait_event_flag", "wait_notify", "value_wait"}
 KEEP_RECORDS = 64          # records of one event a wait may still name (events.py keeps 64 waits)
 RECENT = 256               # tasks per stream a host synchronisation can name exactly
+
+
+def overlay(value: int | None, word: int, lo: int, hi: int, fill: int | None) -> int | None:
+    """The 8-byte word at offset ``word`` after bytes [lo, hi) were set to ``fill`` (None:
+    written with unknown bytes); None when the result is unknown."""
+    if fill is None or (value is None and (lo > word or hi < word + 8)):
+        return None
+    data = bytearray((value or 0).to_bytes(8, "little"))
+    for i in range(max(lo, word), min(hi, word + 8)):
+        data[i - word] = fill
+    return int.from_bytes(data, "little")
 
 
 def join(into: dict, other: dict) -> None:
@@ -115,8 +124,8 @@ class Word:
 class Model:
     """Streams, signals and the host clock of one process, and the run of its tasks."""
 
-    def __init__(self, read_word, external_notify, on_run) -> None:
-        self.read_word = read_word              # location -> current uint64 in real memory
+    def __init__(self, first_look, external_notify, on_run) -> None:
+        self.first_look = first_look            # location -> Word: its last writer so far, or memory
         self.external_notify = external_notify  # (device, slot) -> True if another process may record it
         self.on_run = on_run                    # called with each task once it runs (accesses)
         self.host: dict = {HOST: 1}
@@ -208,8 +217,8 @@ class Model:
         words in that range take the new value (a memset's, else unknown) from that writer."""
         space, lo = location[:2], location[2]
         for loc, word in self.words.items():
-            if loc[:2] == space and lo <= loc[2] < lo + nbytes:
-                word.value = int(np.full(8, fill, np.uint8).view(np.uint64)[0]) if fill is not None else None
+            if loc[:2] == space and lo < loc[2] + 8 and loc[2] < lo + nbytes:
+                word.value = overlay(word.value, loc[2], lo, lo + nbytes, fill)
                 word.clock, word.who = clock, who
         if self.blocked:
             self._drain()
@@ -240,8 +249,8 @@ class Model:
             return {} if self.external_notify(key) else None
         if op == "value_wait":
             word = self.words.get(args[0])
-            if word is None:       # its writes so far are the host's: the host clock covers them
-                word = self.words[args[0]] = Word(self.read_word(args[0]), {}, "the value in memory")
+            if word is None:
+                word = self.words[args[0]] = self.first_look(args[0])
             if word.value is None or VALUE_TESTS[args[2]](word.value, args[1]):
                 task.released_by = word.who
                 return word.clock

@@ -28,6 +28,7 @@ class Access:
     who: str                # the task (or host call) that made it, for reports
     key: tuple              # (api, site): one report per pair of program sites and region
     serial: int             # submission order: the pair is named in the order the program made it
+    fill: int | None = None     # a memset's byte (value waits read what it wrote)
 
     def ordered_before(self, other: "Access") -> bool:
         return before(self.comp, self.epoch, other.clock)

@@ -96,13 +96,14 @@ class Sanitizer:
         self._reset()
 
     def _reset(self) -> None:
-        self.model = Model(self._read_word, self._external_notify, self._run)
+        self.model = Model(self._first_look, self._external_notify, self._run)
         self.regions = Regions(rt)
         self._kernels: dict[tuple, Task] = {}      # (device, slot, seq) -> launch awaiting its report
         self._unreported: set[Task] = set()        # launches run in the model, report not in yet
         self._events: dict[tuple, object] = {}     # (device, slot, uid) -> the runtime's Event
         self._lane_comps: dict[tuple, list] = {}   # (graph id, stream) -> clock component of each lane
         self._deferred_reads: list = []            # initcheck reads waiting for kernel reports
+        self._flag_writes: dict = {}               # location of a value-written word -> writer's clock
 
     def internal_error(self) -> None:
         if not self._failed:
@@ -149,6 +150,10 @@ class Sanitizer:
             return
         # a value write / wait is itself a synchronisation: its word is a flag, not data
         racing = task.op not in ("value_write", "value_wait")
+        if task.op == "value_write":       # a kernel spinning on the word acquires this clock
+            self._flag_writes[task.args[0]] = task.clock
+            if len(self._flag_writes) > 4096:
+                del self._flag_writes[next(iter(self._flag_writes))]
         for location, nbytes, write, fill in _accesses(task.op, task.args):
             self._touch(location, nbytes, write, task.stream.comp, task.epoch, task.clock, who, key, task, fill,
                         serial=task.serial, race=racing)
@@ -167,7 +172,8 @@ class Sanitizer:
                     elif gaps:
                         initcheck.report_read(region, lo, hi, gaps, who, key, self.report)
             if race and self._history:
-                racecheck.check(region, racecheck.Access(lo, hi, write, comp, epoch, clock, who, key, serial),
+                racecheck.check(region, racecheck.Access(lo, hi, write, comp, epoch, clock, who, key, serial,
+                                                 fill if write else None),
                                 self.report, prune)
         if write and self.model.words and (task is None or task.op != "value_write"):
             self.model.wrote(location, nbytes, clock, who, fill)    # (a value write sets its word itself)
@@ -240,12 +246,16 @@ class Sanitizer:
                            (task.api or task.op, task.site), task)
 
     def _apply_kernel(self, accesses, comp: int, epoch: int, clock: dict, who: str, key: tuple, task) -> None:
-        for location, nbytes, written, flag in accesses:
-            # a view the kernel wrote into is taken as an output: reading it is not checked;
-            # a flag word it spins on or updates atomically is synchronisation, not data
-            self._touch(location, nbytes, False, comp, epoch, clock, who, key, init=not written,
-                        serial=task.serial, race=not flag)
-            kind, space_key, offset = location
+        clock = self._acquired(accesses, comp, clock)
+        for (kind, space_key, offset), reads, written, flag in accesses:
+            # a flag word it spins on or updates atomically is synchronisation, not data;
+            # bytes it wrote itself may be read back uninitialised-free (order inside unknown)
+            for lo, hi in reads:
+                for a, b in _without((lo, hi), written):
+                    self._touch((kind, space_key, offset + a), b - a, False, comp, epoch, clock, who, key,
+                                serial=task.serial, race=False)
+                self._touch((kind, space_key, offset + lo), hi - lo, False, comp, epoch, clock, who, key,
+                            init=False, serial=task.serial, race=not flag)
             for lo, hi in written:
                 self._touch((kind, space_key, offset + lo), hi - lo, True, comp, epoch, clock,
                             who, key, task, serial=task.serial, race=not flag)
@@ -318,6 +328,24 @@ class Sanitizer:
                 if payload.get("fault"):
                     self._bad_address(*payload["fault"], [f"in: {who}"])
                 self._apply_kernel(payload["accesses"], comp, epoch, clock, who, key, task)
+
+    def _acquired(self, accesses, comp: int, clock: dict) -> dict:
+        """A kernel that spun on a flag until another task set it runs on after that task
+        (memory-semantic synchronisation): its clock takes the flag writers' clocks."""
+        flags = [(kind, key, offset + lo, hi - lo) for (kind, key, offset), reads, _, flag in accesses
+                 if flag for lo, hi in reads]
+        if not flags:
+            return clock
+        clock = dict(clock)
+        for kind, key, lo, n in flags:
+            for (fkind, fkey, foff), fclock in self._flag_writes.items():
+                if (fkind, fkey) == (kind, key) and lo < foff + 8 and foff < lo + n:
+                    order.join(clock, fclock)
+            for region, a, b in self.regions.pieces((kind, key, lo), n):
+                for access in region.accesses:
+                    if access.write and access.comp != comp and access.lo < b and a < access.hi:
+                        order.join(clock, access.clock)
+        return clock
 
     def _kernel_fault(self, task: Task, ptr: int, nbytes: int, reason: str) -> None:
         self._bad_address(ptr, nbytes, f"{reason}", [f"in: {task.describe()}"])
@@ -394,15 +422,6 @@ class Sanitizer:
             for key in [k for k, t in self._kernels.items() if t.stream.handle == stream.handle]:
                 del self._kernels[key]
             self._settle_reads()
-
-    @guarded
-    def event_destroyed(self, pending: list) -> None:
-        """destroy_event with waits on it still queued: the device lets them go at once."""
-        for stream, seq in pending:
-            self.report("synccheck", "wait on a destroyed event", [
-                f"stream {stream.handle:#x} of device {stream.device} still had a wait (task #{seq}) on the "
-                f"event destroyed at {caller()[1]}: the wait ends at once, ordering nothing",
-                "destroy the event only after the streams waiting on it have passed the wait"])
 
     @guarded
     def notify_destroyed(self, device: int, slot: int) -> None:
@@ -541,17 +560,40 @@ class Sanitizer:
         return ev
 
     # ------------------------------------------------------------------ model callbacks
-    def _read_word(self, location: tuple) -> int:
+    def _first_look(self, location: tuple) -> order.Word:
+        """A value-wait word the model has not followed yet: the writes to it so far (the
+        access history, newest last), laid over what memory holds now."""
         kind, key, offset = location
         try:
-            hbm = rt.link(key).hbm().array
-            return int(hbm[offset:offset + 8].view("<u8")[0])
+            value = int(rt.link(key).hbm().array[offset:offset + 8].view("<u8")[0])
         except Exception:
-            return 0
+            value = 0
+        word = order.Word(value, {}, "the value in memory")
+        for region, lo, hi in self.regions.pieces(location, 8):
+            for a in region.accesses:
+                if a.write and a.lo < hi and lo < a.hi:
+                    word.value = order.overlay(word.value, offset, a.lo, a.hi, a.fill)
+                    order.join(word.clock, a.clock)
+                    word.who = a.who
+        return word
 
     def _external_notify(self, key: tuple) -> bool:
         return any(n.device == key[0] and n.slot == key[1] and n.ipc_key is not None
                    for n in list(rt.notifies.values()))
+
+
+def _without(span: tuple[int, int], holes: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of ``span`` outside the sorted, disjoint ``holes``."""
+    out, pos = [], span[0]
+    for lo, hi in holes:
+        if hi <= pos or lo >= span[1]:
+            continue
+        if lo > pos:
+            out.append((pos, lo))
+        pos = max(pos, hi)
+    if pos < span[1]:
+        out.append((pos, span[1]))
+    return out
 
 
 def _accesses(op: str, args: tuple):
