@@ -39,6 +39,15 @@ KEEP_RECORDS = 64          # records of one event a wait may still name (events.
 RECENT = 256               # tasks per stream a host synchronisation can name exactly
 
 
+def where(location: tuple) -> str:
+    """A task's memory location as the user knows it."""
+    kind, key, offset = location
+    if kind == "d":
+        from mdev.memory import address
+        return f"{address.device_base(key) + offset:#x} (device {key})"
+    return f"offset {offset} of a pinned buffer"
+
+
 def overlay(value: int | None, word: int, lo: int, hi: int, fill: int | None) -> int | None:
     """The 8-byte word at offset ``word`` after bytes [lo, hi) were set to ``fill`` (None:
     written with unknown bytes); None when the result is unknown."""
@@ -347,7 +356,7 @@ class Model:
                     f"and a wait takes every record made before it", None)
         if op == "value_wait":
             queued = self._queued("value_write", lambda t: t.args[0] == args[0])
-            what = f"waits for the value at {args[0]} (flag {args[2]}, value {args[1]:#x})"
+            what = f"waits for the value at {where(args[0])} (flag {args[2]}, value {args[1]:#x})"
             if queued is not None:
                 return f"{what}, written by {queued.describe()}, which is queued behind a wait itself", queued.stream
             return f"{what}; no submitted task writes a value that satisfies it", None

@@ -64,6 +64,8 @@ def caller() -> tuple[str, str, int | None]:
             api = _public_names().get(fn, fn.__name__)
             if inner is not None:
                 stream = inner.f_locals.get("stream")
+        elif f.f_code.co_name == "launch_decorated":       # kernel[blocks, stream](...)
+            api = f"kernel {getattr(f.f_locals.get('kernel'), 'name', '?')}"
         inner, f = f, f.f_back
     site = f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "?"
     return api, site, stream if isinstance(stream, int) else None
