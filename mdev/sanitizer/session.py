@@ -94,6 +94,7 @@ class Sanitizer:
         self._kernel_reports: collections.deque = collections.deque()
         self._watched: set[int] = set()
         self._suspects: list = []          # (stream, seq) a timed-out synchronisation was stuck on
+        self._submitters: set[int] = set()   # threads that submitted work
         self._failed = False
         self._reset()
 
@@ -122,6 +123,7 @@ class Sanitizer:
     def submit(self, stream, op: str, args: tuple, send) -> int:
         api, site, _ = caller()
         with self.lock:
+            self._submitters.add(threading.get_ident())
             if op == "run_graph":
                 self.watch_kernels(stream.device)      # the graph's kernels report too
             seq = send(stream, op, *args)
@@ -377,7 +379,7 @@ class Sanitizer:
             stuck = [(s, seq) for s, seq in targets if self.model.stuck(s, seq)]
         timer = None
         if stuck and "synccheck" in self.checks:
-            timer = threading.Timer(self.grace_s, self._report_stuck, [stuck])
+            timer = threading.Timer(self.grace_s, self._blocked_too_long, [stuck, threading.current_thread()])
             timer.daemon = True
             timer.start()
         ok = False
@@ -393,6 +395,17 @@ class Sanitizer:
             if not ok and stuck:       # a later submission may still release it: judged at the end
                 with self.lock:
                     self._suspects.extend(stuck)
+
+    @guarded
+    def _blocked_too_long(self, stuck: list, blocked: threading.Thread) -> None:
+        """The grace period passed with the host still blocked: with no other thread that
+        could submit the release, a finding now; else judged when the checking ends."""
+        others = [t for t in threading.enumerate() if t is not blocked and not t.daemon and t.is_alive()]
+        if others or len(self._submitters) > 1:
+            with self.lock:
+                self._suspects.extend(stuck)
+        else:
+            self._report_stuck(stuck)
 
     @guarded
     def synced(self, targets: list) -> None:
@@ -621,5 +634,8 @@ def _accesses(op: str, args: tuple):
         if result_bytes is None:            # the count was given as a value: as systasks sizes it
             dropout = func_type == C.ACL_RT_RANDOM_NUM_FUNC_TYPE_DROPOUT_BITMASK
             result_bytes = -(-num[1] // 8) if dropout else num[1] * board_systasks.itemsize(data_type)
-        return ((counter, 16, False, None), (result, result_bytes, True, None), (counter, 16, True, None))
+        # seed, count and function parameters given by address are read when the task runs
+        paras = [args[6], num, *(args[2].values() if isinstance(args[2], dict) else ())]
+        reads = tuple((p[1], p[2], False, None) for p in paras if isinstance(p, tuple) and p and p[0] == "a")
+        return reads + ((counter, 16, False, None), (result, result_bytes, True, None), (counter, 16, True, None))
     return ()
