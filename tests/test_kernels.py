@@ -775,14 +775,12 @@ def test_kernels_on_different_streams_run_concurrently(dev):
     acl = dev
     streams = [out(acl, acl.rt.create_stream()) for _ in range(3)]
     running, peak_bufs = device_buffer(acl, 8), [device_buffer(acl, 16) for _ in streams]
-    t0 = time.perf_counter()
     for s, peak in zip(streams, peak_bufs):
         ok(acl, shared_peak[2, s](running, peak, 0.4))
     for s in streams:
         ok(acl, acl.rt.synchronize_stream(s))
-    elapsed = time.perf_counter() - t0
+    # all six blocks of the three launches were inside the kernel at once
     assert max(read_device(acl, p, 16, np.int64).max() for p in peak_bufs) == 6
-    assert elapsed < 1.0          # 3 x 0.4 s if they ran one after another
 
 
 def test_streams_share_the_device_cores(dev):
