@@ -137,8 +137,10 @@ class Sanitizer:
             task.number = self._event(stream.device, *args).issued + 1   # events.py counts it next
         if op in ("kernel", "run_graph"):   # before draining: a quick launch may have reported already
             self._kernels[(stream.device, stream.slot, seq)] = task
-        self._drain_kernel_reports()
         self.model.submit(task)
+        # after the model has this task: a kernel it released (a flag it set) may have reported
+        # already, and must find it among the flag writers
+        self._drain_kernel_reports()
 
     def _run(self, task: Task) -> None:
         """The model ran ``task``: check and record the bytes it touches."""
