@@ -489,6 +489,23 @@ def test_synccheck_value_never_written(acl):
     assert "no submitted task writes a value that satisfies it" in text(found)
 
 
+def test_synccheck_names_a_wait_the_device_gave_up_on(acl, monkeypatch):
+    """The device's wait timeout (set_op_wait_timeout) ends the wait before the grace period:
+    the failed synchronisation names it all the same."""
+    monkeypatch.setenv("MDEV_SANITIZE_GRACE", "60")
+    ok(acl, acl.rt.set_device(0))
+    ok(acl, acl.rt.set_op_wait_timeout(1))
+    (s,) = streams(acl, 1)
+    flag = device_buffer(acl, 64)
+    try:
+        with sanitized("synccheck") as found:
+            ok(acl, acl.rt.value_wait(flag, 1, acl.ACL_STREAM_WAIT_VALUE_EQ, s))
+            assert acl.rt.synchronize_stream(s) == acl.ACL_ERROR_RT_TASK_TIMEOUT
+    finally:
+        ok(acl, acl.rt.set_op_wait_timeout(0))
+    assert kinds(found) == [("synccheck", "wait that can never end")]
+
+
 def test_synccheck_trusts_a_wait_the_device_got_past(acl):
     """A value written behind the runtime's back (here: straight into HBM) releases the real
     wait; the model follows the real device and reports nothing."""

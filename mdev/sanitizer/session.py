@@ -26,6 +26,7 @@ import traceback
 
 import mdev
 from mdev.acl import constants as C
+from mdev.acl import errors as E
 from mdev.board import systasks as board_systasks
 from mdev.memory import address
 from mdev.runtime.core import RUNTIME as rt
@@ -384,13 +385,20 @@ class Sanitizer:
             timer = threading.Timer(self.grace_s, self._blocked_too_long, [stuck, threading.current_thread()])
             timer.daemon = True
             timer.start()
-        ok = False
+        ok, code = False, 0
         try:
             yield
             ok = True
+        except E.AclError as error:
+            code = error.code
+            raise
         finally:
             if timer is not None:
                 timer.cancel()
+            if code == E.ACL_ERROR_RT_TASK_TIMEOUT and "synccheck" in self.checks:
+                # the device gave up on a wait nothing submitted releases: a finding now,
+                # whichever came first, the grace period or the device's wait timeout
+                self._report_stuck([(s, seq) for s, seq in stuck if self._really_done(s, seq)])
             # a sync that failed (a task failure, a stopped context) still saw its streams get
             # there; one that timed out or lost its device did not
             self.synced([(s, seq) for s, seq in targets if ok or self._really_done(s, seq)])
