@@ -117,19 +117,22 @@ def test_tasks_run_in_order(dev):
 
 
 def test_async_returns_before_work_is_done(dev):
+    """Submissions return while the stream cannot have run them: it is held by a host func
+    until every call has returned."""
     acl = dev
     n = 32 * MiB
     ptr, _ = acl.rt.malloc(n, 0)
+    assert acl.rt.memset(ptr, n, 0, n) == 0
     s, _ = acl.rt.create_stream()
-    t0 = time.perf_counter()
+    gate = threading.Event()
+    assert acl.rt.launch_host_func(s, lambda _: gate.wait(30), None) == 0
     busy(acl, s, ptr, n, times=8, value=0x77)
-    submitted = time.perf_counter() - t0
     assert acl.rt.stream_query(s) == (acl.ACL_STREAM_STATUS_NOT_READY, 0)
     assert acl.ACL_STREAM_STATUS_NOT_READY == 1 and acl.ACL_STREAM_STATUS_COMPLETE == 0
+    assert (from_device(acl, ptr + n - 16, 16) != 0x77).all()      # not run yet
+    gate.set()
     assert acl.rt.synchronize_stream(s) == 0
-    waited = time.perf_counter() - t0
     assert acl.rt.stream_query(s) == (acl.ACL_STREAM_STATUS_COMPLETE, 0)
-    assert submitted < waited / 4
     assert (from_device(acl, ptr + n - 16, 16) == 0x77).all()
 
 
@@ -155,8 +158,6 @@ def test_streams_overlap(big):
     assert b_status == (acl.ACL_STREAM_STATUS_NOT_READY, 0), \
         f"stream B finished before A ({a_done:.3f} s): no overlap shown"
     assert acl.rt.synchronize_stream(b) == 0
-    b_done = time.perf_counter() - t0
-    assert a_done < b_done / 2
     assert (from_device(acl, large + n - 64, 64) == 0x24).all()
     assert acl.rt.free(large) == 0
 
