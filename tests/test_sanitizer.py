@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from async_util import device_buffer, ok, out, pinned
+from random_tasks import UNIFORM, para, task, uniform
 from mdev import sanitizer
 from mdev.kernel import kernel
 from mdev.runtime.lifecycle import detach
@@ -878,11 +879,6 @@ def test_racecheck_a_kernel_spinning_on_a_flag_acquires_its_writer(acl, buggy):
 def test_random_number_seed_and_count_given_by_address_are_reads(acl, buggy):
     """random_num_async reads its seed and count words when the task runs: an unwritten seed
     is an uninitialised read, and a count rewritten on another stream races."""
-    from mdev.acl.constants import ACL_FLOAT, ACL_RT_RANDOM_NUM_FUNC_TYPE_UNIFORM_DIS as UNIFORM
-
-    def para(v, addr=False, size=0):
-        return {"isAddr": int(addr), "valueOrAddr": v, "size": size}
-
     ok(acl, acl.rt.set_device(0))
     s1, s2 = streams(acl)
     result, counter, count = (device_buffer(acl, N) for _ in range(3))
@@ -894,11 +890,7 @@ def test_random_number_seed_and_count_given_by_address_are_reads(acl, buggy):
             ok(acl, acl.rt.memset_async(count, 8, 0, 8, s2))     # the count, rewritten unordered
         else:
             ok(acl, acl.rt.memset(seed, 8, 7, 8))
-        info = {"dataType": ACL_FLOAT,
-                "randomNumFuncParaInfo": {"funcType": UNIFORM,
-                                          "paramInfo": {"uniformDisInfo": {"min": para(0.0), "max": para(1.0)}}},
-                "randomParaAddr": 0, "randomResultAddr": result, "randomCounterAddr": counter,
-                "randomSeed": para(seed, True, 8), "randomNum": para(count, True, 8)}
+        info = task(acl.ACL_FLOAT, UNIFORM, uniform(0.0, 1.0), result, counter, para(seed, 1, 8), para(count, 1, 8))
         ok(acl, acl.rt.random_num_async(info, s1, None))
         ok(acl, acl.rt.synchronize_device())
     if buggy:

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from async_util import device_buffer, ok, out, pinned, read_device, write_device
+from random_tasks import DROPOUT, NORMAL, TRUNCATED, UNIFORM, normal, para, task, uniform
 
 SUM, MAX, MIN, EQUAL = 10, 11, 12, 13
 ACL_FLOAT, ACL_FLOAT16, ACL_INT8, ACL_INT32, ACL_UINT8 = 0, 1, 2, 3, 4
 ACL_INT16, ACL_UINT32, ACL_INT64, ACL_UINT64, ACL_DOUBLE, ACL_BF16 = 6, 8, 9, 10, 11, 27
-UNIFORM, NORMAL, TRUNCATED, DROPOUT = 1, 2, 3, 0
 
 
 @pytest.fixture
@@ -174,31 +174,6 @@ def test_reduce_needs_a_device(acl):
 
 
 # ============================================================================ random numbers
-def para(value, is_addr=0, size=None) -> dict:
-    info = {"isAddr": is_addr, "valueOrAddr": value}
-    if size is not None:
-        info["size"] = size
-    return info
-
-
-def task(data_type, func_type, params, result, counter, seed, num, member=None) -> dict:
-    member = member or {UNIFORM: "uniformDisInfo", NORMAL: "normalDisInfo", TRUNCATED: "normalDisInfo",
-                        DROPOUT: "dropoutBitmaskInfo"}.get(func_type, "uniformDisInfo")
-    return {"dataType": data_type,
-            "randomNumFuncParaInfo": {"funcType": func_type, "paramInfo": {member: params}},
-            "randomParaAddr": 0, "randomResultAddr": result, "randomCounterAddr": counter,
-            "randomSeed": seed if isinstance(seed, dict) else para(seed),
-            "randomNum": num if isinstance(num, dict) else para(num)}
-
-
-def uniform(lo, hi):
-    return {"min": para(lo), "max": para(hi)}
-
-
-def normal(mean, std):
-    return {"mean": para(mean), "stddev": para(std)}
-
-
 def counter_value(acl, counter) -> int:
     return int.from_bytes(read_device(acl, counter, 16).tobytes(), "little")
 

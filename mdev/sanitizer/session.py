@@ -395,13 +395,14 @@ class Sanitizer:
         finally:
             if timer is not None:
                 timer.cancel()
+            # a sync that failed (a task failure, a stopped context) still saw its streams get
+            # there; one that timed out or lost its device did not
+            done = [(s, seq) for s, seq in targets if ok or self._really_done(s, seq)]
             if code == E.ACL_ERROR_RT_TASK_TIMEOUT and "synccheck" in self.checks:
                 # the device gave up on a wait nothing submitted releases: a finding now,
                 # whichever came first, the grace period or the device's wait timeout
-                self._report_stuck([(s, seq) for s, seq in stuck if self._really_done(s, seq)])
-            # a sync that failed (a task failure, a stopped context) still saw its streams get
-            # there; one that timed out or lost its device did not
-            self.synced([(s, seq) for s, seq in targets if ok or self._really_done(s, seq)])
+                self._report_stuck([target for target in stuck if target in done])
+            self.synced(done)
             if not ok and stuck:       # a later submission may still release it: judged at the end
                 with self.lock:
                     self._suspects.extend(stuck)
@@ -410,7 +411,7 @@ class Sanitizer:
     def _blocked_too_long(self, stuck: list, blocked: threading.Thread) -> None:
         """The grace period passed with the host still blocked: with no other thread that
         could submit the release, a finding now; else judged when the checking ends."""
-        others = [t for t in threading.enumerate() if t is not blocked and not t.daemon and t.is_alive()]
+        others = any(t is not blocked and not t.daemon and t.is_alive() for t in threading.enumerate())
         if others or len(self._submitters) > 1:
             with self.lock:
                 self._suspects.extend(stuck)
@@ -645,7 +646,7 @@ def _accesses(op: str, args: tuple):
             dropout = func_type == C.ACL_RT_RANDOM_NUM_FUNC_TYPE_DROPOUT_BITMASK
             result_bytes = -(-num[1] // 8) if dropout else num[1] * board_systasks.itemsize(data_type)
         # seed, count and function parameters given by address are read when the task runs
-        paras = [args[6], num, *(args[2].values() if isinstance(args[2], dict) else ())]
-        reads = tuple((p[1], p[2], False, None) for p in paras if isinstance(p, tuple) and p and p[0] == "a")
+        # (each a ("v", value) or ("a", location, size) para, as runtime/systasks decodes them)
+        reads = tuple((p[1], p[2], False, None) for p in (args[6], num, *args[2].values()) if p[0] == "a")
         return reads + ((counter, 16, False, None), (result, result_bytes, True, None), (counter, 16, True, None))
     return ()
