@@ -37,7 +37,7 @@ import threading
 
 import numpy as np
 
-from mdev.acl.constants import ACL_DTYPE_TO_NUMPY, ACL_FLOAT
+from mdev.constants import ACL_DTYPE_TO_NUMPY, ACL_FLOAT
 from mdev.kernel import float32, float64, int32, int64, kernel, ptr
 
 __all__ = ["add", "mul", "axpy", "fill", "copy", "scale"]

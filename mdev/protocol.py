@@ -20,6 +20,9 @@ from multiprocessing.connection import Connection, answer_challenge, deliver_cha
 
 _LEN = struct.Struct("<I")
 
+# graph-local markers inside a stored graph's lanes (host capture writes them, device replay obeys)
+GRAPH_RECORD, GRAPH_WAIT, GRAPH_ACTIVATE = "graph_record", "graph_wait", "graph_activate"
+
 
 class ChannelClosed(Exception):
     pass

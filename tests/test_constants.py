@@ -1,4 +1,4 @@
-"""Spot checks of mdev.acl.errors / mdev.acl.constants against the API catalogue (§12.5, §13)."""
+"""Spot checks of mdev.errors / mdev.constants (re-exported as acl.errors / acl.constants) against the API catalogue (§12.5, §13)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import pickle
 import numpy as np
 import pytest
 
-import mdev.acl.constants as C
-import mdev.acl.errors as E
-from mdev.acl.errors import AclError, describe, error_name
+import mdev.constants as C
+import mdev.errors as E
+from mdev.errors import AclError, describe, error_name
 
 # --------------------------------------------------------------------------------------
 # error codes
@@ -312,3 +312,15 @@ def test_npy_type_numbers_match_numpy() -> None:
     assert np.dtype("float16").num == 23
     assert np.dtype(np.longlong).num == 9
     assert np.dtype(np.ulonglong).num == 10
+
+
+def test_pyacl_modules_re_export_the_ground_floor() -> None:
+    """Programs find the codes where pyACL has them: acl.errors, acl.constants and acl itself."""
+    import mdev.acl as acl
+    import mdev.acl.constants as acl_constants
+    import mdev.acl.errors as acl_errors
+    for name in E.__all__:
+        assert getattr(acl_errors, name) is getattr(E, name)
+    for name in C.__all__:
+        assert getattr(acl_constants, name) == getattr(C, name)
+        assert getattr(acl, name) == getattr(C, name)

@@ -1,4 +1,4 @@
-"""Modelled time (mdev.runtime.timemodel.model) on hand-built task records, checked against
+"""Modelled time (mdev.timemodel.model) on hand-built task records, checked against
 hand-computed cases: concurrent transfers on a link channel share its bandwidth, a value
 wait follows the write it saw; then the same cases run on boards with MDEV_MODEL_TIME=1,
 where event_elapsed_time (the devices' live clocks) must give the hand-computed figures
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 import topology
-from mdev.runtime import timemodel
+from mdev import timemodel
 from mdev.runtime.trace import _sources
 
 MiB, GiB = 1 << 20, 1 << 30

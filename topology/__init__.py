@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 
 from .loader import TopologyError, from_dict, load, loads, parse_size, resized
-from .model import TOPO_CLASS, Device, Link, Node, Path, Topology
+from .model import TOPO_CLASS, Device, Link, Node, Path
+from .routing import Topology
 from .presets import default_preset, list_presets, preset_path
 
 __all__ = [

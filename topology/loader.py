@@ -1,4 +1,5 @@
-"""Topology files in and out: TOML text -> dict -> validated Topology, and Topology -> dict.
+"""Topology files in: TOML text -> dict -> validated Topology (``Topology.to_dict`` is the
+way back: from_dict(t.to_dict()) gives an equal Topology).
 
 Every problem raises TopologyError naming the file, the field and what is wrong; the
 schema itself is documented in FORMAT.md.
@@ -12,10 +13,9 @@ import tomllib
 from dataclasses import replace
 from typing import Any, Callable
 
-from .model import DEVICE, LINK_ENDS, NODE_KINDS, Device, Link, Node, Topology, device_node
-from .routing import find_route
+from .model import DEVICE, DEVICE_FIELDS, FORMAT_VERSION, LINK_ENDS, NODE_KINDS, Device, Link, Node, device_node
+from .routing import Topology, find_route
 
-FORMAT_VERSION = 1
 
 
 class TopologyError(ValueError):
@@ -64,32 +64,6 @@ def from_dict(d: dict[str, Any], filename: str = "<dict>") -> Topology:
                     filename=filename)
     _check_connected(topo, top)
     return topo
-
-
-def dump(topo: Topology) -> dict[str, Any]:
-    """Topology -> dict in the file schema: devices as shared values plus per-id overrides."""
-    profiles = [{key: getattr(d, attr) for key, (attr, _) in DEVICE_KEYS.items()} for d in topo.devices]
-    common = profiles[0]
-    overrides = [{"id": i, **{k: v for k, v in p.items() if v != common[k]}}
-                 for i, p in enumerate(profiles) if p != common]
-    devices: dict[str, Any] = {"count": topo.device_count, **common}
-    if overrides:
-        devices["override"] = overrides
-    nodes = []
-    for n in topo.nodes.values():
-        if n.kind != DEVICE:
-            entry: dict[str, Any] = {"name": n.name, "kind": n.kind}
-            if n.kind == "numa":
-                entry.update(numa=n.numa, cpus=n.cpus)
-            if n.description:
-                entry["description"] = n.description
-            nodes.append(entry)
-    links = [{"id": l.id, "a": l.a, "b": l.b, "type": l.type, "bandwidth_gbps": l.bandwidth_gbps,
-              "latency_us": l.latency_us, "count": l.count, "efficiency": l.efficiency,
-              "bidirectional": l.bidirectional, "description": l.description} for l in topo.links]
-    return {"format": FORMAT_VERSION, "name": topo.name, "description": topo.description,
-            "source": topo.source, "p2p_across_host": topo.p2p_across_host,
-            "devices": devices, "nodes": nodes, "links": links}
 
 
 # ---------------------------------------------------------------------------- sizes
@@ -209,24 +183,25 @@ def _is_number(v: object) -> bool:
 
 # ---------------------------------------------------------------------------- devices
 
-# file key -> (Device attribute, reader); shared by [devices] and [[devices.override]]
-DEVICE_KEYS: dict[str, tuple[str, Callable[[_Table, str], Any]]] = {
-    "soc_name": ("soc_name", lambda t, k: t.text(k)),
-    "hbm": ("hbm_bytes", lambda t, k: t.size(k, minimum=1)),
-    "aicore": ("aicore", lambda t, k: t.integer(k, minimum=1)),
-    "cube": ("cube", lambda t, k: t.integer(k)),
-    "vector": ("vector", lambda t, k: t.integer(k)),
-    "aicpu": ("aicpu", lambda t, k: t.integer(k)),
-    "l2": ("l2_bytes", lambda t, k: t.size(k)),
-    "npu_arch": ("npu_arch", lambda t, k: t.integer(k)),
-    "hbm_gbps": ("hbm_gbps", lambda t, k: t.number(k)),
-    "d2d_gbps": ("d2d_gbps", lambda t, k: t.number(k)),
+# file key -> reader (model.DEVICE_FIELDS names the attribute); shared by [devices] and
+# [[devices.override]]
+DEVICE_KEYS: dict[str, Callable[[_Table, str], Any]] = {
+    "soc_name": lambda t, k: t.text(k),
+    "hbm": lambda t, k: t.size(k, minimum=1),
+    "aicore": lambda t, k: t.integer(k, minimum=1),
+    "cube": lambda t, k: t.integer(k),
+    "vector": lambda t, k: t.integer(k),
+    "aicpu": lambda t, k: t.integer(k),
+    "l2": lambda t, k: t.size(k),
+    "npu_arch": lambda t, k: t.integer(k),
+    "hbm_gbps": lambda t, k: t.number(k),
+    "d2d_gbps": lambda t, k: t.number(k),
 }
 _DEVICE_REQUIRED = ("soc_name", "hbm", "aicore", "hbm_gbps")
 
 
 def _read_device_keys(table: _Table) -> dict[str, Any]:
-    return {key: reader(table, key) for key, (_, reader) in DEVICE_KEYS.items() if table.has(key)}
+    return {key: reader(table, key) for key, reader in DEVICE_KEYS.items() if table.has(key)}
 
 
 def _devices(top: _Table) -> list[Device]:
@@ -260,7 +235,7 @@ def _devices(top: _Table) -> list[Device]:
         values.setdefault("aicpu", 0)
         values.setdefault("l2", 0)
         values.setdefault("npu_arch", 0)
-        devices.append(Device(id=dev, **{DEVICE_KEYS[k][0]: v for k, v in values.items()}))
+        devices.append(Device(id=dev, **{DEVICE_FIELDS[k]: v for k, v in values.items()}))
     return devices
 
 
@@ -421,7 +396,7 @@ def resized(topo: Topology, devices: int | None = None, hbm_bytes: int | None = 
     Dropping devices drops their links, then any switch or host node left with no link,
     so a smaller board keeps the shape of the preset it came from.
     """
-    d = dump(topo)
+    d = topo.to_dict()
     if hbm_bytes is not None:
         d["devices"]["hbm"] = hbm_bytes
         for override in d["devices"].get("override", []):

@@ -1,7 +1,8 @@
 """The board model: devices, nodes, links, paths and the Topology that holds them.
 
-The loader builds a Topology from a file or dict; routing answers path questions about it;
-render prints it. Everything here is plain, immutable data except Topology's route cache.
+The floors of this package: model (here, imports nothing) <- routing (paths over the model;
+its Topology is what users hold) <- loader (files and dicts in and out) <- render.
+Everything here is plain, immutable data except the model's route cache.
 """
 from __future__ import annotations
 
@@ -30,6 +31,14 @@ TOPO_CLASS: dict[str, int] = {
 # Labels whose traffic never leaves the device fabric or the PCIe switch tree.
 P2P_LABELS = frozenset({"HCCS", "SIO", "HCCS_SW", "PIX", "PXB"})
 HOST_LABELS = frozenset({"PHB", "SYS"})
+
+
+FORMAT_VERSION = 1     # of the board files (FORMAT.md)
+# file key of a device property -> Device attribute
+DEVICE_FIELDS: dict[str, str] = {
+    "soc_name": "soc_name", "hbm": "hbm_bytes", "aicore": "aicore", "cube": "cube", "vector": "vector",
+    "aicpu": "aicpu", "l2": "l2_bytes", "npu_arch": "npu_arch", "hbm_gbps": "hbm_gbps", "d2d_gbps": "d2d_gbps",
+}
 
 
 def device_node(index: int) -> str:
@@ -131,8 +140,10 @@ class Path:
 
 
 @dataclass
-class Topology:
-    """A board: devices, the other nodes (switches, root complexes, NUMA nodes) and links."""
+class TopologyModel:
+    """A board's parts: devices, the other nodes (switches, root complexes, NUMA nodes) and links.
+
+    Users hold a ``routing.Topology``: this model plus the questions routes answer."""
 
     name: str
     description: str
@@ -162,31 +173,28 @@ class Topology:
     def numa_nodes(self) -> list[Node]:
         return sorted((n for n in self.nodes.values() if n.kind == "numa"), key=lambda n: n.numa)
 
-    # Routing lives in routing.py, which needs these classes: import it on use, not at load.
-    def path(self, a: int, b: int) -> Path:
-        """Route from device a to device b (a == b gives the on-device path)."""
-        from . import routing
-        return routing.device_path(self, a, b)
-
-    def host_path(self, dev: int, numa: int | None = None) -> Path:
-        """Route from device `dev` to host memory on NUMA node `numa` (default: nearest)."""
-        from . import routing
-        return routing.host_path(self, dev, numa)
-
-    def can_access_peer(self, a: int, b: int) -> bool:
-        """aclrtDeviceCanAccessPeer: False for a == b (not a peer), else the path's p2p."""
-        return a != b and self.path(a, b).p2p
-
-    def topo_class(self, a: int, b: int) -> int:
-        """aclrtGetDevicesTopo value for the pair (0 for a == b)."""
-        return self.path(a, b).topo_class
-
-    def matrix(self) -> list[list[str]]:
-        """Label of every device pair, rows = source device, "X" on the diagonal."""
-        n = self.device_count
-        return [[self.path(a, b).label for b in range(n)] for a in range(n)]
-
     def to_dict(self) -> dict[str, Any]:
-        """The file schema as a dict; from_dict(to_dict()) gives an equal Topology."""
-        from . import loader
-        return loader.dump(self)
+        """The board in the file schema: devices as shared values plus per-id overrides
+        (loader.from_dict(t.to_dict()) gives an equal Topology)."""
+        profiles = [{key: getattr(d, attr) for key, attr in DEVICE_FIELDS.items()} for d in self.devices]
+        common = profiles[0]
+        overrides = [{"id": i, **{k: v for k, v in p.items() if v != common[k]}}
+                     for i, p in enumerate(profiles) if p != common]
+        devices: dict[str, Any] = {"count": self.device_count, **common}
+        if overrides:
+            devices["override"] = overrides
+        nodes = []
+        for n in self.nodes.values():
+            if n.kind != DEVICE:
+                entry: dict[str, Any] = {"name": n.name, "kind": n.kind}
+                if n.kind == "numa":
+                    entry.update(numa=n.numa, cpus=n.cpus)
+                if n.description:
+                    entry["description"] = n.description
+                nodes.append(entry)
+        links = [{"id": l.id, "a": l.a, "b": l.b, "type": l.type, "bandwidth_gbps": l.bandwidth_gbps,
+                  "latency_us": l.latency_us, "count": l.count, "efficiency": l.efficiency,
+                  "bidirectional": l.bidirectional, "description": l.description} for l in self.links]
+        return {"format": FORMAT_VERSION, "name": self.name, "description": self.description,
+                "source": self.source, "p2p_across_host": self.p2p_across_host,
+                "devices": devices, "nodes": nodes, "links": links}

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from .model import DEVICE, HOST_LABELS, P2P_LABELS, Path, Topology
+from .model import DEVICE, HOST_LABELS, P2P_LABELS, Path
+from .routing import Topology
 
 LEGEND = (
     ("X", "the device itself"),

@@ -10,12 +10,37 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 
-from .model import DEVICE, HOST_LABELS, P2P_LABELS, TOPO_CLASS, Link, Path, Topology
+from .model import DEVICE, HOST_LABELS, P2P_LABELS, TOPO_CLASS, Link, Path, TopologyModel
 
 Route = tuple[list[str], list[Link]]
 
 
-def device_path(topo: Topology, a: int, b: int) -> Path:
+class Topology(TopologyModel):
+    """A board as users hold it: its parts (the model) and the routes between them."""
+
+    def path(self, a: int, b: int) -> Path:
+        """Route from device a to device b (a == b gives the on-device path)."""
+        return device_path(self, a, b)
+
+    def host_path(self, dev: int, numa: int | None = None) -> Path:
+        """Route from device `dev` to host memory on NUMA node `numa` (default: nearest)."""
+        return host_path(self, dev, numa)
+
+    def can_access_peer(self, a: int, b: int) -> bool:
+        """aclrtDeviceCanAccessPeer: False for a == b (not a peer), else the path's p2p."""
+        return a != b and self.path(a, b).p2p
+
+    def topo_class(self, a: int, b: int) -> int:
+        """aclrtGetDevicesTopo value for the pair (0 for a == b)."""
+        return self.path(a, b).topo_class
+
+    def matrix(self) -> list[list[str]]:
+        """Label of every device pair, rows = source device, "X" on the diagonal."""
+        n = self.device_count
+        return [[self.path(a, b).label for b in range(n)] for a in range(n)]
+
+
+def device_path(topo: TopologyModel, a: int, b: int) -> Path:
     src, dst = topo.device(a).name, topo.device(b).name
     key = ("path", a, b)
     if key not in topo._cache:
@@ -27,7 +52,7 @@ def device_path(topo: Topology, a: int, b: int) -> Path:
     return topo._cache[key]
 
 
-def host_path(topo: Topology, dev: int, numa: int | None = None) -> Path:
+def host_path(topo: TopologyModel, dev: int, numa: int | None = None) -> Path:
     src = topo.device(dev).name
     key = ("host", dev, numa)
     if key not in topo._cache:
@@ -38,7 +63,7 @@ def host_path(topo: Topology, dev: int, numa: int | None = None) -> Path:
     return topo._cache[key]
 
 
-def find_route(topo: Topology, src: str, targets: set[str]) -> Route | None:
+def find_route(topo: TopologyModel, src: str, targets: set[str]) -> Route | None:
     """Best route from node `src` to any node in `targets`, or None if there is none."""
     adjacency = _adjacency(topo)
     dist = {src: 0}
@@ -65,7 +90,7 @@ def find_route(topo: Topology, src: str, targets: set[str]) -> Route | None:
     return min((r for t in found for r in _routes_to(t, src, preds)), key=_rank)
 
 
-def classify(topo: Topology, nodes: list[str] | tuple[str, ...], links: list[Link] | tuple[Link, ...]) -> str:
+def classify(topo: TopologyModel, nodes: list[str] | tuple[str, ...], links: list[Link] | tuple[Link, ...]) -> str:
     """Matrix label of a route, from the worst thing it crosses."""
     inner = [topo.nodes[n].kind for n in nodes[1:-1]]
     types = {link.type for link in links}
@@ -80,7 +105,7 @@ def classify(topo: Topology, nodes: list[str] | tuple[str, ...], links: list[Lin
     return "SIO" if types == {"sio"} else "HCCS"
 
 
-def _make_path(topo: Topology, route: Route, peer: bool) -> Path:
+def _make_path(topo: TopologyModel, route: Route, peer: bool) -> Path:
     nodes, links = route
     label = classify(topo, nodes, links)
     p2p = peer and (label in P2P_LABELS or (topo.p2p_across_host and label in HOST_LABELS))
@@ -88,14 +113,14 @@ def _make_path(topo: Topology, route: Route, peer: bool) -> Path:
                 min(l.effective_gbps for l in links), sum(l.latency_us for l in links))
 
 
-def _require(topo: Topology, src: str, targets: set[str], what: str) -> Route:
+def _require(topo: TopologyModel, src: str, targets: set[str], what: str) -> Route:
     route = find_route(topo, src, targets)
     if route is None:
         raise ValueError(f"{topo.filename}: no route from {src} to {what}")
     return route
 
 
-def _adjacency(topo: Topology) -> dict[str, list[tuple[str, Link]]]:
+def _adjacency(topo: TopologyModel) -> dict[str, list[tuple[str, Link]]]:
     if "adjacency" not in topo._cache:
         adjacency: dict[str, list[tuple[str, Link]]] = {name: [] for name in topo.nodes}
         for link in topo.links:

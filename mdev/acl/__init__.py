@@ -13,23 +13,21 @@ The constants (``ACL_MEMCPY_HOST_TO_DEVICE``, ...) and error codes (``ACL_SUCCES
 
 from __future__ import annotations
 
+from mdev import sanitizer as _sanitizer  # noqa: F401  (MDEV_SANITIZE turns it on at attach / init)
 from mdev.acl import constants, errors, mdl, rt, util
-from mdev.acl._binding import bind
-from mdev.acl.constants import *  # noqa: F401,F403  (pyACL programs use these names)
-from mdev.acl.errors import *  # noqa: F401,F403
+from mdev.runtime import boundary
+from mdev.runtime.boundary import bind
+from mdev.constants import *  # noqa: F401,F403  (pyACL programs use these names)
+from mdev.errors import *  # noqa: F401,F403
 from mdev.runtime import devices as _devices
 from mdev.runtime import lifecycle as _lifecycle
-from mdev.runtime.core import RUNTIME as _rt
 
 init = bind(_lifecycle.init)
 finalize = bind(_lifecycle.finalize)
 finalize_reference = bind(_lifecycle.finalize_reference, 1)
 
 
-def get_recent_err_msg() -> str | None:
-    """The calling thread's error messages, newest first; reading them clears them."""
-    messages, _rt.thread.messages = _rt.thread.messages, []
-    return "\n".join(messages) if messages else None
+get_recent_err_msg = boundary.recent_messages
 
 
 def get_soc_name() -> str | None:

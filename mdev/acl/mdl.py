@@ -21,8 +21,8 @@ first, ``ret`` last::
 
 from __future__ import annotations
 
-from mdev.acl._binding import bind
-from mdev.graph import model as _model
+from mdev.runtime.boundary import bind, publish
+from mdev.runtime import models as _model
 
 # explicit build on persistent streams
 ri_build_begin = bind(_model.build_begin, 1)
@@ -56,6 +56,7 @@ ri_debug_json_print = bind(_model.debug_json_print)
 for _name in [n for n in list(globals()) if n.startswith("ri_")]:
     globals()["mdl_" + _name] = globals()[_name]
 del _name
+publish(globals())
 
 
 def __getattr__(name: str):

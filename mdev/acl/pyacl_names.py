@@ -406,8 +406,8 @@ def make_stub(module: str, name: str, shape: str):
     warned = []
 
     def stub(*args, **kwargs):
-        from mdev.acl import errors as E
-        from mdev.acl._binding import record_error
+        from mdev import errors as E
+        from mdev.runtime.boundary import record_error
 
         code = E.ACL_ERROR_API_NOT_SUPPORT
         record_error(code, message)
@@ -501,7 +501,7 @@ def status(module: str, name: str) -> str:
     return "planned" if "planned" in reason(module, name) else "unsupported"
 
 
-_HELPER_MODULES = ("mdev.acl._binding", "mdev.acl.errors", "mdev.acl.constants", "mdev.acl.pyacl_names")
+_HELPER_MODULES = ("mdev.errors", "mdev.constants", "mdev.acl.pyacl_names", "mdev.runtime.boundary")
 
 
 def extensions(module: str) -> list[str]:

@@ -7,11 +7,10 @@ None) is the default stream.
 
 from __future__ import annotations
 
-from mdev.acl import errors as E
-from mdev.acl._binding import bind
-from mdev.runtime import (callbacks, devices, events, exceptions, ipc, kernels, limits, memops, notify,
-                          streams, vmm)
-from mdev.runtime.core import RUNTIME as _rt
+from mdev.runtime import models as _graph_model
+from mdev.runtime import (boundary, callbacks, devices, events, exceptions, ipc, kernels, limits, memops,
+                          notify, streams, systasks, vmm)
+from mdev.runtime.boundary import bind
 
 # devices
 set_device = bind(devices.set_device)
@@ -187,35 +186,20 @@ get_thread_id_from_exception_info = exceptions.get_thread_id_from_exception_info
 get_error_code_from_exception_info = exceptions.get_error_code_from_exception_info
 
 # errors
+get_last_error = boundary.get_last_error
+peek_at_last_error = boundary.peek_at_last_error
 
-def get_last_error(level: int = 0) -> int:
-    """The calling thread's last error; the slot is reset to ACL_SUCCESS."""
-    if level != 0:
-        return E.ACL_ERROR_INVALID_PARAM
-    code, _rt.thread.last_error = _rt.thread.last_error, E.ACL_SUCCESS
-    return code
+# system tasks
+reduce_async = bind(systasks.reduce_async)
+random_num_async = bind(systasks.random_num_async)
 
+# model streams: aclrtActiveStream starts a non-head stream of a model being built
+active_stream = bind(_graph_model.active_stream)
 
-def peek_at_last_error(level: int = 0) -> int:
-    """The calling thread's last error, left in place."""
-    if level != 0:
-        return E.ACL_ERROR_INVALID_PARAM
-    return _rt.thread.last_error
+boundary.publish(globals())
 
 
 # pyACL functions mdev does not emulate (yet): stubs returning ACL_ERROR_API_NOT_SUPPORT
 def __getattr__(name: str):
     from mdev.acl.pyacl_names import resolve
     return resolve("rt", name)
-
-
-# system tasks
-from mdev.runtime import systasks as _systasks  # noqa: E402
-
-reduce_async = bind(_systasks.reduce_async)
-random_num_async = bind(_systasks.random_num_async)
-
-# model streams: aclrtActiveStream starts a non-head stream of a model being built
-from mdev.graph import model as _graph_model  # noqa: E402
-
-active_stream = bind(_graph_model.active_stream)

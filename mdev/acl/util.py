@@ -9,13 +9,12 @@ arguments (they return no aclError); they refuse device pointers instead of cras
 
 from __future__ import annotations
 
-import ctypes
-
 import numpy as np
 
-from mdev.acl import constants as C
-from mdev.acl._binding import bind
-from mdev.acl.errors import AclError
+from mdev import constants as C
+from mdev.runtime.boundary import bind, publish
+from mdev.errors import AclError
+from mdev.memory import address
 from mdev.runtime import callbacks as _callbacks
 from mdev.runtime.core import RUNTIME as _rt
 
@@ -57,11 +56,7 @@ def numpy_contiguous_to_ptr(array: np.ndarray) -> int:
 
 def bytes_to_ptr(data) -> int:
     """Address of the internal buffer of a bytes (or bytearray) object, as pyACL gives it."""
-    if isinstance(data, bytes):
-        return ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value or 0
-    if isinstance(data, bytearray):
-        return ctypes.addressof((ctypes.c_char * len(data)).from_buffer(data)) if data else 0
-    raise TypeError(f"expected bytes or bytearray, got {type(data).__name__}")
+    return address.buffer_address(data)
 
 
 def ptr_to_bytes(ptr: int, size: int) -> bytes:
@@ -71,3 +66,4 @@ def ptr_to_bytes(ptr: int, size: int) -> bytes:
 
 start_thread = bind(_callbacks.start_thread, 1)
 stop_thread = bind(_callbacks.stop_thread)
+publish(globals())

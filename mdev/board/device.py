@@ -30,18 +30,18 @@ import traceback
 from dataclasses import dataclass, field
 
 from mdev import protocol
-from mdev.acl import constants as C
-from mdev.acl import errors as E
-from mdev.acl.errors import AclError
+from mdev import constants as C
+from mdev import errors as E
+from mdev.errors import AclError
 from mdev.board import status as S
 from mdev.board.engines import Engine
 from mdev.board.naming import BoardPaths
 from mdev.board.stream import DeviceStream
 from mdev.board.tasks import OPS, REQUESTS, TaskFault, dma_fault
-from mdev.kernel import executor as _kernel_tasks  # noqa: F401  (registers the "kernel" task)
+from mdev.board import kernels as _kernel_tasks  # noqa: F401  (registers the "kernel" task)
 from mdev.board import systasks as _systasks  # noqa: F401
 from mdev.board import trace as _trace  # noqa: F401  (trace_start / trace_collect requests)
-from mdev.graph import executor as _graph_tasks  # noqa: F401  (stored graphs, "run_graph")
+from mdev.board import graphs as _graph_tasks  # noqa: F401  (stored graphs, "run_graph")
 from mdev.kernel.api import Kernel, kernels_of
 from mdev.memory import address
 from mdev.memory.allocator import Allocator, OutOfMemory

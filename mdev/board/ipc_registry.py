@@ -16,8 +16,8 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass, field
 
-from mdev.acl import errors as E
-from mdev.acl.errors import AclError
+from mdev import errors as E
+from mdev.errors import AclError
 
 
 @dataclass

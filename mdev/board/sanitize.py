@@ -29,7 +29,7 @@ except ImportError:                      # numpy < 2
 
 if TYPE_CHECKING:
     from mdev.board.device import Device
-    from mdev.kernel.context import Launch
+    from mdev.board.block import Launch
 
 MAX_WRITE_RANGES = 64      # per view; a scattered write beyond that is sent as its bounding range
 

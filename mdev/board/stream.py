@@ -13,7 +13,7 @@ import collections
 import threading
 from typing import TYPE_CHECKING
 
-from mdev.acl import constants as C
+from mdev import constants as C
 
 if TYPE_CHECKING:
     from mdev.board.device import Device, ContextState

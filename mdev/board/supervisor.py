@@ -32,8 +32,8 @@ import traceback
 import psutil
 
 from mdev import protocol
-from mdev.acl import errors as E
-from mdev.acl.errors import AclError
+from mdev import errors as E
+from mdev.errors import AclError
 from mdev.board import device as device_process
 from mdev.board import status as S
 from mdev.board.ipc_registry import IpcRegistry

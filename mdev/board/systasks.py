@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mdev.acl import constants as C
-from mdev.acl import errors as E
+from mdev import constants as C
+from mdev import errors as E
 from mdev.board.tasks import TaskFault, dma_fault, op
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from mdev.acl import errors as E
+from mdev import errors as E
 
 if TYPE_CHECKING:
     from mdev.board.device import Device

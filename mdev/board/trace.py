@@ -296,7 +296,7 @@ class Recorder:
 class DeviceModel:
     """Modelled clocks of one client's tasks on this device (``MDEV_MODEL_TIME=1``).
 
-    The rules are mdev.runtime.timemodel's, applied as tasks finish: a task starts (modelled)
+    The rules are mdev.timemodel's, applied as tasks finish: a task starts (modelled)
     when its stream's previous task ended and an engine slot is free, and -- on a stream
     that was idle, i.e. the host submitted it then -- after every task of any device that
     had ended (wall) before it started (the ``ended`` rings of all control pages); an event
@@ -324,7 +324,7 @@ class DeviceModel:
     """
 
     def __init__(self, device: "Device", client: int, origin_ns: int) -> None:
-        from mdev.runtime import timemodel
+        from mdev import timemodel
         self.timemodel = timemodel
         self.device = device
         self.client = client

@@ -7,7 +7,7 @@ Each topology gets its own board (``whatif-<pid>-<i>-<name>``), started for the 
 stopped after it; the program runs under ``mdev run --trace`` there, unmodified.  The table
 compares: exit status, wall makespan (first task start .. last task end, from the trace),
 modelled makespan (the program runs with MDEV_MODEL_TIME=1: durations from the topology's
-links, see mdev.runtime.timemodel), bytes per route (H2D / D2H / P2P
+links, see mdev.timemodel), bytes per route (H2D / D2H / P2P
 / D2D) and per link type, the busiest link, and which device pairs may use peer access
 (``can_access_peer`` of the topology).  With ``--trace-dir`` both traces are kept there.
 """

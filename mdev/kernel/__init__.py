@@ -10,9 +10,8 @@ block sees), :mod:`mdev.kernel.params` (argument types for packed launches).
 """
 
 from mdev.kernel.api import Kernel, kernel
-from mdev.kernel.context import BlockContext
 from mdev.kernel.params import (bool_, float16, float32, float64, int8, int16, int32, int64, ptr,
                                 uint8, uint16, uint32, uint64)
 
-__all__ = ["Kernel", "kernel", "BlockContext", "ptr", "bool_", "float16", "float32", "float64",
+__all__ = ["Kernel", "kernel", "ptr", "bool_", "float16", "float32", "float64",
            "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]

@@ -9,7 +9,12 @@
 Like ``<<<>>>``, a launch reports failure through the thread's last error (it also
 returns the aclError code, for convenience).  The function itself runs in the device
 process (shipped there by value with cloudpickle), once per block with a
-:class:`~mdev.kernel.context.BlockContext`, or once for all blocks if ``vectorized``.
+:class:`~mdev.board.block.BlockContext`, or once for all blocks if ``vectorized``.
+
+Launching is the host runtime's work: ``mdev.runtime.kernels`` installs the launcher
+(``set_launcher``) when it is imported, which every face does.  A launch before any face
+is imported finds no runtime, hence no current context, and returns 107002 as the real
+``<<<>>>`` does without one.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from __future__ import annotations
 import functools
 from typing import Callable
 
-from mdev.acl import constants as C
+from mdev import constants as C
+from mdev import errors as E
 from mdev.kernel import params
 
 ENGINES = {"vector": ("aiv", C.ACL_RT_DEV_RES_VECTOR_CORE), "cube": ("aic", C.ACL_RT_DEV_RES_CUBE_CORE)}
@@ -64,12 +70,22 @@ class Kernel:
         num_blocks, stream = config if isinstance(config, tuple) else (config, None)
 
         def launch(*args) -> int:
-            from mdev.runtime import kernels
-            return kernels.launch_decorated(self, num_blocks, stream, args)
+            if _launcher is None:
+                return E.ACL_ERROR_RT_CONTEXT_NULL
+            return _launcher(self, num_blocks, stream, args)
         return launch
 
     def __repr__(self) -> str:
         return f"<kernel {self.name} ({self.core}{', vectorized' if self.vectorized else ''})>"
+
+
+_launcher: Callable[["Kernel", object, object, tuple], int] | None = None
+
+
+def set_launcher(launcher: Callable[["Kernel", object, object, tuple], int]) -> None:
+    """The host runtime's ``kernel[blocks, stream](*args)``: returns the aclError code."""
+    global _launcher
+    _launcher = launcher
 
 
 def _lookup(module: str, qualname: str):

@@ -7,7 +7,9 @@ arm64 user space never map anything.  So any pointer can be classified by value 
 
 from __future__ import annotations
 
-from mdev.acl import constants as C
+import ctypes
+
+from mdev import constants as C
 
 DEVICE_BASE = 1 << 48
 DEVICE_SPAN = 1 << 40          # 1 TiB of address space per device
@@ -56,3 +58,12 @@ def padded_size(size: int, policy: int, align32_only: bool = False) -> int:
 
 def align_up(value: int, alignment: int) -> int:
     return -(-value // alignment) * alignment
+
+
+def buffer_address(data: bytes | bytearray) -> int:
+    """Address of the internal buffer of a bytes or bytearray object (0 when empty)."""
+    if isinstance(data, bytes):
+        return ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value or 0
+    if isinstance(data, bytearray):
+        return ctypes.addressof((ctypes.c_char * len(data)).from_buffer(data)) if data else 0
+    raise TypeError(f"expected bytes or bytearray, got {type(data).__name__}")

@@ -25,8 +25,8 @@ import psutil
 
 import topology
 from mdev import protocol
-from mdev.acl import errors as E
-from mdev.acl.errors import AclError
+from mdev import errors as E
+from mdev.errors import AclError
 from mdev.board import launcher
 from mdev.board import status as S
 from mdev.board.naming import BoardPaths

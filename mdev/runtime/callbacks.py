@@ -18,9 +18,9 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from mdev.acl import constants as C
-from mdev.acl import errors as E
-from mdev.acl.errors import AclError
+from mdev import constants as C
+from mdev import errors as E
+from mdev.errors import AclError
 from mdev.runtime import streams
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.board_client import MESSAGE_HANDLERS

@@ -14,9 +14,14 @@ import os
 import threading
 from dataclasses import dataclass, field
 
-from mdev.acl import constants as C
-from mdev.acl import errors as E
-from mdev.acl.errors import AclError
+from typing import Callable
+
+from mdev import constants as C
+from mdev import errors as E
+from mdev.errors import AclError
+from mdev.runtime import hooks
+from mdev.runtime.board_client import BoardClient
+from mdev.runtime.memory import MemoryTable
 
 # handle ranges, one per kind, so a handle of the wrong kind is rejected, not confused
 STREAM_HANDLES = 0x5_0000_0000
@@ -37,7 +42,7 @@ class Stream:
     attributes: dict = field(default_factory=dict)
     res_limits: dict = field(default_factory=dict)   # aclrtDevResLimitType -> cores
     destroyed: bool = False
-    recorder: object = None            # mdev.graph.recorder: its tasks are stored, not run
+    recorder: object = None            # mdev.runtime.capture: its tasks are stored, not run
 
     @property
     def is_default(self) -> bool:
@@ -67,6 +72,10 @@ class ThreadState(threading.local):
 
 
 class Runtime:
+    # aclInit's default device is opened implicitly by set_device, which mdev.runtime.devices
+    # (a module above this one) installs here
+    open_default_device: Callable[[int], None] | None = None
+
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.thread = ThreadState()
@@ -96,9 +105,8 @@ class Runtime:
         self.functions: dict = {}
         self.args_handles: dict = {}
         self.models: dict = {}            # mdev.graph: model run instances and task groups
-        self.captures: list = []          # captures in progress (mdev.graph.recorder.Capture)
+        self.captures: list = []          # captures in progress (mdev.runtime.capture.Capture)
         self._handles = itertools.count(1)
-        from mdev.runtime.memory import MemoryTable
         self.memory = MemoryTable(self)
 
     # -- board
@@ -106,18 +114,13 @@ class Runtime:
         if self.board is None:
             with self.lock:
                 if self.board is None:
-                    from mdev.runtime.board_client import BoardClient
                     try:
                         self.board = BoardClient()
                     except AclError:
                         raise
                     except Exception as exc:
                         raise AclError(E.ACL_ERROR_RT_DRV_INTERNAL_ERROR, f"cannot attach to the board: {exc}") from exc
-                    if os.environ.get("MDEV_TRACE") or os.environ.get("MDEV_MODEL_TIME", "0") not in ("", "0"):
-                        from mdev.runtime import trace
-                        trace.on_attach(self.board)
-                    from mdev import sanitizer
-                    sanitizer.from_env()       # programs that never call init are checked too
+                    hooks.attached(self.board)     # tracing, checking (also of programs without init)
         return self.board
 
     def device_count(self) -> int:
@@ -142,9 +145,8 @@ class Runtime:
         """The calling thread's context; the aclInit default device is set implicitly."""
         ctx = self.thread.context
         if ctx is None or ctx.destroyed:
-            if self.default_device is not None:
-                from mdev.runtime import devices
-                devices.set_device(self.default_device)
+            if self.default_device is not None and self.open_default_device is not None:
+                self.open_default_device(self.default_device)
                 return self.thread.context
             raise AclError(E.ACL_ERROR_RT_CONTEXT_NULL,
                            "no current context: call set_device (or create_context) on this thread first")

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import os
 
-from mdev.acl import constants as C
-from mdev.acl import errors as E
-from mdev import sanitizer
-from mdev.acl.errors import AclError
+from mdev import constants as C
+from mdev import errors as E
+from mdev.runtime import hooks
+from mdev.errors import AclError
 from mdev.board import status as S
-from mdev.runtime import streams
-from mdev.runtime.core import CONTEXT_HANDLES, Context
+from mdev.memory import address
+from mdev.runtime import ipc, memops, streams
+from mdev.runtime.lifecycle import stack_size
+from mdev.runtime.core import CONTEXT_HANDLES, Context, Runtime
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import lookup
 from mdev.runtime.validate import as_int
@@ -40,8 +42,6 @@ def new_context(device: int, default: bool) -> Context:
 
 
 def _reserve_stack(device: int) -> int:
-    from mdev.memory import address
-    from mdev.runtime.lifecycle import stack_size
     nbytes = stack_size(rt.config) * rt.attach().topology.device(device).aicore
     return rt.link(device).request("malloc", nbytes, address.align_up(nbytes, address.NORMAL_PAGE),
                                    address.NORMAL_PAGE, C.ACL_MEM_MALLOC_NORMAL_ONLY)
@@ -72,10 +72,9 @@ def release_device_memory(device: int) -> None:
     """Free this process's allocations on a device once it holds no context there."""
     if any(c.device == device for c in rt.contexts.values()):
         return
-    from mdev.runtime import ipc, memops
     link = rt.link(device)
-    if sanitizer.active is not None:
-        sanitizer.active.teardown(rt.memory.of_device(device), f"reset_device({device})")
+    if hooks.checker is not None:
+        hooks.checker.teardown(rt.memory.of_device(device), f"reset_device({device})")
     for alloc in rt.memory.of_device(device):
         if alloc.ipc_key is not None:      # imported from another process: detach, not free
             try:
@@ -409,3 +408,6 @@ def device_disable_peer_access(peer_device_id: int) -> None:
 def device_peer_access_status(device_id: int, peer_device_id: int) -> int:
     device, peer = _pair(device_id, peer_device_id)
     return int((device, peer) in rt.peer_access)
+
+
+Runtime.open_default_device = staticmethod(set_device)

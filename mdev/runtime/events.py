@@ -15,11 +15,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from mdev.acl import constants as C
-from mdev.acl import errors as E
-from mdev.acl.errors import AclError
-from mdev import sanitizer
-from mdev.graph import recorder as _graph
+from mdev import constants as C
+from mdev import errors as E
+from mdev.errors import AclError
+from mdev.runtime import hooks
+from mdev.runtime import capture as _graph
 from mdev.runtime import streams
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import lookup
@@ -89,8 +89,8 @@ def is_complete(event: Event) -> bool:
     if target == 0:
         return True    # never recorded: complete, and waits on it are no-ops
     done = int(rt.link(event.device).control.event_done[event.slot]) >= target
-    if done and sanitizer.active is not None:
-        sanitizer.active.event_complete(event.device, event.slot, event.uid)
+    if done and hooks.checker is not None:
+        hooks.checker.event_complete(event.device, event.slot, event.uid)
     return done
 
 

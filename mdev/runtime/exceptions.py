@@ -12,8 +12,8 @@ import threading
 import traceback
 from typing import Callable
 
-from mdev.acl import errors as E
-from mdev.acl.errors import AclError
+from mdev import errors as E
+from mdev.errors import AclError
 from mdev.runtime.board_client import MESSAGE_HANDLERS
 from mdev.runtime.core import RUNTIME as rt
 

@@ -10,9 +10,9 @@ has; the device keeps it alive until every importer closed it, even after A's fr
 
 from __future__ import annotations
 
-from mdev.acl import constants as C
-from mdev.acl import errors as E
-from mdev.acl.errors import AclError
+from mdev import constants as C
+from mdev import errors as E
+from mdev.errors import AclError
 from mdev.memory import address
 from mdev.runtime import events, notify
 from mdev.runtime.core import RUNTIME as rt

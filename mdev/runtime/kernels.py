@@ -19,11 +19,13 @@ from typing import TYPE_CHECKING
 
 import cloudpickle
 
-from mdev.acl import constants as C
-from mdev.acl import errors as E
-from mdev.acl._binding import record_error
-from mdev import sanitizer
-from mdev.acl.errors import AclError
+from mdev import constants as C
+from mdev import errors as E
+from mdev.runtime.boundary import record_error
+from mdev.runtime import hooks
+from mdev.errors import AclError
+from mdev.kernel import api as kernel_api
+from mdev.memory import address
 from mdev.kernel import params
 from mdev.runtime import limits, streams, vmm
 from mdev.runtime.board_client import MESSAGE_HANDLERS
@@ -80,8 +82,8 @@ MESSAGE_HANDLERS["print"] = _print
 
 def _sanitize(link, message: tuple) -> None:
     """What a kernel touched (MDEV_SANITIZE): the sanitizer checks it."""
-    if sanitizer.active is not None:
-        sanitizer.active.kernel_report(link.index, message[1])
+    if hooks.checker is not None:
+        hooks.checker.kernel_report(link.index, message[1])
 
 
 MESSAGE_HANDLERS["sanitize"] = _sanitize
@@ -127,8 +129,8 @@ def _submit(stream, fid: int, num_blocks, args_kind: str, args, placeholders: li
     if num_blocks <= 0 or num_blocks > 0xFFFFFFFF:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"numBlocks must be 1..UINT32_MAX, got {num_blocks}")
     limit = limits.stream_limit(stream, res_type)
-    if sanitizer.active is not None and stream.recorder is None:
-        sanitizer.active.watch_kernels(stream.device)
+    if hooks.checker is not None and stream.recorder is None:
+        hooks.checker.watch_kernels(stream.device)
     # host-side address maps the kernel resolves pointers with: pinned buffers, VMM mappings
     streams.submit(stream, "kernel", fid, num_blocks, args_kind, args, placeholders, limit,
                    rt.memory.pinned_map() + vmm.kernel_map(), timeout_s)
@@ -400,8 +402,7 @@ def kernel_args_get_place_holder_buffer(args_handle, param_handle, data_size: in
     if not any(h == param_handle and v is None for h, v in ah.params):
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{param_handle!r} is not a placeholder of this handle")
     buffer = ah.buffers[param_handle] = bytearray(size(data_size, "dataSize", positive=True))
-    from mdev.acl.util import bytes_to_ptr
-    return bytes_to_ptr(buffer)
+    return address.buffer_address(buffer)
 
 
 def kernel_args_para_update(args_handle, param_handle, param, param_size: int) -> None:
@@ -416,3 +417,6 @@ def kernel_args_para_update(args_handle, param_handle, param, param_size: int) -
 
 def kernel_args_finalize(args_handle) -> None:
     _args(args_handle).finalized = True
+
+
+kernel_api.set_launcher(launch_decorated)

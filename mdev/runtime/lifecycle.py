@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 import re
 
-from mdev.acl import errors as E
-from mdev import sanitizer
-from mdev.acl.errors import AclError
+from mdev import errors as E
+from mdev.runtime import hooks, trace
+from mdev.errors import AclError
 from mdev.runtime.core import RUNTIME as rt
 
 MAX_JSON_DEPTH = 10
@@ -113,7 +113,7 @@ def init(config_path: str | None = None) -> None:
         rt.config, rt.config_text, rt.default_device = config, text, default_device
         rt.init_count = 1
         rt.finalized = False
-    sanitizer.from_env()
+    hooks.started()
 
 
 def finalize() -> None:
@@ -150,8 +150,8 @@ def _release_all() -> None:
     for stream in rt.streams.values():
         stream.destroyed = True
     links = list(rt.board._links.values()) if rt.board is not None else []
-    if sanitizer.active is not None:
-        sanitizer.active.teardown(list(rt.memory._by_start.values()), "finalize")
+    if hooks.checker is not None:
+        hooks.checker.teardown(list(rt.memory._by_start.values()), "finalize")
     for alloc in list(rt.memory._by_start.values()):
         rt.memory.remove(alloc.ptr)
         if alloc.segment is not None:
@@ -167,7 +167,6 @@ def _release_all() -> None:
         rt.callbacks.close()
     board = rt.board
     if board is not None and getattr(board, "tracing", False):
-        from mdev.runtime import trace
         trace.on_detach(board)       # MDEV_TRACE: collect this process's task records
     rt.__init__()
     if board is not None:

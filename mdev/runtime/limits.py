@@ -7,9 +7,9 @@ Limits count at submission: changing them later does not touch work already queu
 
 from __future__ import annotations
 
-from mdev.acl import constants as C
-from mdev.acl import errors as E
-from mdev.acl.errors import AclError
+from mdev import constants as C
+from mdev import errors as E
+from mdev.errors import AclError
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import Stream
 from mdev.runtime.validate import as_int

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from mdev.acl import constants as C
-from mdev.acl import errors as E
-from mdev.acl.errors import AclError
-from mdev import sanitizer
-from mdev.graph import recorder as _graph
+from mdev import constants as C
+from mdev import errors as E
+from mdev.errors import AclError
+from mdev.runtime import hooks
+from mdev.runtime import capture as _graph
 from mdev.memory import address
 from mdev.runtime import streams
 from mdev.runtime import trace as _trace
@@ -69,8 +69,8 @@ def free(dev_ptr: int) -> None:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, "devPtr is NULL")
     alloc = rt.memory.get(as_int(dev_ptr, "devPtr"))
     if alloc is None or alloc.kind != DEVICE:
-        if sanitizer.active is not None:
-            sanitizer.active.bad_free(as_int(dev_ptr, "devPtr"))
+        if hooks.checker is not None:
+            hooks.checker.bad_free(as_int(dev_ptr, "devPtr"))
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID,
                        f"{dev_ptr:#x} is not the start of a live device allocation (double free?)")
     if alloc.ipc_key is not None:
@@ -101,8 +101,8 @@ def free_host(host_ptr: int) -> None:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, "hostPtr is NULL")
     alloc = rt.memory.get(as_int(host_ptr, "hostPtr"))
     if alloc is None or alloc.kind != PINNED:
-        if sanitizer.active is not None:
-            sanitizer.active.bad_free(as_int(host_ptr, "hostPtr"))
+        if hooks.checker is not None:
+            hooks.checker.bad_free(as_int(host_ptr, "hostPtr"))
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID,
                        f"{host_ptr:#x} is not the start of a live malloc_host buffer (double free?)")
     rt.memory.remove(alloc.ptr)
@@ -147,8 +147,8 @@ def check_reach(executing: int, *operands: Operand) -> None:
 
 
 def _copy_here(d: Operand, s: Operand) -> None:
-    if sanitizer.active is not None:
-        sanitizer.active.host_access(reads=[s], writes=[d])
+    if hooks.checker is not None:
+        hooks.checker.host_access(reads=[s], writes=[d])
     for dp, sp in pairs(d, s):          # VMM ranges across several mappings: piece by piece
         np.copyto(rt.memory.view(dp), rt.memory.view(sp))
 
@@ -233,8 +233,8 @@ def _copy2d_here(d: Operand, dpitch: int, s: Operand, spitch: int, width: int, h
         for dp, sp in _rows_apart(d, dpitch, s, spitch, width, height):
             _copy_here(dp, sp)
         return
-    if sanitizer.active is not None:
-        sanitizer.active.host_access(reads=[s], writes=[d])     # the rows' bounding ranges
+    if hooks.checker is not None:
+        hooks.checker.host_access(reads=[s], writes=[d])     # the rows' bounding ranges
     rows = np.lib.stride_tricks.as_strided
     np.copyto(rows(rt.memory.view(d), (height, width), (dpitch, 1)),
               rows(rt.memory.view(s), (height, width), (spitch, 1)))
@@ -294,8 +294,8 @@ def memset(dev_ptr: int, max_count: int, value: int, count: int) -> None:
     check_reach(rt.current_context().device, op)
     if rt.captures:
         _graph.check_unsafe("memset")
-    if sanitizer.active is not None:
-        sanitizer.active.host_access(writes=[op], fill=value & 0xFF)
+    if hooks.checker is not None:
+        hooks.checker.host_access(writes=[op], fill=value & 0xFF)
     if _trace.host_on:          # traced: the host-side record times the memset
         _trace.host_op("memset", op, None, count,
                        lambda: [rt.memory.view(part).fill(value & 0xFF) for part in op.parts()])

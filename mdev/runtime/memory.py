@@ -26,9 +26,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mdev.acl import errors as E
-from mdev.acl.errors import AclError
-from mdev import sanitizer
+from mdev import errors as E
+from mdev.errors import AclError
+from mdev.runtime import hooks
 from mdev.memory import address
 from mdev.memory.segment import Segment
 
@@ -166,8 +166,8 @@ class MemoryTable:
             self._by_start[alloc.ptr] = alloc
             if alloc.kind == PINNED:
                 self._pinned_map = None
-        if sanitizer.active is not None:
-            sanitizer.active.allocated(alloc)
+        if hooks.checker is not None:
+            hooks.checker.allocated(alloc)
 
     def remove(self, ptr: int) -> Allocation | None:
         with self.lock:
@@ -176,8 +176,8 @@ class MemoryTable:
                 del self._starts[bisect.bisect_left(self._starts, ptr)]
                 if alloc.kind == PINNED:
                     self._pinned_map = None
-        if alloc is not None and sanitizer.active is not None:
-            sanitizer.active.freed(alloc)
+        if alloc is not None and hooks.checker is not None:
+            hooks.checker.freed(alloc)
         return alloc
 
     def pinned_map(self) -> tuple:
@@ -213,12 +213,14 @@ class MemoryTable:
         if ptr < 0:
             raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{what} {ptr} is negative")
         if address.VMM_BASE <= ptr < address.VMM_END:
-            from mdev.runtime import vmm
-            return vmm.operand(ptr, nbytes, what)
+            if self.vmm is None:
+                raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{what} {ptr:#x} is a VMM address outside every "
+                               f"reservation of this process (reserve_mem_address, or released)")
+            return self.vmm.operand(ptr, nbytes, what)
         alloc = self.containing(ptr)
-        if sanitizer.active is not None and (alloc is None and address.split(ptr) is not None or
+        if hooks.checker is not None and (alloc is None and address.split(ptr) is not None or
                                              alloc is not None and ptr + nbytes > alloc.end):
-            sanitizer.active.bad_pointer(ptr, nbytes, what)
+            hooks.checker.bad_pointer(ptr, nbytes, what)
         if address.split(ptr) is not None:
             if alloc is None:
                 raise AclError(E.ACL_ERROR_RT_PARAM_INVALID,

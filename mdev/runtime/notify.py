@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mdev.acl import constants as C
-from mdev.acl import errors as E
-from mdev import sanitizer
-from mdev.acl.errors import AclError
+from mdev import constants as C
+from mdev import errors as E
+from mdev.runtime import hooks
+from mdev.errors import AclError
 from mdev.runtime import streams
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import lookup
@@ -64,8 +64,8 @@ def destroy_notify(notify) -> None:
         rt.attach().request("ipc_close", n.ipc_key)
     if not n.imported:
         rt.link(n.device).request("destroy_notify", n.slot, n.uid)
-        if sanitizer.active is not None:
-            sanitizer.active.notify_destroyed(n.device, n.slot)
+        if hooks.checker is not None:
+            hooks.checker.notify_destroyed(n.device, n.slot)
 
 
 def record_notify(notify, stream) -> None:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 import time
 
-from mdev.acl import constants as C
-from mdev.acl import errors as E
-from mdev.acl.errors import AclError
-from mdev import sanitizer
+from mdev import constants as C
+from mdev import errors as E
+from mdev.errors import AclError
+from mdev.runtime import hooks
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import STREAM_HANDLES, Context, Stream
-from mdev.graph import recorder as _graph
+from mdev.runtime import capture as _graph
 from mdev.runtime.validate import as_int, timeout_ms
 
 PRIORITY_GREATEST, PRIORITY_LEAST = 0, 7
@@ -46,8 +46,8 @@ def submit(stream: Stream, op: str, *args) -> int:
         code = int(link.control.stream_err[stream.slot])
         if code:
             raise AclError(code, f"the context of stream {stream.handle:#x} stopped after a task failed")
-    if sanitizer.active is not None:
-        return sanitizer.active.submit(stream, op, args, link.submit)
+    if hooks.checker is not None:
+        return hooks.checker.submit(stream, op, args, link.submit)
     return link.submit(stream, op, *args)
 
 
@@ -83,8 +83,8 @@ def is_done(stream: Stream, seq: int) -> bool:
 
 
 def wait_targets(targets: list[tuple[Stream, int]], timeout: int = -1, consume: bool = True) -> None:
-    if sanitizer.active is not None:
-        with sanitizer.active.syncing(targets):
+    if hooks.checker is not None:
+        with hooks.checker.syncing(targets):
             return _wait_targets(targets, timeout, consume)
     _wait_targets(targets, timeout, consume)
 
@@ -131,8 +131,8 @@ def release(stream: Stream, drain: bool) -> None:
         except AclError:
             pass  # destroying a stream does not report its task failures
     stream.destroyed = True
-    if sanitizer.active is not None:
-        sanitizer.active.stream_dropped(stream)
+    if hooks.checker is not None:
+        hooks.checker.stream_dropped(stream)
     with rt.lock:
         rt.streams.pop(stream.handle, None)
         stream.context.streams.discard(stream)
@@ -191,8 +191,8 @@ def stream_query(stream) -> int:
         _graph.check_sync([s])
     if not is_idle(s):
         return C.ACL_STREAM_STATUS_NOT_READY
-    if sanitizer.active is not None:
-        sanitizer.active.synced([(s, s.seq)])      # a stream found idle orders the host after it
+    if hooks.checker is not None:
+        hooks.checker.synced([(s, s.seq)])      # a stream found idle orders the host after it
     return C.ACL_STREAM_STATUS_COMPLETE
 
 
@@ -283,5 +283,5 @@ def synchronize_device_with_timeout(timeout: int) -> None:
 def stream_abort(stream) -> None:
     s = rt.stream(stream)
     rt.link(s.device).request("abort", s.slot, s.seq)
-    if sanitizer.active is not None:
-        sanitizer.active.stream_dropped(s)
+    if hooks.checker is not None:
+        hooks.checker.stream_dropped(s)

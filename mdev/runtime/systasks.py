@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from mdev.acl import constants as C
-from mdev.acl import errors as E
-from mdev.acl.errors import AclError
+from mdev import constants as C
+from mdev import errors as E
+from mdev.errors import AclError
 from mdev.board import systasks as dev
 from mdev.runtime import streams
 from mdev.runtime.core import RUNTIME as rt

@@ -31,9 +31,15 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import sys
 import threading
 import time
 from typing import Callable
+
+from mdev import timemodel
+from mdev.board import status as S
+from mdev.runtime import hooks
+from mdev.runtime.core import RUNTIME as rt
 
 OWNER_ENV = "MDEV_TRACE_OWNER"
 WAITS = {"wait_event", "wait_remote_event", "wait_event_flag", "wait_notify", "value_wait", "host_callback"}
@@ -94,7 +100,6 @@ def on_attach(board) -> None:
         for device in range(board.device_count):
             board.link(device).request("trace_start", board.client_id, keep, origin)
     except Exception as exc:   # tracing must never stop the program
-        import sys
         print(f"mdev: MDEV_TRACE / MDEV_MODEL_TIME: cannot start: {exc}", file=sys.stderr)
         return
     global _topology, host_on, _keep, _clock
@@ -137,7 +142,6 @@ def host_op(kind: str, dst, src, nbytes: int, run: Callable[[], None]) -> None:
     """Run a synchronous memory operation of this process (``run``) and record it: ``dst`` /
     ``src`` are its validated operands (mdev.runtime.memory.Operand; ``src`` None for a
     memset)."""
-    from mdev.runtime.core import RUNTIME as rt
     executing = rt.current_context().device
     start = time.monotonic_ns()
     run()
@@ -168,9 +172,6 @@ def _model_host_op(rec: tuple, streams: list) -> tuple[float, float]:
     link time (timemodel; not sharing bandwidth), and every stream's slot gets a
     ``host_floor`` row so that the tasks submitted after it start after it (call with
     _lock held)."""
-    from mdev.board import status as S
-    from mdev.runtime import timemodel
-    from mdev.runtime.core import RUNTIME as rt
     clock = _clock
     client, begin = clock["client"], clock["end"]
     for d in range(_topology.device_count):
@@ -218,7 +219,6 @@ def _add(records: list, dropped: int) -> None:
 
 
 def _at_exit() -> None:
-    from mdev.runtime.core import RUNTIME as rt
     board = rt.board
     if board is not None:
         try:
@@ -259,7 +259,6 @@ ENGINE_TID = {"dma": 100_000, "aic": 200_000, "aiv": 300_000}
 
 def chrome_trace(records: list, meta: dict) -> dict:
     """Records (mdev.board.trace.FIELDS tuples) -> the Chrome trace JSON object."""
-    from mdev.runtime import timemodel
     records = sorted(records, key=lambda r: r[7])
     t0 = records[0][7] if records else 0
     sources = _sources(records)
@@ -379,3 +378,6 @@ def _flows(records: list, sources: dict[int, int], us) -> list[dict]:
         out.append({"ph": "f", "bp": "e", "id": n, "name": name, "cat": "flow", "pid": _pid(r[0]), "tid": r[1],
                     "ts": us(max(r[7], r[8] - 1))})     # where the wait ended
     return out
+
+
+hooks.on_attach.append(on_attach)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from mdev.acl import errors as E
-from mdev.acl.errors import AclError
+from mdev import errors as E
+from mdev.errors import AclError
 
 
 def as_int(value, name: str) -> int:

@@ -21,9 +21,9 @@ import copy
 import threading
 from dataclasses import dataclass, field
 
-from mdev.acl import constants as C
-from mdev.acl import errors as E
-from mdev.acl.errors import AclError
+from mdev import constants as C
+from mdev import errors as E
+from mdev.errors import AclError
 from mdev.memory import address
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.memory import DEVICE, Allocation, Operand
@@ -120,6 +120,40 @@ class Space:
         self.holes: list[list[int]] = [[VMM_BASE, VMM_END - VMM_BASE]]
         self._kernel_map: tuple | None = ()
 
+    def operand(self, ptr: int, nbytes: int, what: str) -> Operand:
+        """The device memory behind [ptr, ptr+nbytes) of the VMM window, piece by piece."""
+        with self.lock:
+            res = self.find(ptr)
+            if res is None or ptr >= res.end:
+                raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{what} {ptr:#x} is a VMM address outside every "
+                               f"reservation of this process (reserve_mem_address, or released)")
+            end = ptr + nbytes
+            if end > res.end:
+                raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{what} {ptr:#x} + {nbytes} bytes overruns its "
+                               f"reservation [{res.va:#x}, +{res.size}) by {end - res.end} bytes")
+            pieces, pos = [], ptr
+            i = max(0, bisect.bisect_right(res.starts, ptr) - 1)
+            while i < len(res.maps):
+                m = res.maps[i]
+                if m.end <= pos:
+                    i += 1
+                    continue
+                if m.va > pos:
+                    break
+                take = min(end, m.end) - pos
+                alloc = m.phys.alloc
+                pieces.append(Operand(DEVICE, alloc.ptr + pos - m.va, take, alloc))
+                pos += take
+                i += 1
+                if pos >= end:
+                    break
+        if not pieces or pos < end:
+            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{what} {ptr:#x} (+{nbytes} bytes): {pos:#x} is reserved "
+                           f"but not mapped (map_mem)")
+        if len(pieces) == 1:
+            return pieces[0]
+        return Operand(DEVICE, ptr, nbytes, pieces[0].allocation, pieces)
+
     def find(self, va: int) -> Reservation | None:
         i = bisect.bisect_right(self.starts, va) - 1
         if i >= 0:
@@ -176,43 +210,6 @@ def kernel_map() -> tuple:
     """(va, size, location) of every mapping: kernels reach VMM addresses through it."""
     sp = rt.memory.vmm
     return () if sp is None else sp.kernel_map()
-
-
-# ---------------------------------------------------------------------------- resolving addresses
-def operand(ptr: int, nbytes: int, what: str) -> Operand:
-    """The device memory behind [ptr, ptr+nbytes) of the VMM window, piece by piece."""
-    sp = space()
-    with sp.lock:
-        res = sp.find(ptr)
-        if res is None or ptr >= res.end:
-            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{what} {ptr:#x} is a VMM address outside every "
-                           f"reservation of this process (reserve_mem_address, or released)")
-        end = ptr + nbytes
-        if end > res.end:
-            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{what} {ptr:#x} + {nbytes} bytes overruns its "
-                           f"reservation [{res.va:#x}, +{res.size}) by {end - res.end} bytes")
-        pieces, pos = [], ptr
-        i = max(0, bisect.bisect_right(res.starts, ptr) - 1)
-        while i < len(res.maps):
-            m = res.maps[i]
-            if m.end <= pos:
-                i += 1
-                continue
-            if m.va > pos:
-                break
-            take = min(end, m.end) - pos
-            alloc = m.phys.alloc
-            pieces.append(Operand(DEVICE, alloc.ptr + pos - m.va, take, alloc))
-            pos += take
-            i += 1
-            if pos >= end:
-                break
-    if not pieces or pos < end:
-        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{what} {ptr:#x} (+{nbytes} bytes): {pos:#x} is reserved "
-                       f"but not mapped (map_mem)")
-    if len(pieces) == 1:
-        return pieces[0]
-    return Operand(DEVICE, ptr, nbytes, pieces[0].allocation, pieces)
 
 
 # ---------------------------------------------------------------------------- properties

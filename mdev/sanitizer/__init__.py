@@ -21,10 +21,16 @@ import atexit
 import contextlib
 import os
 
+from mdev.runtime import hooks
 from mdev.sanitizer.report import Report
 
 CHECKS = ("memcheck", "racecheck", "initcheck", "synccheck")
-active = None        # the process's Sanitizer while one runs; the runtime's hooks test this
+
+
+def __getattr__(name: str):
+    if name == "active":     # the process's Sanitizer while one runs (the runtime's hook)
+        return hooks.checker
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def checks_of(spec: str) -> set[str]:
@@ -40,17 +46,15 @@ def checks_of(spec: str) -> set[str]:
 
 def enable(checks: str = "all"):
     """Start checking this process's API calls; returns the Sanitizer."""
-    global active
     from mdev.sanitizer.session import Sanitizer
-    if active is None:
-        active = Sanitizer(checks_of(checks))
-    return active
+    if hooks.checker is None:
+        hooks.checker = Sanitizer(checks_of(checks))
+    return hooks.checker
 
 
 def disable() -> list[Report]:
     """Stop checking; returns every report made."""
-    global active
-    san, active = active, None
+    san, hooks.checker = hooks.checker, None
     if san is None:
         return []
     san.stop()
@@ -69,29 +73,29 @@ def checking(checks: str = "all"):
 
 
 def reports() -> list[Report]:
-    return active.reports.items if active is not None else []
+    return hooks.checker.reports.items if hooks.checker is not None else []
 
 
 def from_env() -> None:
-    """acl.init: MDEV_SANITIZE turns the sanitizer on for the life of the process."""
+    """Attach or aclInit: MDEV_SANITIZE turns the sanitizer on for the life of the process."""
     spec = os.environ.get("MDEV_SANITIZE", "")
-    if active is None and spec not in ("", "0"):
+    if hooks.checker is None and spec not in ("", "0"):
         enable(spec)
         atexit.register(_finish)
 
 
 def _finish() -> None:
-    if active is not None:
-        active.finish()
-        active.reports.finish()
+    if hooks.checker is not None:
+        hooks.checker.finish()
+        hooks.checker.reports.finish()
 
 
 def _forked() -> None:
     """A forked child checks its own calls: none of its parent's streams, memory or reports."""
-    global active
-    if active is not None:
+    if hooks.checker is not None:
         from mdev.sanitizer.session import Sanitizer
-        active = Sanitizer(active.checks)
+        hooks.checker = Sanitizer(hooks.checker.checks)
 
 
 os.register_at_fork(after_in_child=_forked)
+hooks.on_start.append(from_env)

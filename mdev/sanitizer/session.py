@@ -25,34 +25,21 @@ import threading
 import traceback
 
 import mdev
-from mdev.acl import constants as C
-from mdev.acl import errors as E
+from mdev import constants as C
+from mdev import errors as E
 from mdev.board import systasks as board_systasks
 from mdev.memory import address
+from mdev.runtime import boundary
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.memory import DEVICE, PINNED
-from mdev.graph import recorder as R
+from mdev.runtime import capture as R
 from mdev.sanitizer import initcheck, order, racecheck
 from mdev.sanitizer.order import HOST, Model, Task
 from mdev.sanitizer.regions import Regions
 from mdev.sanitizer.report import Reports
 
 _MDEV = os.path.dirname(mdev.__file__) + os.sep
-_BINDING = os.path.join(_MDEV, "acl", "_binding.py")
-
-
-@functools.cache
-def _public_names() -> dict:
-    """Implementation -> the name pyACL programs call it by (``ri_execute_async``, not
-    ``execute_async``)."""
-    from mdev.acl import mdl, rt as acl_rt, util
-    names: dict = {}
-    for module in (acl_rt, mdl, util):
-        for name, obj in vars(module).items():
-            fn = getattr(obj, "__wrapped__", None)
-            if fn is not None and len(name) < len(names.get(fn, name + "_")):
-                names[fn] = name       # of aliases (mdl_ri_execute_async), the short name
-    return names
+_BINDING = boundary.__file__
 
 
 def caller() -> tuple[str, str, int | None]:
@@ -62,7 +49,7 @@ def caller() -> tuple[str, str, int | None]:
     while f is not None and f.f_code.co_filename.startswith(_MDEV):
         if f.f_code.co_name == "api" and f.f_code.co_filename == _BINDING:
             fn = f.f_locals["fn"]
-            api = _public_names().get(fn, fn.__name__)
+            api = boundary.PUBLIC_NAMES.get(fn, fn.__name__)
             if inner is not None:
                 stream = inner.f_locals.get("stream")
         elif f.f_code.co_name == "launch_decorated":       # kernel[blocks, stream](...)

@@ -18,11 +18,11 @@ import time
 import traceback
 from typing import TYPE_CHECKING
 
-from mdev.acl import errors as E
+from mdev import errors as E
 from mdev.board import sanitize
 from mdev.board.tasks import TaskFault, op
 from mdev.kernel import params
-from mdev.kernel.context import BlockContext, KernelFault, Launch
+from mdev.board.block import BlockContext, KernelFault, Launch
 from mdev.memory import address
 
 if TYPE_CHECKING:

@@ -19,14 +19,15 @@ import itertools
 import threading
 from typing import TYPE_CHECKING
 
-from mdev.acl import errors as E
+from mdev import errors as E
+from mdev import protocol
 from mdev.board.tasks import TaskFault, op, request
 
 if TYPE_CHECKING:
     from mdev.board.device import Device
     from mdev.board.stream import DeviceStream
 
-RECORD, WAIT, ACTIVATE = "graph_record", "graph_wait", "graph_activate"
+RECORD, WAIT, ACTIVATE = protocol.GRAPH_RECORD, protocol.GRAPH_WAIT, protocol.GRAPH_ACTIVATE
 _gids = itertools.count(1)
 
 

@@ -28,15 +28,16 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from mdev.acl import constants as C
-from mdev.acl import errors as E
-from mdev.acl.errors import AclError
+from mdev import constants as C
+from mdev import errors as E
+from mdev import protocol
+from mdev.errors import AclError
 from mdev.runtime.core import RUNTIME as rt
 
 if TYPE_CHECKING:
     from mdev.runtime.core import Stream
 
-RECORD, WAIT, ACTIVATE = "graph_record", "graph_wait", "graph_activate"
+RECORD, WAIT, ACTIVATE = protocol.GRAPH_RECORD, protocol.GRAPH_WAIT, protocol.GRAPH_ACTIVATE
 GROUP_OPS = ("kernel",)      # a task group holds launches on the AI Core / Vector Core only
 ACTIVE, INVALIDATED = C.ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE, C.ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED
 GLOBAL, THREAD_LOCAL, RELAXED = (C.ACL_MODEL_RI_CAPTURE_MODE_GLOBAL, C.ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL,

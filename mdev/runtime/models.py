@@ -11,7 +11,7 @@
              ``update_graph`` task on that stream, ordered with its other work)
 
 The graph sent to the device is one task list per stream ("lane") with graph-local
-record/wait markers between lanes (see ``mdev.graph.recorder``); the device keeps it under
+record/wait markers between lanes (see ``mdev.runtime.capture``); the device keeps it under
 an id until ri_destroy (or until this process detaches).
 """
 
@@ -21,10 +21,10 @@ import json
 import threading
 from dataclasses import dataclass, field
 
-from mdev.acl import constants as C
-from mdev.acl import errors as E
-from mdev.acl.errors import AclError
-from mdev.graph import recorder as R
+from mdev import constants as C
+from mdev import errors as E
+from mdev.errors import AclError
+from mdev.runtime import capture as R
 from mdev.runtime import streams
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.validate import as_int, timeout_ms

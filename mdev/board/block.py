@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from mdev.acl import errors as E
+from mdev import errors as E
 from mdev.board.tasks import TaskFault
 from mdev.memory import address
 

@@ -1,0 +1,100 @@
+"""The API boundary: implementations raise, users get return codes.
+
+    face (acl.rt.malloc, aclrtMalloc, HcclAllReduce) --bind--> runtime implementation
+        <-- (outputs..., ret) ---- AclError -> code, thread's last error and message set
+
+``bind(fn, outputs=n)`` wraps an implementation so that it returns ``ret`` alone (n == 0)
+or ``(out_1, ..., out_n, ret)``; on failure the outputs are zero/None, ``ret`` is the
+aclError code, and the calling thread's last error and error message are set.  No
+exception ever leaves an API call.  Every face binds through here, so the rules (which
+exceptions become which code, how messages are kept) are the same for all of them; a face
+names its bindings with ``publish`` so that tools can say which API a user called.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import traceback
+from typing import Callable
+
+from mdev import errors as E
+from mdev.errors import AclError
+from mdev.runtime.core import RUNTIME
+
+_DEBUG = os.environ.get("MDEV_DEBUG") == "1"
+MAX_MESSAGES = 64
+
+# implementation -> the shortest name a face publishes it under (for reports and traces)
+PUBLIC_NAMES: dict[Callable, str] = {}
+
+
+def record_error(code: int, message: str) -> None:
+    """Set the calling thread's last error and put ``message`` first among its messages."""
+    state = RUNTIME.thread
+    state.last_error = code
+    state.messages.insert(0, f"{E.error_name(code)}({code}): {message}" if message else E.describe(code))
+    del state.messages[MAX_MESSAGES:]
+
+
+def get_last_error(level: int = 0) -> int:
+    """The calling thread's last error; the slot is reset to ACL_SUCCESS."""
+    if level != 0:
+        return E.ACL_ERROR_INVALID_PARAM
+    code, RUNTIME.thread.last_error = RUNTIME.thread.last_error, E.ACL_SUCCESS
+    return code
+
+
+def peek_at_last_error(level: int = 0) -> int:
+    """The calling thread's last error, left in place."""
+    if level != 0:
+        return E.ACL_ERROR_INVALID_PARAM
+    return RUNTIME.thread.last_error
+
+
+def recent_messages() -> str | None:
+    """The calling thread's error messages, newest first; reading them clears them."""
+    messages, RUNTIME.thread.messages = RUNTIME.thread.messages, []
+    return "\n".join(messages) if messages else None
+
+
+def bind(fn: Callable, outputs: int = 0, failed=0) -> Callable:
+    """Wrap ``fn``; ``failed`` is the value of each output when the call fails."""
+    failure = (failed,) * outputs
+
+    @functools.wraps(fn)
+    def api(*args, **kwargs):
+        try:
+            value = fn(*args, **kwargs)
+        except AclError as exc:
+            code, message = exc.code, exc.message
+        except (TypeError, ValueError, OverflowError) as exc:
+            # wrong number or kind of arguments: pyACL's own parser would refuse them
+            code, message = E.ACL_ERROR_INVALID_PARAM, f"{fn.__name__}: {exc}"
+            if _DEBUG:
+                traceback.print_exc()
+        except Exception as exc:  # an emulator bug must not escape into the user's program
+            code, message = E.ACL_ERROR_RT_INTERNAL_ERROR, f"{fn.__name__}: internal error {exc!r}"
+            traceback.print_exc(file=sys.stderr)
+        else:
+            if outputs == 0:
+                return E.ACL_SUCCESS
+            if outputs == 1:
+                return value, E.ACL_SUCCESS
+            return (*value, E.ACL_SUCCESS)
+        record_error(code, message)
+        if outputs == 0:
+            return code
+        return (*failure, code)
+
+    api.__wrapped__ = fn
+    return api
+
+
+def publish(namespace: dict) -> None:
+    """Record the public names of the bound functions in a face's module namespace."""
+    for name, obj in namespace.items():
+        fn = getattr(obj, "__wrapped__", None)
+        if fn is not None and not name.startswith("_") and len(name) < len(PUBLIC_NAMES.get(fn, name + "_")):
+            PUBLIC_NAMES[fn] = name       # of aliases (mdl_ri_execute_async), the short name
