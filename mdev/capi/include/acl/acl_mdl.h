@@ -1,8 +1,8 @@
 /*
  * mdev -- emulated Ascend NPU boards behind the CANN Runtime API.
  *
- * acl/acl_mdl.h: placeholder. The runtime package declares no aclmdl* (offline model) API here; that belongs
- * to other CANN packages, which mdev does not emulate.
+ * acl/acl_mdl.h: empty, as in the runtime package (kept so that acl.h / acl_base.h
+ * include the same files); the aclmdl* (offline model) declarations come with other CANN packages.
  *
  * Written by the mdev project from the published CANN Runtime API (API version 1.17.0):
  * every name, type, structure layout, enumerator value, constant and prototype follows the
