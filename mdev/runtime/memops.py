@@ -12,6 +12,7 @@ import numpy as np
 from mdev import constants as C
 from mdev import errors as E
 from mdev.errors import AclError
+from mdev.runtime.boundary import api
 from mdev.runtime import hooks
 from mdev.runtime import capture as _graph
 from mdev.memory import address
@@ -44,6 +45,7 @@ MAX_2D_WIDTH, MAX_2D_HEIGHT = 5_000_000, 5_242_880
 
 
 # ---------------------------------------------------------------------------- allocation
+@api(1)
 def malloc(size_: int, policy: int, align32: bool = False) -> int:
     nbytes = size(size_, positive=True)
     policy = as_int(policy, "policy")
@@ -60,10 +62,12 @@ def malloc(size_: int, policy: int, align32: bool = False) -> int:
     return ptr
 
 
+@api(1)
 def malloc_align32(size_: int, policy: int) -> int:
     return malloc(size_, policy, align32=True)
 
 
+@api()
 def free(dev_ptr: int) -> None:
     if not dev_ptr:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, "devPtr is NULL")
@@ -92,10 +96,12 @@ def close_exports(alloc: Allocation) -> None:
     alloc.exports = None
 
 
+@api(1)
 def malloc_host(size_: int) -> int:
     return rt.memory.new_pinned(size(size_, positive=True)).ptr
 
 
+@api()
 def free_host(host_ptr: int) -> None:
     if not host_ptr:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, "hostPtr is NULL")
@@ -166,6 +172,7 @@ def _require(ptr, what: str) -> None:
 
 
 # ---------------------------------------------------------------------------- copies
+@api()
 def memcpy(dst: int, dest_max: int, src: int, count: int, kind: int) -> None:
     _require(dst, "dst"), _require(src, "src")
     kind = _kind(kind, _DIRECTION)
@@ -182,6 +189,7 @@ def memcpy(dst: int, dest_max: int, src: int, count: int, kind: int) -> None:
     _copy_here(d, s)
 
 
+@api()
 def memcpy_async(dst: int, dest_max: int, src: int, count: int, kind: int, stream) -> None:
     _require(dst, "dst"), _require(src, "src")
     kind = _kind(kind, _DIRECTION)
@@ -240,6 +248,7 @@ def _copy2d_here(d: Operand, dpitch: int, s: Operand, spitch: int, width: int, h
               rows(rt.memory.view(s), (height, width), (spitch, 1)))
 
 
+@api()
 def memcpy2d(dst, dpitch, src, spitch, width, height, kind) -> None:
     kind = _kind(kind, _KINDS_2D_SYNC)
     ops = _operands_2d(dst, dpitch, src, spitch, width, height, kind)
@@ -255,6 +264,7 @@ def memcpy2d(dst, dpitch, src, spitch, width, height, kind) -> None:
     _copy2d_here(ops[0], dpitch, ops[1], spitch, width, height)
 
 
+@api()
 def memcpy2d_async(dst, dpitch, src, spitch, width, height, kind, stream) -> None:
     kind = _kind(kind, _KINDS_2D_ASYNC)
     st = rt.stream_in_context(stream)
@@ -287,6 +297,7 @@ def _memset_operand(dev_ptr, max_count, value, count) -> tuple[Operand | None, i
     return rt.memory.operand(dev_ptr, count, write=True, what="devPtr"), value
 
 
+@api()
 def memset(dev_ptr: int, max_count: int, value: int, count: int) -> None:
     op, value = _memset_operand(dev_ptr, max_count, value, count)
     if op is None:
@@ -304,6 +315,7 @@ def memset(dev_ptr: int, max_count: int, value: int, count: int) -> None:
         rt.memory.view(part).fill(value & 0xFF)
 
 
+@api()
 def memset_async(dev_ptr: int, max_count: int, value: int, count: int, stream) -> None:
     st = rt.stream_in_context(stream)
     op, value = _memset_operand(dev_ptr, max_count, value, count)
