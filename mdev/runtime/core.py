@@ -140,6 +140,12 @@ class Runtime:
     def new_handle(self, base: int) -> int:
         return base + next(self._handles)
 
+    def forget(self, table: dict, obj) -> None:
+        """A destroyed object: its handle no longer names anything."""
+        obj.destroyed = True
+        with self.lock:
+            table.pop(obj.handle, None)
+
     # -- per-thread context
     def current_context(self) -> Context:
         """The calling thread's context; the aclInit default device is set implicitly."""

@@ -25,6 +25,7 @@ from mdev import constants as C
 from mdev import errors as E
 from mdev.errors import AclError
 from mdev.memory import address
+from mdev.memory.allocator import return_hole
 from mdev.runtime.boundary import api
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.memory import DEVICE, Allocation, Operand
@@ -180,12 +181,7 @@ class Space:
         raise AclError(E.ACL_ERROR_RT_MEMORY_ALLOCATION, f"no {span} bytes of VMM address space left")
 
     def give_back(self, va: int, span: int) -> None:
-        i = bisect.bisect_left(self.holes, [va, 0])
-        self.holes.insert(i, [va, span])
-        if i + 1 < len(self.holes) and va + span == self.holes[i + 1][0]:
-            self.holes[i][1] += self.holes.pop(i + 1)[1]
-        if i > 0 and self.holes[i - 1][0] + self.holes[i - 1][1] == va:
-            self.holes[i - 1][1] += self.holes.pop(i)[1]
+        return_hole(self.holes, va, span)
 
     def kernel_map(self) -> tuple:
         table = self._kernel_map
