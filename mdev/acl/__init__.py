@@ -13,16 +13,22 @@ The constants (``ACL_MEMCPY_HOST_TO_DEVICE``, ...) and error codes (``ACL_SUCCES
 
 from __future__ import annotations
 
+import sys
+
 from mdev import sanitizer as _sanitizer  # noqa: F401  (MDEV_SANITIZE turns it on at attach / init)
 from mdev.acl import constants, errors, mdl, rt, util
 from mdev.runtime import boundary
 from mdev.runtime.boundary import bind, bind_all
 from mdev.constants import *  # noqa: F401,F403  (pyACL programs use these names)
 from mdev.errors import *  # noqa: F401,F403
+from mdev.runtime import applog as _applog
 from mdev.runtime import devices as _devices
 from mdev.runtime import lifecycle as _lifecycle
+from mdev.runtime import sysinfo as _sysinfo
 
-globals().update(bind_all(_lifecycle))     # init, finalize, finalize_reference
+# init, finalize, finalize_reference; versions, CANN attributes, get_device_capability
+globals().update(bind_all(_lifecycle, _sysinfo))
+data_type_size = _sysinfo.data_type_size          # a value, no ret (as in pyACL)
 
 
 get_recent_err_msg = boundary.recent_messages
@@ -48,6 +54,16 @@ def float_to_float16(value: float) -> int:
     """aclFloatToFloat16: the 16-bit pattern of ``value`` as an IEEE half."""
     import numpy as np
     return int(np.array(value, dtype=np.float16).view(np.uint16))
+
+
+def app_log(level: int, message: str) -> None:
+    """aclAppLog (ACL_APP_LOG): ``message`` at ``level`` (ACL_DEBUG .. ACL_ERROR) in this
+    process's CANN log (see mdev.runtime.applog for where), tagged with the caller's file,
+    line and function."""
+    if not isinstance(level, int) or not isinstance(message, str):
+        raise TypeError("acl.app_log takes (int level, str message)")
+    caller = sys._getframe(1)
+    _applog.record(level, message, caller.f_code.co_name, caller.f_code.co_filename, caller.f_lineno)
 
 
 def __getattr__(name: str):

@@ -8,12 +8,12 @@ are ints and 0 (or None) is the default stream.
 from __future__ import annotations
 
 from mdev.runtime import models as _graph_model
-from mdev.runtime import (boundary, callbacks, devices, events, exceptions, ipc, kernels, limits, memops,
-                          notify, streams, systasks, vmm)
+from mdev.runtime import (boundary, callbacks, device_state, devices, events, exceptions, ipc, kernels, limits,
+                          memops, notify, streams, systasks, vmm)
 from mdev.runtime.boundary import bind, bind_all
 
-_bound = bind_all(devices, streams, events, notify, callbacks, memops, kernels, limits, ipc, vmm, exceptions,
-                  systasks)
+_bound = bind_all(devices, device_state, streams, events, notify, callbacks, memops, kernels, limits, ipc, vmm,
+                  exceptions, systasks)
 globals().update(_bound)
 
 # aliases: C names and pyACL spellings of the same functions

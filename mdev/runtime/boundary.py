@@ -33,12 +33,17 @@ MAX_MESSAGES = 64
 PUBLIC_NAMES: dict[Callable, str] = {}
 
 
+def _message_list() -> list[str]:
+    """The calling thread's messages, or the process's with aclInit's err_msg_mode "1"."""
+    return RUNTIME.process_messages if RUNTIME.messages_per_process else RUNTIME.thread.messages
+
+
 def record_error(code: int, message: str) -> None:
     """Set the calling thread's last error and put ``message`` first among its messages."""
-    state = RUNTIME.thread
-    state.last_error = code
-    state.messages.insert(0, f"{E.error_name(code)}({code}): {message}" if message else E.describe(code))
-    del state.messages[MAX_MESSAGES:]
+    RUNTIME.thread.last_error = code
+    messages = _message_list()
+    messages.insert(0, f"{E.error_name(code)}({code}): {message}" if message else E.describe(code))
+    del messages[MAX_MESSAGES:]
 
 
 def get_last_error(level: int = 0) -> int:
@@ -57,9 +62,12 @@ def peek_at_last_error(level: int = 0) -> int:
 
 
 def recent_messages() -> str | None:
-    """The calling thread's error messages, newest first; reading them clears them."""
-    messages, RUNTIME.thread.messages = RUNTIME.thread.messages, []
-    return "\n".join(messages) if messages else None
+    """The calling thread's (or, with err_msg_mode "1", the process's) error messages,
+    newest first; reading them clears them."""
+    messages = _message_list()
+    text = "\n".join(messages) if messages else None
+    messages.clear()
+    return text
 
 
 def bind(fn: Callable, outputs: int = 0, failed=0) -> Callable:

@@ -100,7 +100,10 @@ class Runtime:
         self.user_threads: dict = {}
         self.exception_callbacks: list = []
         self.exception_legacy = None
-        self.device_limits: dict[tuple[int, int], int] = {}
+        self.device_limits: dict[tuple[int, int], int] = {}    # core limits (aclrtSetDeviceResLimit)
+        self.device_limit_values: dict[int, int] = {}          # aclrtDeviceSetLimit / aclInit values
+        self.messages_per_process = False    # aclInit err_msg_mode "1": one message list for all threads
+        self.process_messages: list[str] = []
         self.binaries: dict = {}
         self.functions: dict = {}
         self.args_handles: dict = {}

@@ -17,7 +17,7 @@ from mdev.errors import AclError
 from mdev.board import status as S
 from mdev.memory import address
 from mdev.runtime import ipc, memops, streams
-from mdev.runtime.lifecycle import stack_size
+from mdev.runtime.device_state import effective_limit
 from mdev.runtime.core import CONTEXT_HANDLES, Context, Runtime
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import lookup
@@ -43,7 +43,7 @@ def new_context(device: int, default: bool) -> Context:
 
 
 def _reserve_stack(device: int) -> int:
-    nbytes = stack_size(rt.config) * rt.attach().topology.device(device).aicore
+    nbytes = effective_limit(C.ACL_RT_DEV_LIMIT_SIMD_STACK_SIZE) * rt.attach().topology.device(device).aicore
     return rt.link(device).request("malloc", nbytes, address.align_up(nbytes, address.NORMAL_PAGE),
                                    address.NORMAL_PAGE, C.ACL_MEM_MALLOC_NORMAL_ONLY)
 

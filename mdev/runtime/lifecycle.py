@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 
+from mdev import constants as C
 from mdev import errors as E
 from mdev.runtime.boundary import api
 from mdev.runtime import hooks, trace
@@ -74,29 +75,39 @@ def _default_device(config: dict) -> int | None:
 
 
 KiB = 1 << 10
-STACK_DEFAULT, STACK_MIN, STACK_GRAIN, STACK_MAX = 32 * KiB, 32 * KiB, 16 * KiB, 192 * KiB
+STACK_GRAIN, STACK_MAX = 16 * KiB, 192 * KiB
 
 
-def stack_size(config: dict) -> int:
-    """Per-AI-Core stack of ``StackSize.aicore_stack_size``: rounded up to 16 KiB, at least
-    32 KiB (also the default), at most 192 KiB (the A2/A3 maximum; every part mdev emulates
-    takes the A2/A3 rules)."""
+def configured_stack(config: dict) -> int | None:
+    """``StackSize.aicore_stack_size`` in bytes, if the config sets it (the device limit
+    ACL_RT_DEV_LIMIT_SIMD_STACK_SIZE: rounded up to 16 KiB, at least 32 KiB, at most 192 KiB
+    -- the A2/A3 maximum; every part mdev emulates takes the A2/A3 rules)."""
     section = config.get("StackSize")
     if section is None:
-        return STACK_DEFAULT
+        return None
     if not isinstance(section, dict):
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"StackSize must be a JSON object, got {section!r}")
     if "aicore_stack_size" not in section:
-        return STACK_DEFAULT
+        return None
     value = section["aicore_stack_size"]
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise AclError(E.ACL_ERROR_INVALID_PARAM,
                        f"StackSize.aicore_stack_size must be a non-negative integer of bytes, got {value!r}")
-    rounded = max(STACK_MIN, -(-value // STACK_GRAIN) * STACK_GRAIN)
-    if rounded > STACK_MAX:
+    if -(-value // STACK_GRAIN) * STACK_GRAIN > STACK_MAX:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"StackSize.aicore_stack_size {value} exceeds the "
                        f"{STACK_MAX // KiB} KiB maximum")
-    return rounded
+    return value
+
+
+ERR_MSG_MODES = ("0", "1")
+
+
+def _err_msg_mode(config: dict) -> str:
+    """``err_msg_mode``: "0" (default) keeps error messages per thread, "1" per process."""
+    value = config.get("err_msg_mode", "0")
+    if value not in ERR_MSG_MODES:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f'err_msg_mode must be "0" or "1", got {value!r}')
+    return value
 
 
 @api()
@@ -109,10 +120,14 @@ def init(config_path: str | None = None) -> None:
             rt.init_count += 1
             raise AclError(E.ACL_ERROR_REPEAT_INITIALIZE, "acl.init was already called; only the first config counts")
         default_device = _default_device(config)
-        stack_size(config)
+        stack = configured_stack(config)
+        mode = _err_msg_mode(config)
         if default_device is not None:
             rt.check_device(default_device)
         rt.config, rt.config_text, rt.default_device = config, text, default_device
+        rt.messages_per_process = mode == "1"
+        if stack is not None:       # aclInit and aclrtDeviceSetLimit: the later one counts
+            rt.device_limit_values[C.ACL_RT_DEV_LIMIT_SIMD_STACK_SIZE] = stack
         rt.init_count = 1
         rt.finalized = False
     hooks.started()
