@@ -1,10 +1,12 @@
 """Exception callbacks (guide 09 "异常处理").
 
 A kernel that raises or touches memory outside its allocations is a device fault: the
-launch itself succeeds, the next synchronisation returns ACL_ERROR_RT_AICORE_EXCEPTION
-(507015), and the exception-info callback -- registered before the work is submitted --
-learns the device, stream, task and error code.  The device goes on serving other
-streams (and the faulting stream too, once the error has been reported).
+launch itself succeeds, the next synchronisation returns ACL_ERROR_RT_VECTOR_CORE_EXCEPTION
+(507035: the kernel runs on the vector cores, as @kernel does by default; a cube kernel's
+fault is ACL_ERROR_RT_AICORE_EXCEPTION, 507015), and the exception-info callback --
+registered before the work is submitted -- learns the device, stream, task and error code.
+The device goes on serving other streams (and the faulting stream too, once the error has
+been reported).
 
     python examples/exception_callback.py
 """
@@ -18,7 +20,7 @@ from mdev import ops
 from mdev.kernel import int64, kernel, ptr
 
 ACL_SUCCESS = 0
-ACL_ERROR_RT_AICORE_EXCEPTION = 507015
+ACL_ERROR_RT_VECTOR_CORE_EXCEPTION = 507035
 ACL_MEM_MALLOC_HUGE_FIRST = 0
 ACL_MEMCPY_DEVICE_TO_HOST = 2
 
@@ -85,12 +87,12 @@ def main():
         check_ret("acl.rt.destroy_stream", acl.rt.destroy_stream(stream))
     check_ret("acl.rt.reset_device", acl.rt.reset_device(DEVICE_ID))
     check_ret("acl.finalize", acl.finalize())
-    ok = (launch_ret == ACL_SUCCESS and sync_ret == ACL_ERROR_RT_AICORE_EXCEPTION and still_works
-          and seen == [{"device": DEVICE_ID, "stream": bad_id, "task": 1, "error": ACL_ERROR_RT_AICORE_EXCEPTION}])
+    ok = (launch_ret == ACL_SUCCESS and sync_ret == ACL_ERROR_RT_VECTOR_CORE_EXCEPTION and still_works
+          and seen == [{"device": DEVICE_ID, "stream": bad_id, "task": 1, "error": ACL_ERROR_RT_VECTOR_CORE_EXCEPTION}])
     if not ok:
         print("exception_callback: UNEXPECTED")
         return 1
-    print("exception_callback: AI Core exception 507015 reported at sync and to the callback, device still serving: OK")
+    print("exception_callback: Vector Core exception 507035 reported at sync and to the callback, device still serving: OK")
     return 0
 
 

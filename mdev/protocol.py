@@ -22,6 +22,7 @@ _LEN = struct.Struct("<I")
 
 # graph-local markers inside a stored graph's lanes (host capture writes them, device replay obeys)
 GRAPH_RECORD, GRAPH_WAIT, GRAPH_ACTIVATE = "graph_record", "graph_wait", "graph_activate"
+GRAPH_LABEL, GRAPH_SWITCH = "graph_label", "graph_switch"      # aclrtSetLabel / aclrtSwitchLabelByIndex
 
 
 class ChannelClosed(Exception):

@@ -35,7 +35,7 @@ EXPECTED = {
     "reduce": "reduce: SUM of {1,2,3,4} into a copy of itself = [2. 4. 6. 8.], MAX and MIN verified: OK",
     "random_numbers": "random_numbers: uniform and normal, 100000 values each, reproducible from seed and counter: OK",
     "resource_limit": "resource_limit: precedence stream (16) > process (8) > hardware (48), launches ran in waves: OK",
-    "exception_callback": "exception_callback: AI Core exception 507015 reported at sync and to the callback, "
+    "exception_callback": "exception_callback: Vector Core exception 507035 reported at sync and to the callback, "
                           "device still serving: OK",
     "ipc_memory": "ipc_memory: device 0 -> device 1, with and without PID validation: OK",
     "ipc_event": "ipc_event: device 1 stream waited for device 0's record in another process: OK",

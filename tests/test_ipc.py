@@ -424,10 +424,56 @@ def test_ipc_event_wait_on_a_record_of_another_process(acl, board, waiter_device
         b.do("ok(acl.rt.synchronize_stream(s)); assert (get(buf, 4096) == 0x42).all()")
         assert a.ev("acl.rt.synchronize_stream(s)") == 0
         assert b.ev("acl.rt.query_event_status(ev)") == (1, 0)     # ACL_EVENT_RECORDED_STATUS_COMPLETE
-        # an opened event may be waited on, not recorded
-        assert b.ev("acl.rt.record_event(ev, s)") == E_PARAM
         assert b.ev("acl.rt.destroy_event(ev)") == 0
         assert a.ev("acl.rt.destroy_event(ev)") == 0
+
+
+@pytest.mark.parametrize("consumer_device", [0, 1])
+def test_ipc_event_sample_consumer_records_back(acl, board, consumer_device):
+    """2_advanced_features/ipcevent: the producer records, syncs and queries its IPC event and
+    exports it; the consumer opens it, waits for it on its stream, then records it on its own
+    stream, syncs and queries it; the producer then sees the consumer's record -- in its
+    queries, its synchronisation and a wait of its stream -- on the same device or another."""
+    with peer_on(board, 0) as a, peer_on(board, consumer_device) as b:
+        a.do("""
+            s, ret = acl.rt.create_stream(); ok(ret)
+            ev, ret = acl.rt.create_event_ex_with_flag(0x40); ok(ret)     # ACL_EVENT_IPC
+            ok(acl.rt.record_event(ev, s))
+            ok(acl.rt.synchronize_event(ev))
+            assert acl.rt.query_event_status(ev) == (1, 0)
+            handle, ret = acl.rt.ipc_get_event_handle(ev); ok(ret)
+        """)
+        b.do(WAIT_WORD)
+        b.do("""
+            ev, ret = acl.rt.ipc_open_event_handle(handle); ok(ret)
+            mine, ret = acl.rt.create_stream(); ok(ret)
+            ok(acl.rt.stream_wait_event(mine, ev))
+            ok(acl.rt.synchronize_stream(mine))
+            ok(acl.rt.record_event(ev, s))            # held behind B's value wait
+        """, handle=a.ev("handle"))
+        # the consumer's record is the latest: not complete anywhere until it runs
+        assert a.ev("acl.rt.query_event_status(ev)") == (0, 0)          # ACL_EVENT_RECORDED_STATUS_NOT_READY
+        assert b.ev("acl.rt.query_event_status(ev)") == (0, 0)
+        assert a.ev("acl.rt.synchronize_event_with_timeout(ev, 200)") == 507047   # ACL_ERROR_RT_EVENT_SYNC_TIMEOUT
+        a.do("""
+            buf, ret = acl.rt.malloc(4096, 2); ok(ret)
+            ok(acl.rt.stream_wait_event(s, ev))       # A's stream waits for B's record
+            ok(acl.rt.memset_async(buf, 4096, 0x5A, 4096, s))
+        """)
+        import time
+        time.sleep(0.2)
+        assert a.ev("acl.rt.stream_query(s)") == (1, 0)                 # ACL_STREAM_STATUS_NOT_READY
+        b.do("put(word, np.array([1], np.uint64))")                     # B's stream runs its record
+        b.do("ok(acl.rt.synchronize_event(ev)); assert acl.rt.query_event_status(ev) == (1, 0)")
+        a.do("""
+            ok(acl.rt.synchronize_event(ev))
+            assert acl.rt.query_event_status(ev) == (1, 0)
+            ok(acl.rt.synchronize_stream(s))
+            assert (get(buf, 4096) == 0x5A).all()
+        """)
+        assert b.ev("acl.rt.destroy_event(ev)") == 0
+        assert a.ev("acl.rt.destroy_event(ev)") == 0
+        assert a.ev("acl.rt.record_event(ev, s)") == E_PARAM       # destroyed: not a live event
 
 
 def test_ipc_event_wait_before_any_record_is_a_noop(acl, board):

@@ -376,7 +376,7 @@ def test_op_with_bad_dtype_faults(dev):
     acl = dev
     buf = device_buffer(acl, 64)
     ok(acl, ops.fill[1](buf, 1.0, 4, acl.ACL_BF16))
-    assert acl.rt.synchronize_device() == acl.ACL_ERROR_RT_AICORE_EXCEPTION
+    assert acl.rt.synchronize_device() == acl.ACL_ERROR_RT_VECTOR_CORE_EXCEPTION
 
 
 # ============================================================================ binary style
@@ -593,10 +593,10 @@ def test_kernel_fault_reports_at_sync_with_exception_info(dev):
     buf = device_buffer(acl, 64)
     ok(acl, acl.rt.memset_async(buf, 64, 0, 64, stream))                 # task 1
     assert boom[4, stream](buf) == acl.ACL_SUCCESS                        # task 2: the launch succeeds
-    assert acl.rt.synchronize_stream(stream) == acl.ACL_ERROR_RT_AICORE_EXCEPTION == 507015
+    assert acl.rt.synchronize_stream(stream) == acl.ACL_ERROR_RT_VECTOR_CORE_EXCEPTION == 507035
     assert "kernel bug in block 1" in acl.get_recent_err_msg()
     assert infos == [{"device": 1, "stream": out(acl, acl.rt.get_stream_id(stream)), "task": 2,
-                      "code": acl.ACL_ERROR_RT_AICORE_EXCEPTION}]
+                      "code": acl.ACL_ERROR_RT_VECTOR_CORE_EXCEPTION}]
     # reported once; the stream and the device go on working
     ok(acl, acl.rt.synchronize_stream(stream))
     ok(acl, ops.fill[4, stream](buf, 2.0, 16))
@@ -616,7 +616,7 @@ def test_kernel_fault_leaves_other_streams_running(dev):
     ok(acl, ops.fill[2, good](buf, 4.0, 8))
     ok(acl, acl.rt.synchronize_stream(good))
     gate.open()
-    assert acl.rt.synchronize_stream(bad) == acl.ACL_ERROR_RT_AICORE_EXCEPTION
+    assert acl.rt.synchronize_stream(bad) == acl.ACL_ERROR_RT_VECTOR_CORE_EXCEPTION
     assert "overrun" in acl.get_recent_err_msg()
     ok(acl, acl.rt.value_write(flag, 1, 0, good))
     ok(acl, ops.scale[2, good](buf, buf, 0.5, 8))
@@ -632,7 +632,7 @@ def test_each_kind_of_fault_is_an_aicore_exception(dev, bad):
     launch = {"overrun": lambda: overrun[1](buf, 4), "wild": lambda: wild_pointer[1](),
               "raise": lambda: boom[2](buf)}[bad]
     ok(acl, launch())
-    assert acl.rt.synchronize_device() == acl.ACL_ERROR_RT_AICORE_EXCEPTION
+    assert acl.rt.synchronize_device() == acl.ACL_ERROR_RT_VECTOR_CORE_EXCEPTION
 
 
 def test_registered_exception_callbacks_see_kernel_faults(dev):
@@ -641,8 +641,8 @@ def test_registered_exception_callbacks_see_kernel_faults(dev):
     cb = lambda info: codes.append(acl.rt.get_error_code_from_exception_info(info))  # noqa: E731
     ok(acl, acl.rt.exception_info_callback_register(cb))
     ok(acl, wild_pointer[1]())
-    assert acl.rt.synchronize_device() == acl.ACL_ERROR_RT_AICORE_EXCEPTION
-    assert codes == [acl.ACL_ERROR_RT_AICORE_EXCEPTION]      # done by the time sync returns
+    assert acl.rt.synchronize_device() == acl.ACL_ERROR_RT_VECTOR_CORE_EXCEPTION
+    assert codes == [acl.ACL_ERROR_RT_VECTOR_CORE_EXCEPTION]      # done by the time sync returns
     ok(acl, acl.rt.exception_info_callback_unregister(cb))
 
 

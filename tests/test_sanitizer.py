@@ -132,7 +132,7 @@ def test_memcheck_kernel_out_of_bounds(acl, buggy):
         ok(acl, scale[4, s](x, y, n))
         ret = acl.rt.synchronize_stream(s)
     if buggy:
-        assert ret == acl.ACL_ERROR_RT_AICORE_EXCEPTION
+        assert ret == acl.ACL_ERROR_RT_VECTOR_CORE_EXCEPTION
         assert kinds(found) == [("memcheck", "out of bounds")]
         assert "kernel scale" in found[0].lines[0] and f"{2 * N}-byte access" in found[0].lines[0]
         assert "overrun it by 4096 bytes" in found[0].lines[0] and "test_sanitizer.py" in found[0].lines[1]
@@ -148,7 +148,7 @@ def test_memcheck_kernel_use_after_free(acl):
     with sanitized("memcheck") as found:
         ok(acl, acl.rt.free(x))
         ok(acl, scale[1, s](x, y, 16))
-        assert acl.rt.synchronize_stream(s) == acl.ACL_ERROR_RT_AICORE_EXCEPTION
+        assert acl.rt.synchronize_stream(s) == acl.ACL_ERROR_RT_VECTOR_CORE_EXCEPTION
     assert kinds(found) == [("memcheck", "use after free")] and f"allocation {x:#x}" in found[0].lines[0]
 
 

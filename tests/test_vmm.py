@@ -20,7 +20,7 @@ from mdev.kernel import kernel
 from peer import Peer
 
 E_PARAM, E_INVALID, E_NO_PERMISSION, E_NOT_SUPPORT = 107000, 100000, 207006, 207000
-E_ALLOC, E_DEVICE_ID, E_AICORE = 207001, 107001, 507015
+E_ALLOC, E_DEVICE_ID, E_VECTOR = 207001, 107001, 507035
 G2M = 2 * MiB
 VMM_BASE, VMM_END = (1 << 48) + (1 << 47), 1 << 49
 RW = 0x3                                      # ACL_RT_MEM_ACCESS_FLAGS_READWRITE
@@ -346,9 +346,9 @@ def test_kernels_take_vmm_addresses(dev):
     # reserved but unmapped, or across a seam: a device fault at the next synchronisation
     ok(acl, acl.rt.unmap_mem(va + G2M))
     assert touch[1, stream](va + G2M + 64) == 0
-    assert acl.rt.synchronize_stream(stream) == E_AICORE
+    assert acl.rt.synchronize_stream(stream) == E_VECTOR
     assert scale_add[1, stream](va + 4096, va, n) == 0         # 2 MiB from va+4096 crosses into the hole
-    assert acl.rt.synchronize_stream(stream) == E_AICORE
+    assert acl.rt.synchronize_stream(stream) == E_VECTOR
     ok(acl, acl.rt.unmap_mem(va))
     ok(acl, acl.rt.release_mem_address(va))
     ok(acl, acl.rt.free_physical(h1))

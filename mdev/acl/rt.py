@@ -8,12 +8,12 @@ are ints and 0 (or None) is the default stream.
 from __future__ import annotations
 
 from mdev.runtime import models as _graph_model
-from mdev.runtime import (boundary, callbacks, device_state, devices, events, exceptions, ipc, kernels, limits,
-                          memops, notify, streams, systasks, vmm)
+from mdev.runtime import (allocators, boundary, callbacks, device_state, devices, events, exceptions, ipc, kernels,
+                          labels, limits, memops, notify, overflow, streams, systasks, vmm)
 from mdev.runtime.boundary import bind, bind_all
 
 _bound = bind_all(devices, device_state, streams, events, notify, callbacks, memops, kernels, limits, ipc, vmm,
-                  exceptions, systasks)
+                  exceptions, systasks, labels, allocators, overflow)
 globals().update(_bound)
 
 # aliases: C names and pyACL spellings of the same functions
@@ -28,6 +28,8 @@ get_stream_id_from_exception_info = exceptions.get_stream_id_from_exception_info
 get_task_id_from_exception_info = exceptions.get_task_id_from_exception_info
 get_thread_id_from_exception_info = exceptions.get_thread_id_from_exception_info
 get_error_code_from_exception_info = exceptions.get_error_code_from_exception_info
+
+allocator_create_desc = allocators.allocator_create_desc     # a value, no ret (as in pyACL)
 
 # errors
 get_last_error = boundary.get_last_error

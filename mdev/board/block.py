@@ -7,8 +7,10 @@
         ...
 
 ``gm`` is bounds-checked against the allocation the pointer is in; touching anything
-else is a device fault (the launch's stream reports an AI Core exception at its next
-synchronisation).  ``spin_until`` waits on memory without burning the device's cores.
+else is a device fault: the launch's stream reports, at its next synchronisation, a
+Vector Core exception (507035) for a vector kernel or an AI Core exception (507015) for a
+cube kernel; ``trap()`` executes a trap (507036 / 507016).  ``spin_until`` waits on memory
+without burning the device's cores.
 """
 
 from __future__ import annotations
@@ -27,9 +29,21 @@ if TYPE_CHECKING:
     from mdev.board.stream import DeviceStream
 
 
+# the core a kernel runs on -> (code of a fault, code of a trap), as the task scheduler
+# reports them for AIV and AIC kernel tasks
+FAULT_CODES = {
+    "vector": (E.ACL_ERROR_RT_VECTOR_CORE_EXCEPTION, E.ACL_ERROR_RT_VECTOR_CORE_TRAP_EXCEPTION),
+    "cube": (E.ACL_ERROR_RT_AICORE_EXCEPTION, E.ACL_ERROR_RT_AICORE_TRAP_EXCEPTION),
+}
+
+
 class KernelFault(TaskFault):
-    def __init__(self, message: str) -> None:
-        super().__init__(E.ACL_ERROR_RT_AICORE_EXCEPTION, message)
+    def __init__(self, message: str, core: str = "vector", trap: bool = False) -> None:
+        super().__init__(FAULT_CODES[core][trap], message)
+
+
+class KernelTrap(Exception):
+    """Raised by ``ctx.trap()``: the block executed a trap instruction."""
 
 
 class BlockContext:
@@ -63,12 +77,17 @@ class BlockContext:
         """Atomically add to a device-memory word; returns the old value."""
         return self._launch.atomic_add(int(ptr), value, np.dtype(dtype))
 
+    def trap(self) -> None:
+        """Execute a trap (``asm("trap")``): the block stops, the launch fails with the trap
+        exception of its core type."""
+        raise KernelTrap(f"kernel {self._launch.name} block {self.block_idx} executed a trap")
+
 
 class Launch:
     """State shared by the blocks of one kernel launch on a device."""
 
     def __init__(self, device: "Device", stream: "DeviceStream", num_blocks: int, pinned: tuple,
-                 client: int, name: str, deadline: float | None, watch: bool = False) -> None:
+                 client: int, name: str, deadline: float | None, watch: bool = False, core: str = "vector") -> None:
         self.device = device
         self.stream = stream
         self.num_blocks = num_blocks
@@ -76,6 +95,7 @@ class Launch:
                                       # (VMM address, size, device location) of its mappings
         self.client = client
         self.name = name
+        self.core = core
         self.deadline = deadline
         # MDEV_SANITIZE: (location, view, snapshot) of every gm view, and the first bad access
         self.accesses: list | None = [] if watch else None
@@ -87,7 +107,7 @@ class Launch:
         nbytes = dtype.itemsize * int(np.prod(shape)) if shape else 0
         try:
             location, raw = self._raw(ptr, nbytes, shape is None)
-        except KernelFault:
+        except TaskFault:
             if self.accesses is not None and self.fault is None:
                 self.fault = (ptr, nbytes, f"a {nbytes}-byte access of kernel {self.name}")
             raise
@@ -106,12 +126,12 @@ class Launch:
             if device == self.device.index:
                 block = self.device.allocator.find(offset)
                 if block is None:
-                    raise KernelFault(f"kernel {self.name}: {ptr:#x} is not in a live allocation of device {device}")
+                    raise self.fault_of(f"kernel {self.name}: {ptr:#x} is not in a live allocation of device {device}")
                 end = block.offset + block.size
                 if whole:
                     nbytes = end - offset        # no count: the rest of the allocation
                 if offset + nbytes > end:
-                    raise KernelFault(f"kernel {self.name}: {nbytes} bytes at {ptr:#x} overrun the "
+                    raise self.fault_of(f"kernel {self.name}: {nbytes} bytes at {ptr:#x} overrun the "
                                       f"{block.size}-byte allocation at offset {block.offset:#x} "
                                       f"by {offset + nbytes - end} bytes")
                 return ("d", device, offset), self.device.hbm.array[offset:offset + nbytes]
@@ -122,7 +142,7 @@ class Launch:
                     nbytes = base + size - ptr
                 if ptr + nbytes > base + size:
                     what = "a pinned buffer" if isinstance(target, str) else "its VMM mapping"
-                    raise KernelFault(f"kernel {self.name}: {nbytes} bytes at {ptr:#x} overrun {what}")
+                    raise self.fault_of(f"kernel {self.name}: {nbytes} bytes at {ptr:#x} overrun {what}")
                 if isinstance(target, str):         # a pinned buffer: its segment
                     location = ("p", target, ptr - base)
                 else:                               # a VMM mapping: the device memory behind it
@@ -131,9 +151,12 @@ class Launch:
                 try:
                     return location, self.device.view(location, nbytes, write=True)
                 except TaskFault as fault:
-                    raise KernelFault(f"kernel {self.name}: VMM address {ptr:#x}: {fault.message}") from None
-        raise KernelFault(f"kernel {self.name}: {ptr:#x} is neither device memory, pinned host memory nor "
+                    raise self.fault_of(f"kernel {self.name}: VMM address {ptr:#x}: {fault.message}") from None
+        raise self.fault_of(f"kernel {self.name}: {ptr:#x} is neither device memory, pinned host memory nor "
                           f"a mapped VMM address")
+
+    def fault_of(self, message: str) -> KernelFault:
+        return KernelFault(message, self.core)
 
     def print(self, text: str) -> None:
         conn = self.device.main_conns.get(self.client)

@@ -585,6 +585,7 @@ class Device:
                                         E.ACL_ERROR_RT_NO_EVENT_RESOURCE, "events")
             c = self.control
             c.event_ts[slot] = c.event_done[slot] = c.event_reset[slot] = c.event_issued[slot] = 0
+            c.event_remote[slot] = 0
             self.control.header[S.H_EVENTS] = len(self.events)
         return slot, uid
 

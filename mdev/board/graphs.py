@@ -10,6 +10,9 @@ Inner tasks are ordinary ops (copy, memset, kernel, value_write, event record/wa
 with ``device.run_task`` -- they take the engines they need, exactly as on a stream.  Between
 lanes, ``graph_record`` / ``graph_wait`` markers (local to one replay) order them as the
 captured events did, so a forked lane really runs beside the origin until it joins back.
+``graph_label`` marks a place, ``graph_switch`` reads a uint32 index from device memory and
+continues at the place of the label it picks (on its own lane, or that lane's stream takes
+over from the label while the switching one stops).
 The first failing inner task stops the replay and fails ``run_graph`` with its code.
 """
 
@@ -27,7 +30,10 @@ if TYPE_CHECKING:
     from mdev.board.device import Device
     from mdev.board.stream import DeviceStream
 
+import numpy as np
+
 RECORD, WAIT, ACTIVATE = protocol.GRAPH_RECORD, protocol.GRAPH_WAIT, protocol.GRAPH_ACTIVATE
+LABEL, SWITCH = protocol.GRAPH_LABEL, protocol.GRAPH_SWITCH
 _gids = itertools.count(1)
 
 
@@ -37,6 +43,9 @@ class Graph:
         self.stream_ids = [sid for sid, _, _ in lanes]
         self.heads = [i for i, (_, head, _) in enumerate(lanes) if head]
         self.lanes = [list(tasks) for _, _, tasks in lanes]
+        # label -> (lane, index of its marker)
+        self.labels = {args[0]: (lane, k) for lane, tasks in enumerate(self.lanes)
+                       for k, (name, args) in enumerate(tasks) if name == LABEL}
 
 
 def _graphs(device: "Device") -> dict:
@@ -108,17 +117,33 @@ class Run:
                 self.fault = (code, message)
             self.cond.notify_all()
 
-    def start(self, lane: int) -> None:
+    def start(self, lane: int, at: int = 0) -> None:
         with self.cond:
             self.active += 1
-        threading.Thread(target=self.lane, args=(lane,), daemon=True,
+        threading.Thread(target=self.lane, args=(lane, at), daemon=True,
                          name=f"graph-s{self.graph.stream_ids[lane]}").start()
 
-    def lane(self, index: int) -> None:
+    def _branch(self, index: int, k: int, args: tuple) -> int | None:
+        """A label switch at task ``k`` of lane ``index``: where this lane goes on (None: the
+        picked label is on another lane, which now runs from there)."""
+        where, count, labels = args
+        picked = int(self.device.view(where, 4).view(np.uint32)[0])
+        label = labels[min(picked, count - 1)]
+        target = self.graph.labels.get(label)
+        if target is None:
+            raise TaskFault(E.ACL_ERROR_RT_MODEL_EXECUTE, f"stream {self.graph.stream_ids[index]} task {k}: "
+                            f"label {picked} of the switch is not set in this model")
+        if target[0] == index:
+            return target[1]
+        self.start(*target)
+        return None
+
+    def lane(self, index: int, at: int = 0) -> None:
         tasks = self.graph.lanes[index]
         stream = LaneStream(self.outer, self)
         try:
-            for k in range(len(tasks)):
+            k = at
+            while k < len(tasks):
                 if self.fault is not None:
                     return
                 name, args = tasks[k]          # read at run time: an update may have replaced it
@@ -130,11 +155,21 @@ class Run:
                     self._wait(args[0])
                 elif name == ACTIVATE:
                     self.start(args[0])
+                elif name == SWITCH:
+                    k = self._branch(index, k, args)
+                    if k is None:
+                        return
+                    continue
+                elif name == LABEL:
+                    pass
                 else:
                     stream.position = (index, k)       # which task of the graph (sanitizer reports)
                     code, message = self.device.run_task(stream, name, args)
                     if code:
                         self.fail(code, f"stream {self.graph.stream_ids[index]} task {k} ({name}): {message}")
+                k += 1
+        except TaskFault as fault:
+            self.fail(fault.code, fault.message)
         except Exception as exc:        # a bug here must fail the replay, not hang it
             self.fail(E.ACL_ERROR_RT_INTERNAL_ERROR, f"graph lane {index}: {exc!r}")
         finally:

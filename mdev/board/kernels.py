@@ -7,7 +7,10 @@
 
 The limit is the stream / device / hardware core limit in force when the launch was
 submitted.  A block that raises, or touches memory outside the allocations it was given,
-faults the launch with ACL_ERROR_RT_AICORE_EXCEPTION; the other blocks still finish.
+faults the launch with its core's exception (vector 507035, cube 507015), a block that
+executes ``ctx.trap()`` with its core's trap exception (507036 / 507016); the other blocks
+still finish.  With the stream's overflow switch on, the blocks report floating-point
+overflows (mdev.board.overflow).
 """
 
 from __future__ import annotations
@@ -19,10 +22,10 @@ import traceback
 from typing import TYPE_CHECKING
 
 from mdev import errors as E
-from mdev.board import sanitize
+from mdev.board import overflow, sanitize
 from mdev.board.tasks import TaskFault, op
 from mdev.kernel import params
-from mdev.board.block import BlockContext, KernelFault, Launch
+from mdev.board.block import BlockContext, KernelFault, KernelTrap, Launch
 from mdev.memory import address
 
 if TYPE_CHECKING:
@@ -74,9 +77,9 @@ def kernel(device: "Device", stream: "DeviceStream", fid: int, num_blocks: int, 
         try:
             values = _arguments(device, kernel, args_kind, args, placeholders, scratch)
         except ValueError as exc:
-            raise KernelFault(f"kernel {kernel.name}: {exc}") from None
+            raise KernelFault(f"kernel {kernel.name}: {exc}", kernel.core) from None
         launch = Launch(device, stream, num_blocks, pinned, stream.client, kernel.name, deadline,
-                        watch=sanitize.watching(device, stream.client))
+                        watch=sanitize.watching(device, stream.client), core=kernel.core)
         engine = device.engines[kernel.engine]
         width = max(1, min(num_blocks, limit, engine.slots))
         if kernel.vectorized:
@@ -156,7 +159,8 @@ class _Wave:
             try:
                 fault = _block(self.kernel, self.launch, self.values, self.blocks[i])
             except BaseException as exc:        # e.g. SystemExit raised by a kernel
-                fault = KernelFault(f"kernel {self.kernel.name} block {self.blocks[i]} raised {exc!r}")
+                fault = KernelFault(f"kernel {self.kernel.name} block {self.blocks[i]} raised {exc!r}",
+                                    self.kernel.core)
             with self._lock:
                 self.faults[i] = fault
                 self._finished += 1
@@ -166,11 +170,14 @@ class _Wave:
 
 def _block(kernel, launch: Launch, values: list, block_idx: int | None) -> TaskFault | None:
     try:
-        kernel.fn(BlockContext(launch, block_idx), *values)
+        with overflow.watching(launch.device, launch.stream):
+            kernel.fn(BlockContext(launch, block_idx), *values)
     except TaskFault as fault:
         return fault
+    except KernelTrap as trap:
+        return KernelFault(str(trap), kernel.core, trap=True)
     except Exception as exc:
         where = traceback.extract_tb(exc.__traceback__)[-1]
         return KernelFault(f"kernel {kernel.name} block {block_idx} raised {exc!r} "
-                           f"at {where.filename}:{where.lineno}")
+                           f"at {where.filename}:{where.lineno}", kernel.core)
     return None

@@ -11,7 +11,10 @@ read-mostly and answer queries from it:
     event_done[slot]    number of records of the event executed
     event_reset[slot]   event_done at the event's latest executed reset (flag semantics)
     event_issued[slot]  records issued by the owning host (written by that host: IPC waiters
-                        in other processes read their wait target from it)
+                        in other processes read their wait target from it; once the event
+                        is shared over IPC the device counts every process's records here)
+    event_remote[e, d]  records of an IPC event e executed by another device d (one writer
+                        per cell): the event has run event_done + sum(event_remote[e]) records
     notify_rec[n, d]    records of notify n executed by device d (one writer per cell)
     notify_taken[n]     sum of notify_rec at the last released wait (binary flag: set
                         while the records outnumber it)
@@ -84,6 +87,7 @@ def _layout(devices: int) -> list[tuple[str, tuple, type]]:
         ("event_done", (MAX_EVENTS,), np.uint64),
         ("event_reset", (MAX_EVENTS,), np.uint64),
         ("event_issued", (MAX_EVENTS,), np.uint64),
+        ("event_remote", (MAX_EVENTS, devices), np.uint64),
         # notify records: one cell per recording device, so writers never share a cell
         ("notify_rec", (MAX_NOTIFIES, devices), np.uint64),
         ("notify_taken", (MAX_NOTIFIES,), np.uint64),
@@ -122,3 +126,7 @@ class ControlPage:
     @property
     def state(self) -> int:
         return int(self.header[H_STATE])
+
+    def event_count(self, slot: int) -> int:
+        """Records of the event in ``slot`` executed so far, by this device and by others."""
+        return int(self.event_done[slot]) + int(self.event_remote[slot].sum())

@@ -30,6 +30,7 @@ class DeviceStream:
         self.priority = priority
         self.flags = flags
         self.failure_mode = C.ACL_CONTINUE_ON_FAILURE
+        self.overflow_switch = 0     # aclrtSetStreamOverflowSwitch: its kernels report overflows
         self.error_message = ""
         self.received = 0            # highest seq pushed
         self.drop_upto = 0           # tasks with seq <= this are discarded (abort)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from mdev import errors as E
+from mdev.errors import AclError
 
 if TYPE_CHECKING:
     from mdev.board.device import Device
@@ -104,12 +105,33 @@ def reset_event(device: "Device", stream: "DeviceStream", slot: int, uid: int) -
         device.control.event_reset[slot] = device.control.event_done[slot]
 
 
+@op(None, quick=_always)
+def record_remote_event(device: "Device", stream: "DeviceStream", owner: int, slot: int) -> None:
+    """A record of another device's IPC event (an importing process's stream records it):
+    counted in this device's cell of the owner's page."""
+    page = device.peer_control(owner)
+    with device.lock:   # several streams of this device may record the same event
+        page.event_remote[slot, device.index] += 1
+    device.wake()
+
+
+@request
+def event_issue(device: "Device", conn, slot: int, uid: int) -> int:
+    """Number the next record of an event shared over IPC: every process recording it
+    counts here, so waiters in any process see the latest record as their target."""
+    with device.lock:
+        if device.events.get(slot) != uid:
+            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"event {slot} of device {device.index} was destroyed")
+        device.control.event_issued[slot] += 1
+        return int(device.control.event_issued[slot])
+
+
 @op(None)
 def wait_event(device: "Device", stream: "DeviceStream", slot: int, uid: int, target: int,
                timeout_s: float) -> None:
     """Snapshot wait: until the event's first ``target`` records have executed."""
-    done = device.control.event_done
-    device.wait_until(stream, lambda: device.events.get(slot) != uid or done[slot] >= target,
+    page = device.control
+    device.wait_until(stream, lambda: device.events.get(slot) != uid or page.event_count(slot) >= target,
                       timeout_s, f"event {slot}")
 
 
@@ -117,8 +139,8 @@ def wait_event(device: "Device", stream: "DeviceStream", slot: int, uid: int, ta
 def wait_remote_event(device: "Device", stream: "DeviceStream", owner: int, slot: int, target: int,
                       timeout_s: float) -> None:
     """Wait for an IPC event of another device, watching that device's control page."""
-    done = device.peer_control(owner).event_done
-    device.wait_until(stream, lambda: done[slot] >= target, timeout_s, f"event {slot} of device {owner}")
+    page = device.peer_control(owner)
+    device.wait_until(stream, lambda: page.event_count(slot) >= target, timeout_s, f"event {slot} of device {owner}")
 
 
 @op(None)

@@ -89,6 +89,7 @@ class Runtime:
         self.force_reset: set[int] = set()
         self.peer_access: set[tuple[int, int]] = set()   # (device, peer) pairs enabled
         self.sys_params: dict[int, int] = {}              # aclrtSetSysParamOpt (process-wide)
+        self.sat_modes: dict[int, int] = {}               # device -> aclrtSetDeviceSatMode
         self.default_contexts: dict[int, Context] = {}
         self.contexts: dict[int, Context] = {}
         self.streams: dict[int, Stream] = {}
@@ -108,6 +109,9 @@ class Runtime:
         self.functions: dict = {}
         self.args_handles: dict = {}
         self.models: dict = {}            # mdev.graph: model run instances and task groups
+        self.labels: dict = {}            # labels and label lists (mdev.runtime.labels)
+        self.allocators: dict = {}        # allocator descriptors (mdev.runtime.allocators)
+        self.registered_allocators: dict = {}     # stream handle -> descriptor copy
         self.captures: list = []          # captures in progress (mdev.runtime.capture.Capture)
         self._handles = itertools.count(1)
         self.memory = MemoryTable(self)

@@ -3,11 +3,20 @@
 An event lives in a slot of its device's control page.  Each record is a stream task that
 stamps the time and bumps ``event_done``; the host counts the records it issued.  So:
 
-    query        event_done >= issued                           (a read, no round trip)
-    wait         stream task: until event_done >= issued-at-wait (snapshot semantics)
+    query        records executed >= issued                           (a read, no round trip)
+    wait         stream task: until records executed >= issued-at-wait (snapshot semantics)
     synchronise  park on the device until the record's stream position is reached
 
 Re-recording replaces the snapshot for later waits; waits already queued keep theirs.
+
+An IPC event (``ipc_get_event_handle`` / ``ipc_open_event_handle``) may be recorded and
+waited on by every process that holds it, on any device:
+
+    process A (owner, device 0)            process B (opened it, device 0 or 1)
+    record: number from device 0 ----+---- record: number from device 0 (request "event_issue")
+    task record_event (event_done)   |     task record_event, or record_remote_event on
+                                     |     device 1 (its cell of event_remote on 0's page)
+    query / wait / sync: records executed (event_done + event_remote) >= event_issued
 """
 
 from __future__ import annotations
@@ -78,9 +87,15 @@ def _same_device(event: Event, stream: Stream, what: str) -> None:
                        f"{event.device}, the stream to device {stream.device}")
 
 
+def shared(event: Event) -> bool:
+    """Shared over IPC: other processes may record it too, its device numbers the records."""
+    return event.opened is not None or event.ipc_key is not None
+
+
 def issued(event: Event) -> int:
-    """Records issued so far: the owner's own count, or what the owner published (IPC)."""
-    if event.opened is None:
+    """Records issued so far: this process's own count, or the device's count of every
+    process's records once the event is shared over IPC."""
+    if not shared(event):
         return event.issued
     return int(rt.link(event.device).control.event_issued[event.slot])
 
@@ -89,7 +104,7 @@ def is_complete(event: Event) -> bool:
     target = issued(event)
     if target == 0:
         return True    # never recorded: complete, and waits on it are no-ops
-    done = int(rt.link(event.device).control.event_done[event.slot]) >= target
+    done = rt.link(event.device).control.event_count(event.slot) >= target
     if done and hooks.checker is not None:
         hooks.checker.event_complete(event.device, event.slot, event.uid)
     return done
@@ -155,16 +170,30 @@ def reap() -> None:
 @api()
 def record_event(event, stream) -> None:
     ev = get(event)
-    if ev.opened is not None:
-        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "an IPC event opened from another process can only be waited on")
     st = rt.stream_in_context(stream)
-    _same_device(ev, st, "record the event")
+    if ev.opened is None:
+        _same_device(ev, st, "record the event")
     if st.recorder is not None:         # capturing / persistent: a record inside the graph
         return _graph.record_event(st, ev)
+    if shared(ev):
+        _record_shared(ev, st)
+        return
     seq = streams.submit(st, "record_event", ev.slot, ev.uid)
     ev.issued += 1
     ev.last_record = (st, seq)
     rt.link(ev.device).control.event_issued[ev.slot] = ev.issued
+
+
+def _record_shared(ev: Event, st: Stream) -> None:
+    """A record of an IPC event: numbered by its device first, so that a waiter in any
+    process that comes after this call waits for it; a stream of another device counts it
+    in its own cell of the owner's page."""
+    ev.issued = rt.link(ev.device).request("event_issue", ev.slot, ev.uid)
+    if st.device == ev.device:
+        seq = streams.submit(st, "record_event", ev.slot, ev.uid)
+    else:
+        seq = streams.submit(st, "record_remote_event", ev.device, ev.slot)
+    ev.last_record = (st, seq)
 
 
 @api()
@@ -238,22 +267,21 @@ def _sync(ev: Event, timeout: int) -> None:
     # the device's answer carries it, whether the record ran before this call or after
     if is_complete(ev) and not _unreported_failure(ev):
         return
-    if ev.opened is not None:
-        _poll(ev, timeout)   # another process records it: watch the owner's control page
-        return
-    if ev.last_record is None:
-        return
-    stream, seq = ev.last_record
-    try:
-        streams.wait_for(stream, seq, timeout)
-    except AclError as exc:
-        if exc.code == E.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT:
-            raise AclError(E.ACL_ERROR_RT_EVENT_SYNC_TIMEOUT, f"event not complete after {timeout} ms") from None
-        raise
-
-
-def _poll(ev: Event, timeout: int) -> None:
     deadline = None if timeout < 0 else time.monotonic() + timeout / 1000
+    if ev.last_record is not None:     # this process's latest record: park on its stream
+        stream, seq = ev.last_record
+        try:
+            streams.wait_for(stream, seq, timeout)
+        except AclError as exc:
+            if exc.code == E.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT:
+                raise AclError(E.ACL_ERROR_RT_EVENT_SYNC_TIMEOUT, f"event not complete after {timeout} ms") from None
+            raise
+    # records issued elsewhere (another stream, or another process of an IPC event): watch
+    # the device's control page until they have run too
+    _poll(ev, timeout, deadline)
+
+
+def _poll(ev: Event, timeout: int, deadline: float | None) -> None:
     pause = 0.0001
     while not is_complete(ev):
         if deadline is not None and time.monotonic() > deadline:

@@ -447,7 +447,8 @@ _TYPES = {   # op -> (aclmdlRITaskType, display name)
     **{op: (C.ACL_MODEL_RI_TASK_DEFAULT, name) for op, name in (
         ("copy", "MEMCPY_ASYNC"), ("copy2d", "MEMCPY2D_ASYNC"), ("memset", "MEMSET_ASYNC"),
         ("record_notify", "NOTIFY_RECORD"), ("wait_notify", "NOTIFY_WAIT"), ("reduce", "REDUCE_ASYNC"),
-        ("random_num", "RANDOM_NUM"), ("run_graph", "MODEL_EXECUTE"), (R.ACTIVATE, "STREAM_ACTIVE"))},
+        ("random_num", "RANDOM_NUM"), ("run_graph", "MODEL_EXECUTE"), (R.ACTIVATE, "STREAM_ACTIVE"),
+        (R.LABEL, "LABEL_SET"), (R.SWITCH, "LABEL_SWITCH_BY_INDEX"))},
 }
 
 

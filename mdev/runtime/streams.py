@@ -248,7 +248,11 @@ def set_stream_attribute(stream, attr: int, value) -> None:
     value = _attribute_value(attr, value)
     if attr == C.ACL_STREAM_ATTR_FAILURE_MODE:
         return set_stream_failure_mode(stream, value)
+    if attr == C.ACL_STREAM_ATTR_FLOAT_OVERFLOW_CHECK:
+        return set_stream_overflow_switch(stream, value)
     s = rt.stream_in_context(stream)
+    if attr == C.ACL_STREAM_ATTR_USER_CUSTOM_TAG and _graph.capturing(s) is not None:
+        raise AclError(E.ACL_ERROR_RT_STREAM_CAPTURED, "the custom tag of a capturing stream cannot change")
     if attr == C.ACL_STREAM_ATTR_PRIORITY:
         if not PRIORITY_GREATEST <= value <= PRIORITY_LEAST:
             raise AclError(E.ACL_ERROR_INVALID_PARAM, f"priority must be in [0, 7], got {value}")
@@ -270,6 +274,25 @@ def get_stream_attribute(stream, attr: int) -> int:
     if attr not in _ATTRIBUTE_NAMES:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"unknown stream attribute {attr}")
     return s.attributes.get(attr, 0)
+
+
+@api()
+def set_stream_overflow_switch(stream, flag: int) -> None:
+    """Floating-point overflow detection for the stream's later kernels (0 off, 1 on): a
+    kernel that overflows sets its process's overflow status on the device."""
+    s = rt.stream_in_context(stream)
+    flag = as_int(flag, "flag")
+    if flag not in (0, 1):
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"the overflow switch is 0 or 1, got {flag}")
+    if _graph.capturing(s) is not None:
+        raise AclError(E.ACL_ERROR_RT_STREAM_CAPTURED, "the overflow switch of a capturing stream cannot change")
+    rt.link(s.device).request("set_overflow_switch", s.slot, flag)
+    s.attributes[C.ACL_STREAM_ATTR_FLOAT_OVERFLOW_CHECK] = flag
+
+
+@api(1)
+def get_stream_overflow_switch(stream) -> int:
+    return rt.stream(stream).attributes.get(C.ACL_STREAM_ATTR_FLOAT_OVERFLOW_CHECK, 0)
 
 
 @api()
