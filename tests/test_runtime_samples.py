@@ -59,17 +59,11 @@ def test_simple_label_sample(dev):
     ok(acl, acl.mdl.ri_build_end(model, None))
     ok(acl, acl.mdl.ri_execute_async(model, execute_stream))
     ok(acl, acl.rt.synchronize_stream(execute_stream))        # "Switch label executed successfully"
-    ok(acl, acl.mdl.ri_unbind_stream(model, label_stream))
-    ok(acl, acl.mdl.ri_destroy(model))
-    ok(acl, acl.rt.destroy_label_list(label_list))
-    for label in reversed(labels):
-        ok(acl, acl.rt.destroy_label(label))
-    ok(acl, acl.rt.free(index))
-    ok(acl, acl.rt.destroy_stream(execute_stream))
-    ok(acl, acl.rt.destroy_stream(label_stream))
-    ok(acl, acl.rt.destroy_context(context))
-    ok(acl, acl.rt.reset_device_force(0))
-    ok(acl, acl.finalize())
+    teardown = [acl.mdl.ri_unbind_stream(model, label_stream), acl.mdl.ri_destroy(model),
+                acl.rt.destroy_label_list(label_list), *(acl.rt.destroy_label(lab) for lab in reversed(labels)),
+                acl.rt.free(index), acl.rt.destroy_stream(execute_stream), acl.rt.destroy_stream(label_stream),
+                acl.rt.destroy_context(context), acl.rt.reset_device_force(0), acl.finalize()]
+    assert teardown == [0] * len(teardown)
 
 
 def _branching_model(acl):
@@ -167,10 +161,8 @@ def test_custom_allocator_sample(dev):
     free(allocator, advise(allocator, 128, None))
     free(allocator, block)
     assert state == {"alloc": 2, "free": 2}                  # "allocCount=2, freeCount=2"
-    ok(acl, acl.rt.allocator_unregister(stream))
-    ok(acl, acl.rt.allocator_destroy_desc(desc))
-    ok(acl, acl.rt.destroy_stream(stream))
-    ok(acl, acl.rt.destroy_context(context))
+    assert [acl.rt.allocator_unregister(stream), acl.rt.allocator_destroy_desc(desc),
+            acl.rt.destroy_stream(stream), acl.rt.destroy_context(context)] == [0] * 4
 
 
 def test_allocator_rules(dev):
@@ -233,10 +225,7 @@ def test_overflow_detection_sample(dev):
     ok(acl, overflow_fp16[1, quiet](data))
     ok(acl, acl.rt.synchronize_stream(quiet))
     assert read_status() == 0
-    ok(acl, acl.rt.set_device_sat_mode(original))
-    ok(acl, acl.rt.destroy_stream(stream))
-    ok(acl, acl.rt.destroy_stream(quiet))
-    ok(acl, acl.rt.destroy_context(context))
+    ok(acl, acl.rt.set_device_sat_mode(original))      # the sample restores the mode
 
 
 def test_overflow_argument_errors(dev):

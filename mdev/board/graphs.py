@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from mdev import errors as E
 from mdev import protocol
-from mdev.board.tasks import TaskFault, op, request
+from mdev.board.tasks import TaskFault, feature_state, op, request
 
 if TYPE_CHECKING:
     from mdev.board.device import Device
@@ -49,11 +49,7 @@ class Graph:
 
 
 def _graphs(device: "Device") -> dict:
-    graphs = getattr(device, "graphs", None)
-    if graphs is None:
-        with device.lock:
-            graphs = device.__dict__.setdefault("graphs", {})
-    return graphs
+    return feature_state(device, "graphs")
 
 
 @request

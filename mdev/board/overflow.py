@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mdev.board.tasks import op, request
+from mdev.board.tasks import feature_state, op, request
 
 if TYPE_CHECKING:
     from mdev.board.device import Device
@@ -24,11 +24,7 @@ if TYPE_CHECKING:
 
 
 def _status(device: "Device") -> dict:
-    status = getattr(device, "overflow_status", None)
-    if status is None:
-        with device.lock:
-            status = device.__dict__.setdefault("overflow_status", {})
-    return status
+    return feature_state(device, "overflow_status")
 
 
 def watching(device: "Device", stream: "DeviceStream"):

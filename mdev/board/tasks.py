@@ -40,6 +40,16 @@ def request(fn: Callable) -> Callable:
     return fn
 
 
+def feature_state(device: "Device", name: str) -> dict:
+    """The device's table for a feature that lives outside device.py (stored graphs,
+    overflow status, ...), made on first use."""
+    table = getattr(device, name, None)
+    if table is None:
+        with device.lock:
+            table = device.__dict__.setdefault(name, {})
+    return table
+
+
 QUICK_BYTES = 64 << 10
 
 

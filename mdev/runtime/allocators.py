@@ -61,10 +61,7 @@ def _callback(value, name: str):
 
 def allocator_create_desc() -> int:
     """A new, empty descriptor (a value, no ret: pyACL's shape)."""
-    desc = AllocatorDesc(rt.new_handle(DESC_HANDLES))
-    with rt.lock:
-        rt.allocators[desc.handle] = desc
-    return desc.handle
+    return rt.keep(rt.allocators, AllocatorDesc(rt.new_handle(DESC_HANDLES)))
 
 
 @api()

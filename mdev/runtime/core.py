@@ -147,6 +147,12 @@ class Runtime:
     def new_handle(self, base: int) -> int:
         return base + next(self._handles)
 
+    def keep(self, table: dict, obj) -> int:
+        """A new object: its handle names it from now on."""
+        with self.lock:
+            table[obj.handle] = obj
+        return obj.handle
+
     def forget(self, table: dict, obj) -> None:
         """A destroyed object: its handle no longer names anything."""
         obj.destroyed = True

@@ -71,10 +71,7 @@ def create_label() -> int:
     ctx = rt.current_context()
     if sum(isinstance(v, Label) for v in rt.labels.values()) >= MAX_LABELS:
         raise AclError(E.ACL_ERROR_RT_OVER_LIMIT, f"a process may create at most {MAX_LABELS} labels")
-    label = Label(rt.new_handle(LABEL_HANDLES), ctx)
-    with rt.lock:
-        rt.labels[label.handle] = label
-    return label.handle
+    return rt.keep(rt.labels, Label(rt.new_handle(LABEL_HANDLES), ctx))
 
 
 @api()
@@ -102,11 +99,7 @@ def create_label_list(labels, num: int) -> int:
     handles = list(labels or [])
     if len(handles) < num:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"labels holds {len(handles)} labels, num is {num}")
-    entries = [_label(h) for h in handles[:num]]
-    labels_list = LabelList(rt.new_handle(LIST_HANDLES), entries)
-    with rt.lock:
-        rt.labels[labels_list.handle] = labels_list
-    return labels_list.handle
+    return rt.keep(rt.labels, LabelList(rt.new_handle(LIST_HANDLES), [_label(h) for h in handles[:num]]))
 
 
 @api()
