@@ -108,7 +108,7 @@ class Runtime:
         self.binaries: dict = {}
         self.functions: dict = {}
         self.args_handles: dict = {}
-        self.models: dict = {}            # mdev.graph: model run instances and task groups
+        self.models: dict = {}            # mdev.runtime.models: model run instances and task groups
         self.labels: dict = {}            # labels and label lists (mdev.runtime.labels)
         self.allocators: dict = {}        # allocator descriptors (mdev.runtime.allocators)
         self.registered_allocators: dict = {}     # stream handle -> descriptor copy
