@@ -90,8 +90,10 @@ def run_example(name: str, board: str, **extra_env: str) -> subprocess.Completed
     topology = TOPOLOGY.get(name, "laptop2")
     if topology != "laptop2":
         board = f"{board}-{topology}"
+    # the example imports the mdev of this checkout, not whichever one is installed
+    path = os.pathsep.join(p for p in (str(EXAMPLES.parent), os.environ.get("PYTHONPATH")) if p)
     env = dict(os.environ, MDEV_BOARD=board, MDEV_TOPOLOGY=topology, MDEV_IDLE_TIMEOUT="1",
-               MDEV_AUTOSTART="1", **extra_env)
+               MDEV_AUTOSTART="1", PYTHONPATH=path, **extra_env)
     return subprocess.run([sys.executable, str(EXAMPLES / f"{name}.py")], env=env,
                           capture_output=True, text=True, timeout=120)
 

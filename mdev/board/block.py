@@ -6,7 +6,9 @@
         a = ctx.gm(x, np.float32, n)[lo:lo + per]     # a numpy view of device memory
         ...
 
-``gm`` is bounds-checked against the allocation the pointer is in; touching anything
+``gm`` is bounds-checked against the allocation the pointer is in, and reached through the
+launch's own mappings (mdev.board.windows), so a teardown can cut a running launch off
+memory; the allocations it touches are not handed out again before it ends.  Touching anything
 else is a device fault: the launch's stream reports, at its next synchronisation, a
 Vector Core exception (507035) for a vector kernel or an AI Core exception (507015) for a
 cube kernel; ``trap()`` executes a trap (507036 / 507016).  ``spin_until`` waits on memory
@@ -15,6 +17,7 @@ without burning the device's cores.
 
 from __future__ import annotations
 
+import ctypes
 import threading
 from typing import TYPE_CHECKING, Callable
 
@@ -22,6 +25,7 @@ import numpy as np
 
 from mdev import errors as E
 from mdev.board.tasks import TaskFault
+from mdev.board.windows import LaunchWindows
 from mdev.memory import address
 
 if TYPE_CHECKING:
@@ -44,6 +48,17 @@ class KernelFault(TaskFault):
 
 class KernelTrap(Exception):
     """Raised by ``ctx.trap()``: the block executed a trap instruction."""
+
+
+class KernelStopped(BaseException):
+    """Raised in a block's thread (asynchronously, at its next Python instruction) when a
+    teardown stops its launch: a BaseException, so that kernel code catching Exception
+    cannot swallow it."""
+
+
+_set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
+_set_async_exc.argtypes = [ctypes.c_ulong, ctypes.c_void_p]     # the exception, or NULL: withdraw it
+_STOP = id(KernelStopped)
 
 
 class BlockContext:
@@ -101,6 +116,58 @@ class Launch:
         self.accesses: list | None = [] if watch else None
         self.fault: tuple | None = None
         self.spinning = threading.local()   # .on while a block of this launch spins (sanitizer)
+        self.windows = LaunchWindows(device.hbm_windows)
+        self.used: dict[int, object] = {}    # offset -> block of this HBM it touched (pinned)
+        self._using = threading.Lock()
+        self.stopped: tuple[int, str] | None = None     # (code, why) once a teardown cut it off
+        self._threads: set[int] = set()       # threads running a block of it right now
+        self._threads_lock = threading.Lock()
+
+    def start(self, values: list) -> None:
+        """Before the first block: the allocations its pointer arguments name are in use."""
+        own = self.device.index
+        offsets = [split[1] for split in (address.split(v) for v in values
+                                          if isinstance(v, int) and not isinstance(v, bool))
+                   if split is not None and split[0] == own]
+        for block in self.device.pin(offsets):
+            if block.freed:
+                self.device.unpin([block])
+            else:
+                self.used[block.offset] = block
+        self.stream.launches.add(self)
+
+    def stop(self, code: int, why: str) -> None:
+        """Teardown: from now on the launch writes nowhere (its mappings are cut off), its
+        next access faults and its blocks are interrupted at their next Python instruction
+        (a block inside one long numpy call or sleep stops when that returns)."""
+        with self._threads_lock:
+            if self.stopped is not None:
+                return
+            self.stopped = (code, why)
+            self.windows.revoke()
+            for ident in self._threads:
+                _set_async_exc(ident, _STOP)
+
+    def entering(self) -> bool:
+        """A thread starts a block; False if the launch was stopped already."""
+        with self._threads_lock:
+            if self.stopped is not None:
+                return False
+            self._threads.add(threading.get_ident())
+            return True
+
+    def leaving(self) -> None:
+        """The thread's block is over: no stop may interrupt it any more (a pending one is
+        withdrawn, under the lock stop() sends them with)."""
+        ident = threading.get_ident()
+        with self._threads_lock:
+            self._threads.discard(ident)
+            _set_async_exc(ident, None)
+
+    def close(self) -> None:
+        self.stream.launches.discard(self)
+        self.windows.close()
+        self.device.unpin(list(self.used.values()))
 
     def memory(self, ptr: int, dtype: np.dtype, count) -> np.ndarray:
         shape = (count,) if isinstance(count, (int, np.integer)) else tuple(count) if count else None
@@ -120,11 +187,13 @@ class Launch:
         return view.reshape(shape) if shape else view
 
     def _raw(self, ptr: int, nbytes: int, whole: bool) -> tuple[tuple, np.ndarray]:
+        if self.stopped is not None:
+            raise TaskFault(*self.stopped)
         split = address.split(ptr)
         if split is not None:
             device, offset = split
             if device == self.device.index:
-                block = self.device.allocator.find(offset)
+                block = self._use(offset)
                 if block is None:
                     raise self.fault_of(f"kernel {self.name}: {ptr:#x} is not in a live allocation of device {device}")
                 end = block.offset + block.size
@@ -134,8 +203,9 @@ class Launch:
                     raise self.fault_of(f"kernel {self.name}: {nbytes} bytes at {ptr:#x} overrun the "
                                       f"{block.size}-byte allocation at offset {block.offset:#x} "
                                       f"by {offset + nbytes - end} bytes")
-                return ("d", device, offset), self.device.hbm.array[offset:offset + nbytes]
-            return ("d", device, offset), self.device.view(("d", device, offset), nbytes, write=True)
+                return ("d", device, offset), self.windows.hbm.array[offset:offset + nbytes]
+            location = ("d", device, offset)
+            return location, self._mapped(location, nbytes)
         for base, size, target in self.pinned:
             if base <= ptr < base + size:
                 if whole:
@@ -149,11 +219,36 @@ class Launch:
                     kind, key, offset = target
                     location = (kind, key, offset + ptr - base)
                 try:
-                    return location, self.device.view(location, nbytes, write=True)
+                    return location, self._mapped(location, nbytes)
                 except TaskFault as fault:
                     raise self.fault_of(f"kernel {self.name}: VMM address {ptr:#x}: {fault.message}") from None
         raise self.fault_of(f"kernel {self.name}: {ptr:#x} is neither device memory, pinned host memory nor "
                           f"a mapped VMM address")
+
+    def _use(self, offset: int):
+        """The live block of this HBM holding ``offset``, in use by the launch from now on
+        (a block freed before the launch touched it is not live)."""
+        with self._using:
+            for block in self.used.values():
+                if block.offset <= offset < block.offset + block.reserved:
+                    return block
+            pinned = self.device.pin([offset])
+            if not pinned:
+                return None
+            if pinned[0].freed:
+                self.device.unpin(pinned)
+                return None
+            self.used[pinned[0].offset] = pinned[0]
+            return pinned[0]
+
+    def _mapped(self, location: tuple, nbytes: int) -> np.ndarray:
+        """The bytes at a checked location, through this launch's mapping of its segment."""
+        seg = self.device.locate(location, nbytes)
+        try:
+            window = self.windows.hbm if seg is self.device.hbm else self.windows.segment(seg.name)
+        except Exception as exc:
+            raise self.fault_of(f"kernel {self.name}: cannot map {seg.name}: {exc}") from None
+        return window.array[location[2]:location[2] + nbytes]
 
     def fault_of(self, message: str) -> KernelFault:
         return KernelFault(message, self.core)

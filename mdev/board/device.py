@@ -38,6 +38,7 @@ from mdev.board.engines import Engine
 from mdev.board.naming import BoardPaths
 from mdev.board.stream import DeviceStream
 from mdev.board.tasks import OPS, REQUESTS, TaskFault, dma_fault
+from mdev.board.windows import WindowPool
 from mdev.board import kernels as _kernel_tasks  # noqa: F401  (registers the "kernel" task)
 from mdev.board import systasks as _systasks  # noqa: F401
 from mdev.board import trace as _trace  # noqa: F401  (trace_start / trace_collect requests)
@@ -102,6 +103,7 @@ class Device:
         self.authkey = authkey
         self.boot_ns = time.monotonic_ns()
         self.hbm = Segment(paths.hbm(index), self.spec.hbm_bytes, create=True)
+        self.hbm_windows = WindowPool(paths.hbm(index))      # kernel launches write through these
         n = topo.device_count
         self.control = S.ControlPage(Segment(paths.control(index), S.size_for(n, self.spec.hbm_bytes),
                                              create=True), n)
@@ -252,9 +254,11 @@ class Device:
 
     # ------------------------------------------------------------------ clients
     def release_client(self, client: int) -> None:
-        """Free everything a host process held here (it detached or died)."""
+        """Free everything a host process held here (it detached or died).  Memory its
+        still-running tasks use is handed out again only once they have ended."""
         with self.lock:
-            for stream in [s for s in self.streams.values() if s.client == client]:
+            gone = [s for s in self.streams.values() if s.client == client]
+            for stream in gone:
                 self._destroy_stream(stream)
             for block in list(self.allocator.blocks.values()):
                 if client in block.importers:
@@ -274,6 +278,13 @@ class Device:
             self.clients.pop(client, None)
             self.main_conns.pop(client, None)
             self.control.header[S.H_CLIENTS] = len(self.clients)
+        for stream in gone:
+            stream.halt(E.ACL_ERROR_RT_SOCKET_CLOSE, "the host process is gone")
+
+    def rpc_release(self, conn, req) -> None:
+        """The host process finalizes: everything it holds here goes now (its streams halted),
+        so nothing of it runs once its aclFinalize has returned."""
+        self.release_client(conn.client)
 
     # ------------------------------------------------------------------ memory
     def rpc_malloc(self, conn, req, size: int, reserved: int, page: int, policy: int) -> int:
@@ -341,11 +352,36 @@ class Device:
         self.control.page_live[offset // S.PAGE:-(-(offset + length) // S.PAGE)] = live
 
     def _free_block(self, offset: int) -> None:
+        block = self.allocator.blocks[offset]
+        if block.users:          # a running task uses it: the range waits for the task to end
+            block.freed = True
+            return
         block = self.allocator.release(offset)
         self._mark_pages(block.offset, block.reserved, 0)
         # drop the pages: RAM goes back to the OS and the range reads as zero when reused
         self.hbm.release(block.offset, block.reserved)
         self.control.header[S.H_HBM_USED] = self.allocator.used
+
+    def pin(self, offsets) -> list:
+        """Blocks of this HBM holding ``offsets`` that a task is about to use: none of them is
+        handed out again before ``unpin`` (a free meanwhile only marks it)."""
+        if not offsets:
+            return []
+        with self.lock:
+            found = (self.allocator.find(o) for o in offsets)
+            blocks = list({b.offset: b for b in found if b is not None}.values())
+            for block in blocks:
+                block.users += 1
+        return blocks
+
+    def unpin(self, blocks: list) -> None:
+        if not blocks:
+            return
+        with self.lock:
+            for block in blocks:
+                block.users -= 1
+                if not block.users and block.freed:
+                    self._free_block(block.offset)
 
     def rpc_forget_segment(self, conn, req, name: str) -> None:
         with self.lock:
@@ -361,13 +397,17 @@ class Device:
 
     def view(self, loc: tuple, nbytes: int, write: bool = False):
         """uint8 numpy view of ``nbytes`` at a location; TaskFault if it is not valid memory."""
+        return self.locate(loc, nbytes).array[loc[2]:loc[2] + nbytes]
+
+    def locate(self, loc: tuple, nbytes: int) -> Segment:
+        """The mapping holding ``nbytes`` at a location, checked to be valid memory."""
         kind, key, offset = loc
         if kind == "d" and key == self.index:
             block = self.allocator.find(offset)
             if block is None or offset + nbytes > block.offset + block.reserved:
                 raise dma_fault(f"device {self.index}: {nbytes} bytes at offset {offset:#x} "
                                 f"are not inside a live allocation (freed while queued?)")
-            return self.hbm.array[offset:offset + nbytes]
+            return self.hbm
         if kind == "d":   # a peer's HBM: its live pages are on its control page
             page, seg = self.peer_hbm(key)
         else:
@@ -377,7 +417,7 @@ class Device:
         if page is not None and not page.page_live[offset // S.PAGE:-(-(offset + nbytes) // S.PAGE)].all():
             raise dma_fault(f"device {key}: {nbytes} bytes at offset {offset:#x} are not inside a live "
                             f"allocation (freed while queued?)")
-        return seg.array[offset:offset + nbytes]
+        return seg
 
     def segment(self, name: str) -> Segment:
         """A host process's pinned segment, mapped on first use (until forget_segment)."""
@@ -474,9 +514,11 @@ class Device:
         return 1984
 
     def rpc_destroy_stream(self, conn, req, slot: int) -> None:
+        """aclrtDestroyStream(Force): once answered, no task of the stream touches memory."""
         with self.lock:
             stream = self._own_stream(conn, slot)
             self._destroy_stream(stream)
+        stream.halt(E.ACL_ERROR_RT_STREAM_ABORT, f"stream {stream.stream_id} was destroyed")
 
     def _own_stream(self, conn: ClientConn, slot: int) -> DeviceStream:
         stream = self.streams.get(slot)
@@ -505,15 +547,29 @@ class Device:
         self._own_stream(conn, slot).priority = priority
 
     def rpc_abort(self, conn, req, slot: int, upto: int) -> None:
-        """Drop the stream's queued tasks and interrupt a task blocked in a wait."""
+        """Drop the stream's queued tasks and stop the running one: a wait is interrupted, a
+        kernel launch cut off memory (both fail with ACL_ERROR_RT_STREAM_ABORT)."""
         stream = self._own_stream(conn, slot)
         stream.aborting = True
         stream.discard(upto)
+        stream.stop_running(E.ACL_ERROR_RT_STREAM_ABORT, f"stream {stream.stream_id} was aborted")
         with self.progress:
             self.progress.notify_all()
         if not stream.pending():
             stream.aborting = False
             self.complete(stream, max(upto, int(self.control.stream_done[slot])), 0, "")
+
+    def rpc_stop(self, conn, req, slot: int) -> None:
+        """aclrtStreamStop: the running kernel is stopped (cut off memory), queued tasks stay;
+        the stream reports ACL_ERROR_RT_INTERNAL_ERROR at its next synchronisation."""
+        stream = self._own_stream(conn, slot)
+        why = f"stream {stream.stream_id} was stopped (aclrtStreamStop)"
+        stream.stop_running(0, why)       # the stopped task ends quietly: the stream reports the stop once
+        with self.lock:
+            if not self.control.stream_err[slot]:
+                self.control.stream_err[slot] = E.ACL_ERROR_RT_INTERNAL_ERROR
+                stream.error_message = why
+            self.progress.notify_all()
 
     def rpc_wait(self, conn, req, targets: list, consume: bool):
         """Answer when every (slot, seq) has completed; the reply carries the first error."""
@@ -717,10 +773,24 @@ class Device:
             return E.ACL_ERROR_RT_TASK_TYPE_NOT_SUPPORT, f"unknown task {op!r}"
         engine = self.engines.get(fn.engine) if fn.engine else None
         if inline:
+            # the dispatcher runs it: no free (or teardown) can come in until it is done
             if not fn.quick(args) or (engine is not None and not engine.try_acquire()):
                 return None
-        elif engine is not None:
-            engine.acquire(stream.priority)
+            return self._execute(stream, op, args, fn, engine)
+        users = self.pin([a[2] for a in args if type(a) is tuple and len(a) == 3 and a[0] == "d"
+                          and a[1] == self.index])
+        try:
+            with stream.running(op):
+                if engine is not None:
+                    engine.acquire(stream.priority)
+                    if stream.interrupted:      # aborted or torn down while it waited for the engine
+                        engine.release()
+                        return E.ACL_ERROR_RT_STREAM_ABORT, f"stream {stream.stream_id} stopped before {op} ran"
+                return self._execute(stream, op, args, fn, engine)
+        finally:
+            self.unpin(users)
+
+    def _execute(self, stream: DeviceStream, op: str, args: tuple, fn, engine) -> tuple[int, str]:
         if self.trace is not None:
             return self._run_traced(stream, op, args, fn, engine)
         try:

@@ -25,7 +25,7 @@ from mdev import errors as E
 from mdev.board import overflow, sanitize
 from mdev.board.tasks import TaskFault, op
 from mdev.kernel import params
-from mdev.board.block import BlockContext, KernelFault, KernelTrap, Launch
+from mdev.board.block import BlockContext, KernelFault, KernelStopped, KernelTrap, Launch
 from mdev.memory import address
 
 if TYPE_CHECKING:
@@ -80,21 +80,35 @@ def kernel(device: "Device", stream: "DeviceStream", fid: int, num_blocks: int, 
             raise KernelFault(f"kernel {kernel.name}: {exc}", kernel.core) from None
         launch = Launch(device, stream, num_blocks, pinned, stream.client, kernel.name, deadline,
                         watch=sanitize.watching(device, stream.client), core=kernel.core)
+        launch.start(values)
         engine = device.engines[kernel.engine]
         width = max(1, min(num_blocks, limit, engine.slots))
         if kernel.vectorized:
             _wave(device, engine, stream, kernel, launch, values, [None], width)
         else:
             for start in range(0, num_blocks, width):
+                if launch.stopped is not None:
+                    break
                 blocks = list(range(start, min(num_blocks, start + width)))
                 _wave(device, engine, stream, kernel, launch, values, blocks, len(blocks))
+    except TaskFault:
+        if launch is None or launch.stopped is None:
+            raise
+        if launch.stopped[0]:
+            raise TaskFault(*launch.stopped) from None     # whatever its blocks did after the stop
     finally:
-        if launch is not None and launch.accesses is not None:
-            sanitize.report(device, stream, launch)
+        if launch is not None:
+            if launch.accesses is not None:
+                sanitize.report(device, stream, launch)
+            launch.close()
         with device.lock:
             for offset in scratch:
                 device.allocator.release(offset)
         device.on_memory_written(None)
+    if launch.stopped is not None:
+        if launch.stopped[0]:
+            raise TaskFault(*launch.stopped)
+        return
     if deadline is not None and time.monotonic() > deadline:
         raise TaskFault(E.ACL_ERROR_RT_AICORE_TIMEOUT, f"kernel {kernel.name} ran longer than {timeout_s} s")
 
@@ -170,8 +184,20 @@ class _Wave:
 
 def _block(kernel, launch: Launch, values: list, block_idx: int | None) -> TaskFault | None:
     try:
+        return _guarded_block(kernel, launch, values, block_idx)
+    except KernelStopped:          # delivered while the block was leaving: it is over anyway
+        return TaskFault(*launch.stopped)
+
+
+def _guarded_block(kernel, launch: Launch, values: list, block_idx: int | None) -> TaskFault | None:
+    """One block, interruptible by a stop of its launch while (and only while) it runs."""
+    if not launch.entering():
+        return TaskFault(*launch.stopped)
+    try:
         with overflow.watching(launch.device, launch.stream):
             kernel.fn(BlockContext(launch, block_idx), *values)
+    except KernelStopped:
+        return TaskFault(*launch.stopped)
     except TaskFault as fault:
         return fault
     except KernelTrap as trap:
@@ -180,4 +206,6 @@ def _block(kernel, launch: Launch, values: list, block_idx: int | None) -> TaskF
         where = traceback.extract_tb(exc.__traceback__)[-1]
         return KernelFault(f"kernel {kernel.name} block {block_idx} raised {exc!r} "
                            f"at {where.filename}:{where.lineno}", kernel.core)
+    finally:
+        launch.leaving()
     return None

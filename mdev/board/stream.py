@@ -5,11 +5,17 @@
 Tasks of one stream run strictly one after another; each stream has its own worker, so a
 stream blocked on an event or a long kernel never holds up another stream.  Workers are
 started on the first task and leave when the stream is destroyed.
+
+Stopping a stream's running work (abort, stop, destroy, the owner's detach) cuts the
+memory mappings of its running kernel launches (mdev.board.windows): from then on they
+write nowhere.  Destroying also waits for its running copies, memsets and other
+non-kernel tasks, which end within a chunk of work or notice the stream is gone.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import threading
 from typing import TYPE_CHECKING
 
@@ -40,6 +46,9 @@ class DeviceStream:
         self.aborting = False
         self._thread: threading.Thread | None = None
         self.running_task = None
+        self.launches: set = set()   # kernel launches running for this stream (graph lanes too)
+        self._writers = 0            # its other running tasks (copies, memsets, waits, ...)
+        self._writers_done = threading.Condition()
 
     def push(self, seq: int, op: str, args: tuple) -> None:
         with self._cond:
@@ -88,6 +97,34 @@ class DeviceStream:
         """A task blocked in a wait must give up: the stream is aborted or destroyed, or its
         stop-on-failure context stopped."""
         return self._closed or self.aborting or bool(self.context.stopped)
+
+    @contextlib.contextmanager
+    def running(self, op: str):
+        """Around a task run by a worker (or a graph lane replayed for this stream)."""
+        counted = op not in ("kernel", "run_graph")      # those are stopped through their launches
+        if counted:
+            with self._writers_done:
+                self._writers += 1
+        try:
+            yield
+        finally:
+            if counted:
+                with self._writers_done:
+                    self._writers -= 1
+                    self._writers_done.notify_all()
+
+    def stop_running(self, code: int, why: str) -> None:
+        """Cut the running kernel launches of the stream off memory; they fail with ``code``."""
+        for launch in list(self.launches):
+            launch.stop(code, why)
+
+    def halt(self, code: int, why: str) -> None:
+        """After close(): stop the running launches and wait until no other task of the
+        stream runs any more (they notice the stream is gone, or end within their work).
+        Call without the device lock: the tasks finish through it."""
+        self.stop_running(code, why)
+        with self._writers_done:
+            self._writers_done.wait_for(lambda: not self._writers)
 
     def pending(self) -> int:
         with self._cond:

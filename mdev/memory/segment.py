@@ -8,10 +8,17 @@ pages are touched.
 
 from __future__ import annotations
 
+import ctypes
 import mmap
+import os
 
 import numpy as np
 import posix_ipc
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+MAP_FIXED, MAP_NORESERVE = 0x10, 0x4000
 
 
 class Segment:
@@ -36,6 +43,23 @@ class Segment:
         hi = (start + length) // page * page
         if hi > lo:
             self._mmap.madvise(mmap.MADV_REMOVE, lo, hi - lo)
+
+    def detach_writes(self) -> None:
+        """From now on this mapping is a private copy-on-write one: readers through it still
+        see the segment (until they write a page), writes stay in this process's pages and
+        never reach the segment.  Atomic for other threads using the mapping (the kernel
+        swaps it under its memory-map lock), so a writer mid-copy cannot fault."""
+        prot, flags = mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE
+        try:
+            fd = os.open("/dev/shm/" + self.name.lstrip("/"), os.O_RDONLY)
+        except OSError:          # unlinked: nothing to read through any more
+            fd, flags = -1, flags | mmap.MAP_ANONYMOUS
+        try:
+            if _libc.mmap(self.address, self.size, prot, flags, fd, 0) in (None, ctypes.c_void_p(-1).value):
+                raise OSError(ctypes.get_errno(), f"cannot detach {self.name}: {os.strerror(ctypes.get_errno())}")
+        finally:
+            if fd >= 0:
+                os.close(fd)
 
     def close(self) -> None:
         """Unmap.  Views handed out to users keep the mapping alive until they die."""

@@ -100,6 +100,7 @@ class Runtime:
         self.callbacks = None             # CallbackHub, made on first use
         self.user_threads: dict = {}
         self.exception_callbacks: list = []
+        self.stream_state_callbacks: dict = {}    # aclrtRegStreamStateCallback: name -> (fn, args)
         self.exception_legacy = None
         self.device_limits: dict[tuple[int, int], int] = {}    # core limits (aclrtSetDeviceResLimit)
         self.device_limit_values: dict[int, int] = {}          # aclrtDeviceSetLimit / aclInit values

@@ -187,6 +187,13 @@ def _release_all() -> None:
     board = rt.board
     if board is not None and getattr(board, "tracing", False):
         trace.on_detach(board)       # MDEV_TRACE: collect this process's task records
+    for link in links:
+        try:
+            # the device lets go of this process now: its running work is stopped (kernels
+            # cut off memory) before finalize returns, not whenever the sockets close
+            link.request("release")
+        except AclError:
+            pass      # the device is gone, and this process's work with it
     rt.__init__()
     if board is not None:
         board.close()

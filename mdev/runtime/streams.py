@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+import traceback
 
 from mdev import constants as C
 from mdev import errors as E
@@ -33,7 +34,19 @@ def new_stream(ctx: Context, priority: int = 0, flags: int = 0, default: bool = 
         rt.streams[stream.handle] = stream
         if not default:
             ctx.streams.add(stream)
+    notify_state(stream, C.ACL_RT_STREAM_STATE_CREATE_POST)
     return stream
+
+
+def notify_state(stream: Stream, state: int) -> None:
+    """aclrtRegStreamStateCallback: every registered callback learns of a stream created
+    (after) or destroyed (before) -- default streams included; one that raises does not
+    keep the others from running."""
+    for callback, args in list(rt.stream_state_callbacks.values()):
+        try:
+            callback(stream.handle, state, args)
+        except Exception:
+            traceback.print_exc()
 
 
 def submit(stream: Stream, op: str, *args) -> int:
@@ -93,8 +106,15 @@ def wait_targets(targets: list[tuple[Stream, int]], timeout: int = -1, consume: 
 def _wait_targets(targets: list[tuple[Stream, int]], timeout: int, consume: bool) -> None:
     by_device: dict[int, list[tuple[Stream, int]]] = {}
     for stream, seq in targets:
-        if not stream.flags & NON_EXECUTING and not stream.destroyed:
-            by_device.setdefault(stream.device, []).append((stream, seq))
+        if stream.destroyed:
+            continue
+        if stream.flags & NON_EXECUTING:
+            # nothing to wait for, but a failure (a stopped stream) is still reported
+            control = rt.link(stream.device).control
+            if not control.stream_err[stream.slot]:
+                continue
+            seq = int(control.stream_done[stream.slot])
+        by_device.setdefault(stream.device, []).append((stream, seq))
     for device, group in by_device.items():
         link = rt.link(device)
         control = link.control
@@ -126,6 +146,7 @@ def context_streams(ctx: Context) -> list[Stream]:
 
 
 def release(stream: Stream, drain: bool) -> None:
+    notify_state(stream, C.ACL_RT_STREAM_STATE_DESTROY_PRE)
     if drain:
         try:
             wait([stream], consume=False)
@@ -320,9 +341,49 @@ def synchronize_device_with_timeout(timeout: int) -> None:
     wait(context_streams(rt.current_context()), timeout_ms(timeout))
 
 
+def _unbound(stream, what: str) -> Stream:
+    """A stream a stop or abort may act on: not one bound to a model run instance."""
+    s = rt.stream(stream)
+    if isinstance(s.recorder, _graph.Build) and s.recorder.model is not None:
+        raise AclError(E.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, f"{what}: stream {s.stream_id} is bound to a model")
+    return s
+
+
 @api()
 def stream_abort(stream) -> None:
-    s = rt.stream(stream)
+    """Queued tasks are dropped, the running one is stopped (a wait interrupted, a kernel
+    cut off memory): the next synchronisation reports ACL_ERROR_RT_STREAM_ABORT for it."""
+    s = _unbound(stream, "stream_abort")
     rt.link(s.device).request("abort", s.slot, s.seq)
     if hooks.checker is not None:
         hooks.checker.stream_dropped(s)
+
+
+@api()
+def stream_stop(stream) -> None:
+    """aclrtStreamStop: the running task is stopped, queued ones stay; the stream's next
+    synchronisation returns ACL_ERROR_RT_INTERNAL_ERROR (507000).  Not for the default
+    stream or a stream bound to a model."""
+    if stream is None or stream == 0:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, "the default stream cannot be stopped")
+    s = _unbound(stream, "stream_stop")
+    rt.link(s.device).request("stop", s.slot)
+
+
+@api()
+def reg_stream_state_callback(reg_name: str, callback, args=None) -> None:
+    """Register ``callback(stream, state, args)`` under a unique name; None unregisters."""
+    if not isinstance(reg_name, str):
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, "regName must be a str")
+    if not reg_name:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "regName must not be empty")
+    with rt.lock:
+        if callback is None:
+            rt.stream_state_callbacks.pop(reg_name, None)
+            return
+        if not callable(callback):
+            raise AclError(E.ACL_ERROR_INVALID_PARAM, "callback must be callable or None")
+        if reg_name in rt.stream_state_callbacks:
+            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"a stream state callback named {reg_name!r} is "
+                           "already registered")
+        rt.stream_state_callbacks[reg_name] = (callback, args)
