@@ -99,12 +99,14 @@ class Device:
         self.index = index
         self.topo = topo
         self.spec = topo.device(index)
+        # the devices of this one's cluster node: its hosts' tasks run there and nowhere else
+        self.node_devices: range = topo.node(topo.node_of(index)).devices
         self.authkey = authkey
         self.boot_ns = time.monotonic_ns()
         self.hbm = Segment(paths.hbm(index), self.spec.hbm_bytes, create=True)
-        n = topo.device_count
-        self.control = S.ControlPage(Segment(paths.control(index), S.size_for(n, self.spec.hbm_bytes),
-                                             create=True), n)
+        self.control = S.ControlPage(Segment(paths.control(index), S.size_for(self.spec.hbm_bytes), create=True))
+        self.board = S.BoardPage(Segment(paths.board_page()))
+        self.board.hbm_used[index] = 0       # a restarted device's predecessor took its memory along
         h = self.control.header
         h[S.H_MAGIC], h[S.H_DEVICE], h[S.H_PID] = S.MAGIC, index, os.getpid()
         h[S.H_HBM_TOTAL], h[S.H_BOOT_NS] = self.spec.hbm_bytes, self.boot_ns
@@ -284,19 +286,17 @@ class Device:
             except OutOfMemory as exc:
                 raise AclError(E.ACL_ERROR_RT_MEMORY_ALLOCATION, f"device {self.index}: {exc}")
             self._mark_pages(block.offset, block.reserved, 1)
-            self.control.header[S.H_HBM_USED] = self.allocator.used
+            self._note_used()
         return address.device_base(self.index) + block.offset
+
+    def _note_used(self) -> None:
+        self.control.header[S.H_HBM_USED] = self.board.hbm_used[self.index] = self.allocator.used
 
     def _check_backing(self, reserved: int) -> None:
         """Refuse what /dev/shm could not back: touching it later would be a SIGBUS."""
         st = os.statvfs("/dev/shm")
         capacity = st.f_blocks * st.f_frsize
-        promised = 0
-        for d in range(self.topo.device_count):
-            try:
-                promised += int(self.peer_control(d).header[S.H_HBM_USED])
-            except TaskFault:
-                pass    # a peer being restarted: its segments are gone, its memory too
+        promised = int(self.board.hbm_used.sum())
         if promised + reserved > capacity:
             raise AclError(E.ACL_ERROR_RT_MEMORY_ALLOCATION,
                            f"device {self.index}: board has {promised} bytes allocated; "
@@ -345,7 +345,7 @@ class Device:
         self._mark_pages(block.offset, block.reserved, 0)
         # drop the pages: RAM goes back to the OS and the range reads as zero when reused
         self.hbm.release(block.offset, block.reserved)
-        self.control.header[S.H_HBM_USED] = self.allocator.used
+        self._note_used()
 
     def rpc_forget_segment(self, conn, req, name: str) -> None:
         with self.lock:
@@ -409,7 +409,7 @@ class Device:
         with self.lock:
             stale = self._peer_controls.get(device)
             try:
-                page = S.ControlPage(Segment(self.paths.control(device)), self.topo.device_count)
+                page = S.ControlPage(Segment(self.paths.control(device)))
             except Exception as exc:
                 if stale is None:
                     raise dma_fault(f"cannot map the control page of device {device}: {exc}") from exc

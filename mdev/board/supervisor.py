@@ -5,8 +5,8 @@
                                                               v
                                               device 0 ... device N-1 processes
 
-Hosts talk to devices directly; the supervisor only hands out client ids and the board
-description, remembers each client's pinned segments (unlinked when the client dies),
+Hosts talk to devices directly; the supervisor only hands out client ids (and knows each
+client's cluster node: IPC does not cross nodes), remembers each client's pinned segments (unlinked when the client dies),
 watches client liveness, restarts a dead device on request (telling its peers to drop
 their mappings of the dead one's memory), and stops the board on request or, for a board
 started on demand, once it has been idle for a while.  On stop it removes every segment and socket
@@ -16,6 +16,7 @@ of the board.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import multiprocessing
 import os
@@ -50,6 +51,7 @@ class Client:
         self.command = ""
         self.segments: set[str] = set()
         self.peer_pid = 0
+        self.node = 0           # the cluster node the host process runs on
 
 
 class Supervisor:
@@ -73,10 +75,15 @@ class Supervisor:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        cleanup(self.paths)
+        cleanup(self.paths, topology=False)     # the launcher's description is this board's
         fd = os.open(self.paths.key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(self.authkey.hex())
+        self.board_page = S.BoardPage(segment.Segment(self.paths.board_page(),
+                                                      S.BoardPage.size_for(self.topo.device_count), create=True))
+        # device processes are forked from here: frozen objects are never traversed by a
+        # child's garbage collector, so their pages stay shared copy-on-write
+        gc.freeze()
         ctx = multiprocessing.get_context("fork")
         readers = []
         for index in range(self.topo.device_count):
@@ -255,7 +262,7 @@ class Supervisor:
         Peer devices drop their mappings of its segments (once per death): a mapping keeps
         an unlinked segment's memory alive, and they re-open the successor's on next use."""
         try:
-            page = S.ControlPage(segment.Segment(self.paths.control(index)), self.topo.device_count)
+            page = S.ControlPage(segment.Segment(self.paths.control(index)))
             page.header[S.H_STATE] = S.STATE_FAULTED
             page.segment.close()
         except Exception:
@@ -265,11 +272,15 @@ class Supervisor:
             self._tell_devices("forget_peer", [(index,)])
 
     # ------------------------------------------------------------------ requests
-    def rpc_attach(self, client: Client, pid: int, command: str) -> dict:
-        client.id, client.pid, client.command = self._next_client, pid, command
+    def rpc_attach(self, client: Client, pid: int, command: str, node: int = 0) -> dict:
+        """A host process joins, running on cluster node ``node`` (it reads the board's
+        description from its file, BoardPaths.topology)."""
+        if not isinstance(node, int) or not 0 <= node < self.topo.node_count:
+            raise AclError(E.ACL_ERROR_RT_INVALID_DEVICEID,
+                           f"board {self.paths.name!r} has nodes 0..{self.topo.node_count - 1}, not {node!r}")
+        client.id, client.pid, client.command, client.node = self._next_client, pid, command, node
         self._next_client += 1
-        return {"client": client.id, "topology": self.topo.to_dict(), "board": self.paths.name,
-                "devices": self.topo.device_count}
+        return {"client": client.id, "board": self.paths.name, "devices": self.topo.device_count}
 
     def rpc_register_segment(self, client: Client, name: str) -> None:
         client.segments.add(name)
@@ -281,7 +292,7 @@ class Supervisor:
         devices = []
         for index, proc in enumerate(self.devices):
             try:
-                page = S.ControlPage(segment.Segment(self.paths.control(index)), self.topo.device_count)
+                page = S.ControlPage(segment.Segment(self.paths.control(index)))
                 h = page.header.copy()
                 page.segment.close()
                 state = S.STATE_NAMES.get(int(h[S.H_STATE]), "?")
@@ -290,16 +301,17 @@ class Supervisor:
             if not proc.is_alive():
                 state = "faulted"
             spec = self.topo.device(index)
+            node, local = self.topo.local_device(index)
             devices.append({
-                "id": index, "soc": spec.soc_name, "pid": proc.pid, "state": state,
+                "id": index, "node": node, "local": local, "soc": spec.soc_name, "pid": proc.pid, "state": state,
                 "hbm_total": spec.hbm_bytes,
                 "hbm_used": int(h[S.H_HBM_USED]) if h is not None else 0,
                 "streams": int(h[S.H_STREAMS]) if h is not None else 0,
                 "tasks_done": int(h[S.H_TASKS_DONE]) if h is not None else 0,
             })
-        clients = [{"id": c.id, "pid": c.pid, "command": c.command} for c in self.clients.values()
-                   if c.pid]
-        return {"board": self.paths.name, "topology": self.topo.name, "pid": os.getpid(),
+        clients = [{"id": c.id, "pid": c.pid, "command": c.command, "node": c.node}
+                   for c in self.clients.values() if c.pid]
+        return {"board": self.paths.name, "topology": self.topo.name, "nodes": self.topo.node_count, "pid": os.getpid(),
                 "on_demand": self.on_demand, "started": self.started, "devices": devices,
                 "clients": clients}
 
@@ -310,7 +322,8 @@ class Supervisor:
         self.ipc.set_pids(client.id, key, pids)
 
     def rpc_ipc_import(self, client: Client, key: str, kind: str) -> dict:
-        return self.ipc.import_(client.id, client.peer_pid, key, kind)
+        return self.ipc.import_(client.id, client.peer_pid, key, kind,
+                                lambda device: self.topo.node_of(device) == client.node)
 
     def rpc_ipc_close(self, client: Client, key: str) -> str:
         return self.ipc.close(client.id, key)
@@ -366,11 +379,12 @@ def _read_ready(fd: int, timeout: float) -> bool:
     return bool(readable) and bool(os.read(fd, 1))
 
 
-def cleanup(paths: BoardPaths) -> None:
-    """Remove every segment and socket a board of this name left behind."""
+def cleanup(paths: BoardPaths, topology: bool = True) -> None:
+    """Remove every segment and socket a board of this name left behind (and its
+    description, unless ``topology`` is False: a starting board's is new)."""
     for name in paths.segments():
         segment.unlink(name)
-    for path in paths.sockets() + [str(paths.key)]:
+    for path in paths.sockets() + [str(paths.key)] + ([str(paths.topology)] if topology else []):
         try:
             os.unlink(path)
         except FileNotFoundError:
@@ -382,14 +396,15 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(prog="mdev-supervisor")
     parser.add_argument("--name", required=True)
-    parser.add_argument("--topology-json", required=True, help="board description as JSON")
+    parser.add_argument("--topology-file", required=True, help="board description (JSON, Topology.to_dict)")
     parser.add_argument("--on-demand", action="store_true")
     parser.add_argument("--idle-timeout", type=float, default=5.0)
     parser.add_argument("--ready-fd", type=int)
     parser.add_argument("--owner-pid", type=int, help="stop when this process exits")
     args = parser.parse_args(argv)
     paths = BoardPaths(args.name)
-    topo = topology.from_dict(json.loads(args.topology_json), "<board>")
+    with open(args.topology_file, encoding="utf-8") as f:
+        topo = topology.from_dict(json.load(f), "<board>")
     sup = Supervisor(paths, topo, args.on_demand, args.idle_timeout, args.owner_pid)
     signal.signal(signal.SIGTERM, sup.stop)
     signal.signal(signal.SIGINT, sup.stop)
