@@ -62,6 +62,27 @@ class ContextState:
         return any(s.failure_mode == C.ACL_STOP_ON_FAILURE for s in self.streams)
 
 
+class SlotPool:
+    """Free slots of a control-page table, the longest-free first: a slot comes back only
+    after every other was used.  Never-used slots are a count, not a list: a device's fixed
+    memory should not hold 65536 integers (a 1024-device board has 1024 devices)."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self.fresh, self.freed = size, 0, collections.deque()
+
+    def __bool__(self) -> bool:
+        return self.fresh < self.size or bool(self.freed)
+
+    def take(self) -> int:
+        if self.fresh < self.size:
+            self.fresh += 1
+            return self.fresh - 1
+        return self.freed.popleft()
+
+    def give(self, slot: int) -> None:
+        self.freed.append(slot)
+
+
 class ClientConn:
     """One socket from a host process."""
 
@@ -129,8 +150,8 @@ class Device:
         self.events: dict[int, int] = {}        # slot -> uid of the live event in it
         self.notifies: dict[int, int] = {}
         self._uids = itertools.count(1)
-        self._free_events = collections.deque(range(S.MAX_EVENTS))
-        self._free_notifies = collections.deque(range(S.MAX_NOTIFIES))
+        self._free_events = SlotPool(S.MAX_EVENTS)
+        self._free_notifies = SlotPool(S.MAX_NOTIFIES)
         self.main_conns: dict[int, ClientConn] = {}
         self._callbacks: dict[tuple[int, int], threading.Event] = {}
         self._callback_codes: dict[tuple[int, int], tuple[int, str]] = {}
@@ -565,19 +586,19 @@ class Device:
         return bool(stream and stream.context.stopped)
 
     # ------------------------------------------------------------------ events and notifies
-    def _take_slot(self, table: dict, free: collections.deque, owners: dict, client: int,
+    def _take_slot(self, table: dict, free: SlotPool, owners: dict, client: int,
                    code: int, what: str) -> tuple[int, int]:
         if not free:
             raise AclError(code, f"device {self.index}: no {what} left")
-        slot, uid = free.popleft(), next(self._uids)
+        slot, uid = free.take(), next(self._uids)
         table[slot] = uid
         owners[slot] = client
         return slot, uid
 
-    def _release_slot(self, table: dict, free: collections.deque, owners: dict, slot: int) -> None:
+    def _release_slot(self, table: dict, free: SlotPool, owners: dict, slot: int) -> None:
         table.pop(slot, None)
         owners.pop(slot, None)
-        free.append(slot)   # FIFO reuse: a slot comes back only after all others were used
+        free.give(slot)
 
     def rpc_create_event(self, conn, req) -> tuple[int, int]:
         with self.lock:

@@ -82,11 +82,13 @@ def _start_lock(paths: BoardPaths):
 
 
 def start(name: str | None = None, topo=None, on_demand: bool = False,
-          idle_timeout: float | None = None, owner_pid: int | None = None) -> tuple[BoardPaths, bool]:
+          idle_timeout: float | None = None, owner_pid: int | None = None,
+          eager: bool = False) -> tuple[BoardPaths, bool]:
     """Start board ``name`` unless it runs already; returns (paths, started_now).
 
     With ``owner_pid`` the board stops by itself once that process is gone (test suites:
-    an interrupted run leaves no board behind)."""
+    an interrupted run leaves no board behind).  A cluster board starts a node's devices
+    when a host first attaches to the node, or all of them now with ``eager``."""
     paths = BoardPaths(name)
     with _start_lock(paths):
         if is_running(paths):
@@ -104,6 +106,8 @@ def start(name: str | None = None, topo=None, on_demand: bool = False,
             cmd.append("--on-demand")
         if owner_pid:
             cmd += ["--owner-pid", str(owner_pid)]
+        if eager:
+            cmd.append("--eager")
         log = open(paths.log, "ab")
         try:
             proc = subprocess.Popen(cmd, pass_fds=(w,), start_new_session=True,

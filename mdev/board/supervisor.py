@@ -1,8 +1,9 @@
 """The board supervisor: starts the device processes and keeps the board's books.
 
     host processes --(attach / status / segments / stop)--> supervisor
-                                                              |  fork at start
-                                                              v
+                                                              |  fork (mdev.board.fleet): at
+                                                              |  start, or a cluster node's
+                                                              v  at its first attach
                                               device 0 ... device N-1 processes
 
 Hosts talk to devices directly; the supervisor only hands out client ids (and knows each
@@ -18,7 +19,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import multiprocessing
 import os
 import secrets
 import selectors
@@ -35,8 +35,8 @@ import psutil
 from mdev import protocol
 from mdev import errors as E
 from mdev.errors import AclError
-from mdev.board import device as device_process
 from mdev.board import status as S
+from mdev.board.fleet import Fleet
 from mdev.board.ipc_registry import IpcRegistry
 from mdev.board.naming import BoardPaths
 from mdev.memory import segment
@@ -56,7 +56,7 @@ class Client:
 
 class Supervisor:
     def __init__(self, paths: BoardPaths, topo, on_demand: bool, idle_timeout: float,
-                 owner_pid: int | None = None) -> None:
+                 owner_pid: int | None = None, eager: bool = False) -> None:
         self.paths = paths
         self.owner_pid = owner_pid      # stop when this process is gone (test suites)
         self.topo = topo
@@ -64,7 +64,9 @@ class Supervisor:
         self.idle_timeout = idle_timeout
         self.authkey = secrets.token_bytes(32)
         self.clients: dict[socket.socket, Client] = {}
-        self.devices: list[multiprocessing.Process] = []
+        self.fleet = Fleet(paths, topo, self.authkey)
+        self.listener: socket.socket | None = None
+        self.eager = eager or topo.node_count == 1     # else a node starts at its first attach
         self._next_client = 1
         self.ipc = IpcRegistry()
         self._peers_told: set[int] = set()     # dead devices whose peers dropped their mappings
@@ -84,21 +86,9 @@ class Supervisor:
         # device processes are forked from here: frozen objects are never traversed by a
         # child's garbage collector, so their pages stay shared copy-on-write
         gc.freeze()
-        ctx = multiprocessing.get_context("fork")
-        readers = []
-        for index in range(self.topo.device_count):
-            r, w = os.pipe()
-            proc = ctx.Process(target=device_process.main, name=f"mdev-{self.paths.name}-dev{index}",
-                               args=(self.paths, index, self.topo, self.authkey, w), daemon=False)
-            proc.start()
-            os.close(w)
-            self.devices.append(proc)
-            readers.append(r)
-        for index, r in enumerate(readers):
-            ok = os.read(r, 1)
-            os.close(r)
-            if not ok:
-                raise RuntimeError(f"device {index} failed to start (see {self.paths.log})")
+        if self.eager:
+            for node in range(self.topo.node_count):
+                self.fleet.start_node(node)
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old = os.umask(0o177)
         try:
@@ -131,19 +121,9 @@ class Supervisor:
     def shutdown(self) -> None:
         for client in list(self.clients.values()):
             self._drop(client)
-        for proc in self.devices:
-            if proc.is_alive():
-                proc.terminate()
-        deadline = time.monotonic() + 5
-        for proc in self.devices:
-            proc.join(max(0.0, deadline - time.monotonic()))
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-        try:
+        self.fleet.stop()
+        if self.listener is not None:      # None: the board failed before it listened
             self.listener.close()
-        except OSError:
-            pass
         cleanup(self.paths)
 
     def stop(self, *_) -> None:
@@ -210,7 +190,7 @@ class Supervisor:
         self._tellers = [t for t in self._tellers if t.is_alive()] + [thread]
 
     def _send_devices(self, op: str, calls: list[tuple]) -> None:
-        for index in range(self.topo.device_count):
+        for index, _ in self.fleet.running():
             try:
                 channel = protocol.connect(self.paths.device_socket(index), self.authkey,
                                            ("hello", 0, os.getpid(), "rpc", "supervisor"))
@@ -232,27 +212,15 @@ class Supervisor:
             if client.pid and not psutil.pid_exists(client.pid):
                 self._drop(client)
 
-    def _spawn_device(self, index: int, close_fds: tuple = ()) -> multiprocessing.Process:
-        """Fork device ``index`` and wait until it serves (raises if it does not come up)."""
-        r, w = os.pipe()
-        proc = multiprocessing.get_context("fork").Process(
-            target=_device_child, name=f"mdev-{self.paths.name}-dev{index}",
-            args=(close_fds, self.paths, index, self.topo, self.authkey, w), daemon=False)
-        proc.start()
-        os.close(w)
-        try:
-            ok = _read_ready(r, 30.0)
-        finally:
-            os.close(r)
-        if not ok:
-            proc.kill()
-            proc.join(5)
-            raise AclError(E.ACL_ERROR_RT_DRV_INTERNAL_ERROR,
-                           f"device {index} failed to restart (see {self.paths.log})")
-        return proc
+    def _inherited_fds(self) -> tuple:
+        """What a device forked now must close: the board's listener, the clients' sockets.
+        Tellers finish first: a child must not keep one's connection open either."""
+        for thread in self._tellers:
+            thread.join(10.0)
+        return tuple([self.listener.fileno(), self.selector.fileno()] + [c.sock.fileno() for c in self.clients.values()])
 
     def _check_devices(self) -> None:
-        for index, proc in enumerate(self.devices):
+        for index, proc in self.fleet.running():
             if not proc.is_alive():
                 self._mark_faulted(index)
 
@@ -278,6 +246,8 @@ class Supervisor:
         if not isinstance(node, int) or not 0 <= node < self.topo.node_count:
             raise AclError(E.ACL_ERROR_RT_INVALID_DEVICEID,
                            f"board {self.paths.name!r} has nodes 0..{self.topo.node_count - 1}, not {node!r}")
+        if not self.fleet.node_started(node):
+            self.fleet.start_node(node, self._inherited_fds())
         client.id, client.pid, client.command, client.node = self._next_client, pid, command, node
         self._next_client += 1
         return {"client": client.id, "board": self.paths.name, "devices": self.topo.device_count}
@@ -290,7 +260,14 @@ class Supervisor:
 
     def rpc_status(self, client: Client) -> dict:
         devices = []
-        for index, proc in enumerate(self.devices):
+        for index, proc in enumerate(self.fleet.procs):
+            spec = self.topo.device(index)
+            node, local = self.topo.local_device(index)
+            if proc is None:            # its node has no host yet
+                devices.append({"id": index, "node": node, "local": local, "soc": spec.soc_name, "pid": 0,
+                                "state": "off", "hbm_total": spec.hbm_bytes, "hbm_used": 0, "streams": 0,
+                                "tasks_done": 0})
+                continue
             try:
                 page = S.ControlPage(segment.Segment(self.paths.control(index)))
                 h = page.header.copy()
@@ -300,8 +277,6 @@ class Supervisor:
                 h, state = None, "lost"
             if not proc.is_alive():
                 state = "faulted"
-            spec = self.topo.device(index)
-            node, local = self.topo.local_device(index)
             devices.append({
                 "id": index, "node": node, "local": local, "soc": spec.soc_name, "pid": proc.pid, "state": state,
                 "hbm_total": spec.hbm_bytes,
@@ -334,9 +309,12 @@ class Supervisor:
         its HBM and control page are unlinked (hosts still mapping the old control page see
         it FAULTED; peer devices have dropped their mappings of both and map the new ones on
         next use), and IPC keys of its memory, events and notifies are closed."""
-        if not isinstance(index, int) or not 0 <= index < len(self.devices):
+        if not isinstance(index, int) or not 0 <= index < self.topo.device_count:
             raise AclError(E.ACL_ERROR_RT_INVALID_DEVICEID, f"device {index!r} does not exist")
-        proc = self.devices[index]
+        proc = self.fleet.procs[index]
+        if proc is None:
+            self.fleet.start_node(self.topo.node_of(index), self._inherited_fds())
+            return self.fleet.procs[index].pid
         if proc.is_alive():
             return proc.pid
         proc.join(0)
@@ -351,32 +329,12 @@ class Supervisor:
         # peers may have re-mapped the dead segments since the fault was found: unlinked now,
         # their memory goes with these last mappings
         self._tell_devices("forget_peer", [(index,)])
-        # the child must not keep the board's listener, the clients' sockets or a teller's
-        # connection open (a device would never see those close)
-        for thread in self._tellers:
-            thread.join(10.0)
-        fds = [self.listener.fileno(), self.selector.fileno()] + [c.sock.fileno() for c in self.clients.values()]
-        self.devices[index] = self._spawn_device(index, tuple(fds))
+        pid = self.fleet.respawn(index, self._inherited_fds()).pid
         self._peers_told.discard(index)
-        return self.devices[index].pid
+        return pid
 
     def rpc_stop(self, client: Client) -> None:
         self._running = False
-
-
-def _device_child(close_fds: tuple, *args) -> None:
-    for fd in close_fds:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-    device_process.main(*args)
-
-
-def _read_ready(fd: int, timeout: float) -> bool:
-    import select
-    readable, _, _ = select.select([fd], [], [], timeout)
-    return bool(readable) and bool(os.read(fd, 1))
 
 
 def cleanup(paths: BoardPaths, topology: bool = True) -> None:
@@ -401,11 +359,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--idle-timeout", type=float, default=5.0)
     parser.add_argument("--ready-fd", type=int)
     parser.add_argument("--owner-pid", type=int, help="stop when this process exits")
+    parser.add_argument("--eager", action="store_true", help="start every node's devices now, not at "
+                                                             "the node's first attach")
     args = parser.parse_args(argv)
     paths = BoardPaths(args.name)
     with open(args.topology_file, encoding="utf-8") as f:
         topo = topology.from_dict(json.load(f), "<board>")
-    sup = Supervisor(paths, topo, args.on_demand, args.idle_timeout, args.owner_pid)
+    sup = Supervisor(paths, topo, args.on_demand, args.idle_timeout, args.owner_pid, args.eager)
     signal.signal(signal.SIGTERM, sup.stop)
     signal.signal(signal.SIGINT, sup.stop)
     try:

@@ -22,6 +22,9 @@ def add_parser(sub) -> None:
     start.add_argument("--topology", help="topology file or preset name (default: the 8-device preset)")
     start.add_argument("--devices", type=int, help="number of devices (overrides the topology)")
     start.add_argument("--hbm", type=_size, help="HBM per device, e.g. 32GiB (overrides the topology)")
+    start.add_argument("--eager", action="store_true",
+                       help="a cluster: start every node's devices now (default: a node's devices start "
+                            "when the first process attaches to it)")
     start.set_defaults(handler=cmd_start)
     for name, handler, text in (("status", cmd_status, "show a running board"),
                                 ("stop", cmd_stop, "stop a board and remove its segments")):
@@ -39,9 +42,11 @@ def add_parser(sub) -> None:
 def cmd_start(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     topo = launcher.resolve_topology(args.topology, args.devices, args.hbm)
-    paths, started = launcher.start(args.name, topo)
+    paths, started = launcher.start(args.name, topo, eager=args.eager)
     if started:
-        nodes = f" in {topo.node_count} nodes" if topo.node_count > 1 else ""
+        nodes = ""
+        if topo.node_count > 1:
+            nodes = f" in {topo.node_count} nodes" + ("" if args.eager else ", each started at its first attach")
         print(f"board {paths.name!r} started: {topo.device_count} x {topo.device(0).soc_name}{nodes} "
               f"({topo.name}) in {time.perf_counter() - t0:.2f} s")
     else:
@@ -124,7 +129,10 @@ def _node_summary(info: dict, rule: str) -> None:
     for k in range(info["nodes"]):
         devices = [d for d in info["devices"] if d["node"] == k]
         ok = sum(d["state"] == "ok" for d in devices)
-        health = "ok" if ok == len(devices) else f"{ok}/{len(devices)} ok"
+        if all(d["state"] == "off" for d in devices):
+            health = "off"          # started at the node's first attach
+        else:
+            health = "ok" if ok == len(devices) else f"{ok}/{len(devices)} ok"
         usage = f"{_mb(sum(d['hbm_used'] for d in devices))} / {_mb(sum(d['hbm_total'] for d in devices))}"
         procs = sum(c["node"] == k for c in info["clients"])
         print(f"| {k:<6}{len(devices):<9}{health:<14}{usage:<22}{procs:<26}|")
