@@ -16,15 +16,13 @@ from __future__ import annotations
 from mdev import sanitizer as _sanitizer  # noqa: F401  (MDEV_SANITIZE turns it on at attach / init)
 from mdev.acl import constants, errors, mdl, rt, util
 from mdev.runtime import boundary
-from mdev.runtime.boundary import bind
+from mdev.runtime.boundary import bind, bind_all
 from mdev.constants import *  # noqa: F401,F403  (pyACL programs use these names)
 from mdev.errors import *  # noqa: F401,F403
 from mdev.runtime import devices as _devices
 from mdev.runtime import lifecycle as _lifecycle
 
-init = bind(_lifecycle.init)
-finalize = bind(_lifecycle.finalize)
-finalize_reference = bind(_lifecycle.finalize_reference, 1)
+globals().update(bind_all(_lifecycle))     # init, finalize, finalize_reference
 
 
 get_recent_err_msg = boundary.recent_messages

@@ -21,36 +21,11 @@ first, ``ret`` last::
 
 from __future__ import annotations
 
-from mdev.runtime.boundary import bind, publish
+from mdev.runtime.boundary import bind_all, publish
 from mdev.runtime import models as _model
 
-# explicit build on persistent streams
-ri_build_begin = bind(_model.build_begin, 1)
-ri_bind_stream = bind(_model.bind_stream)
-ri_end_task = bind(_model.end_task)
-ri_build_end = bind(_model.build_end)
-ri_unbind_stream = bind(_model.unbind_stream)
-
-# execution and lifetime
-ri_execute_async = bind(_model.execute_async)
-ri_execute = bind(_model.execute)
-ri_destroy = bind(_model.destroy)
-
-# stream capture
-ri_capture_begin = bind(_model.capture_begin)
-ri_capture_end = bind(_model.capture_end, 1)
-ri_capture_get_info = bind(_model.capture_get_info, 2)
-ri_capture_thread_exchange_mode = bind(_model.capture_thread_exchange_mode, 1)
-
-# task groups and update
-ri_capture_task_grp_begin = bind(_model.task_grp_begin)
-ri_capture_task_grp_end = bind(_model.task_grp_end, 1)
-ri_capture_task_update_begin = bind(_model.task_update_begin)
-ri_capture_task_update_end = bind(_model.task_update_end)
-
-# debug dumps
-ri_debug_print = bind(_model.debug_print)
-ri_debug_json_print = bind(_model.debug_json_print)
+# build, bind, execute, destroy, capture, task groups and update, debug dumps
+globals().update(bind_all(_model, prefix="ri_"))
 
 # the same functions under their full snake_case names (aclmdlRIBuildBegin -> mdl_ri_build_begin)
 for _name in [n for n in list(globals()) if n.startswith("ri_")]:

@@ -12,10 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 from mdev import constants as C
-from mdev.runtime.boundary import bind, publish
+from mdev.runtime.boundary import bind_all, publish
 from mdev.errors import AclError
 from mdev.memory import address
-from mdev.runtime import callbacks as _callbacks
+from mdev.runtime import threads as _threads
 from mdev.runtime.core import RUNTIME as _rt
 
 
@@ -64,6 +64,5 @@ def ptr_to_bytes(ptr: int, size: int) -> bytes:
     return _host_view(ptr, size, write=False).tobytes()
 
 
-start_thread = bind(_callbacks.start_thread, 1)
-stop_thread = bind(_callbacks.stop_thread)
+globals().update(bind_all(_threads))
 publish(globals())

@@ -63,11 +63,18 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_status(args: argparse.Namespace) -> int:
+def _status(name: str | None) -> dict | None:
+    """The running board's status, or None (after saying why) when it cannot be had."""
     try:
-        info = launcher.status(args.name)
+        return launcher.status(name)
     except launcher.BoardError as exc:
         print(exc)
+        return None
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    info = _status(args.name)
+    if info is None:
         return 1
     up = time.time() - info["started"]
     print(f"board {info['board']!r}: topology {info['topology']}, supervisor pid {info['pid']}, "
@@ -84,10 +91,8 @@ def _mb(n: int) -> str:
 
 
 def cmd_smi(args: argparse.Namespace) -> int:
-    try:
-        info = launcher.status(args.name)
-    except launcher.BoardError as exc:
-        print(exc)
+    info = _status(args.name)
+    if info is None:
         return 1
     node = args.node
     if not 0 <= node < info["nodes"]:

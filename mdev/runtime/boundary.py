@@ -3,12 +3,14 @@
     face (acl.rt.malloc, aclrtMalloc, HcclAllReduce) --bind--> runtime implementation
         <-- (outputs..., ret) ---- AclError -> code, thread's last error and message set
 
-``bind(fn, outputs=n)`` wraps an implementation so that it returns ``ret`` alone (n == 0)
-or ``(out_1, ..., out_n, ret)``; on failure the outputs are zero/None, ``ret`` is the
-aclError code, and the calling thread's last error and error message are set.  No
-exception ever leaves an API call.  Every face binds through here, so the rules (which
-exceptions become which code, how messages are kept) are the same for all of them; a face
-names its bindings with ``publish`` so that tools can say which API a user called.
+An implementation says what it returns with ``@api(outputs=n)`` where it is defined;
+``bind(fn, outputs=n)`` wraps it so that it returns ``ret`` alone (n == 0) or
+``(out_1, ..., out_n, ret)``; on failure the outputs are zero/None, ``ret`` is the aclError
+code, and the calling thread's last error and error message are set.  No exception ever
+leaves an API call.  Every face binds through here (``bind_all`` takes every ``@api``
+function of a runtime module), so the rules (which exceptions become which code, how
+messages are kept) are the same for all of them; a face names its bindings with
+``publish`` so that tools can say which API a user called.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import functools
 import os
 import sys
 import traceback
+from types import ModuleType
 from typing import Callable
 
 from mdev import errors as E
@@ -90,6 +93,26 @@ def bind(fn: Callable, outputs: int = 0, failed=0) -> Callable:
 
     api.__wrapped__ = fn
     return api
+
+
+def api(outputs: int = 0, failed=0) -> Callable[[Callable], Callable]:
+    """Mark a runtime function as an API implementation returning ``outputs`` values
+    (``failed`` is each one's value when the call fails)."""
+    def mark(fn: Callable) -> Callable:
+        fn.api_shape = (outputs, failed)
+        return fn
+    return mark
+
+
+def bind_all(*modules: ModuleType, prefix: str = "") -> dict[str, Callable]:
+    """``prefix + name`` -> bound function, for every ``@api`` function the modules define."""
+    bound = {}
+    for module in modules:
+        for name, fn in vars(module).items():
+            shape = getattr(fn, "api_shape", None)
+            if shape is not None and fn.__module__ == module.__name__:
+                bound[prefix + name] = bind(fn, *shape)
+    return bound
 
 
 def publish(namespace: dict) -> None:

@@ -21,6 +21,7 @@ from typing import Any, Callable
 from mdev import constants as C
 from mdev import errors as E
 from mdev.errors import AclError
+from mdev.runtime.boundary import api
 from mdev.runtime import streams
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.board_client import MESSAGE_HANDLERS
@@ -129,10 +130,12 @@ def hub() -> CallbackHub:
 
 
 # ---------------------------------------------------------------------------- API
+@api()
 def launch_host_func(stream, fn: Callable, args: Any) -> None:
     hub().launch(rt.stream_in_context(stream), fn, args, block=True, report=False)
 
 
+@api()
 def launch_callback(fn: Callable, user_data: Any, block_type: int, stream) -> None:
     st = rt.stream_in_context(stream)
     block_type = as_int(block_type, "blockType")
@@ -145,6 +148,7 @@ def launch_callback(fn: Callable, user_data: Any, block_type: int, stream) -> No
     h.launch(st, fn, user_data, block=block_type == C.ACL_CALLBACK_BLOCK, report=True)
 
 
+@api()
 def subscribe_report(thread_id: int, stream) -> None:
     st = rt.stream(as_int(stream, "stream") if stream is not None else None)
     thread_id = as_int(thread_id, "threadId")
@@ -159,6 +163,7 @@ def subscribe_report(thread_id: int, stream) -> None:
         h.reports.setdefault(thread_id, queue.SimpleQueue())
 
 
+@api()
 def unsubscribe_report(thread_id: int, stream) -> None:
     st = rt.stream(as_int(stream, "stream") if stream is not None else None)
     h = hub()
@@ -170,6 +175,7 @@ def unsubscribe_report(thread_id: int, stream) -> None:
             h.thread_device.pop(thread_id, None)
 
 
+@api()
 def process_report(timeout: int) -> None:
     """Run one callback for the calling (subscribed) thread; ``timeout`` ms, -1 = forever."""
     timeout = as_int(timeout, "timeout")
@@ -184,22 +190,3 @@ def process_report(timeout: int) -> None:
     except queue.Empty:
         raise AclError(E.ACL_ERROR_RT_REPORT_TIMEOUT, f"no callback arrived within {timeout} ms") from None
     h.run(rt.link(cb.stream.device), cb)
-
-
-# ---------------------------------------------------------------------------- util threads
-def start_thread(fn: Callable, args_list: Any) -> int:
-    if not callable(fn):
-        raise AclError(E.ACL_ERROR_INVALID_PARAM, "thr_func must be callable")
-    thread = threading.Thread(target=fn, args=(args_list,), daemon=True, name="acl.util thread")
-    thread.start()
-    with rt.lock:
-        rt.user_threads[thread.ident] = thread
-    return thread.ident
-
-
-def stop_thread(thread_id: int) -> None:
-    thread = rt.user_threads.pop(as_int(thread_id, "thr_id"), None)
-    if thread is None:
-        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{thread_id} is not a thread from start_thread")
-    if thread is not threading.current_thread():
-        thread.join()

@@ -109,7 +109,7 @@ class Runtime:
         self.binaries: dict = {}
         self.functions: dict = {}
         self.args_handles: dict = {}
-        self.models: dict = {}            # mdev.graph: model run instances and task groups
+        self.models: dict = {}            # mdev.runtime.models: model run instances and task groups
         self.captures: list = []          # captures in progress (mdev.runtime.capture.Capture)
         self._handles = itertools.count(1)
         self.memory = MemoryTable(self)
@@ -151,6 +151,12 @@ class Runtime:
 
     def new_handle(self, base: int) -> int:
         return base + next(self._handles)
+
+    def forget(self, table: dict, obj) -> None:
+        """A destroyed object: its handle no longer names anything."""
+        obj.destroyed = True
+        with self.lock:
+            table.pop(obj.handle, None)
 
     # -- per-thread context
     def current_context(self) -> Context:

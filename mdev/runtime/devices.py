@@ -11,6 +11,7 @@ import os
 
 from mdev import constants as C
 from mdev import errors as E
+from mdev.runtime.boundary import api
 from mdev.runtime import hooks
 from mdev.errors import AclError
 from mdev.board import status as S
@@ -91,6 +92,7 @@ def release_device_memory(device: int) -> None:
 
 
 # ---------------------------------------------------------------------------- API
+@api()
 def set_device(device_id: int) -> None:
     device = rt.check_device(device_id)
     with rt.lock:
@@ -104,6 +106,7 @@ def set_device(device_id: int) -> None:
     rt.thread.context = ctx
 
 
+@api()
 def reset_device(device_id: int) -> None:
     device = rt.check_device(device_id)
     with rt.lock:
@@ -119,6 +122,7 @@ def reset_device(device_id: int) -> None:
                 _release_default(device)
 
 
+@api()
 def reset_device_force(device_id: int) -> None:
     device = rt.check_device(device_id)
     with rt.lock:
@@ -191,6 +195,7 @@ def _release_default(device: int) -> None:
         rt.thread.context = None
 
 
+@api(1)
 def get_device() -> int:
     ctx = rt.thread.context
     if (ctx is None or ctx.destroyed) and rt.default_device is not None:
@@ -198,14 +203,17 @@ def get_device() -> int:
     return rt.local_device(rt.current_context().device)
 
 
+@api(1)
 def get_device_count() -> int:
     return rt.device_count()
 
 
+@api(1)
 def get_run_mode() -> int:
     return C.ACL_HOST
 
 
+@api()
 def set_ts_device(ts_id: int) -> None:
     if as_int(ts_id, "tsId") not in (C.ACL_TS_ID_AICORE, C.ACL_TS_ID_AIVECTOR):
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"unknown task scheduler id {ts_id}")
@@ -242,6 +250,7 @@ for _attr in range(C.ACL_DEV_ATTR_WARP_SIZE, C.ACL_DEV_ATTR_MAX_BLOCK_DIM_Z + 1)
 _NOT_ON_THIS_SOC = {C.ACL_DEV_ATTR_HD_CONNECT_TYPE, C.ACL_DEV_ATTR_DEVICE_FORM_FACTOR}
 
 
+@api(1)
 def get_device_info(device_id: int, attr: int) -> int:
     device = rt.check_device(device_id)
     attr = as_int(attr, "attr")
@@ -253,6 +262,7 @@ def get_device_info(device_id: int, attr: int) -> int:
     return int(getter(device, rt.attach().topology.device(device)))
 
 
+@api(2)
 def get_mem_info(attr: int) -> tuple[int, int]:
     attr = as_int(attr, "attr")
     if not 0 <= attr <= C.ACL_MEM_P2P_HUGE1G:
@@ -265,10 +275,12 @@ def get_mem_info(attr: int) -> tuple[int, int]:
     return total - used, total
 
 
+@api(1)
 def device_get_bare_tgid() -> int:
     return os.getpid()
 
 
+@api(1)
 def get_devices_topo(device_id: int, other_device_id: int) -> int:
     a, b = rt.check_device(device_id), rt.check_device(other_device_id)
     if a == b:
@@ -277,6 +289,7 @@ def get_devices_topo(device_id: int, other_device_id: int) -> int:
 
 
 # ---------------------------------------------------------------------------- contexts
+@api(1)
 def create_context(device_id: int) -> int:
     device = rt.check_device(device_id)
     ctx = new_context(device, default=False)
@@ -288,6 +301,7 @@ def _context(handle) -> Context:
     return lookup(rt.contexts, handle, "context")
 
 
+@api()
 def destroy_context(context) -> None:
     ctx = _context(context)
     if ctx.is_default:
@@ -298,18 +312,22 @@ def destroy_context(context) -> None:
     release_device_memory(ctx.device)
 
 
+@api()
 def set_context(context) -> None:
     rt.thread.context = _context(context)
 
 
+@api(1)
 def get_context() -> int:
     return rt.current_context().handle
 
 
+@api(1)
 def ctx_get_current_default_stream() -> int:
     return rt.current_context().default_stream.handle
 
 
+@api(2)
 def get_primary_ctx_state(device_id: int) -> tuple[int, int]:
     """(active, flags) in pyACL's order; flags are reserved (0)."""
     device = rt.check_device(device_id)
@@ -340,6 +358,7 @@ def _sys_value(opt: int, value, table: dict) -> int:
     return value
 
 
+@api()
 def ctx_set_sys_param_opt(opt: int, value: int) -> None:
     """aclrtCtxSetSysParamOpt: per context (the calling thread's current one), last write wins."""
     opt = _sys_param(opt, _CTX_SYS_PARAMS, "context")
@@ -347,6 +366,7 @@ def ctx_set_sys_param_opt(opt: int, value: int) -> None:
     rt.current_context().sys_params[opt] = value
 
 
+@api(1)
 def ctx_get_sys_param_opt(opt: int) -> int:
     """No default: an option never set in this context is ACL_ERROR_RT_SYSPARAMOPT_NOT_SET."""
     opt = _sys_param(opt, _CTX_SYS_PARAMS, "context")
@@ -357,6 +377,7 @@ def ctx_get_sys_param_opt(opt: int) -> int:
     return ctx.sys_params[opt]
 
 
+@api()
 def set_sys_param_opt(opt: int, value: int) -> None:
     """aclrtSetSysParamOpt: process-wide, needs no device."""
     opt = _sys_param(opt, _SYS_PARAMS, "process")
@@ -365,6 +386,7 @@ def set_sys_param_opt(opt: int, value: int) -> None:
         rt.sys_params[opt] = value
 
 
+@api(1)
 def get_sys_param_opt(opt: int) -> int:
     """Process-wide value; 0 when never set."""
     return rt.sys_params.get(_sys_param(opt, _SYS_PARAMS, "process"), 0)
@@ -379,11 +401,13 @@ def _pair(device_id: int, peer_device_id: int) -> tuple[int, int]:
     return device, peer
 
 
+@api(1)
 def device_can_access_peer(device_id: int, peer_device_id: int) -> int:
     device, peer = _pair(device_id, peer_device_id)
     return int(rt.attach().topology.can_access_peer(device, peer))
 
 
+@api()
 def device_enable_peer_access(peer_device_id: int, flags: int) -> None:
     """Let the current device reach ``peer`` (one direction; the peer needs its own call)."""
     if as_int(flags, "flags") != 0:
@@ -402,6 +426,7 @@ def device_enable_peer_access(peer_device_id: int, flags: int) -> None:
         rt.peer_access.add((device, peer))
 
 
+@api()
 def device_disable_peer_access(peer_device_id: int) -> None:
     current = rt.local_device(rt.current_context().device)
     device, peer = _pair(current, peer_device_id)
@@ -411,6 +436,7 @@ def device_disable_peer_access(peer_device_id: int) -> None:
         rt.peer_access.discard((device, peer))
 
 
+@api(1)
 def device_peer_access_status(device_id: int, peer_device_id: int) -> int:
     device, peer = _pair(device_id, peer_device_id)
     return int((device, peer) in rt.peer_access)

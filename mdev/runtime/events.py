@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from mdev import constants as C
 from mdev import errors as E
 from mdev.errors import AclError
+from mdev.runtime.boundary import api
 from mdev.runtime import hooks
 from mdev.runtime import capture as _graph
 from mdev.runtime import streams
@@ -95,10 +96,12 @@ def is_complete(event: Event) -> bool:
 
 
 # ---------------------------------------------------------------------------- API
+@api(1)
 def create_event() -> int:
     return _create(0, LEGACY)
 
 
+@api(1)
 def create_event_with_flag(flag: int) -> int:
     flag = as_int(flag, "flag")
     if flag == C.ACL_EVENT_EXTERNAL or (flag and not flag & ~_FLAGS):
@@ -107,6 +110,7 @@ def create_event_with_flag(flag: int) -> int:
                    "CAPTURE_STREAM_PROGRESS, DEVICE_USE_ONLY, or ACL_EVENT_EXTERNAL alone")
 
 
+@api(1)
 def create_event_ex_with_flag(flag: int) -> int:
     flag = as_int(flag, "flag")
     if flag == C.ACL_EVENT_IPC or not flag & ~_EX_FLAGS:
@@ -115,11 +119,18 @@ def create_event_ex_with_flag(flag: int) -> int:
                    "CAPTURE_STREAM_PROGRESS, or ACL_EVENT_IPC alone")
 
 
+def _queried(event) -> Event:
+    """The event a query or synchronisation names (a captured event cannot be asked)."""
+    ev = get(event)
+    if rt.captures:
+        _graph.check_event(ev)
+    return ev
+
+
+@api()
 def destroy_event(event) -> None:
     ev = get(event)
-    ev.destroyed = True
-    with rt.lock:
-        rt.events.pop(ev.handle, None)
+    rt.forget(rt.events, ev)
     if ev.ipc_key or ev.opened:
         rt.attach().request("ipc_close", ev.ipc_key or ev.opened)
     if ev.opened is None:
@@ -141,6 +152,7 @@ def reap() -> None:
                 pass      # the device is gone, and its slots with it
 
 
+@api()
 def record_event(event, stream) -> None:
     ev = get(event)
     if ev.opened is not None:
@@ -155,6 +167,7 @@ def record_event(event, stream) -> None:
     rt.link(ev.device).control.event_issued[ev.slot] = ev.issued
 
 
+@api()
 def reset_event(event, stream) -> None:
     ev = get(event)
     if ev.api == EX:
@@ -167,6 +180,7 @@ def reset_event(event, stream) -> None:
     streams.submit(st, "reset_event", ev.slot, ev.uid)
 
 
+@api()
 def stream_wait_event(stream, event) -> None:
     st = rt.stream_in_context(stream)
     ev = get(event)
@@ -187,27 +201,24 @@ def stream_wait_event(stream, event) -> None:
     del ev.waits[:-64]
 
 
+@api(1)
 def query_event(event) -> int:
-    ev = get(event)
-    if rt.captures:
-        _graph.check_event(ev)
+    ev = _queried(event)
     if ev.api == EX:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "query_event does not take events from "
                        "create_event_ex_with_flag; use query_event_status")
     return C.ACL_EVENT_STATUS_COMPLETE if is_complete(ev) else C.ACL_EVENT_STATUS_NOT_READY
 
 
+@api(1)
 def query_event_status(event) -> int:
-    ev = get(event)
-    if rt.captures:
-        _graph.check_event(ev)
+    ev = _queried(event)
     return C.ACL_EVENT_RECORDED_STATUS_COMPLETE if is_complete(ev) else C.ACL_EVENT_RECORDED_STATUS_NOT_READY
 
 
+@api(1)
 def query_event_wait_status(event) -> int:
-    ev = get(event)
-    if rt.captures:
-        _graph.check_event(ev)
+    ev = _queried(event)
     if ev.api == EX:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "query_event_wait_status does not take Ex events")
     done = all(s.destroyed or streams.is_done(s, seq) for s, seq in ev.waits)
@@ -223,8 +234,6 @@ def _unreported_failure(ev: Event) -> bool:
 
 
 def _sync(ev: Event, timeout: int) -> None:
-    if rt.captures:
-        _graph.check_event(ev)
     # a completed record returns at once -- unless its stream holds an unreported failure:
     # the device's answer carries it, whether the record ran before this call or after
     if is_complete(ev) and not _unreported_failure(ev):
@@ -253,12 +262,14 @@ def _poll(ev: Event, timeout: int) -> None:
         pause = min(pause * 2, 0.002)
 
 
+@api()
 def synchronize_event(event) -> None:
-    _sync(get(event), -1)
+    _sync(_queried(event), -1)
 
 
+@api()
 def synchronize_event_with_timeout(event, timeout: int) -> None:
-    _sync(get(event), timeout_ms(timeout))
+    _sync(_queried(event), timeout_ms(timeout))
 
 
 def _timestamp_ns(ev: Event) -> int:
@@ -273,6 +284,7 @@ def _timestamp_ns(ev: Event) -> int:
     return int(rt.link(ev.device).control.event_ts[ev.slot])
 
 
+@api(1, failed=0.0)
 def event_elapsed_time(start, end) -> float:
     t0, t1 = _timestamp_ns(get(start)), _timestamp_ns(get(end))
     if t1 < t0:
@@ -280,15 +292,18 @@ def event_elapsed_time(start, end) -> float:
     return (t1 - t0) / 1e6
 
 
+@api(1)
 def event_get_timestamp(event) -> int:
     """Completion time of the event's record, in microseconds since the device booted."""
     return _timestamp_ns(get(event)) // 1000
 
 
+@api(1)
 def get_event_id(event) -> int:
     return get(event).slot
 
 
+@api()
 def set_op_wait_timeout(timeout: int) -> None:
     value = as_int(timeout, "timeout")
     if not 0 <= value < 1 << 32:

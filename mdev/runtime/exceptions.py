@@ -14,6 +14,7 @@ from typing import Callable
 
 from mdev import errors as E
 from mdev.errors import AclError
+from mdev.runtime.boundary import api
 from mdev.runtime.board_client import MESSAGE_HANDLERS
 from mdev.runtime.core import RUNTIME as rt
 
@@ -51,6 +52,7 @@ def _on_exception(link, message: tuple) -> None:
 MESSAGE_HANDLERS["exc"] = _on_exception
 
 
+@api()
 def set_exception_info_callback(callback) -> None:
     """The deprecated single callback slot (None clears it); coexists with registered ones."""
     if callback is not None and not callable(callback):
@@ -58,6 +60,7 @@ def set_exception_info_callback(callback) -> None:
     rt.exception_legacy = callback
 
 
+@api()
 def exception_info_callback_register(callback) -> None:
     if not callable(callback):
         raise AclError(E.ACL_ERROR_INVALID_PARAM, "callback must be callable")
@@ -65,6 +68,7 @@ def exception_info_callback_register(callback) -> None:
         rt.exception_callbacks.append(callback)
 
 
+@api()
 def exception_info_callback_unregister(callback) -> None:
     if not callable(callback):
         raise AclError(E.ACL_ERROR_INVALID_PARAM, "callback must be callable")

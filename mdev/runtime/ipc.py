@@ -14,6 +14,7 @@ from mdev import constants as C
 from mdev import errors as E
 from mdev.errors import AclError
 from mdev.memory import address
+from mdev.runtime.boundary import api
 from mdev.runtime import events, notify
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.memory import DEVICE, Allocation
@@ -48,6 +49,7 @@ def _reach(device: int, enable: bool) -> None:
 
 
 # ---------------------------------------------------------------------------- IPC memory
+@api(1, failed=None)
 def ipc_mem_get_export_key(dev_ptr: int, size_: int, key_len: int, flags: int) -> str:
     _key_len(key_len)
     flags = as_int(flags, "flags")
@@ -70,10 +72,12 @@ def ipc_mem_get_export_key(dev_ptr: int, size_: int, key_len: int, flags: int) -
     return key
 
 
+@api()
 def ipc_mem_set_import_pid(key: str, pids) -> None:
     rt.attach().request("ipc_set_pids", key, _pids(pids))
 
 
+@api(1)
 def ipc_mem_import_by_key(key: str, flags: int) -> int:
     flags = as_int(flags, "flags")
     if flags not in (C.ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT, C.ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS):
@@ -94,6 +98,7 @@ def ipc_mem_import_by_key(key: str, flags: int) -> int:
     return ptr
 
 
+@api()
 def ipc_mem_close(key: str) -> None:
     board = rt.attach()
     imported = next((a for a in list(rt.memory._by_start.values()) if a.ipc_key == key), None)
@@ -108,6 +113,7 @@ def ipc_mem_close(key: str) -> None:
 
 
 # ---------------------------------------------------------------------------- IPC events
+@api(1, failed=None)
 def ipc_get_event_handle(event) -> bytes:
     ev = events.get(event)
     if ev.api != events.EX or ev.flags != C.ACL_EVENT_IPC:
@@ -118,6 +124,7 @@ def ipc_get_event_handle(event) -> bytes:
     return ev.ipc_key.encode().ljust(IPC_EVENT_HANDLE_SIZE, b"\0")
 
 
+@api(1)
 def ipc_open_event_handle(handle) -> int:
     if isinstance(handle, (bytes, bytearray)):
         handle = bytes(handle).rstrip(b"\0").decode(errors="replace")
@@ -130,6 +137,7 @@ def ipc_open_event_handle(handle) -> int:
 
 
 # ---------------------------------------------------------------------------- IPC notify
+@api(1, failed=None)
 def notify_get_export_key(notify_handle, key_len: int, flags: int) -> str:
     _key_len(key_len)
     flags = as_int(flags, "flags")
@@ -144,6 +152,7 @@ def notify_get_export_key(notify_handle, key_len: int, flags: int) -> str:
     return n.ipc_key
 
 
+@api()
 def notify_set_import_pid(notify_handle, pids) -> None:
     n = notify.get(notify_handle)
     if n.ipc_key is None:
@@ -151,6 +160,7 @@ def notify_set_import_pid(notify_handle, pids) -> None:
     rt.attach().request("ipc_set_pids", n.ipc_key, _pids(pids))
 
 
+@api(1)
 def notify_import_by_key(key: str, flags: int) -> int:
     flags = as_int(flags, "flags")
     if flags not in (C.ACL_RT_NOTIFY_IMPORT_FLAG_DEFAULT, C.ACL_RT_NOTIFY_IMPORT_FLAG_ENABLE_PEER_ACCESS):

@@ -21,6 +21,7 @@ import cloudpickle
 
 from mdev import constants as C
 from mdev import errors as E
+from mdev.runtime.boundary import api
 from mdev.runtime.boundary import record_error
 from mdev.runtime import hooks
 from mdev.errors import AclError
@@ -204,10 +205,12 @@ def _host_bytes(ptr, nbytes: int, what: str) -> bytes:
     return rt.memory.view(operand).tobytes()
 
 
+@api()
 def launch_kernel(func, num_blocks, args_data, args_size, stream) -> None:
     launch_kernel_v2(func, num_blocks, args_data, args_size, None, stream)
 
 
+@api()
 def launch_kernel_v2(func, num_blocks, args_data, args_size, cfg, stream) -> None:
     fn = _function(func)
     st = _launch_stream(fn, stream)
@@ -223,6 +226,7 @@ def launch_kernel_v2(func, num_blocks, args_data, args_size, cfg, stream) -> Non
             C.ACL_RT_DEV_RES_VECTOR_CORE, _timeout(cfg))
 
 
+@api()
 def launch_kernel_with_host_args(func, num_blocks, stream, cfg, host_args, args_size,
                                  place_holder_array=None, place_holder_num: int = 0) -> None:
     fn = _function(func)
@@ -243,6 +247,7 @@ def launch_kernel_with_host_args(func, num_blocks, stream, cfg, host_args, args_
     _submit(st, fn.fid, num_blocks, "bytes", block, placeholders, C.ACL_RT_DEV_RES_VECTOR_CORE, _timeout(cfg))
 
 
+@api()
 def launch_kernel_with_args_array(func, num_blocks, stream, cfg, args) -> None:
     """``args``: one entry per parameter, each a host pointer to its 8-byte value or its bytes."""
     fn = _function(func)
@@ -255,6 +260,7 @@ def launch_kernel_with_args_array(func, num_blocks, stream, cfg, args) -> None:
     _submit(st, fn.fid, num_blocks, "bytes", block, [], C.ACL_RT_DEV_RES_VECTOR_CORE, _timeout(cfg))
 
 
+@api()
 def launch_kernel_with_config(func, num_blocks, stream, cfg, args_handle, reserve=None) -> None:
     fn = _function(func)
     st = _launch_stream(fn, stream)
@@ -290,6 +296,7 @@ def _options(options) -> None:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, "options must be None or a dict/list of load options")
 
 
+@api(1)
 def binary_load_from_file(bin_path: str, options=None) -> int:
     if not isinstance(bin_path, str) or not bin_path:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, "binPath must be a non-empty str")
@@ -304,6 +311,7 @@ def binary_load_from_file(bin_path: str, options=None) -> int:
     return _load(source, bin_path)
 
 
+@api(1)
 def binary_load_from_data(data, length: int, options=None) -> int:
     length = size(length, "length", positive=True)
     _options(options)
@@ -320,6 +328,7 @@ def _binary(handle) -> Binary:
                   code=E.ACL_ERROR_RT_INVALID_HANDLE)
 
 
+@api(1)
 def binary_get_function(bin_handle, kernel_name: str) -> int:
     binary = _binary(bin_handle)
     for fn in binary.functions:
@@ -329,6 +338,7 @@ def binary_get_function(bin_handle, kernel_name: str) -> int:
                    f"(it has: {', '.join(f.name for f in binary.functions) or 'none'})")
 
 
+@api(1)
 def binary_get_function_by_entry(bin_handle, func_entry: int) -> int:
     """``funcEntry`` is the kernel's index in the binary's definition order (an mdev choice:
     the real API reserves this call)."""
@@ -339,6 +349,7 @@ def binary_get_function_by_entry(bin_handle, func_entry: int) -> int:
     return binary.functions[entry].handle
 
 
+@api()
 def binary_unload(bin_handle) -> None:
     binary = _binary(bin_handle)
     binary.unloaded = True
@@ -348,10 +359,12 @@ def binary_unload(bin_handle) -> None:
     rt.link(binary.device).request("unload_binary", binary.bin_id)
 
 
+@api(1)
 def function_get_param_count(func) -> int:
     return _function(func).param_count
 
 
+@api(1, failed=None)
 def get_function_name(func) -> str:
     return _function(func).name
 
@@ -361,17 +374,20 @@ def _args(handle) -> ArgsHandle:
     return lookup(rt.args_handles, handle, "argument handle", code=E.ACL_ERROR_INVALID_PARAM)
 
 
+@api(1)
 def kernel_args_init(func) -> int:
     ah = ArgsHandle(rt.new_handle(ARGS_HANDLES), _function(func))
     rt.args_handles[ah.handle] = ah
     return ah.handle
 
 
+@api(1)
 def kernel_args_get_mem_size(func, user_args_size: int) -> int:
     _function(func)
     return size(user_args_size, "userArgsSize") + ARGS_RUNTIME_EXTRA
 
 
+@api(1)
 def kernel_args_get_handle_mem_size(func) -> int:
     _function(func)
     return ARGS_HANDLE_SIZE
@@ -386,16 +402,19 @@ def _append(ah: ArgsHandle, value: bytes | None) -> int:
     return handle
 
 
+@api(1)
 def kernel_args_append(args_handle, param, param_size: int) -> int:
     ah = _args(args_handle)
     nbytes = size(param_size, "paramSize", positive=True)
     return _append(ah, _host_bytes(param, nbytes, "param"))
 
 
+@api(1)
 def kernel_args_append_place_holder(args_handle) -> int:
     return _append(_args(args_handle), None)
 
 
+@api(1)
 def kernel_args_get_place_holder_buffer(args_handle, param_handle, data_size: int) -> int:
     """A runtime-owned host buffer for a placeholder's data (copied to the device at launch)."""
     ah = _args(args_handle)
@@ -405,6 +424,7 @@ def kernel_args_get_place_holder_buffer(args_handle, param_handle, data_size: in
     return address.buffer_address(buffer)
 
 
+@api()
 def kernel_args_para_update(args_handle, param_handle, param, param_size: int) -> None:
     ah = _args(args_handle)
     for entry in ah.params:
@@ -415,6 +435,7 @@ def kernel_args_para_update(args_handle, param_handle, param, param_size: int) -
     raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{param_handle!r} is not an appended parameter of this handle")
 
 
+@api()
 def kernel_args_finalize(args_handle) -> None:
     _args(args_handle).finalized = True
 

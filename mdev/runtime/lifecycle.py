@@ -10,6 +10,7 @@ import json
 import re
 
 from mdev import errors as E
+from mdev.runtime.boundary import api
 from mdev.runtime import hooks, trace
 from mdev.errors import AclError
 from mdev.runtime.core import RUNTIME as rt
@@ -98,6 +99,7 @@ def stack_size(config: dict) -> int:
     return rounded
 
 
+@api()
 def init(config_path: str | None = None) -> None:
     config, text = _parse(config_path)
     with rt.lock:
@@ -116,6 +118,7 @@ def init(config_path: str | None = None) -> None:
     hooks.started()
 
 
+@api()
 def finalize() -> None:
     with rt.lock:
         if rt.init_count == 0:
@@ -126,6 +129,7 @@ def finalize() -> None:
         rt.finalized = True
 
 
+@api(1)
 def finalize_reference() -> int:
     with rt.lock:
         if rt.init_count < 1:

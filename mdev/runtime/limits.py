@@ -10,6 +10,7 @@ from __future__ import annotations
 from mdev import constants as C
 from mdev import errors as E
 from mdev.errors import AclError
+from mdev.runtime.boundary import api
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import Stream
 from mdev.runtime.validate import as_int
@@ -51,49 +52,58 @@ def stream_limit(stream: Stream, res_type: int) -> int:
 
 
 # ---------------------------------------------------------------------------- API
+@api()
 def set_device_res_limit(device_id: int, res_type: int, value: int) -> None:
     device = _device_in_use(device_id)
     res_type, value = _checked(device, res_type, value)
     rt.device_limits[(device, res_type)] = value
 
 
+@api(1)
 def get_device_res_limit(device_id: int, res_type: int) -> int:
     device = rt.check_device(device_id)
     res_type, _ = _checked(device, res_type)
     return device_limit(device, res_type)
 
 
+@api()
 def reset_device_res_limit(device_id: int) -> None:
     device = _device_in_use(device_id)
     for res_type in _TYPES:
         rt.device_limits.pop((device, res_type), None)
 
 
+@api()
 def set_stream_res_limit(stream, res_type: int, value: int) -> None:
     st = rt.stream(stream)
     res_type, value = _checked(st.device, res_type, value)
     st.res_limits[res_type] = value
 
 
+@api(1)
 def get_stream_res_limit(stream, res_type: int) -> int:
     st = rt.stream(stream)
     res_type, _ = _checked(st.device, res_type)
     return stream_limit(st, res_type)
 
 
+@api()
 def reset_stream_res_limit(stream) -> None:
     rt.stream(stream).res_limits.clear()
 
 
+@api()
 def use_stream_res_in_current_thread(stream) -> None:
     rt.thread.res_stream = rt.stream(stream)
 
 
+@api()
 def unuse_stream_res_in_current_thread(stream) -> None:
     rt.stream(stream)
     rt.thread.res_stream = None
 
 
+@api(1)
 def get_res_in_current_thread(res_type: int) -> int:
     adopted = rt.thread.res_stream
     if adopted is not None and not adopted.destroyed:

@@ -12,6 +12,7 @@ import numpy as np
 from mdev import constants as C
 from mdev import errors as E
 from mdev.errors import AclError
+from mdev.runtime.boundary import api
 from mdev.runtime import hooks
 from mdev.runtime import capture as _graph
 from mdev.memory import address
@@ -44,6 +45,7 @@ MAX_2D_WIDTH, MAX_2D_HEIGHT = 5_000_000, 5_242_880
 
 
 # ---------------------------------------------------------------------------- allocation
+@api(1)
 def malloc(size_: int, policy: int, align32: bool = False) -> int:
     nbytes = size(size_, positive=True)
     policy = as_int(policy, "policy")
@@ -60,19 +62,28 @@ def malloc(size_: int, policy: int, align32: bool = False) -> int:
     return ptr
 
 
+@api(1)
 def malloc_align32(size_: int, policy: int) -> int:
     return malloc(size_, policy, align32=True)
 
 
-def free(dev_ptr: int) -> None:
-    if not dev_ptr:
-        raise AclError(E.ACL_ERROR_INVALID_PARAM, "devPtr is NULL")
-    alloc = rt.memory.get(as_int(dev_ptr, "devPtr"))
-    if alloc is None or alloc.kind != DEVICE:
+def _to_free(ptr, kind: str, name: str, what: str) -> Allocation:
+    """The allocation a free names: the start of a live one of ``kind`` (memcheck reports
+    any other pointer)."""
+    if not ptr:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{name} is NULL")
+    ptr = as_int(ptr, name)
+    alloc = rt.memory.get(ptr)
+    if alloc is None or alloc.kind != kind:
         if hooks.checker is not None:
-            hooks.checker.bad_free(as_int(dev_ptr, "devPtr"))
-        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID,
-                       f"{dev_ptr:#x} is not the start of a live device allocation (double free?)")
+            hooks.checker.bad_free(ptr)
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{ptr:#x} is not the start of a live {what} (double free?)")
+    return alloc
+
+
+@api()
+def free(dev_ptr: int) -> None:
+    alloc = _to_free(dev_ptr, DEVICE, "devPtr", "device allocation")
     if alloc.ipc_key is not None:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{dev_ptr:#x} was imported over IPC: "
                        "release it with ipc_mem_close, not free")
@@ -92,19 +103,14 @@ def close_exports(alloc: Allocation) -> None:
     alloc.exports = None
 
 
+@api(1)
 def malloc_host(size_: int) -> int:
     return rt.memory.new_pinned(size(size_, positive=True)).ptr
 
 
+@api()
 def free_host(host_ptr: int) -> None:
-    if not host_ptr:
-        raise AclError(E.ACL_ERROR_INVALID_PARAM, "hostPtr is NULL")
-    alloc = rt.memory.get(as_int(host_ptr, "hostPtr"))
-    if alloc is None or alloc.kind != PINNED:
-        if hooks.checker is not None:
-            hooks.checker.bad_free(as_int(host_ptr, "hostPtr"))
-        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID,
-                       f"{host_ptr:#x} is not the start of a live malloc_host buffer (double free?)")
+    alloc = _to_free(host_ptr, PINNED, "hostPtr", "malloc_host buffer")
     rt.memory.remove(alloc.ptr)
     board = rt.attach()
     seg = alloc.segment
@@ -166,6 +172,7 @@ def _require(ptr, what: str) -> None:
 
 
 # ---------------------------------------------------------------------------- copies
+@api()
 def memcpy(dst: int, dest_max: int, src: int, count: int, kind: int) -> None:
     _require(dst, "dst"), _require(src, "src")
     kind = _kind(kind, _DIRECTION)
@@ -182,6 +189,7 @@ def memcpy(dst: int, dest_max: int, src: int, count: int, kind: int) -> None:
     _copy_here(d, s)
 
 
+@api()
 def memcpy_async(dst: int, dest_max: int, src: int, count: int, kind: int, stream) -> None:
     _require(dst, "dst"), _require(src, "src")
     kind = _kind(kind, _DIRECTION)
@@ -240,6 +248,7 @@ def _copy2d_here(d: Operand, dpitch: int, s: Operand, spitch: int, width: int, h
               rows(rt.memory.view(s), (height, width), (spitch, 1)))
 
 
+@api()
 def memcpy2d(dst, dpitch, src, spitch, width, height, kind) -> None:
     kind = _kind(kind, _KINDS_2D_SYNC)
     ops = _operands_2d(dst, dpitch, src, spitch, width, height, kind)
@@ -255,6 +264,7 @@ def memcpy2d(dst, dpitch, src, spitch, width, height, kind) -> None:
     _copy2d_here(ops[0], dpitch, ops[1], spitch, width, height)
 
 
+@api()
 def memcpy2d_async(dst, dpitch, src, spitch, width, height, kind, stream) -> None:
     kind = _kind(kind, _KINDS_2D_ASYNC)
     st = rt.stream_in_context(stream)
@@ -287,6 +297,7 @@ def _memset_operand(dev_ptr, max_count, value, count) -> tuple[Operand | None, i
     return rt.memory.operand(dev_ptr, count, write=True, what="devPtr"), value
 
 
+@api()
 def memset(dev_ptr: int, max_count: int, value: int, count: int) -> None:
     op, value = _memset_operand(dev_ptr, max_count, value, count)
     if op is None:
@@ -304,6 +315,7 @@ def memset(dev_ptr: int, max_count: int, value: int, count: int) -> None:
         rt.memory.view(part).fill(value & 0xFF)
 
 
+@api()
 def memset_async(dev_ptr: int, max_count: int, value: int, count: int, stream) -> None:
     st = rt.stream_in_context(stream)
     op, value = _memset_operand(dev_ptr, max_count, value, count)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from mdev import constants as C
 from mdev import errors as E
 from mdev.errors import AclError
+from mdev.runtime.boundary import api
 from mdev.runtime import capture as R
 from mdev.runtime import streams
 from mdev.runtime.core import RUNTIME as rt
@@ -117,6 +118,7 @@ def _new_model(ctx, kind: str, state: str) -> Model:
 
 
 # ---------------------------------------------------------------------------- build
+@api(1)
 def build_begin(flag: int = 0) -> int:
     if as_int(flag, "flag") != 0:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"flag must be 0, got {flag}")
@@ -125,6 +127,7 @@ def build_begin(flag: int = 0) -> int:
     return model.handle
 
 
+@api()
 def bind_stream(model_ri, stream, flag: int) -> None:
     model = _model(model_ri)
     st = _explicit_stream(stream, "ri_bind_stream")
@@ -163,6 +166,7 @@ def _bound(model: Model, stream):
     return st
 
 
+@api()
 def end_task(model_ri, stream) -> None:
     model = _model(model_ri)
     st = _bound(model, stream)
@@ -172,6 +176,7 @@ def end_task(model_ri, stream) -> None:
     lane.end = len(lane.tasks)
 
 
+@api()
 def build_end(model_ri, reserve=None) -> None:
     model = _model(model_ri)
     if reserve not in (None, 0):
@@ -184,6 +189,7 @@ def build_end(model_ri, reserve=None) -> None:
     model.state = READY
 
 
+@api()
 def unbind_stream(model_ri, stream) -> None:
     model = _model(model_ri)
     st = _bound(model, stream)
@@ -205,6 +211,7 @@ def active_stream(active, stream) -> None:
 
 
 # ---------------------------------------------------------------------------- execution
+@api()
 def execute_async(model_ri, stream) -> None:
     model = _ready(model_ri)
     st = rt.stream_in_context(stream)
@@ -220,6 +227,7 @@ def execute_async(model_ri, stream) -> None:
         del model.runs[:-16]
 
 
+@api()
 def execute(model_ri, timeout: int) -> None:
     """Run on the current context's default stream and wait (``timeout`` ms, -1 = forever)."""
     timeout = timeout_ms(timeout)
@@ -235,6 +243,7 @@ def execute(model_ri, timeout: int) -> None:
     streams.wait_targets([(st, seq)], timeout)
 
 
+@api()
 def destroy(model_ri) -> None:
     model = _model(model_ri)
     if model.state == CAPTURING:
@@ -253,6 +262,7 @@ def destroy(model_ri) -> None:
 
 
 # ---------------------------------------------------------------------------- capture
+@api()
 def capture_begin(stream, mode: int) -> None:
     mode = as_int(mode, "mode")
     if mode not in R.MODE_NAMES:
@@ -274,6 +284,7 @@ def capture_begin(stream, mode: int) -> None:
     st.recorder = capture
 
 
+@api(1)
 def capture_end(stream) -> int:
     st = rt.stream_in_context(stream)
     capture = R.capturing(st)
@@ -315,6 +326,7 @@ def capture_end(stream) -> int:
     return model.handle
 
 
+@api(2)
 def capture_get_info(stream) -> tuple[int, int]:
     st = rt.stream(stream)
     capture = R.capturing(st)
@@ -323,6 +335,7 @@ def capture_get_info(stream) -> tuple[int, int]:
     return capture.status, capture.model.handle
 
 
+@api(1)
 def capture_thread_exchange_mode(mode: int) -> int:
     mode = as_int(mode, "mode")
     if mode not in R.MODE_NAMES:
@@ -339,7 +352,8 @@ def _capture_of(st) -> R.Capture:
     return capture
 
 
-def task_grp_begin(stream) -> None:
+@api()
+def capture_task_grp_begin(stream) -> None:
     st = rt.stream_in_context(stream)
     capture = _capture_of(st)
     with capture.lock:
@@ -351,7 +365,8 @@ def task_grp_begin(stream) -> None:
         lane.group = R.OpenGroup(lane)
 
 
-def task_grp_end(stream) -> int:
+@api(1)
+def capture_task_grp_end(stream) -> int:
     st = rt.stream_in_context(stream)
     capture = _capture_of(st)
     with capture.lock:
@@ -379,7 +394,8 @@ def _group(handle) -> TaskGroup:
     return group
 
 
-def task_update_begin(stream, handle) -> None:
+@api()
+def capture_task_update_begin(stream, handle) -> None:
     st = rt.stream_in_context(stream)
     group = _group(handle)
     if group.model.state != READY:
@@ -397,7 +413,8 @@ def task_update_begin(stream, handle) -> None:
     st.recorder = R.Update(group, st)
 
 
-def task_update_end(stream) -> None:
+@api()
+def capture_task_update_end(stream) -> None:
     st = rt.stream_in_context(stream)
     rec = st.recorder
     if not isinstance(rec, R.Update):
@@ -421,23 +438,16 @@ def task_update_end(stream) -> None:
 # ---------------------------------------------------------------------------- debug dumps
 _TYPES = {   # op -> (aclmdlRITaskType, display name)
     "kernel": (C.ACL_MODEL_RI_TASK_KERNEL, "KERNEL"),
-    R.RECORD: (C.ACL_MODEL_RI_TASK_EVENT_RECORD, "EVENT_RECORD"),
-    "record_event": (C.ACL_MODEL_RI_TASK_EVENT_RECORD, "EVENT_RECORD"),
-    R.WAIT: (C.ACL_MODEL_RI_TASK_EVENT_WAIT, "EVENT_WAIT"),
-    "wait_event": (C.ACL_MODEL_RI_TASK_EVENT_WAIT, "EVENT_WAIT"),
-    "wait_event_flag": (C.ACL_MODEL_RI_TASK_EVENT_WAIT, "EVENT_WAIT"),
     "reset_event": (C.ACL_MODEL_RI_TASK_EVENT_RESET, "EVENT_RESET"),
     "value_write": (C.ACL_MODEL_RI_TASK_VALUE_WRITE, "VALUE_WRITE"),
     "value_wait": (C.ACL_MODEL_RI_TASK_VALUE_WAIT, "VALUE_WAIT"),
-    "copy": (C.ACL_MODEL_RI_TASK_DEFAULT, "MEMCPY_ASYNC"),
-    "copy2d": (C.ACL_MODEL_RI_TASK_DEFAULT, "MEMCPY2D_ASYNC"),
-    "memset": (C.ACL_MODEL_RI_TASK_DEFAULT, "MEMSET_ASYNC"),
-    "record_notify": (C.ACL_MODEL_RI_TASK_DEFAULT, "NOTIFY_RECORD"),
-    "wait_notify": (C.ACL_MODEL_RI_TASK_DEFAULT, "NOTIFY_WAIT"),
-    "reduce": (C.ACL_MODEL_RI_TASK_DEFAULT, "REDUCE_ASYNC"),
-    "random_num": (C.ACL_MODEL_RI_TASK_DEFAULT, "RANDOM_NUM"),
-    "run_graph": (C.ACL_MODEL_RI_TASK_DEFAULT, "MODEL_EXECUTE"),
-    R.ACTIVATE: (C.ACL_MODEL_RI_TASK_DEFAULT, "STREAM_ACTIVE"),
+    **dict.fromkeys((R.RECORD, "record_event"), (C.ACL_MODEL_RI_TASK_EVENT_RECORD, "EVENT_RECORD")),
+    **dict.fromkeys((R.WAIT, "wait_event", "wait_event_flag"), (C.ACL_MODEL_RI_TASK_EVENT_WAIT, "EVENT_WAIT")),
+    # tasks the enum has no type of its own for
+    **{op: (C.ACL_MODEL_RI_TASK_DEFAULT, name) for op, name in (
+        ("copy", "MEMCPY_ASYNC"), ("copy2d", "MEMCPY2D_ASYNC"), ("memset", "MEMSET_ASYNC"),
+        ("record_notify", "NOTIFY_RECORD"), ("wait_notify", "NOTIFY_WAIT"), ("reduce", "REDUCE_ASYNC"),
+        ("random_num", "RANDOM_NUM"), ("run_graph", "MODEL_EXECUTE"), (R.ACTIVATE, "STREAM_ACTIVE"))},
 }
 
 
@@ -447,22 +457,23 @@ def _where(loc) -> str:
 
 
 def _detail(op: str, args: tuple, names: dict) -> str:
-    if op == "copy":
-        return f"{args[2]} B, {_where(args[1])} -> {_where(args[0])}"
-    if op == "copy2d":
-        return f"{args[4]} x {args[5]} B, {_where(args[2])} -> {_where(args[0])}"
-    if op == "memset":
-        return f"{args[2]} B of {args[1]:#04x}, {_where(args[0])}"
-    if op == "kernel":
-        return f"{names.get(args[0], f'function {args[0]}')} <<<{args[1]}>>>"
-    if op in ("record_event", "reset_event"):
-        return f"event {args[0]} (external)"
-    if op == "wait_event_flag":
-        return f"event {args[0]} (external: a record after the last reset)"
-    if op == "wait_event":
-        return f"event {args[0]} (record {args[2]}, made outside the model)"
-    if op in ("value_write", "value_wait"):
-        return f"value {args[1]:#x}, {_where(args[0])}"
+    match op, args:
+        case "copy", (dst, src, nbytes, *_):
+            return f"{nbytes} B, {_where(src)} -> {_where(dst)}"
+        case "copy2d", (dst, _, src, _, width, height, *_):
+            return f"{width} x {height} B, {_where(src)} -> {_where(dst)}"
+        case "memset", (dst, value, nbytes, *_):
+            return f"{nbytes} B of {value:#04x}, {_where(dst)}"
+        case "kernel", (function, blocks, *_):
+            return f"{names.get(function, f'function {function}')} <<<{blocks}>>>"
+        case ("record_event" | "reset_event"), (slot, *_):
+            return f"event {slot} (external)"
+        case "wait_event_flag", (slot, *_):
+            return f"event {slot} (external: a record after the last reset)"
+        case "wait_event", (slot, _, issued, *_):
+            return f"event {slot} (record {issued}, made outside the model)"
+        case ("value_write" | "value_wait"), (where, value, *_):
+            return f"value {value:#x}, {_where(where)}"
     return ""
 
 
@@ -510,6 +521,7 @@ def _lanes(model: Model) -> list:
     return model.lanes if model.state == READY else list(model.recorder.lanes.values())
 
 
+@api()
 def debug_print(model_ri) -> None:
     model = _model(model_ri)
     if model.state == CAPTURING:
@@ -540,6 +552,7 @@ def _json_args(value):
     return repr(value)
 
 
+@api()
 def debug_json_print(model_ri, path: str, flags: int = C.ACL_MDLRI_DEBUG_JSON_PRINT_SUMMARY) -> None:
     """A chrome://tracing file: one track per stream, one slice per task (laid out by
     dependency depth), flow arrows for cross-stream dependencies; the model, its streams

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from mdev import constants as C
 from mdev import errors as E
+from mdev.runtime.boundary import api
 from mdev.runtime import hooks
 from mdev.errors import AclError
 from mdev.runtime import streams
@@ -43,6 +44,7 @@ def get(handle) -> Notify:
     return lookup(rt.notifies, handle, "notify handle")
 
 
+@api(1)
 def create_notify(flag: int = 0) -> int:
     flag = as_int(flag, "flag")
     if flag not in (C.ACL_NOTIFY_DEFAULT, C.ACL_NOTIFY_DEVICE_USE_ONLY):
@@ -55,11 +57,10 @@ def create_notify(flag: int = 0) -> int:
     return notify.handle
 
 
+@api()
 def destroy_notify(notify) -> None:
     n = get(notify)
-    n.destroyed = True
-    with rt.lock:
-        rt.notifies.pop(n.handle, None)
+    rt.forget(rt.notifies, n)
     if n.ipc_key is not None:
         rt.attach().request("ipc_close", n.ipc_key)
     if not n.imported:
@@ -68,6 +69,7 @@ def destroy_notify(notify) -> None:
             hooks.checker.notify_destroyed(n.device, n.slot)
 
 
+@api()
 def record_notify(notify, stream) -> None:
     n = get(notify)
     st = rt.stream_in_context(stream)
@@ -78,6 +80,7 @@ def record_notify(notify, stream) -> None:
     streams.submit(st, "record_notify", n.device, n.slot)
 
 
+@api()
 def wait_and_reset_notify(notify, stream, timeout: int = 0) -> None:
     """``timeout`` in seconds, 0 = wait forever."""
     n = get(notify)
@@ -94,6 +97,7 @@ def wait_and_reset_notify(notify, stream, timeout: int = 0) -> None:
     streams.submit(st, "wait_notify", n.slot, n.uid, timeout or rt.op_wait_timeout)
 
 
+@api(1)
 def get_notify_id(notify) -> int:
     return get(notify).slot
 
@@ -110,6 +114,7 @@ def _word(addr, stream, what: str):
     return st, operand
 
 
+@api()
 def value_write(dev_addr: int, value: int, flag: int, stream) -> None:
     if as_int(flag, "flag") != 0:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, "value_write flag must be 0")
@@ -117,6 +122,7 @@ def value_write(dev_addr: int, value: int, flag: int, stream) -> None:
     streams.submit(st, "value_write", operand.location(), as_int(value, "value") & 0xFFFFFFFFFFFFFFFF)
 
 
+@api()
 def value_wait(dev_addr: int, value: int, flag: int, stream) -> None:
     if as_int(flag, "flag") not in _WAIT_FLAGS:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"value_wait flag must be one of ACL_STREAM_WAIT_VALUE_*, got {flag}")

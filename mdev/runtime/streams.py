@@ -13,6 +13,7 @@ import time
 from mdev import constants as C
 from mdev import errors as E
 from mdev.errors import AclError
+from mdev.runtime.boundary import api
 from mdev.runtime import hooks
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import STREAM_HANDLES, Context, Stream
@@ -143,10 +144,12 @@ def release(stream: Stream, drain: bool) -> None:
 
 
 # ---------------------------------------------------------------------------- API
+@api(1)
 def create_stream() -> int:
     return new_stream(rt.current_context()).handle
 
 
+@api(1)
 def create_stream_with_config(priority: int, flag: int) -> int:
     priority = min(max(as_int(priority, "priority"), PRIORITY_GREATEST), PRIORITY_LEAST)
     flag = as_int(flag, "flag")
@@ -167,24 +170,29 @@ def _explicit(stream_handle) -> Stream:
     return stream
 
 
+@api()
 def destroy_stream(stream) -> None:
     release(_explicit(stream), drain=True)
 
 
+@api()
 def destroy_stream_force(stream) -> None:
     s = _explicit(stream)
     rt.link(s.device).request("abort", s.slot, s.seq)
     release(s, drain=False)
 
 
+@api()
 def synchronize_stream(stream) -> None:
     wait([rt.stream(stream)])
 
 
+@api()
 def synchronize_stream_with_timeout(stream, timeout: int) -> None:
     wait([rt.stream(stream)], timeout_ms(timeout))
 
 
+@api(1)
 def stream_query(stream) -> int:
     s = rt.stream(stream)
     if rt.captures:
@@ -196,18 +204,22 @@ def stream_query(stream) -> int:
     return C.ACL_STREAM_STATUS_COMPLETE
 
 
+@api(1)
 def stream_get_id(stream) -> int:
     return rt.stream(stream).stream_id
 
 
+@api(1)
 def stream_get_priority(stream) -> int:
     return rt.stream(stream).priority
 
 
+@api(1)
 def stream_get_flags(stream) -> int:
     return rt.stream(stream).flags
 
 
+@api(2)
 def device_get_stream_priority_range() -> tuple[int, int]:
     return PRIORITY_LEAST, PRIORITY_GREATEST
 
@@ -228,6 +240,7 @@ def _attribute_value(attr: int, value) -> int:
     return as_int(value, "value")
 
 
+@api()
 def set_stream_attribute(stream, attr: int, value) -> None:
     attr = as_int(attr, "stmAttrType")
     if attr not in _ATTRIBUTE_NAMES:
@@ -246,6 +259,7 @@ def set_stream_attribute(stream, attr: int, value) -> None:
     s.attributes[attr] = value
 
 
+@api(1)
 def get_stream_attribute(stream, attr: int) -> int:
     attr = as_int(attr, "stmAttrType")
     s = rt.stream(stream)
@@ -258,6 +272,7 @@ def get_stream_attribute(stream, attr: int) -> int:
     return s.attributes.get(attr, 0)
 
 
+@api()
 def set_stream_failure_mode(stream, mode: int) -> None:
     s = rt.stream_in_context(stream)
     mode = as_int(mode, "mode")
@@ -272,14 +287,17 @@ def set_stream_failure_mode(stream, mode: int) -> None:
         s.context.stop_on_failure = True   # one such stream puts its whole context in stop mode
 
 
+@api()
 def synchronize_device() -> None:
     wait(context_streams(rt.current_context()))
 
 
+@api()
 def synchronize_device_with_timeout(timeout: int) -> None:
     wait(context_streams(rt.current_context()), timeout_ms(timeout))
 
 
+@api()
 def stream_abort(stream) -> None:
     s = rt.stream(stream)
     rt.link(s.device).request("abort", s.slot, s.seq)

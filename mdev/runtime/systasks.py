@@ -29,6 +29,7 @@ from mdev import constants as C
 from mdev import errors as E
 from mdev.errors import AclError
 from mdev.board import systasks as dev
+from mdev.runtime.boundary import api
 from mdev.runtime import streams
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.memory import DEVICE, Operand
@@ -70,6 +71,7 @@ def _reserve(reserve) -> None:
 
 
 # ---------------------------------------------------------------------------- reduce
+@api()
 def reduce_async(dst, src, count, kind, data_type, stream, reserve=None) -> None:
     """dst[i] = op(dst[i], src[i]) over ``count`` bytes of ``data_type`` elements."""
     if not dst or not src:
@@ -151,6 +153,7 @@ def _check_immediates(func_type: int, params: dict) -> None:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"stddev must be >= 0, got {values['stddev']}")
 
 
+@api()
 def random_num_async(task_info, stream, reserve=None) -> None:
     if not isinstance(task_info, dict):
         raise AclError(E.ACL_ERROR_INVALID_PARAM, "taskInfo must be a dict (aclrtRandomNumTaskInfo)")

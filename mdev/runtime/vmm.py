@@ -25,6 +25,8 @@ from mdev import constants as C
 from mdev import errors as E
 from mdev.errors import AclError
 from mdev.memory import address
+from mdev.memory.allocator import return_hole
+from mdev.runtime.boundary import api
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.memory import DEVICE, Allocation, Operand
 from mdev.runtime.validate import as_int, size
@@ -179,12 +181,7 @@ class Space:
         raise AclError(E.ACL_ERROR_RT_MEMORY_ALLOCATION, f"no {span} bytes of VMM address space left")
 
     def give_back(self, va: int, span: int) -> None:
-        i = bisect.bisect_left(self.holes, [va, 0])
-        self.holes.insert(i, [va, span])
-        if i + 1 < len(self.holes) and va + span == self.holes[i + 1][0]:
-            self.holes[i][1] += self.holes.pop(i + 1)[1]
-        if i > 0 and self.holes[i - 1][0] + self.holes[i - 1][1] == va:
-            self.holes[i - 1][1] += self.holes.pop(i)[1]
+        return_hole(self.holes, va, span)
 
     def kernel_map(self) -> tuple:
         table = self._kernel_map
@@ -267,6 +264,7 @@ def _zero(value, name: str) -> None:
 
 
 # ---------------------------------------------------------------------------- physical memory
+@api(1)
 def mem_get_allocation_granularity(prop, option: int) -> int:
     p = _prop(prop)
     if as_int(option, "option") not in _OPTIONS:
@@ -275,6 +273,7 @@ def mem_get_allocation_granularity(prop, option: int) -> int:
     return granularity(p["memAttr"])
 
 
+@api(1)
 def malloc_physical(size_: int, prop, flags: int) -> int:
     _zero(flags, "flags")
     nbytes = size(size_, positive=True)
@@ -295,6 +294,7 @@ def malloc_physical(size_: int, prop, flags: int) -> int:
     return ph.handle
 
 
+@api()
 def free_physical(handle) -> None:
     sp = space()
     with sp.lock:
@@ -330,6 +330,7 @@ def _release(ph: Physical) -> None:
     link.request("free", ph.alloc.ptr)
 
 
+@api(1)
 def mem_retain_allocation_handle(virt_ptr: int) -> int:
     sp = space()
     with sp.lock:
@@ -340,11 +341,13 @@ def mem_retain_allocation_handle(virt_ptr: int) -> int:
     return ph.handle
 
 
+@api(1, failed=None)
 def mem_get_allocation_properties_from_handle(handle) -> dict:
     return copy.deepcopy(_physical(handle).prop)
 
 
 # ---------------------------------------------------------------------------- address space
+@api(1)
 def reserve_mem_address(size_: int, alignment: int, expect_ptr, flags: int) -> int:
     nbytes = size(size_, positive=True)
     _zero(alignment, "alignment")
@@ -363,6 +366,7 @@ def reserve_mem_address(size_: int, alignment: int, expect_ptr, flags: int) -> i
     return va
 
 
+@api()
 def release_mem_address(virt_ptr: int) -> None:
     va = as_int(virt_ptr, "virPtr")
     sp = space()
@@ -379,6 +383,7 @@ def release_mem_address(virt_ptr: int) -> None:
         sp.give_back(va, res.span)
 
 
+@api()
 def map_mem(virt_ptr: int, size_: int, offset: int, handle, flags: int) -> None:
     va = as_int(virt_ptr, "virPtr")
     nbytes = size(size_, positive=True)
@@ -420,6 +425,7 @@ def map_mem(virt_ptr: int, size_: int, offset: int, handle, flags: int) -> None:
         sp._kernel_map = None
 
 
+@api()
 def unmap_mem(virt_ptr: int) -> None:
     va = as_int(virt_ptr, "virPtr")
     sp = space()
@@ -449,6 +455,7 @@ def _mapping(virt_ptr) -> Mapping:
     return m
 
 
+@api()
 def mem_set_access(virt_ptr: int, size_: int, desc, count: int) -> None:
     va = as_int(virt_ptr, "virPtr")
     nbytes = size(size_, positive=True)
@@ -489,6 +496,7 @@ def mem_set_access(virt_ptr: int, size_: int, desc, count: int) -> None:
             m.access.update(grants)
 
 
+@api(1)
 def mem_get_access(virt_ptr: int, location) -> int:
     key = _location(location)
     with space().lock:
@@ -524,6 +532,7 @@ def _export(handle, flags: int) -> int:
         return ph.shareable
 
 
+@api(1)
 def mem_export_to_shareable_handle(handle, handle_type: int, flags: int) -> int:
     if as_int(handle_type, "handleType") != C.ACL_MEM_HANDLE_TYPE_NONE:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"handleType {handle_type}: only ACL_MEM_HANDLE_TYPE_NONE")
@@ -538,10 +547,12 @@ def _pids(pids) -> list[int]:
     return [as_int(p, "pid") for p in pids]
 
 
+@api()
 def mem_set_pid_to_shareable_handle(shareable, pids) -> None:
     rt.attach().request("ipc_set_pids", _key(shareable), _pids(pids))
 
 
+@api(1)
 def mem_import_from_shareable_handle(shareable, device_id: int) -> int:
     key = _key(shareable)
     device = rt.check_device(device_id)
@@ -584,16 +595,19 @@ def _share_type(share_type) -> None:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"shareType {kind}: ACL_MEM_SHARE_HANDLE_TYPE_DEFAULT or _FABRIC")
 
 
+@api(1)
 def mem_export_to_shareable_handle_v2(handle, flags: int, share_type: int) -> int:
     _share_type(share_type)
     return _export(handle, flags)
 
 
+@api()
 def mem_set_pid_to_shareable_handle_v2(shareable, share_type: int, pids) -> None:
     _share_type(share_type)
     mem_set_pid_to_shareable_handle(shareable, pids)
 
 
+@api(1)
 def mem_import_from_shareable_handle_v2(shareable, share_type: int, flags: int) -> int:
     """The V2 import makes the handle on the calling thread's current device."""
     _share_type(share_type)
