@@ -10,43 +10,12 @@ import pytest
 import topology
 from mdev.cli import topo as topo_cli
 from topology import TopologyError
+from test_topology import SMALL, error_for
 from topology.render import render_matrix, render_nodes, render_path, render_summary
 
-# Three servers of two HCCS-joined devices each; every device has a RoCE port on one leaf.
-TRIO = """
-name = "trio"
-source = "test board; unverified"
-[devices]
-count = 2
-soc_name = "Ascend910B1"
-hbm = "64MiB"
-hbm_gbps = 1600
-aicore = 24
-[[nodes]]
-name = "numa0"
-kind = "numa"
-numa = 0
-[[nodes]]
-name = "rc0"
-kind = "root_complex"
-[[links]]
-a = 0
-b = 1
-type = "hccs"
-bandwidth_gbps = 56
-latency_us = 1
-[[links]]
-a = [0, 1]
-b = "rc0"
-type = "pcie"
-bandwidth_gbps = 31.5
-latency_us = 0.5
-[[links]]
-a = "rc0"
-b = "numa0"
-type = "host"
-bandwidth_gbps = 100
-latency_us = 0.2
+# Three servers of two HCCS-joined devices each (test_topology's SMALL board); every
+# device has a RoCE port on one leaf switch.
+TRIO = SMALL.replace('name = "small"', 'name = "trio"') + """
 [cluster]
 nodes = 3
 [[cluster.switches]]
@@ -63,12 +32,6 @@ latency_us = 2
 
 def trio_dict() -> dict:
     return tomllib.loads(TRIO)
-
-
-def error_for(d: dict) -> TopologyError:
-    with pytest.raises(TopologyError) as info:
-        topology.from_dict(d, "bad.toml")
-    return info.value
 
 
 @pytest.fixture(scope="module")
