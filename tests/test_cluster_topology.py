@@ -229,3 +229,13 @@ def test_cli_show_check_and_path_on_nodes(capsys):
     assert code == 0 and out.startswith("npu1 (node0 device 1) -> npu31 (node3 device 7): ROCE")
     code, _, err = run(capsys, "topo", "path", "a2-4x8", "4:0", "0")
     assert code == 1 and "nodes 0..3" in err
+
+
+def test_format_md_cluster_example_is_valid():
+    import pathlib
+    import re
+    text = (pathlib.Path(topology.__file__).parent / "FORMAT.md").read_text()
+    example = re.search(r"```toml\n(\[cluster\].*?)```", text, re.S).group(1)
+    server = topology.preset_path("hccs8").read_text()
+    topo = topology.loads(server + example, "FORMAT.md")
+    assert topo.node_count == 4 and topo.path(0, 31).label == "ROCE"
