@@ -176,21 +176,25 @@ class Supervisor:
             segment.unlink(name)
         if client.segments:
             # devices keep the pinned buffers they copied with mapped, and a mapping keeps
-            # the pages in RAM after the unlink: have them let go
-            self._tell_devices("forget_segment", [(name,) for name in sorted(client.segments)])
+            # the pages in RAM after the unlink: have them let go (only the client's node
+            # ran its tasks)
+            self._tell_devices("forget_segment", [(name,) for name in sorted(client.segments)],
+                               self.topo.node(client.node).devices)
         self.ipc.drop_client(client.id)
         if not self.clients:
             self._idle_since = time.monotonic()
 
-    def _tell_devices(self, op: str, calls: list[tuple]) -> None:
-        """Send every device the request ``op`` once per argument tuple of ``calls``, from a
-        thread of its own: a busy device must not hold up this loop."""
-        thread = threading.Thread(target=self._send_devices, args=(op, calls), name=f"tell-{op}", daemon=True)
+    def _tell_devices(self, op: str, calls: list[tuple], devices: range | None = None) -> None:
+        """Send every started device (of ``devices``) the request ``op`` once per argument
+        tuple of ``calls``, from a thread of its own: a busy device must not hold up this loop."""
+        targets = [i for i, _ in self.fleet.running() if devices is None or i in devices]
+        thread = threading.Thread(target=self._send_devices, args=(op, calls, targets), name=f"tell-{op}",
+                                  daemon=True)
         thread.start()
         self._tellers = [t for t in self._tellers if t.is_alive()] + [thread]
 
-    def _send_devices(self, op: str, calls: list[tuple]) -> None:
-        for index, _ in self.fleet.running():
+    def _send_devices(self, op: str, calls: list[tuple], targets: list[int]) -> None:
+        for index in targets:
             try:
                 channel = protocol.connect(self.paths.device_socket(index), self.authkey,
                                            ("hello", 0, os.getpid(), "rpc", "supervisor"))
