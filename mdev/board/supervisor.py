@@ -7,11 +7,11 @@
                                               device 0 ... device N-1 processes
 
 Hosts talk to devices directly; the supervisor only hands out client ids (and knows each
-client's cluster node: IPC does not cross nodes), remembers each client's pinned segments (unlinked when the client dies),
-watches client liveness, restarts a dead device on request (telling its peers to drop
-their mappings of the dead one's memory), and stops the board on request or, for a board
-started on demand, once it has been idle for a while.  On stop it removes every segment and socket
-of the board.
+client's cluster node: IPC does not cross nodes), remembers each client's pinned
+segments (unlinked when the client dies), watches client liveness, restarts a dead
+device on request (telling its peers to drop their mappings of the dead one's memory),
+and stops the board on request or, for a board started on demand, once it has been idle
+for a while.  On stop it removes every segment and socket of the board.
 """
 
 from __future__ import annotations
@@ -221,7 +221,8 @@ class Supervisor:
         Tellers finish first: a child must not keep one's connection open either."""
         for thread in self._tellers:
             thread.join(10.0)
-        return tuple([self.listener.fileno(), self.selector.fileno()] + [c.sock.fileno() for c in self.clients.values()])
+        return tuple([self.listener.fileno(), self.selector.fileno()]
+                     + [c.sock.fileno() for c in self.clients.values()])
 
     def _check_devices(self) -> None:
         for index, proc in self.fleet.running():
@@ -265,24 +266,22 @@ class Supervisor:
     def rpc_status(self, client: Client) -> dict:
         devices = []
         for index, proc in enumerate(self.fleet.procs):
+            h, state = None, "off"          # off: its node has no host yet
+            if proc is not None:
+                try:
+                    page = S.ControlPage(segment.Segment(self.paths.control(index)))
+                    h = page.header.copy()
+                    page.segment.close()
+                    state = S.STATE_NAMES.get(int(h[S.H_STATE]), "?")
+                except Exception:
+                    h, state = None, "lost"
+                if not proc.is_alive():
+                    state = "faulted"
             spec = self.topo.device(index)
             node, local = self.topo.local_device(index)
-            if proc is None:            # its node has no host yet
-                devices.append({"id": index, "node": node, "local": local, "soc": spec.soc_name, "pid": 0,
-                                "state": "off", "hbm_total": spec.hbm_bytes, "hbm_used": 0, "streams": 0,
-                                "tasks_done": 0})
-                continue
-            try:
-                page = S.ControlPage(segment.Segment(self.paths.control(index)))
-                h = page.header.copy()
-                page.segment.close()
-                state = S.STATE_NAMES.get(int(h[S.H_STATE]), "?")
-            except Exception:
-                h, state = None, "lost"
-            if not proc.is_alive():
-                state = "faulted"
             devices.append({
-                "id": index, "node": node, "local": local, "soc": spec.soc_name, "pid": proc.pid, "state": state,
+                "id": index, "node": node, "local": local, "soc": spec.soc_name, "pid": proc.pid if proc else 0,
+                "state": state,
                 "hbm_total": spec.hbm_bytes,
                 "hbm_used": int(h[S.H_HBM_USED]) if h is not None else 0,
                 "streams": int(h[S.H_STREAMS]) if h is not None else 0,
@@ -290,8 +289,8 @@ class Supervisor:
             })
         clients = [{"id": c.id, "pid": c.pid, "command": c.command, "node": c.node}
                    for c in self.clients.values() if c.pid]
-        return {"board": self.paths.name, "topology": self.topo.name, "nodes": self.topo.node_count, "pid": os.getpid(),
-                "on_demand": self.on_demand, "started": self.started, "devices": devices,
+        return {"board": self.paths.name, "topology": self.topo.name, "nodes": self.topo.node_count,
+                "pid": os.getpid(), "on_demand": self.on_demand, "started": self.started, "devices": devices,
                 "clients": clients}
 
     def rpc_ipc_export(self, client: Client, kind: str, device: int, detail: tuple, validate_pid: bool) -> str:
