@@ -110,12 +110,12 @@ def cmd_smi(args: argparse.Namespace) -> int:
     else:
         devices = info["devices"]
     print(rule)
-    print(f"| {'NPU':<4}{'Name':<14}{'Health':<9}{'HBM-Usage(MB)':<18}{'Streams':<9}{'Tasks':<12}{'PID':<10}|")
+    print(f"| {'NPU':<4}{'Name':<16}{'Health':<9}{'HBM-Usage(MB)':<18}{'Streams':<9}{'Tasks':<10}{'PID':<10}|")
     print(rule)
     for d in devices:
         usage = f"{_mb(d['hbm_used'])} / {_mb(d['hbm_total'])}"
-        print(f"| {d['local']:<4}{d['soc']:<14}{d['state']:<9}{usage:<18}{d['streams']:<9}"
-              f"{d['tasks_done']:<12}{d['pid']:<10}|")
+        print(f"| {d['local']:<4}{d['soc']:<16}{d['state']:<9}{usage:<18}{d['streams']:<9}"
+              f"{d['tasks_done']:<10}{d['pid']:<10}|")
     print(rule)
     print(f"| {'Process id':<12}{'Command':<66}|")
     print(rule)
