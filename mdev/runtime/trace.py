@@ -108,7 +108,7 @@ def on_attach(board) -> None:
         host_on, _keep = keep or origin is not None, keep
         _clock = None if origin is None else {"origin": origin, "client": board.client_id, "end": 0.0, "ops": 0}
         _meta.update(board=board.paths.name, topology=topo.name, devices=topo.device_count,
-                     node=board.node.index, node_devices=[board.devices.start, board.devices.stop],
+                     node=board.node.index,
                      links={l.id: {"type": l.type, "a": l.a, "b": l.b, "gbps": l.effective_gbps,
                                    "latency_us": l.latency_us} for l in topo.links},
                      peers=[[a, b] for a in board.devices for b in board.devices if topo.can_access_peer(a, b)],
