@@ -239,3 +239,9 @@ def test_format_md_cluster_example_is_valid():
     server = topology.preset_path("hccs8").read_text()
     topo = topology.loads(server + example, "FORMAT.md")
     assert topo.node_count == 4 and topo.path(0, 31).label == "ROCE"
+
+
+def test_whatif_counts_peer_pairs_of_the_node_it_runs_on(trio):
+    from mdev.cli import whatif
+    assert whatif.peer_pairs(trio, 2) == (1, 1, [(0, 1)])          # local ids of node 2
+    assert whatif.run_node(trio, 2) == 2 and whatif.run_node(topology.resolve("hccs8"), 2) == 0

@@ -193,3 +193,15 @@ def test_segment_lock_makes_increments_from_processes_exact():
     finally:
         seg.close()
         seg.unlink()
+
+
+def test_mdev_run_node_sets_the_node(trio_board, tmp_path):
+    prog = tmp_path / "where.py"
+    prog.write_text("import acl\nfrom mdev.memory import address\nacl.rt.set_device(0)\n"
+                    "print(acl.rt.get_device_count()[0], address.split(acl.rt.malloc(64, 0)[0])[0])\n")
+    env = dict(os.environ, MDEV_AUTOSTART="0")
+    env.pop("MDEV_NODE", None)
+    out = subprocess.run([sys.executable, "-m", "mdev", "run", "--board", trio_board, "--node", "1", str(prog)],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["2", "2"]                          # node 1's device 0 is board device 2
