@@ -261,17 +261,23 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 _DEVICE_NAME = re.compile(r"npu(\d+)")
 
 
+def _node_name(t: _Table, *taken: dict[str, Node]) -> str:
+    """The entry's name: well formed, not a device's, not one of ``taken``."""
+    name = t.text("name")
+    if not _NAME.fullmatch(name) or _DEVICE_NAME.fullmatch(name):
+        raise t.error("name", f"{name!r} is not a valid node name (letters, digits, _ . -; "
+                              "npu<N> is reserved for devices)")
+    if any(name in names for names in taken):
+        raise t.error("name", f"duplicate node name {name!r}")
+    return name
+
+
 def _nodes(top: _Table, existing: dict[str, Node]) -> dict[str, Node]:
     nodes: dict[str, Node] = {}
     numa_ids: dict[int, str] = {}
     for i, entry in enumerate(top.tables("nodes")):
         t = _Table(top.filename, f"nodes[{i}]", entry, ("name", "kind", "numa", "cpus", "description"))
-        name = t.text("name")
-        if not _NAME.fullmatch(name) or _DEVICE_NAME.fullmatch(name):
-            raise t.error("name", f"{name!r} is not a valid node name (letters, digits, _ . -; "
-                                  "npu<N> is reserved for devices)")
-        if name in nodes or name in existing:
-            raise t.error("name", f"duplicate node name {name!r}")
+        name = _node_name(t, nodes, existing)
         kind = t.text("kind")
         if kind not in NODE_KINDS:
             raise t.error("kind", f"must be one of {', '.join(NODE_KINDS)}, got {kind!r}")
@@ -422,12 +428,7 @@ def _cluster(top: _Table, server: Topology) -> cluster.ClusterSpec:
     switches: dict[str, Node] = {}
     for i, entry in enumerate(t.tables("switches")):
         s = _Table(top.filename, f"cluster.switches[{i}]", entry, ("name", "kind", "description"))
-        name = s.text("name")
-        if not _NAME.fullmatch(name) or _DEVICE_NAME.fullmatch(name):
-            raise s.error("name", f"{name!r} is not a valid node name (letters, digits, _ . -; "
-                                  "npu<N> is reserved for devices)")
-        if name in switches or name in server.nodes:
-            raise s.error("name", f"duplicate node name {name!r}")
+        name = _node_name(s, switches, server.nodes)
         kind = s.text("kind")
         if kind not in _SWITCH_KINDS:
             raise s.error("kind", f"must be one of {', '.join(_SWITCH_KINDS)} (host parts belong to "
