@@ -118,10 +118,11 @@ def reset_event(device: "Device", stream: "DeviceStream", slot: int, uid: int) -
 @op(None, quick=_always)
 def record_remote_event(device: "Device", stream: "DeviceStream", owner: int, slot: int) -> None:
     """A record of another device's IPC event (an importing process's stream records it):
-    counted in this device's cell of the owner's page."""
+    counted on the owner's page, among the records of other devices."""
     page = device.peer_control(owner)
-    with device.lock:   # several streams of this device may record the same event
-        page.event_remote[slot, device.index] += 1
+    # several streams of this device, and other devices, may record the same event
+    with device.lock, page.remote_lock(slot):
+        page.event_remote[slot] += 1
     device.wake()
 
 
@@ -165,8 +166,9 @@ def wait_event_flag(device: "Device", stream: "DeviceStream", slot: int, uid: in
 @op(None, quick=_always)
 def record_notify(device: "Device", stream: "DeviceStream", owner: int, slot: int) -> None:
     page = device.peer_control(owner)
-    with device.lock:   # several streams of this device may record the same notify
-        page.notify_rec[slot, device.index] += 1
+    # several streams of this device, and other devices, may record the same notify
+    with device.lock, page.record_lock(slot):
+        page.notify_rec[slot] += 1
     device.wake()
 
 
@@ -179,7 +181,7 @@ def wait_notify(device: "Device", stream: "DeviceStream", slot: int, uid: int, t
         lock, so of several streams waiting on one notify exactly one takes a record."""
         if device.notifies.get(slot) != uid:
             return True          # destroyed: the wait is released
-        recorded = c.notify_rec[slot].sum()
+        recorded = c.notify_rec[slot]
         if recorded > c.notify_taken[slot]:
             c.notify_taken[slot] = recorded   # auto-reset: one record, one wait
             return True

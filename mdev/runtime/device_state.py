@@ -89,11 +89,12 @@ def device_get_uuid(device_id: int) -> dict:
 
 
 def _id_mapping(name: str):
-    """aclrtGet<To>DevIdBy<From>DevId: every id space is the same on an mdev board (the ids of
-    its devices, 0 .. count-1), so each mapping checks the id and returns it."""
+    """aclrtGet<To>DevIdBy<From>DevId: every id space is the same for an mdev process (the ids
+    of its node's devices, 0 .. count-1), so each mapping checks the id and returns it."""
     @api(1)
     def mapping(dev_id: int) -> int:
-        return rt.check_device(as_int(dev_id, "deviceId"))
+        rt.check_device(as_int(dev_id, "deviceId"))
+        return dev_id
     mapping.__name__ = mapping.__qualname__ = name
     return mapping
 

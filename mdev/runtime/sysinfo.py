@@ -132,7 +132,7 @@ def get_cann_version(name: int) -> dict:
 def soc() -> str:
     """The SoC of the calling thread's device (device 0 before any is set)."""
     ctx = rt.thread.context
-    device = ctx.device if ctx is not None and not ctx.destroyed else 0
+    device = ctx.device if ctx is not None and not ctx.destroyed else rt.check_device(0)
     return rt.attach().topology.device(device).soc_name
 
 
@@ -163,4 +163,4 @@ def get_device_capability(device_id: int, device_info: int) -> int:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"deviceId {device} greater than deviceNum {rt.device_count()}")
     if info not in _DEVICE_INFO:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{info} is not an aclDeviceInfo")
-    return int(getattr(rt.attach().topology.device(device), _DEVICE_INFO[info]))
+    return int(getattr(rt.attach().topology.device(rt.check_device(device)), _DEVICE_INFO[info]))
