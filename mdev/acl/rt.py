@@ -8,12 +8,14 @@ are ints and 0 (or None) is the default stream.
 from __future__ import annotations
 
 from mdev.runtime import models as _graph_model
-from mdev.runtime import (allocators, boundary, callbacks, device_state, devices, events, exceptions, ipc, kernels,
-                          labels, limits, memops, notify, overflow, streams, systasks, vmm)
+from mdev.runtime import (allocators, batchcopy, boundary, callbacks, cntnotify, device_state, devices, events,
+                          exceptions, groups, hostmem, ipc, kernels, labels, limits, memops, notify, overflow,
+                          pointers, stream_config, streams, systasks, vmm)
 from mdev.runtime.boundary import bind, bind_all
 
-_bound = bind_all(devices, device_state, streams, events, notify, callbacks, memops, kernels, limits, ipc, vmm,
-                  exceptions, systasks, labels, allocators, overflow)
+_bound = bind_all(devices, device_state, streams, stream_config, events, notify, cntnotify, callbacks, memops,
+                  hostmem, batchcopy, pointers, kernels, limits, ipc, vmm, exceptions, systasks, labels, allocators,
+                  overflow, groups)
 globals().update(_bound)
 
 # aliases: C names and pyACL spellings of the same functions
@@ -29,7 +31,11 @@ get_task_id_from_exception_info = exceptions.get_task_id_from_exception_info
 get_thread_id_from_exception_info = exceptions.get_thread_id_from_exception_info
 get_error_code_from_exception_info = exceptions.get_error_code_from_exception_info
 
-allocator_create_desc = allocators.allocator_create_desc     # a value, no ret (as in pyACL)
+# values, no ret (as in pyACL / the C API)
+allocator_create_desc = allocators.allocator_create_desc
+create_stream_config_handle = stream_config.create_stream_config_handle
+create_binary = kernels.create_binary
+create_group_info = groups.create_group_info
 
 # errors
 get_last_error = boundary.get_last_error

@@ -41,6 +41,9 @@ FAULT_CODES = {
 }
 
 
+TIMEOUT_CODES = {"vector": E.ACL_ERROR_RT_VECTOR_CORE_TIMEOUT, "cube": E.ACL_ERROR_RT_AICORE_TIMEOUT}
+
+
 class KernelFault(TaskFault):
     def __init__(self, message: str, core: str = "vector", trap: bool = False) -> None:
         super().__init__(FAULT_CODES[core][trap], message)

@@ -43,6 +43,7 @@ from mdev.board import kernels as _kernel_tasks  # noqa: F401  (registers the "k
 from mdev.board import systasks as _systasks  # noqa: F401
 from mdev.board import trace as _trace  # noqa: F401  (trace_start / trace_collect requests)
 from mdev.board import graphs as _graph_tasks  # noqa: F401  (stored graphs, "run_graph")
+from mdev.board import cntnotify as _cnt_notify  # noqa: F401  (counting notifies)
 from mdev.kernel.api import Kernel, kernels_of
 from mdev.memory import address
 from mdev.memory.allocator import Allocator, OutOfMemory
@@ -145,7 +146,8 @@ class Device:
         self.sync_waiters: dict[int, list[SyncWaiter]] = {}
         self.engines = {"dma": Engine("dma", DMA_ENGINES),
                         "aic": Engine("aic", max(1, self.spec.cube)),
-                        "aiv": Engine("aiv", max(1, self.spec.vector))}
+                        "aiv": Engine("aiv", max(1, self.spec.vector)),
+                        "aicpu": Engine("aicpu", max(1, self.spec.aicpu))}
         self.kernels: dict[int, Kernel] = {}
         self.binaries: dict[int, list[int]] = {}      # binary id -> its kernels' function ids
         self._fids = itertools.count(1)
@@ -532,7 +534,7 @@ class Device:
 
     @property
     def stream_limit(self) -> int:
-        return 1984
+        return S.STREAM_LIMIT
 
     def rpc_destroy_stream(self, conn, req, slot: int) -> None:
         """aclrtDestroyStream(Force): once answered, no task of the stream touches memory."""

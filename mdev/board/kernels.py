@@ -9,7 +9,8 @@ The limit is the stream / device / hardware core limit in force when the launch 
 submitted.  A block that raises, or touches memory outside the allocations it was given,
 faults the launch with its core's exception (vector 507035, cube 507015), a block that
 executes ``ctx.trap()`` with its core's trap exception (507036 / 507016); the other blocks
-still finish.  With the stream's overflow switch on, the blocks report floating-point
+still finish.  A launch running past its execute timeout is stopped (mdev.board.watchdog)
+and fails with its core's timeout (507034 / 507014).  With the stream's overflow switch on, the blocks report floating-point
 overflows (mdev.board.overflow).
 """
 
@@ -23,9 +24,12 @@ from typing import TYPE_CHECKING
 
 from mdev import errors as E
 from mdev.board import overflow, sanitize
-from mdev.board.tasks import TaskFault, op
+from mdev.board.tasks import TaskFault, op, request
+from mdev.errors import AclError
+from mdev.kernel.api import Kernel
 from mdev.kernel import params
-from mdev.board.block import BlockContext, KernelFault, KernelStopped, KernelTrap, Launch
+from mdev.board.block import TIMEOUT_CODES, BlockContext, KernelFault, KernelStopped, KernelTrap, Launch
+from mdev.board.watchdog import Watchdog
 from mdev.memory import address
 
 if TYPE_CHECKING:
@@ -33,6 +37,14 @@ if TYPE_CHECKING:
     from mdev.board.stream import DeviceStream
 
 _pool_lock = threading.Lock()
+
+
+def _watchdog(device: "Device") -> Watchdog:
+    with _pool_lock:
+        watchdog = getattr(device, "watchdog", None)
+        if watchdog is None:
+            watchdog = device.watchdog = Watchdog()
+        return watchdog
 
 
 def _pool(device: "Device") -> concurrent.futures.ThreadPoolExecutor:
@@ -64,6 +76,29 @@ def _arguments(device: "Device", kernel, args_kind: str, args, placeholders: lis
     return params.decode(kernel.types, bytes(block))
 
 
+@request
+def register_cpu_func(device: "Device", conn, bin_id: int, func_name: str, kernel_name: str) -> int:
+    """aclrtRegisterCpuFunc: a function of a loaded binary as an AI CPU kernel of its own."""
+    with device.lock:
+        found = next((device.kernels[f] for f in device.binaries.get(bin_id, ()) if device.kernels[f].name == func_name),
+                     None)
+        if found is None:
+            raise AclError(E.ACL_ERROR_RT_KERNEL_LOOKUP, f"the binary has no function {func_name!r}")
+        fid = next(device._fids)
+        device.kernels[fid] = Kernel(found.fn, core="aicpu", vectorized=found.vectorized, name=kernel_name)
+        device.binaries[bin_id].append(fid)
+    return fid
+
+
+@request
+def function_core(device: "Device", conn, fid: int) -> str:
+    """The core a loaded function runs on (its entry addresses follow from it)."""
+    kernel = device.kernels.get(fid)
+    if kernel is None:
+        raise AclError(E.ACL_ERROR_RT_KERNEL_LOOKUP, f"function {fid} is not loaded on device {device.index}")
+    return kernel.core
+
+
 @op(None)
 def kernel(device: "Device", stream: "DeviceStream", fid: int, num_blocks: int, args_kind: str, args,
            placeholders: list, limit: int, pinned: tuple, timeout_s: float) -> None:
@@ -72,7 +107,7 @@ def kernel(device: "Device", stream: "DeviceStream", fid: int, num_blocks: int, 
         raise TaskFault(E.ACL_ERROR_RT_KERNEL_LOOKUP, f"kernel {fid} is not loaded on device {device.index}")
     scratch: list[int] = []
     deadline = time.monotonic() + timeout_s if timeout_s else None
-    launch = None
+    launch = alarm = None
     try:
         try:
             values = _arguments(device, kernel, args_kind, args, placeholders, scratch)
@@ -81,6 +116,9 @@ def kernel(device: "Device", stream: "DeviceStream", fid: int, num_blocks: int, 
         launch = Launch(device, stream, num_blocks, pinned, stream.client, kernel.name, deadline,
                         watch=sanitize.watching(device, stream.client), core=kernel.core)
         launch.start(values)
+        if deadline is not None:     # the op execute timeout: stopped when it runs longer
+            why = f"kernel {kernel.name} ran longer than its {timeout_s} s execute timeout"
+            alarm = _watchdog(device).arm(deadline, lambda: launch.stop(TIMEOUT_CODES[kernel.core], why))
         engine = device.engines[kernel.engine]
         width = max(1, min(num_blocks, limit, engine.slots))
         if kernel.vectorized:
@@ -97,6 +135,8 @@ def kernel(device: "Device", stream: "DeviceStream", fid: int, num_blocks: int, 
         if launch.stopped[0]:
             raise TaskFault(*launch.stopped) from None     # whatever its blocks did after the stop
     finally:
+        if alarm is not None:
+            _watchdog(device).disarm(alarm)
         if launch is not None:
             if launch.accesses is not None:
                 sanitize.report(device, stream, launch)
@@ -105,12 +145,8 @@ def kernel(device: "Device", stream: "DeviceStream", fid: int, num_blocks: int, 
             for offset in scratch:
                 device.allocator.release(offset)
         device.on_memory_written(None)
-    if launch.stopped is not None:
-        if launch.stopped[0]:
-            raise TaskFault(*launch.stopped)
-        return
-    if deadline is not None and time.monotonic() > deadline:
-        raise TaskFault(E.ACL_ERROR_RT_AICORE_TIMEOUT, f"kernel {kernel.name} ran longer than {timeout_s} s")
+    if launch.stopped is not None and launch.stopped[0]:
+        raise TaskFault(*launch.stopped)
 
 
 def _wave(device, engine, stream, kernel, launch, values, blocks, cores) -> None:

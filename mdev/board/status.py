@@ -66,6 +66,7 @@ from mdev.memory.segment import Segment
 MAGIC = 0x6D646576  # "mdev"
 
 MAX_STREAMS = 2048
+STREAM_LIMIT = 1984           # streams a device gives out (default streams included), A2/A3
 MAX_EVENTS = 65536
 MAX_NOTIFIES = 8192
 

@@ -90,6 +90,28 @@ def memset(device: "Device", stream: "DeviceStream", dst: tuple, value: int, nby
     device.on_memory_written(dst)
 
 
+@op("dma", quick=lambda args: args[2] <= QUICK_BYTES)
+def fill32(device: "Device", stream: "DeviceStream", dst: tuple, value: int, nbytes: int) -> None:
+    """aclrtMemsetD32Async: 32-bit words of ``value``."""
+    device.view(dst, nbytes, write=True).view(np.uint32).fill(value)
+    device.on_memory_written(dst)
+
+
+@op("dma")
+def copy_desc(device: "Device", stream: "DeviceStream", desc: tuple, base: int) -> None:
+    """aclrtMemcpyAsyncWithDesc: source, destination and size are read from the descriptor
+    (device memory) when the task runs."""
+    src, dst, nbytes, _ = (int(v) for v in device.view(desc, 32).view(np.uint64))
+    if nbytes:
+        copy(device, stream, ("d", device.index, dst - base), ("d", device.index, src - base), nbytes)
+
+
+@op(None, quick=_always)
+def cmo(device: "Device", stream: "DeviceStream", where: tuple, nbytes: int, kind: int) -> None:
+    """aclrtCmoAsync: no caches to maintain; the memory must still be there."""
+    device.view(where, nbytes)
+
+
 def _rows(flat: np.ndarray, pitch: int, width: int, height: int) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(flat, shape=(height, width), strides=(pitch, 1))
 
@@ -155,6 +177,16 @@ def wait_remote_event(device: "Device", stream: "DeviceStream", owner: int, slot
 
 
 @op(None)
+def wait_event_latest(device: "Device", stream: "DeviceStream", slot: int, uid: int, timeout_s: float) -> None:
+    """An EXTERNAL wait of a graph replay: for the records issued outside the graph by the
+    time the replay gets here (what the host published in event_issued)."""
+    page = device.control
+    target = int(page.event_issued[slot])
+    device.wait_until(stream, lambda: device.events.get(slot) != uid or page.event_count(slot) >= target,
+                      timeout_s, f"event {slot}")
+
+
+@op(None)
 def wait_event_flag(device: "Device", stream: "DeviceStream", slot: int, uid: int, timeout_s: float) -> None:
     """Flag wait (graph replays): until a record executes after the latest reset."""
     c = device.control
@@ -188,6 +220,17 @@ def wait_notify(device: "Device", stream: "DeviceStream", slot: int, uid: int, t
         return False
 
     device.wait_until(stream, take, timeout_s, f"notify {slot}")
+
+
+@request
+def reset_notifies(device: "Device", conn, notifies: list) -> None:
+    """aclrtNotifyBatchReset: the notifies (slot, uid) are cleared at once: records so far
+    release no wait."""
+    c = device.control
+    with device.lock:
+        for slot, uid in notifies:
+            if device.notifies.get(slot) == uid:
+                c.notify_taken[slot] = c.notify_rec[slot]
 
 
 # ---------------------------------------------------------------------------- values

@@ -26,14 +26,16 @@ from mdev import constants as C
 from mdev import errors as E
 from mdev.kernel import params
 
-ENGINES = {"vector": ("aiv", C.ACL_RT_DEV_RES_VECTOR_CORE), "cube": ("aic", C.ACL_RT_DEV_RES_CUBE_CORE)}
+# core -> (the device engine it runs on, its aclrtDevResLimitType; AI CPU kernels have none)
+ENGINES = {"vector": ("aiv", C.ACL_RT_DEV_RES_VECTOR_CORE), "cube": ("aic", C.ACL_RT_DEV_RES_CUBE_CORE),
+           "aicpu": ("aicpu", None)}
 
 
 class Kernel:
     def __init__(self, fn: Callable, core: str = "vector", vectorized: bool = False,
                  name: str | None = None) -> None:
         if core not in ENGINES:
-            raise ValueError(f"core must be 'vector' or 'cube', got {core!r}")
+            raise ValueError(f"core must be 'vector', 'cube' or 'aicpu', got {core!r}")
         self.fn = fn
         self.core = core
         self.vectorized = vectorized

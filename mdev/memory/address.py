@@ -9,6 +9,8 @@ can name any device's memory.
 
     [2**48, 2**49)            1024 devices x 256 GiB
     [2**49, 2**49 + 2**47)    each host process's VMM virtual addresses
+    [2**49 + 2**47, ...)      kernel entry addresses (aclrtGetFunctionAddr): names of code,
+                              not memory -- no copy or kernel can reach them
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ MAX_DEVICES = 1024             # devices of a board, every node's
 # above the device ranges: each host process's VMM virtual addresses (reserve_mem_address)
 VMM_BASE = DEVICE_BASE + MAX_DEVICES * DEVICE_SPAN
 VMM_END = VMM_BASE + (1 << 47)
+CODE_BASE = VMM_END
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 NORMAL_PAGE, HUGE_PAGE, GIANT_PAGE = 4 * KiB, 2 * MiB, 1 * GiB
@@ -32,6 +35,11 @@ _BASE_POLICY_MASK = 0xFF
 
 def device_base(device: int) -> int:
     return DEVICE_BASE + device * DEVICE_SPAN
+
+
+def function_address(device: int, function: int) -> int:
+    """The entry address of function ``function`` loaded on ``device``."""
+    return CODE_BASE + (device << 32) + function * 0x100
 
 
 def split(ptr: int) -> tuple[int, int] | None:

@@ -64,19 +64,27 @@ class Segment:
         if hi > lo:
             self._mmap.madvise(mmap.MADV_REMOVE, lo, hi - lo)
 
+    def map_over(self, address: int) -> None:
+        """Map this segment a second time, at ``address`` exactly, replacing what was mapped
+        there (host memory registration: the user's pages become shared ones)."""
+        fd = os.open("/dev/shm/" + self.name.lstrip("/"), os.O_RDWR)
+        try:
+            _mmap_fixed(address, self.size, mmap.MAP_SHARED, fd, f"cannot map {self.name} at {address:#x}")
+        finally:
+            os.close(fd)
+
     def detach_writes(self) -> None:
         """From now on this mapping is a private copy-on-write one: readers through it still
         see the segment (until they write a page), writes stay in this process's pages and
         never reach the segment.  Atomic for other threads using the mapping (the kernel
         swaps it under its memory-map lock), so a writer mid-copy cannot fault."""
-        prot, flags = mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE
+        flags = mmap.MAP_PRIVATE | MAP_NORESERVE
         try:
             fd = os.open("/dev/shm/" + self.name.lstrip("/"), os.O_RDONLY)
         except OSError:          # unlinked: nothing to read through any more
             fd, flags = -1, flags | mmap.MAP_ANONYMOUS
         try:
-            if _libc.mmap(self.address, self.size, prot, flags, fd, 0) in (None, ctypes.c_void_p(-1).value):
-                raise OSError(ctypes.get_errno(), f"cannot detach {self.name}: {os.strerror(ctypes.get_errno())}")
+            _mmap_fixed(self.address, self.size, flags, fd, f"cannot detach {self.name}")
         finally:
             if fd >= 0:
                 os.close(fd)
@@ -94,6 +102,19 @@ class Segment:
 
     def unlink(self) -> None:
         unlink(self.name)
+
+
+def _mmap_fixed(address: int, size: int, flags: int, fd: int, what: str) -> None:
+    """mmap(2) at exactly ``address`` (MAP_FIXED), read-write."""
+    result = _libc.mmap(address, size, mmap.PROT_READ | mmap.PROT_WRITE, flags | MAP_FIXED, fd, 0)
+    if result in (None, ctypes.c_void_p(-1).value):
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def map_private(address: int, size: int) -> None:
+    """Give [address, address+size) fresh private memory of this process (zero pages)."""
+    _mmap_fixed(address, size, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, f"cannot remap {address:#x}")
 
 
 def unlink(name: str) -> None:

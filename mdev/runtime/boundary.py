@@ -80,6 +80,9 @@ def bind(fn: Callable, outputs: int = 0, failed=0) -> Callable:
             value = fn(*args, **kwargs)
         except AclError as exc:
             code, message = exc.code, exc.message
+            if outputs and getattr(exc, "outputs", None) is not None:
+                record_error(code, message)
+                return (*exc.outputs, code)      # outputs the call gives even when it fails
         except (TypeError, ValueError, OverflowError) as exc:
             # wrong number or kind of arguments: pyACL's own parser would refuse them
             code, message = E.ACL_ERROR_INVALID_PARAM, f"{fn.__name__}: {exc}"

@@ -91,6 +91,7 @@ class Recorder:
         self.lock = threading.RLock()
         self.lanes: dict = {}            # Stream -> Lane, in the order the streams joined
         self.events: dict = {}           # event handle -> (marker, ev.issued at the record)
+        self.external_records: list = []     # events each replay records for real
 
     def add_lane(self, stream, head: bool = True) -> Lane:
         lane = self.lanes.get(stream)
@@ -117,12 +118,17 @@ class Recorder:
 
     def record_event(self, stream, ev) -> None:
         if _external(ev):        # visible outside the graph: a real record on each replay
-            self.record(stream, "record_event", (ev.slot, ev.uid))
+            self.record_outside(stream, ev)
             return
         marker = next(_markers)
         with self.lock:
             self.record(stream, RECORD, (marker,))
             self.events[ev.handle] = (marker, ev.issued)
+
+    def record_outside(self, stream, ev) -> None:
+        """A record each replay makes for real (the host counts it when it executes the model)."""
+        self.record(stream, "record_event", (ev.slot, ev.uid))
+        self.external_records.append(ev)
 
     def wait_event(self, stream, ev, owner) -> None:
         """A wait in a built (persistent-stream) graph; ``owner`` is the capture that recorded
@@ -166,6 +172,7 @@ class Build(Recorder):
         with self.lock:
             self.lanes.update(other.lanes)
             self.events.update(other.events)
+            self.external_records.extend(other.external_records)
 
 
 class Capture(Recorder):
@@ -183,6 +190,7 @@ class Capture(Recorder):
         self.model = model
         self.status = ACTIVE
         self.reason = ""
+        self.external_used: set = set()     # events of an EXTERNAL record or wait (one each)
         self.add_lane(origin)
 
     # -- state
@@ -252,6 +260,23 @@ class Capture(Recorder):
             raise self.fail(E.ACL_ERROR_RT_CAPTURE_DEPENDENCY, f"{_name(stream)} waits for an event whose latest "
                             "record is not part of the capture (record it on a captured stream)")
         # never recorded: a wait on it is a no-op, captured or not
+
+    def external_record(self, stream, ev) -> None:
+        """aclrtRecordEventWithFlag(EXTERNAL): once per event and graph."""
+        self._once(ev)
+        self.record_outside(stream, ev)
+
+    def external_wait(self, stream, ev) -> None:
+        """aclrtStreamWaitEventWithFlag(EXTERNAL): each replay waits, at this point, for the
+        event's latest record made outside the graph (once per event and graph)."""
+        self._once(ev)
+        self.record(stream, "wait_event_latest", (ev.slot, ev.uid, rt.op_wait_timeout))
+
+    def _once(self, ev) -> None:
+        with self.lock:
+            if ev.handle in self.external_used:
+                raise self.fail(E.ACL_ERROR_RT_PARAM_INVALID, "an event takes one EXTERNAL record or wait per graph")
+            self.external_used.add(ev.handle)
 
     def join(self, stream, ev) -> None:
         """A stream outside the capture waits for an event recorded inside it: it joins."""

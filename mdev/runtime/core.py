@@ -28,6 +28,11 @@ from mdev.runtime import hooks
 from mdev.runtime.board_client import BoardClient
 from mdev.runtime.memory import MemoryTable
 
+# The task scheduler counts an operator's run time in ticks of this many microseconds, at
+# most 254 of them (the A2/A3 default and maximum: about 1091 s)
+OP_TIMEOUT_INTERVAL_US = 4_294_967
+OP_TIMEOUT_MAX_US = 254 * OP_TIMEOUT_INTERVAL_US
+
 # handle ranges, one per kind, so a handle of the wrong kind is rejected, not confused
 STREAM_HANDLES = 0x5_0000_0000
 CONTEXT_HANDLES = 0xC_0000_0000
@@ -74,6 +79,7 @@ class ThreadState(threading.local):
         self.messages: list[str] = []
         self.res_stream: Stream | None = None   # stream whose core limits the thread adopted
         self.capture_mode = 0                   # aclmdlRICaptureThreadExchangeMode (GLOBAL)
+        self.last_task = 0                      # id of its last task on an explicit stream
 
 
 class Runtime:
@@ -92,6 +98,7 @@ class Runtime:
         self.default_device: int | None = None
         self.device_refs: dict[int, int] = {}
         self.force_reset: set[int] = set()
+        self.aborting_devices: set[int] = set()        # aclrtDeviceTaskAbort in progress
         self.peer_access: set[tuple[int, int]] = set()   # (device, peer) pairs enabled
         self.sys_params: dict[int, int] = {}              # aclrtSetSysParamOpt (process-wide)
         self.sat_modes: dict[int, int] = {}               # device -> aclrtSetDeviceSatMode
@@ -101,7 +108,9 @@ class Runtime:
         self.events: dict = {}
         self.dying_events: list = []      # destroyed, their slot freed once queued work on them ran
         self.notifies: dict = {}
+        self.cnt_notifies: dict = {}      # counting notifies (mdev.runtime.cntnotify)
         self.op_wait_timeout = 0          # seconds, 0 = waits never time out
+        self.op_execute_timeout_us = OP_TIMEOUT_MAX_US    # aclrtSetOpExecuteTimeOut (mdev.runtime.kernels)
         self.callbacks = None             # CallbackHub, made on first use
         self.user_threads: dict = {}
         self.exception_callbacks: list = []
@@ -118,6 +127,7 @@ class Runtime:
         self.labels: dict = {}            # labels and label lists (mdev.runtime.labels)
         self.allocators: dict = {}        # allocator descriptors (mdev.runtime.allocators)
         self.registered_allocators: dict = {}     # stream handle -> descriptor copy
+        self.stream_configs: dict = {}    # aclrtStreamConfigHandle (mdev.runtime.stream_config)
         self.captures: list = []          # captures in progress (mdev.runtime.capture.Capture)
         self._handles = itertools.count(1)
         self.memory = MemoryTable(self)

@@ -31,7 +31,7 @@ def new_context(device: int, default: bool) -> Context:
     ctx = Context(rt.new_handle(CONTEXT_HANDLES), device, default)
     # a device's default context holds the AI Core stacks (aicore_stack_size x AI Cores),
     # reserved by set_device; runtime-owned, so not in the user's allocation table
-    ctx.stack = _reserve_stack(device) if default else 0
+    ctx.stack, ctx.stack_bytes = _reserve_stack(device) if default else (0, 0)
     try:
         ctx.default_stream = streams.new_stream(ctx, default=True)
     except BaseException:
@@ -42,14 +42,16 @@ def new_context(device: int, default: bool) -> Context:
     return ctx
 
 
-def _reserve_stack(device: int) -> int:
+def _reserve_stack(device: int) -> tuple[int, int]:
+    """(address, bytes) of the device's AI Core stacks, reserved for its default context."""
     nbytes = effective_limit(C.ACL_RT_DEV_LIMIT_SIMD_STACK_SIZE) * rt.attach().topology.device(device).aicore
-    return rt.link(device).request("malloc", nbytes, address.align_up(nbytes, address.NORMAL_PAGE),
-                                   address.NORMAL_PAGE, C.ACL_MEM_MALLOC_NORMAL_ONLY)
+    reserved = address.align_up(nbytes, address.NORMAL_PAGE)
+    ptr = rt.link(device).request("malloc", nbytes, reserved, address.NORMAL_PAGE, C.ACL_MEM_MALLOC_NORMAL_ONLY)
+    return ptr, reserved
 
 
 def _free_stack(ctx: Context) -> None:
-    ptr, ctx.stack = getattr(ctx, "stack", 0), 0
+    ptr, ctx.stack, ctx.stack_bytes = getattr(ctx, "stack", 0), 0, 0
     if ptr:
         try:
             rt.link(ctx.device).request("free", ptr)
@@ -167,7 +169,7 @@ def forget_device(device: int) -> None:
             if stream.device == device:
                 stream.destroyed = True
                 rt.streams.pop(handle, None)
-        for table in (rt.events, rt.notifies):
+        for table in (rt.events, rt.notifies, rt.cnt_notifies):
             for handle, obj in list(table.items()):
                 if getattr(obj, "device", None) == device:
                     obj.destroyed = True

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from mdev import constants as C
 from mdev import errors as E
 from mdev.errors import AclError
+from mdev.board import status as S
 from mdev.runtime.boundary import api
 from mdev.runtime import hooks
 from mdev.runtime import capture as _graph
@@ -56,6 +57,7 @@ class Event:
     waits: list = field(default_factory=list)    # (stream, seq) of waits issued on it
     ipc_key: str | None = None                   # set once shared with ipc_get_event_handle
     opened: str | None = None                    # the key, for an event opened from another process
+    flag_modes: dict = field(default_factory=dict)   # "record" / "wait" -> the first *_with_flag flag
     destroyed: bool = False
 
     @property
@@ -211,6 +213,20 @@ def reset_event(event, stream) -> None:
 
 @api()
 def stream_wait_event(stream, event) -> None:
+    _wait(stream, event, rt.op_wait_timeout)
+
+
+@api()
+def stream_wait_event_with_timeout(stream, event, timeout: int) -> None:
+    """aclrtStreamWaitEventWithTimeout: the wait gives up after ``timeout`` seconds (0: never),
+    whatever set_op_wait_timeout says; the sync then reports ACL_ERROR_RT_TASK_TIMEOUT."""
+    timeout = as_int(timeout, "timeout")
+    if timeout < 0:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"timeout must be >= 0 seconds, got {timeout}")
+    _wait(stream, event, timeout)
+
+
+def _wait(stream, event, timeout_s: int) -> None:
     st = rt.stream_in_context(stream)
     ev = get(event)
     if not ev.can_wait:
@@ -223,11 +239,70 @@ def stream_wait_event(stream, event) -> None:
     if target == 0:
         return    # never recorded: the wait is a no-op
     if ev.device == st.device:
-        seq = streams.submit(st, "wait_event", ev.slot, ev.uid, target, rt.op_wait_timeout)
+        seq = streams.submit(st, "wait_event", ev.slot, ev.uid, target, timeout_s)
     else:   # an IPC event of another device: the waiting device watches the owner's page
-        seq = streams.submit(st, "wait_remote_event", ev.device, ev.slot, target, rt.op_wait_timeout)
+        seq = streams.submit(st, "wait_remote_event", ev.device, ev.slot, target, timeout_s)
     ev.waits.append((st, seq))
     del ev.waits[:-64]
+
+
+def _external(ev: Event, stream, flag: str, which: str) -> Stream:
+    """An EXTERNAL record / wait: on a capturing stream, of an Ex event made with exactly
+    ACL_EVENT_SYNC; the first flag an event is used with (DEFAULT or EXTERNAL) stays."""
+    st = rt.stream_in_context(stream)
+    if ev.api != EX or ev.flags != C.ACL_EVENT_SYNC:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"an EXTERNAL {which} takes an event of "
+                       "create_event_ex_with_flag(ACL_EVENT_SYNC)")
+    if _graph.capturing(st) is None:
+        raise AclError(E.ACL_ERROR_RT_STREAM_NOT_CAPTURED, f"an EXTERNAL {which} needs a capturing stream")
+    _sticky(ev, which, flag)
+    return st
+
+
+def _sticky(ev: Event, which: str, flag: str) -> None:
+    used = ev.flag_modes.setdefault(which, flag)
+    if used != flag:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"the event's {which}s were {used}: its {which} flag "
+                       "cannot change")
+
+
+@api()
+def record_event_with_flag(event, stream, flag: int) -> None:
+    """ACL_EVENT_RECORD_DEFAULT: record_event.  ACL_EVENT_RECORD_EXTERNAL: a record inside a
+    capture that is a real record on each replay, so work outside the graph can wait for it."""
+    flag = as_int(flag, "flag")
+    ev = get(event)
+    if flag == C.ACL_EVENT_RECORD_DEFAULT:
+        _sticky(ev, "record", "DEFAULT")
+        return record_event(event, stream)
+    if flag != C.ACL_EVENT_RECORD_EXTERNAL:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"flag must be ACL_EVENT_RECORD_DEFAULT or _EXTERNAL, got {flag}")
+    st = _external(ev, stream, "EXTERNAL", "record")
+    _graph.capturing(st).external_record(st, ev)
+
+
+@api()
+def stream_wait_event_with_flag(stream, event, timeout: int, flag: int) -> None:
+    """ACL_EVENT_WAIT_DEFAULT: stream_wait_event_with_timeout.  ACL_EVENT_WAIT_EXTERNAL: a
+    wait inside a capture for the event's latest record made outside the graph (timeout 0)."""
+    flag, timeout = as_int(flag, "flag"), as_int(timeout, "timeout")
+    ev = get(event)
+    if flag == C.ACL_EVENT_WAIT_DEFAULT:
+        _sticky(ev, "wait", "DEFAULT")
+        return stream_wait_event_with_timeout(stream, event, timeout)
+    if flag != C.ACL_EVENT_WAIT_EXTERNAL:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"flag must be ACL_EVENT_WAIT_DEFAULT or _EXTERNAL, got {flag}")
+    if timeout != 0:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "an EXTERNAL wait takes timeout 0")
+    st = _external(ev, stream, "EXTERNAL", "wait")
+    _graph.capturing(st).external_wait(st, ev)
+
+
+@api(1)
+def get_event_avail_num() -> int:
+    """Events the current device can still create."""
+    header = rt.link(rt.current_context().device).control.header
+    return S.MAX_EVENTS - int(header[S.H_EVENTS])
 
 
 @api(1)

@@ -30,6 +30,7 @@ from mdev.memory import address
 from mdev.kernel import params
 from mdev.runtime import limits, streams, vmm
 from mdev.runtime.board_client import MESSAGE_HANDLERS
+from mdev.runtime.core import OP_TIMEOUT_INTERVAL_US
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import lookup
 from mdev.runtime.memory import DEVICE
@@ -61,6 +62,15 @@ class Function:
     name: str
     fid: int
     param_count: int
+    res_type: int | None = C.ACL_RT_DEV_RES_VECTOR_CORE     # None: an AI CPU function
+
+
+@dataclass(eq=False)
+class BinaryData:
+    """aclrtCreateBinary: a binary's bytes, not loaded on any device yet."""
+    handle: int
+    data: bytes
+    destroyed: bool = False
 
 
 @dataclass(eq=False)
@@ -129,7 +139,9 @@ def _submit(stream, fid: int, num_blocks, args_kind: str, args, placeholders: li
     num_blocks = as_int(num_blocks, "numBlocks")
     if num_blocks <= 0 or num_blocks > 0xFFFFFFFF:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"numBlocks must be 1..UINT32_MAX, got {num_blocks}")
-    limit = limits.stream_limit(stream, res_type)
+    limit = limits.stream_limit(stream, res_type) if res_type is not None else \
+        rt.attach().topology.device(stream.device).aicpu
+    timeout_s = timeout_s or rt.op_execute_timeout_us / 1e6      # the launch's own, or the process's
     if hooks.checker is not None and stream.recorder is None:
         hooks.checker.watch_kernels(stream.device)
     # host-side address maps the kernel resolves pointers with: pinned buffers, VMM mappings
@@ -223,7 +235,7 @@ def launch_kernel_v2(func, num_blocks, args_data, args_size, cfg, stream) -> Non
         _, dev, offset = operand.location()
         args = (dev, offset, args_size)
     _submit(st, fn.fid, num_blocks, "loc" if args_size else "bytes", args or b"", [],
-            C.ACL_RT_DEV_RES_VECTOR_CORE, _timeout(cfg))
+            fn.res_type, _timeout(cfg))
 
 
 @api()
@@ -244,7 +256,7 @@ def launch_kernel_with_host_args(func, num_blocks, stream, cfg, host_args, args_
         if addr + 8 > args_size or data > args_size:
             raise AclError(E.ACL_ERROR_INVALID_PARAM, f"placeholder ({addr}, {data}) lies outside the {args_size}-byte block")
         placeholders.append((addr, block[data:end]))
-    _submit(st, fn.fid, num_blocks, "bytes", block, placeholders, C.ACL_RT_DEV_RES_VECTOR_CORE, _timeout(cfg))
+    _submit(st, fn.fid, num_blocks, "bytes", block, placeholders, fn.res_type, _timeout(cfg))
 
 
 @api()
@@ -257,7 +269,7 @@ def launch_kernel_with_args_array(func, num_blocks, stream, cfg, args) -> None:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{fn.name} takes {fn.param_count} arguments, got {len(values)}")
     block = b"".join(_host_bytes(v, params.SLOT, "args[i]").ljust(params.SLOT, b"\0")[:params.SLOT]
                      for v in values)
-    _submit(st, fn.fid, num_blocks, "bytes", block, [], C.ACL_RT_DEV_RES_VECTOR_CORE, _timeout(cfg))
+    _submit(st, fn.fid, num_blocks, "bytes", block, [], fn.res_type, _timeout(cfg))
 
 
 @api()
@@ -275,7 +287,57 @@ def launch_kernel_with_config(func, num_blocks, stream, cfg, args_handle, reserv
             placeholders.append((len(block), bytes(ah.buffers.get(handle, b""))))
             value = bytes(params.SLOT)
         block += value.ljust(params.slot_size(len(value)), b"\0")
-    _submit(st, fn.fid, num_blocks, "bytes", block, placeholders, C.ACL_RT_DEV_RES_VECTOR_CORE, _timeout(cfg))
+    _submit(st, fn.fid, num_blocks, "bytes", block, placeholders, fn.res_type, _timeout(cfg))
+
+
+# ---------------------------------------------------------------------------- execute timeouts
+# A timeout rounds up to whole ticks of the task scheduler (core.OP_TIMEOUT_INTERVAL_US); a
+# launch's own TIMEOUT / TIMEOUT_US attribute takes precedence.
+
+
+def _set_execute_timeout(timeout_us: int) -> int:
+    """The timeout in force for kernels submitted from now on (0 = the longest)."""
+    ticks = -(-timeout_us // OP_TIMEOUT_INTERVAL_US) if timeout_us else 254
+    actual = min(ticks, 254) * OP_TIMEOUT_INTERVAL_US
+    rt.op_execute_timeout_us = actual
+    return actual
+
+
+def _uint(value, name: str, bits: int) -> int:
+    value = as_int(value, name)
+    if not 0 <= value < 1 << bits:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{name} {value} is not a uint{bits}")
+    return value
+
+
+@api()
+def set_op_execute_time_out(timeout: int) -> None:
+    """aclrtSetOpExecuteTimeOut: seconds, process-wide, last call wins; 0 = the longest."""
+    _set_execute_timeout(_uint(timeout, "timeout", 32) * 1_000_000)
+
+
+@api()
+def set_op_execute_time_out_with_ms(timeout: int) -> None:
+    _set_execute_timeout(_uint(timeout, "timeout", 32) * 1_000)
+
+
+@api(1)
+def set_op_execute_timeout_v2(timeout: int) -> int:
+    """aclrtSetOpExecuteTimeOutV2: microseconds; returns the timeout that took effect."""
+    return _set_execute_timeout(_uint(timeout, "timeout", 64))
+
+
+@api(1)
+def get_op_execute_timeout() -> int:
+    """The timeout in force, in milliseconds."""
+    return rt.op_execute_timeout_us // 1000
+
+
+@api(1)
+def get_op_timeout_interval() -> int:
+    """The scheduler's timeout tick in microseconds (a device must be set)."""
+    rt.current_context()
+    return OP_TIMEOUT_INTERVAL_US
 
 
 # ---------------------------------------------------------------------------- binaries
@@ -324,7 +386,7 @@ def binary_load_from_data(data, length: int, options=None) -> int:
 
 
 def _binary(handle) -> Binary:
-    return lookup(rt.binaries, handle, "loaded binary", gone=lambda b: b.unloaded,
+    return lookup(rt.binaries, handle, "loaded binary", gone=lambda b: not isinstance(b, Binary) or b.unloaded,
                   code=E.ACL_ERROR_RT_INVALID_HANDLE)
 
 
@@ -347,6 +409,64 @@ def binary_get_function_by_entry(bin_handle, func_entry: int) -> int:
     if not 0 <= entry < len(binary.functions):
         raise AclError(E.ACL_ERROR_RT_KERNEL_LOOKUP, f"the binary has {len(binary.functions)} kernels, no entry {entry}")
     return binary.functions[entry].handle
+
+
+def create_binary(data, data_len: int) -> int:
+    """aclrtCreateBinary: the binary's bytes (Python source) kept for binary_load; a value,
+    no ret (0 when the arguments are bad)."""
+    try:
+        raw = _host_bytes(data, size(data_len, "dataLen", positive=True), "data")
+    except AclError:
+        return 0
+    return rt.keep(rt.binaries, BinaryData(rt.new_handle(BINARY_HANDLES), raw))
+
+
+def _binary_data(handle) -> BinaryData:
+    data = lookup(rt.binaries, handle, "binary (aclrtCreateBinary)", code=E.ACL_ERROR_RT_INVALID_HANDLE)
+    if not isinstance(data, BinaryData):
+        raise AclError(E.ACL_ERROR_RT_INVALID_HANDLE, f"{handle!r} is a loaded binary, not one of create_binary")
+    return data
+
+
+@api()
+def destroy_binary(binary) -> None:
+    rt.forget(rt.binaries, _binary_data(binary))
+
+
+@api(1)
+def binary_load(binary) -> int:
+    """aclrtBinaryLoad: load a binary of create_binary on the current device."""
+    try:
+        source = _binary_data(binary).data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"binary data is not Python source text: {exc}") from exc
+    return _load(source, "<binary data>")
+
+
+@api(1)
+def register_cpu_func(bin_handle, func_name: str, kernel_name: str) -> int:
+    """aclrtRegisterCpuFunc: function ``func_name`` of a loaded binary as an AI CPU kernel
+    named ``kernel_name`` (it runs on the device's AI CPUs; launch it like any function)."""
+    binary = _binary(bin_handle)
+    if not isinstance(func_name, str) or not isinstance(kernel_name, str) or not func_name or not kernel_name:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, "funcName and kernelName must be non-empty str")
+    base = next((f for f in binary.functions if f.name == func_name), None)
+    fid = rt.link(binary.device).request("register_cpu_func", binary.bin_id, func_name, kernel_name)
+    fn = Function(rt.new_handle(FUNCTION_HANDLES), binary, kernel_name, fid,
+                  base.param_count if base is not None else 0, res_type=None)
+    binary.functions.append(fn)
+    return rt.keep(rt.functions, fn)
+
+
+@api(2)
+def get_function_addr(func) -> tuple[int, int]:
+    """aclrtGetFunctionAddr: (AI Core entry, Vector Core entry) of a function; the core it does
+    not run on gives 0 (an AI CPU function has neither).  The addresses name code: no copy
+    or kernel can reach them."""
+    fn = _function(func)
+    core = rt.link(fn.binary.device).request("function_core", fn.fid)
+    entry = address.function_address(fn.binary.device, fn.fid)
+    return (entry if core == "cube" else 0), (entry if core == "vector" else 0)
 
 
 @api()
@@ -376,9 +496,21 @@ def _args(handle) -> ArgsHandle:
 
 @api(1)
 def kernel_args_init(func) -> int:
-    ah = ArgsHandle(rt.new_handle(ARGS_HANDLES), _function(func))
-    rt.args_handles[ah.handle] = ah
-    return ah.handle
+    return rt.keep(rt.args_handles, ArgsHandle(rt.new_handle(ARGS_HANDLES), _function(func)))
+
+
+@api()
+def kernel_args_init_by_user_mem(func, args_handle, user_host_mem, actual_args_size: int) -> None:
+    """aclrtKernelArgsInitByUserMem: an argument handle kept in the caller's host memory
+    (``args_handle``, kernel_args_get_handle_mem_size bytes), whose arguments take
+    ``actual_args_size`` bytes of ``user_host_mem``; the handle is then used as any other."""
+    fn = _function(func)
+    handle = as_int(args_handle, "argsHandle")
+    _host_bytes(handle, ARGS_HANDLE_SIZE, "argsHandle")
+    _host_bytes(user_host_mem, size(actual_args_size, "actualArgsSize", positive=True), "userHostMem")
+    if handle in rt.args_handles:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{handle:#x} already holds an argument handle")
+    rt.keep(rt.args_handles, ArgsHandle(handle, fn))
 
 
 @api(1)

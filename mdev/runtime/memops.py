@@ -45,8 +45,8 @@ MAX_2D_WIDTH, MAX_2D_HEIGHT = 5_000_000, 5_242_880
 
 
 # ---------------------------------------------------------------------------- allocation
-@api(1)
-def malloc(size_: int, policy: int, align32: bool = False) -> int:
+def allocate(size_: int, policy: int, align32: bool = False, **fields) -> Allocation:
+    """Device memory of the current device (``fields``: DVPP, module of the allocation)."""
     nbytes = size(size_, positive=True)
     policy = as_int(policy, "policy")
     device = rt.current_context().device
@@ -58,13 +58,69 @@ def malloc(size_: int, policy: int, align32: bool = False) -> int:
     page = address.page_size(nbytes, geometry)
     reserved = address.align_up(address.padded_size(nbytes, geometry, align32), page)
     ptr = rt.link(device).request("malloc", nbytes, reserved, page, policy)
-    rt.memory.add(Allocation(ptr, nbytes, DEVICE, device, page, reserved, policy))
-    return ptr
+    alloc = Allocation(ptr, nbytes, DEVICE, device, page, reserved, policy, **fields)
+    rt.memory.add(alloc)
+    return alloc
+
+
+@api(1)
+def malloc(size_: int, policy: int) -> int:
+    return allocate(size_, policy).ptr
 
 
 @api(1)
 def malloc_align32(size_: int, policy: int) -> int:
-    return malloc(size_, policy, align32=True)
+    return allocate(size_, policy, align32=True).ptr
+
+
+# aclrtMallocAttrType -> the field of aclrtMallocAttrValue that carries it
+_ATTR_FIELDS = {C.ACL_RT_MEM_ATTR_MODULE_ID: "moduleId", C.ACL_RT_MEM_ATTR_DEVICE_ID: "deviceId",
+                C.ACL_RT_MEM_ATTR_VA_FLAG: "vaFlag"}
+_POLICY_HINTS = C.ACL_MEM_TYPE_LOW_BAND_WIDTH | C.ACL_MEM_TYPE_HIGH_BAND_WIDTH | C.ACL_MEM_ACCESS_USER_SPACE_READONLY
+
+
+def malloc_attributes(cfg) -> dict[int, int]:
+    """aclrtMallocConfig as pyACL passes it -- None or {} (NULL), or {"attrs": [{"attr": id,
+    "value": {"moduleId" | "deviceId" | "vaFlag": n}}], "numAttrs": n} -- as {attr: value}."""
+    if cfg is None or cfg == {}:
+        return {}
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("attrs"), (list, tuple)):
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, 'cfg must be {} or {"attrs": [...], "numAttrs": n}')
+    attrs = list(cfg["attrs"])
+    if "numAttrs" in cfg and as_int(cfg["numAttrs"], "numAttrs") != len(attrs):
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"numAttrs is {cfg['numAttrs']}, attrs holds {len(attrs)}")
+    out = {}
+    for item in attrs:
+        attr = as_int(item.get("attr") if isinstance(item, dict) else None, "attr")
+        field = _ATTR_FIELDS.get(attr)
+        if field is None:
+            raise AclError(E.ACL_ERROR_INVALID_PARAM, f"unknown malloc attribute {attr}")
+        value = item.get("value", {})
+        out[attr] = as_int(value.get(field) if isinstance(value, dict) else value, field)
+    return out
+
+
+@api(1)
+def malloc_with_cfg(size_: int, policy: int, cfg=None) -> int:
+    """aclrtMallocWithCfg: the policy may OR a bandwidth hint and
+    ACL_MEM_ACCESS_USER_SPACE_READONLY into its base value (hints: no effect on an emulated
+    device); a DEVICE_ID attribute must name the current device."""
+    policy = as_int(policy, "policy")
+    attrs = malloc_attributes(cfg)
+    for attr, value in attrs.items():
+        if attr == C.ACL_RT_MEM_ATTR_DEVICE_ID and value != rt.local_device(rt.current_context().device):
+            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"the DEVICE_ID attribute ({value}) is not the current "
+                           f"device ({rt.local_device(rt.current_context().device)})")
+        if attr == C.ACL_RT_MEM_ATTR_VA_FLAG:
+            raise AclError(E.ACL_ERROR_INVALID_PARAM, "ACL_RT_MEM_ATTR_VA_FLAG applies to host memory only")
+    return allocate(size_, policy & ~_POLICY_HINTS, module=attrs.get(C.ACL_RT_MEM_ATTR_MODULE_ID, 33)).ptr
+
+
+@api(1)
+def malloc_for_task_scheduler(size_: int, policy: int, cfg=None) -> int:
+    """Device memory the on-device task scheduler uses (graph mode): ordinary device memory
+    of the current device on an mdev board."""
+    return malloc_with_cfg(size_, policy, cfg)
 
 
 def _to_free(ptr, kind: str, name: str, what: str) -> Allocation:
@@ -111,17 +167,10 @@ def malloc_host(size_: int) -> int:
 @api()
 def free_host(host_ptr: int) -> None:
     alloc = _to_free(host_ptr, PINNED, "hostPtr", "malloc_host buffer")
-    rt.memory.remove(alloc.ptr)
-    board = rt.attach()
-    seg = alloc.segment
-    for link in list(board._links.values()):
-        try:
-            link.request("forget_segment", seg.name)
-        except AclError:
-            pass
-    board.request("unregister_segment", seg.name)
-    seg.close()
-    seg.unlink()
+    if alloc.registered:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{host_ptr:#x} is registered host memory: end the "
+                       "registration with host_unregister, not free_host")
+    rt.memory.release_pinned(alloc)
 
 
 # ---------------------------------------------------------------------------- checks
@@ -329,3 +378,102 @@ def memset_async(dev_ptr: int, max_count: int, value: int, count: int, stream) -
         return
     for part in op.parts():
         streams.submit(st, "memset", part.location(), value, part.nbytes)
+
+
+# ---------------------------------------------------------------------------- 32-bit fills
+def _d32_operand(ptr, mem_size, value, count) -> tuple[Operand | None, int]:
+    """N 32-bit words of memory from malloc / malloc_host (not pageable memory)."""
+    _require(ptr, "ptr")
+    mem_size, count = size(mem_size, "memSize"), size(count, "N")
+    value = as_int(value, "value") & 0xFFFFFFFF
+    if 4 * count > mem_size:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{count} words need {4 * count} bytes, memSize is {mem_size}")
+    if count == 0:
+        return None, value
+    op = rt.memory.operand(ptr, 4 * count, write=True, what="ptr")
+    if op.kind == PAGEABLE:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "memset_d32 takes memory from malloc or malloc_host")
+    if ptr % 4:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"ptr {ptr:#x} is not 4-byte aligned")
+    return op, value
+
+
+def _fill32_here(op: Operand, value: int) -> None:
+    if hooks.checker is not None:
+        hooks.checker.host_access(writes=[op])
+    for part in op.parts():
+        rt.memory.view(part).view(np.uint32).fill(value)
+
+
+@api()
+def memset_d32(ptr, mem_size: int, value: int, count: int) -> None:
+    """aclrtMemsetD32: ``count`` 32-bit words of ``value``, synchronously."""
+    op, value = _d32_operand(ptr, mem_size, value, count)
+    if op is None:
+        return
+    check_reach(rt.current_context().device, op)
+    if rt.captures:
+        _graph.check_unsafe("memset_d32")
+    _fill32_here(op, value)
+
+
+@api()
+def memset_d32_async(ptr, mem_size: int, value: int, count: int, stream) -> None:
+    """aclrtMemsetD32Async: a stream task for device memory; host memory is filled at once
+    after the stream drained, as documented."""
+    st = rt.stream_in_context(stream)
+    op, value = _d32_operand(ptr, mem_size, value, count)
+    if op is None:
+        return
+    check_reach(st.device, op)
+    if op.kind == PINNED:
+        _graph.check_pageable(st, "memset_d32_async")
+        streams.wait([st])
+        _fill32_here(op, value)
+        return
+    for part in op.parts():
+        streams.submit(st, "fill32", part.location(), value, part.nbytes)
+
+
+# ---------------------------------------------------------------------------- cache maintenance
+# An emulated device has no caches between its cores and HBM: the maintenance calls check
+# their memory and order nothing but themselves, as the runtime documents for this version.
+def _device_range(ptr, nbytes, what: str) -> Operand:
+    _require(ptr, what)
+    op = rt.memory.operand(ptr, size(nbytes, "size", positive=True), write=False, what=what)
+    if op.kind != DEVICE:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{what} must be device memory")
+    return op
+
+
+@api()
+def mem_flush(dev_ptr, size_: int) -> None:
+    _device_range(dev_ptr, size_, "devPtr")
+
+
+@api()
+def mem_invalidate(dev_ptr, size_: int) -> None:
+    _device_range(dev_ptr, size_, "devPtr")
+
+
+_CMO_TYPES = (C.ACL_RT_CMO_TYPE_PREFETCH, C.ACL_RT_CMO_TYPE_WRITEBACK, C.ACL_RT_CMO_TYPE_INVALID,
+              C.ACL_RT_CMO_TYPE_FLUSH)
+
+
+@api()
+def cmo_async(src, size_: int, cmo_type: int, stream) -> None:
+    """aclrtCmoAsync: an ordered stream task over device memory of the stream's device."""
+    st = rt.stream_in_context(stream)
+    kind = as_int(cmo_type, "cmoType")
+    if kind not in _CMO_TYPES:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"cmoType must be one of ACL_RT_CMO_TYPE_*, got {kind}")
+    op = _device_range(src, size_, "src")
+    if op.device != st.device:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "src must be memory of the stream's device")
+    streams.submit(st, "cmo", op.location(), op.nbytes, kind)
+
+
+@api()
+def memcpy_async_with_condition(dst, dest_max, src, count, kind, stream) -> None:
+    """Deprecated alias of memcpy_async."""
+    memcpy_async(dst, dest_max, src, count, kind, stream)

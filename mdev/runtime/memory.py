@@ -30,7 +30,7 @@ from mdev import errors as E
 from mdev.errors import AclError
 from mdev.runtime import hooks
 from mdev.memory import address
-from mdev.memory.segment import Segment
+from mdev.memory.segment import Segment, map_private, unlink
 
 DEVICE, PINNED, PAGEABLE = "device", "pinned", "pageable"
 
@@ -48,6 +48,9 @@ class Allocation:
     segment: Segment | None = None
     ipc_key: str | None = None        # set on memory this process imported over IPC
     exports: list | None = None       # IPC keys this process exported from it (closed on free)
+    registered: bool = False          # host memory of the program's, registered (aclrtHostRegister)
+    dvpp: bool = False                # from acldvppMalloc
+    module: int = 33                  # the software module it is for (ACL_RT_MEM_ATTR_MODULE_ID; 33: APP)
 
     @property
     def end(self) -> int:
@@ -158,6 +161,7 @@ class MemoryTable:
         self._maps: list[tuple[int, int, str]] = []
         self._map_starts: list[int] = []
         self._pinned_map: tuple | None = ()
+        self.usage: dict[tuple[int, int], list[int]] = {}    # (device, module) -> [bytes now, peak]
         self.vmm = None        # this process's VMM state (mdev.runtime.vmm), made on first use
 
     def add(self, alloc: Allocation) -> None:
@@ -166,6 +170,10 @@ class MemoryTable:
             self._by_start[alloc.ptr] = alloc
             if alloc.kind == PINNED:
                 self._pinned_map = None
+            elif alloc.ipc_key is None:
+                use = self.usage.setdefault((alloc.device, alloc.module), [0, 0])
+                use[0] += alloc.reserved
+                use[1] = max(use[1], use[0])
         if hooks.checker is not None:
             hooks.checker.allocated(alloc)
 
@@ -176,6 +184,8 @@ class MemoryTable:
                 del self._starts[bisect.bisect_left(self._starts, ptr)]
                 if alloc.kind == PINNED:
                     self._pinned_map = None
+                elif alloc.ipc_key is None:
+                    self.usage[(alloc.device, alloc.module)][0] -= alloc.reserved
         if alloc is not None and hooks.checker is not None:
             hooks.checker.freed(alloc)
         return alloc
@@ -287,23 +297,47 @@ class MemoryTable:
         return np.frombuffer(buf, dtype=np.uint8)
 
     # -- pinned host memory
-    def new_pinned(self, size: int) -> Allocation:
+    def new_pinned(self, size: int, at: int | None = None) -> Allocation:
+        """Page-locked host memory: a shared segment the devices map too.  With ``at`` (host
+        memory registration) the segment takes the place of this process's pages at that
+        address, with their contents: the memory stays where the program has it."""
         board = self.runtime.attach()
         name = board.paths.pinned(os.getpid(), f"{self._pin_tag}.{next(self._pin_serial)}")
         try:
             seg = Segment(name, size, create=True)
         except Exception as exc:
-            # shm_open may have created it before the size or the mapping failed
-            from mdev.memory.segment import unlink
-            unlink(name)
+            unlink(name)    # shm_open may have created it before the size or the mapping failed
             raise AclError(E.ACL_ERROR_RT_MEMORY_ALLOCATION, f"cannot create pinned segment: {exc}") from exc
         try:
             _commit(name, size)
+            if at is not None:
+                seg.array[:] = self.view(Operand(PAGEABLE, at, size))
+                seg.map_over(at)
             board.request("register_segment", name)
         except Exception:
             seg.close()
             seg.unlink()
             raise
-        alloc = Allocation(seg.address, size, PINNED, segment=seg, reserved=size)
+        alloc = Allocation(seg.address if at is None else at, size, PINNED, segment=seg, reserved=size,
+                           registered=at is not None)
         self.add(alloc)
         return alloc
+
+    def release_pinned(self, alloc: Allocation) -> None:
+        """Free pinned memory (or end a registration: the pages become private ones again,
+        with the segment's contents); the devices let go of the segment."""
+        self.remove(alloc.ptr)
+        board = self.runtime.attach()
+        seg = alloc.segment
+        if alloc.registered:
+            data = seg.array.copy()
+            map_private(alloc.ptr, alloc.size)
+            self.view(Operand(PAGEABLE, alloc.ptr, alloc.size))[:] = data
+        for link in list(board._links.values()):
+            try:
+                link.request("forget_segment", seg.name)
+            except AclError:
+                pass
+        board.request("unregister_segment", seg.name)
+        seg.close()
+        seg.unlink()

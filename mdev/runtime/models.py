@@ -49,6 +49,7 @@ class Model:
     groups: list = field(default_factory=list)
     runs: list = field(default_factory=list)    # (stream, seq) of recent executions
     bound: dict = field(default_factory=dict)   # persistent Stream -> head flag
+    external_records: list = field(default_factory=list)   # events each replay records for real
     destroyed: bool = False
 
 
@@ -185,6 +186,7 @@ def build_end(model_ri, reserve=None) -> None:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "the model is not being built (ri_build_end twice, or a "
                        "captured model)")
     model.lanes = [lane for lane in model.recorder.lanes.values() if lane.stream in model.bound]
+    model.external_records = list(model.recorder.external_records)
     _store(model)
     model.state = READY
 
@@ -223,8 +225,17 @@ def execute_async(model_ri, stream) -> None:
                        f"to device {st.device}")
     seq = streams.submit(st, "run_graph", model.gid)
     if st.recorder is None:
-        model.runs.append((st, seq))
-        del model.runs[:-16]
+        _ran(model, st, seq)
+
+
+def _ran(model: Model, stream, seq: int) -> None:
+    """A replay was submitted: its real event records count as records of this process."""
+    model.runs.append((stream, seq))
+    del model.runs[:-16]
+    for ev in model.external_records:
+        ev.issued += 1
+        ev.last_record = (stream, seq)
+        rt.link(ev.device).control.event_issued[ev.slot] = ev.issued
 
 
 @api()
@@ -238,8 +249,7 @@ def execute(model_ri, timeout: int) -> None:
                        f"current context to device {ctx.device}")
     st = ctx.default_stream
     seq = streams.submit(st, "run_graph", model.gid)
-    model.runs.append((st, seq))
-    del model.runs[:-16]
+    _ran(model, st, seq)
     streams.wait_targets([(st, seq)], timeout)
 
 
@@ -316,6 +326,7 @@ def capture_end(stream) -> int:
             raise
         capture.terminate()
     model.lanes = list(capture.lanes.values())
+    model.external_records = list(capture.external_records)
     model.recorder = None
     try:
         _store(model)
@@ -442,7 +453,8 @@ _TYPES = {   # op -> (aclmdlRITaskType, display name)
     "value_write": (C.ACL_MODEL_RI_TASK_VALUE_WRITE, "VALUE_WRITE"),
     "value_wait": (C.ACL_MODEL_RI_TASK_VALUE_WAIT, "VALUE_WAIT"),
     **dict.fromkeys((R.RECORD, "record_event"), (C.ACL_MODEL_RI_TASK_EVENT_RECORD, "EVENT_RECORD")),
-    **dict.fromkeys((R.WAIT, "wait_event", "wait_event_flag"), (C.ACL_MODEL_RI_TASK_EVENT_WAIT, "EVENT_WAIT")),
+    **dict.fromkeys((R.WAIT, "wait_event", "wait_event_flag", "wait_event_latest"),
+                    (C.ACL_MODEL_RI_TASK_EVENT_WAIT, "EVENT_WAIT")),
     # tasks the enum has no type of its own for
     **{op: (C.ACL_MODEL_RI_TASK_DEFAULT, name) for op, name in (
         ("copy", "MEMCPY_ASYNC"), ("copy2d", "MEMCPY2D_ASYNC"), ("memset", "MEMSET_ASYNC"),

@@ -21,7 +21,7 @@ from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import lookup
 from mdev.runtime.memops import check_reach
 from mdev.runtime.memory import DEVICE
-from mdev.runtime.validate import as_int
+from mdev.runtime.validate import as_int, size
 
 NOTIFY_HANDLES = 0xA_0000_0000
 _WAIT_FLAGS = (C.ACL_STREAM_WAIT_VALUE_GEQ, C.ACL_STREAM_WAIT_VALUE_EQ,
@@ -100,6 +100,22 @@ def wait_and_reset_notify(notify, stream, timeout: int = 0) -> None:
 @api(1)
 def get_notify_id(notify) -> int:
     return get(notify).slot
+
+
+@api()
+def notify_batch_reset(notifies, num: int) -> None:
+    """aclrtNotifyBatchReset: clear ``num`` notifies of this process at once (host side)."""
+    count = size(num, "num", positive=True)
+    handles = list(notifies or [])
+    if len(handles) < count:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"notifies holds {len(handles)} handles, num is {count}")
+    by_device: dict[int, list] = {}
+    for n in map(get, handles[:count]):
+        if n.imported:
+            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "an imported notify is reset by the process that created it")
+        by_device.setdefault(n.device, []).append((n.slot, n.uid))
+    for device, slots in by_device.items():
+        rt.link(device).request("reset_notifies", slots)
 
 
 # ---------------------------------------------------------------------------- values

@@ -14,6 +14,7 @@ import traceback
 from mdev import constants as C
 from mdev import errors as E
 from mdev.errors import AclError
+from mdev.board import status as S
 from mdev.runtime.boundary import api
 from mdev.runtime import hooks
 from mdev.runtime.core import RUNTIME as rt
@@ -61,8 +62,12 @@ def submit(stream: Stream, op: str, *args) -> int:
         if code:
             raise AclError(code, f"the context of stream {stream.handle:#x} stopped after a task failed")
     if hooks.checker is not None:
-        return hooks.checker.submit(stream, op, args, link.submit)
-    return link.submit(stream, op, *args)
+        seq = hooks.checker.submit(stream, op, args, link.submit)
+    else:
+        seq = link.submit(stream, op, *args)
+    if not stream.is_default:
+        rt.thread.last_task = seq
+    return seq
 
 
 def wait(streams: list[Stream], timeout: int = -1, consume: bool = True) -> None:
@@ -387,3 +392,48 @@ def reg_stream_state_callback(reg_name: str, callback, args=None) -> None:
             raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"a stream state callback named {reg_name!r} is "
                            "already registered")
         rt.stream_state_callbacks[reg_name] = (callback, args)
+
+
+@api(1)
+def get_stream_available_num() -> int:
+    """Streams the current device can still give out (to any process)."""
+    header = rt.link(rt.current_context().device).control.header
+    return S.STREAM_LIMIT - int(header[S.H_STREAMS])
+
+
+@api(1)
+def get_thread_last_task_id() -> int:
+    """The id of the last task the calling thread submitted to an explicit stream (the id
+    exception info reports for a task: its number on its stream)."""
+    return rt.thread.last_task
+
+
+MAX_ABORT_MS = 36 * 60 * 1000
+
+
+@api()
+def device_task_abort(device_id: int, timeout: int) -> None:
+    """aclrtDeviceTaskAbort: stop the running tasks of this process's streams on a device and
+    drop their queued ones; wait for that (0: as long as it takes, else at most ``timeout``
+    ms, up to 36 minutes).  Their synchronisations report the abort."""
+    device = rt.check_device(device_id)
+    timeout = as_int(timeout, "timeout")
+    if not 0 <= timeout <= MAX_ABORT_MS:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"timeout must be 0 or up to {MAX_ABORT_MS} ms, got {timeout}")
+    with rt.lock:
+        if device in rt.aborting_devices:
+            raise AclError(E.ACL_ERROR_RT_DEVICE_TASK_ABORT, f"a task abort of device {device_id} is in progress")
+        rt.aborting_devices.add(device)
+    try:
+        mine = [s for s in list(rt.streams.values()) if s.device == device and not s.destroyed and s.recorder is None]
+        link = rt.link(device)
+        for s in mine:
+            link.request("abort", s.slot, s.seq)
+        deadline = None if timeout == 0 else time.monotonic() + timeout / 1000
+        while not all(is_done(s, s.seq) for s in mine if not s.destroyed):
+            if deadline is not None and time.monotonic() > deadline:
+                raise AclError(E.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, f"the tasks of device {device_id} were not "
+                               f"stopped within {timeout} ms")
+            time.sleep(0.001)
+    finally:
+        rt.aborting_devices.discard(device)

@@ -294,7 +294,7 @@ class Sanitizer:
                         j = index.get(args[0])
                         if j is not None and j not in pos:
                             clocks[j], pos[j], outside[j] = dict(clock), 0, outside[i]
-                    elif op in ("wait_event", "wait_event_flag", "wait_notify", "value_wait"):
+                    elif op in ("wait_event", "wait_event_flag", "wait_event_latest", "wait_notify", "value_wait"):
                         outside[i] = True
                     else:
                         clock[comp] = clock.get(comp, 0) + 1
