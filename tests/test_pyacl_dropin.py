@@ -66,12 +66,6 @@ def mdev_run(*args: str, cwd=None, env: dict | None = None, timeout: float = 120
                           capture_output=True, text=True, timeout=timeout)
 
 
-def _ipc_marks():
-    if pyacl_names.is_implemented("rt", "ipc_mem_get_export_key"):
-        return []
-    return [pytest.mark.xfail(reason="IPC memory is issue 6", strict=False)]
-
-
 def test_every_pyacl_example_is_tested():
     assert sorted(p.stem for p in EXAMPLES.glob("*.py")) == sorted(EXPECTED)
     for path in EXAMPLES.glob("*.py"):
@@ -79,8 +73,7 @@ def test_every_pyacl_example_is_tested():
         assert "\nimport acl\n" in source and "mdev" not in source.split('"""', 2)[2], path
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=_ipc_marks() if n == "ipc_two_processes" else []) for n in sorted(EXPECTED)])
+@pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_pyacl_example(name, pyacl_board):
     proc = mdev_run(*BOARD_ARGS, str(EXAMPLES / f"{name}.py"))
     assert proc.returncode == 0, f"{name} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
@@ -183,9 +176,10 @@ def test_unsupported_function_returns_200001_with_message():
         assert acl.mdl.create_desc() == 0                     # value shape: a NULL handle
         assert acl.mdl.get_input_name_by_index(0, 0) is None  # string shape
         assert acl.create_data_buffer(0, 16) == 0             # top-level acl.*
-        ptr, ret = acl.media.dvpp_malloc(1024)
+        ptr, ret = acl.media.dvpp_jpeg_get_image_info(b"", 0)
         assert (ptr, ret) == (None, 200001)
-        assert "acl.media.dvpp_malloc is not supported by mdev (DVPP" in acl.get_recent_err_msg()
+        assert "acl.media.dvpp_jpeg_get_image_info is not supported by mdev (the media engines" \
+            in acl.get_recent_err_msg()
         a, b, c, ret = acl.himpi.vpc_resize(1, 2, 3)          # shape taken from the caller
         assert (a, b, c, ret) == (None, None, None, 200001)
         assert acl.himpi.vpc_resize(1, 2, 3) == 200001
@@ -226,9 +220,9 @@ def test_name_table_matches_mdev():
     # every implemented name is a real function of the mdev module, and counts add up
     for module, table in pyacl_names.FUNCTIONS.items():
         for name in table:
-            assert pyacl_names.status(module, name) in ("implemented", "planned", "unsupported")
+            assert pyacl_names.status(module, name) in ("implemented", "unsupported")
     counts = pyacl_names.counts()
-    assert counts["util"] == {"implemented": 7, "planned": 0, "unsupported": 0}
+    assert counts["util"] == {"implemented": 7, "unsupported": 0}
     assert counts["rt"]["implemented"] >= 100
     assert pyacl_names.c_name("rt", "set_context") == "aclrtSetCurrentContext"
     assert pyacl_names.c_name("rt", "memcpy2d_async") == "aclrtMemcpy2dAsync"

@@ -454,3 +454,27 @@ def test_groups_as_the_emulated_parts_answer(dev):
     assert acl.rt.get_group_count()[1] == E_NOT_SUPPORT
     assert acl.rt.set_group(0) == E_NOT_SUPPORT
     assert acl.rt.get_all_group_info(0) == E_NOT_SUPPORT
+
+
+# ============================================================================ DVPP memory
+def test_dvpp_memory(dev):
+    """acl.media's buffers: device memory on huge pages of the DVPP type, 128-byte aligned;
+    the media engines themselves answer 200001."""
+    acl = dev
+    d = out(acl, acl.media.dvpp_malloc(1000))
+    assert d % 128 == 0
+    assert out(acl, acl.rt.pointer_get_attributes(d))["page_size"] == 2 << 20
+    assert out(acl, acl.rt.check_mem_type([d], 1, acl.ACL_RT_MEM_TYPE_DVPP, 0)) == 1
+    assert out(acl, acl.rt.check_mem_type([d], 1, acl.ACL_RT_MEM_TYPE_DEV, 0)) == 0
+    picture = np.arange(1000, dtype=np.uint16).astype(np.uint8)
+    to_device(acl, d, picture)
+    ok(acl, write_word[1, 0](d + 992, 0x55))                        # kernels use it as device memory
+    ok(acl, acl.rt.synchronize_stream(0))
+    assert (from_device(acl, d, 992) == picture[:992]).all() and from_device(acl, d + 992, 1)[0] == 0x55
+    plain = out(acl, acl.rt.malloc(64, 0))
+    assert acl.media.dvpp_free(plain) == acl.ACL_ERROR_RT_PARAM_INVALID
+    ok(acl, acl.media.dvpp_free(d))
+    assert acl.media.dvpp_free(d) == acl.ACL_ERROR_RT_PARAM_INVALID
+    assert acl.media.dvpp_malloc(0)[1] == E_INVALID
+    assert acl.media.dvpp_create_channel_desc() == 0
+    assert "dvpp_malloc" in dir(acl.media) and "dvpp_vpc_resize_async" not in dir(acl.media)

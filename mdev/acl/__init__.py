@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 
 from mdev import sanitizer as _sanitizer  # noqa: F401  (MDEV_SANITIZE turns it on at attach / init)
-from mdev.acl import constants, errors, mdl, rt, util
+from mdev.acl import constants, errors, mdl, media, rt, util
 from mdev.runtime import boundary
 from mdev.runtime.boundary import bind, bind_all
 from mdev.constants import *  # noqa: F401,F403  (pyACL programs use these names)

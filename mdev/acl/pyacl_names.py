@@ -70,11 +70,14 @@ FUNCTIONS: dict[str, dict[str, tuple[str, str]]] = {
 }
 
 #: submodules mdev makes as small stub modules (every function unsupported)
-STUB_MODULES = ("media", "op", "blas", "prof", "himpi", "fv")
+STUB_MODULES = ("op", "blas", "prof", "himpi", "fv")
+
+#: submodules mdev defines in part (the rest of pyACL's names resolve to stubs)
+PARTIAL_MODULES = ("media",)
 
 # ----------------------------------------------------------------------------- why not
 _FAMILY = {
-    "media": "DVPP / JPEG / video codecs are not emulated",
+    "media": "the media engines (DVPP image processing, JPEG/PNG codecs, video) are not emulated",
     "himpi": "DVPP (hi_mpi) media processing is not emulated",
     "op": "single-operator compile and execution are not emulated",
     "blas": "CBLAS operators are not emulated",
@@ -82,35 +85,9 @@ _FAMILY = {
     "fv": "feature-vector retrieval is not emulated",
 }
 
-# (prefix or exact name, reason) tried in order for acl.rt and the top level
-_RT_REASONS = [
-    (("binary_", "create_binary", "destroy_binary", "get_function_", "register_cpu_func",
-      "launch_kernel", "kernel_args_"), "this part of the kernel API is not emulated yet"),
-    (("get_device_res_limit", "set_device_res_limit", "reset_device_res_limit",
-      "get_stream_res_limit", "set_stream_res_limit", "reset_stream_res_limit",
-      "use_stream_res_in_current_thread", "unuse_stream_res_in_current_thread",
-      "get_res_in_current_thread"), "this resource-limit function is not emulated yet"),
-    (("reserve_mem_address", "release_mem_address", "malloc_physical", "free_physical",
-      "map_mem", "unmap_mem", "mem_export_to_shareable_handle", "mem_set_pid_to_shareable_handle",
-      "mem_import_from_shareable_handle", "mem_get_allocation_granularity"),
-     "virtual memory management (VMM) is planned (issue 6)"),
-    (("ipc_mem_", "notify_get_export_key", "notify_set_import_pid", "notify_import_by_key"),
-     "IPC is planned (issue 6)"),
-    (("allocator_",), "external allocators are not emulated"),
-    (("set_group", "get_group_count", "create_group_info", "destroy_group_info",
-      "get_all_group_info", "get_group_info_detail"), "AI Core groups are not emulated"),
-    (("get_mem_uce_info", "mem_uce_repair"), "HBM UCE errors are not emulated"),
-    (("set_device_sat_mode", "get_device_sat_mode", "get_overflow_status", "reset_overflow_status",
-      "set_stream_overflow_switch", "get_stream_overflow_switch"),
-     "floating-point overflow detection is not emulated"),
-    (("host_register", "host_unregister", "host_get_device_pointer"),
-     "host memory registration is not emulated yet"),
-    (("create_data_buffer", "destroy_data_buffer", "get_data_buffer_", "update_data_buffer",
-      "data_type_size", "create_tensor_desc", "destroy_tensor_desc", "get_tensor_desc_",
-      "set_tensor_", "trans_tensor_desc_format"),
-     "data buffers and tensor descriptors (for model and operator execution) are not emulated"),
-    (("get_cann_", "get_version_str"), "there is no CANN package to query"),
-]
+_DATA_BUFFERS = ("create_data_buffer", "destroy_data_buffer", "get_data_buffer_", "update_data_buffer",
+                 "create_tensor_desc", "destroy_tensor_desc", "get_tensor_desc_", "set_tensor_",
+                 "trans_tensor_desc_format")
 
 
 def reason(module: str, name: str) -> str:
@@ -118,13 +95,11 @@ def reason(module: str, name: str) -> str:
     if module in _FAMILY:
         return _FAMILY[module]
     if module == "mdl":
-        if FUNCTIONS["mdl"].get(name, ("", ""))[1] == "mdev":
-            return "this model-run-instance function is not emulated yet"
         return "offline models (.om loading, execution, AIPP, dump) are not emulated"
-    for prefixes, why in _RT_REASONS:
-        if name.startswith(prefixes):
-            return why
-    return "not emulated yet"
+    if name.startswith(_DATA_BUFFERS):
+        return ("data buffers and tensor descriptors are the inputs of offline-model and "
+                "single-operator execution, which mdev does not emulate")
+    return "not emulated"
 
 
 # ----------------------------------------------------------------------------- stubs
@@ -240,10 +215,8 @@ def is_implemented(module: str, name: str) -> bool:
 
 
 def status(module: str, name: str) -> str:
-    """"implemented", "planned" (a later issue) or "unsupported"."""
-    if is_implemented(module, name):
-        return "implemented"
-    return "planned" if "planned" in reason(module, name) else "unsupported"
+    """"implemented" or "unsupported"."""
+    return "implemented" if is_implemented(module, name) else "unsupported"
 
 
 _HELPER_MODULES = ("mdev.errors", "mdev.constants", "mdev.acl.pyacl_names", "mdev.runtime.boundary")
@@ -266,7 +239,7 @@ def extensions(module: str) -> list[str]:
 def counts() -> dict[str, dict[str, int]]:
     result = {}
     for module, table in FUNCTIONS.items():
-        c = {"implemented": 0, "planned": 0, "unsupported": 0}
+        c = {"implemented": 0, "unsupported": 0}
         for name, (_, tag) in table.items():
             if tag != "mdev":
                 c[status(module, name)] += 1
@@ -336,7 +309,7 @@ _DIFFERENCES = """\
 
 def markdown() -> str:
     c = counts()
-    total = {k: sum(m[k] for m in c.values()) for k in ("implemented", "planned", "unsupported")}
+    total = {k: sum(m[k] for m in c.values()) for k in ("implemented", "unsupported")}
     out = [
         "# pyACL compatibility",
         "",
@@ -344,18 +317,18 @@ def markdown() -> str:
         "`mdev/acl/pyacl_names.py` (pyACL's own method tables, `hicann/runtime` `python/pyACL/`)",
         "and the functions mdev defines; a test keeps this file in step with the code.",
         "",
-        "Status: **implemented** — mdev emulates it; **planned** — a later issue will; "
+        "Status: **implemented** — mdev emulates it; "
         "**unsupported** — returns `ACL_ERROR_API_NOT_SUPPORT` (200001) with the message "
         "\"acl.&lt;mod&gt;.&lt;name&gt; is not supported by mdev (…)\".  "
         "Returns: what pyACL returns (`n + ret`: n outputs, then `ret`).",
         "",
-        "| module | implemented | planned | unsupported | total |",
-        "|---|---:|---:|---:|---:|",
+        "| module | implemented | unsupported | total |",
+        "|---|---:|---:|---:|",
     ]
     for module, m in c.items():
-        out.append(f"| `acl{'.' + module if module else ''}` | {m['implemented']} | {m['planned']} | "
+        out.append(f"| `acl{'.' + module if module else ''}` | {m['implemented']} | "
                    f"{m['unsupported']} | {sum(m.values())} |")
-    out.append(f"| **all** | **{total['implemented']}** | **{total['planned']}** | "
+    out.append(f"| **all** | **{total['implemented']}** | "
                f"**{total['unsupported']}** | **{sum(total.values())}** |")
     out.append("")
     out.append(_DIFFERENCES)
@@ -375,11 +348,17 @@ def markdown() -> str:
             out += ["", f"mdev extensions in `{label}` (not in pyACL): "
                     + ", ".join(f"`{n}`" for n in ext) + "."]
         out.append("")
-    for module in STUB_MODULES:
+    for module in PARTIAL_MODULES + STUB_MODULES:
         names = FUNCTIONS[module]
-        out += [f"## `acl.{module}`", "",
-                f"All {len(names)} functions unsupported: {_FAMILY[module]}.", "",
-                ", ".join(f"`{n}`" for n in names), ""]
+        done = [n for n in names if status(module, n) == "implemented"]
+        rest = [n for n in names if n not in done]
+        out += [f"## `acl.{module}`", ""]
+        if done:
+            out += ["Implemented: " + ", ".join(f"`{n}`" for n in done) + ".", "",
+                    f"The other {len(rest)} functions are unsupported: {_FAMILY[module]}.", ""]
+        else:
+            out += [f"All {len(names)} functions unsupported: {_FAMILY[module]}.", ""]
+        out += [", ".join(f"`{n}`" for n in rest), ""]
     return "\n".join(out)
 
 

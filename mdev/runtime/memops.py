@@ -123,7 +123,7 @@ def malloc_for_task_scheduler(size_: int, policy: int, cfg=None) -> int:
     return malloc_with_cfg(size_, policy, cfg)
 
 
-def _to_free(ptr, kind: str, name: str, what: str) -> Allocation:
+def to_free(ptr, kind: str, name: str, what: str) -> Allocation:
     """The allocation a free names: the start of a live one of ``kind`` (memcheck reports
     any other pointer)."""
     if not ptr:
@@ -139,10 +139,16 @@ def _to_free(ptr, kind: str, name: str, what: str) -> Allocation:
 
 @api()
 def free(dev_ptr: int) -> None:
-    alloc = _to_free(dev_ptr, DEVICE, "devPtr", "device allocation")
+    alloc = to_free(dev_ptr, DEVICE, "devPtr", "device allocation")
     if alloc.ipc_key is not None:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{dev_ptr:#x} was imported over IPC: "
                        "release it with ipc_mem_close, not free")
+    release(alloc)
+
+
+def release(alloc: Allocation) -> None:
+    """Give a device allocation back to its device (which holds the range while a running
+    task still uses it)."""
     rt.memory.remove(alloc.ptr)
     close_exports(alloc)
     rt.link(alloc.device).request("free", alloc.ptr)
@@ -166,7 +172,7 @@ def malloc_host(size_: int) -> int:
 
 @api()
 def free_host(host_ptr: int) -> None:
-    alloc = _to_free(host_ptr, PINNED, "hostPtr", "malloc_host buffer")
+    alloc = to_free(host_ptr, PINNED, "hostPtr", "malloc_host buffer")
     if alloc.registered:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{host_ptr:#x} is registered host memory: end the "
                        "registration with host_unregister, not free_host")

@@ -1,0 +1,23 @@
+"""``acl.media``: pyACL's media-data-processing (DVPP) module.
+
+Only DVPP memory is emulated -- ``dev_ptr, ret = acl.media.dvpp_malloc(size)`` and
+``ret = acl.media.dvpp_free(dev_ptr)`` (see mdev.runtime.dvpp for the alignment rules) --
+so media programs can stage their buffers.  The image and video functions (channels,
+picture descriptors, VPC, JPEG/PNG codecs, VDEC/VENC) need the media engines, which mdev
+does not emulate: they return ``ACL_ERROR_API_NOT_SUPPORT`` (200001) in pyACL's return
+shape (see pyacl_names).
+"""
+
+from __future__ import annotations
+
+from mdev.runtime import dvpp as _dvpp
+from mdev.runtime.boundary import bind_all, publish
+
+globals().update(bind_all(_dvpp))
+publish(globals())
+
+
+def __getattr__(name: str):
+    """pyACL names mdev does not emulate resolve to stubs; anything else is an AttributeError."""
+    from mdev.acl.pyacl_names import resolve
+    return resolve("media", name)
