@@ -385,6 +385,37 @@ def test_memcpy_async_all_kinds_pinned(dev):
         assert acl.rt.free_host(p) == 0
 
 
+def test_memcpy_kind_is_corrected_from_the_pointers(dev):
+    """As the real runtime: aclrtMemcpy copies the way the pointers say (the driver's copy
+    takes no kind); aclrtMemcpyAsync and the 2-D copies correct the kind between memory the
+    runtime knows and, with pageable memory on one side, refuse the kinds that cannot move
+    the data (MemcpyKindAutoCorrect)."""
+    acl = dev
+    n = 4096
+    d, _ = acl.rt.malloc(n, 0)
+    pinned, _ = acl.rt.malloc_host(n)
+    acl.util.ptr_to_numpy(pinned, (n,), NPY_UINT8)[:] = 7
+    page = np.zeros(n, np.uint8)
+    pp = acl.util.numpy_to_ptr(page)
+    D2H, H2D, D2D = acl.ACL_MEMCPY_DEVICE_TO_HOST, acl.ACL_MEMCPY_HOST_TO_DEVICE, acl.ACL_MEMCPY_DEVICE_TO_DEVICE
+    # the Ascend samples' memcpy_host_DVPP read a pinned buffer back "device to host": it works
+    assert acl.rt.memcpy(pp, n, pinned, n, D2H) == 0 and (page == 7).all()
+    assert acl.rt.memcpy(d, n, pinned, n, D2H) == 0               # sync: the pointers decide
+    s, _ = acl.rt.create_stream()
+    assert acl.rt.memcpy_async(d, n, pinned, n, D2D, s) == 0      # pinned -> device: runs as H2D
+    assert acl.rt.memcpy_async(pinned, n, d, n, H2D, s) == 0      # device -> pinned: runs as D2H
+    assert acl.rt.synchronize_stream(s) == 0
+    assert acl.rt.memcpy_async(pinned, n, d, n, acl.ACL_MEMCPY_HOST_TO_HOST, s) == 0
+    assert acl.rt.memcpy_async(d, n, pp, n, D2D, s) == 0          # pageable -> device: H2D or D2D
+    assert acl.rt.memcpy_async(d, n, pp, n, D2H, s) == acl.ACL_ERROR_RT_PARAM_INVALID
+    assert acl.rt.memcpy_async(pp, n, pinned, n, D2H, s) == acl.ACL_ERROR_RT_PARAM_INVALID
+    assert acl.rt.memcpy_async(pp, n, pinned, n, acl.ACL_MEMCPY_DEFAULT, s) == 207000   # H2H, async
+    assert acl.rt.memcpy2d(d, 64, pinned, 64, 64, 4, D2H) == 0     # corrected to H2D
+    assert acl.rt.memcpy2d(d, 64, pp, 64, 64, 4, D2H) == acl.ACL_ERROR_RT_PARAM_INVALID
+    assert acl.rt.synchronize_stream(s) == 0
+    assert acl.rt.free(d) == 0 and acl.rt.free_host(pinned) == 0
+
+
 def test_memcpy_async_pinned_is_asynchronous(dev):
     acl = dev
     n = 32 * MiB

@@ -30,14 +30,21 @@ _KIND_NAMES = {
     C.ACL_MEMCPY_DEFAULT: "ACL_MEMCPY_DEFAULT",
     C.ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE: "ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE",
 }
-# (source is host, destination is host) each kind demands; None = inferred from addresses
-_DIRECTION = {
-    C.ACL_MEMCPY_HOST_TO_HOST: (True, True),
-    C.ACL_MEMCPY_HOST_TO_DEVICE: (True, False),
-    C.ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE: (True, False),
-    C.ACL_MEMCPY_DEVICE_TO_HOST: (False, True),
-    C.ACL_MEMCPY_DEVICE_TO_DEVICE: (False, False),
-    C.ACL_MEMCPY_DEFAULT: None,
+_H2H, _H2D, _D2H, _D2D = (C.ACL_MEMCPY_HOST_TO_HOST, C.ACL_MEMCPY_HOST_TO_DEVICE,
+                          C.ACL_MEMCPY_DEVICE_TO_HOST, C.ACL_MEMCPY_DEVICE_TO_DEVICE)
+# The kind asynchronous and 2-D copies end up with, as the runtime corrects it from the
+# pointers (MemcpyKindAutoCorrect).  Between memory the runtime knows (device memory,
+# pinned or registered host memory) the pointers decide whatever the caller said ...
+_KIND_OF = {("host", "device"): _H2D, ("device", "host"): _D2H, ("host", "host"): _H2H,
+            ("device", "device"): _D2D}
+# ... with pageable host memory on a side, the kinds that can move the data are taken as
+# given, DEFAULT becomes the natural one, the rest are refused: (src, dst) -> (accepted, DEFAULT's)
+_KINDS_WITH_PAGEABLE = {
+    ("pageable", "device"): ({_H2D, _D2D}, _H2D),
+    ("device", "pageable"): ({_D2H, _D2D}, _D2H),
+    ("host", "pageable"): ({_H2H, _H2D}, _H2H),
+    ("pageable", "host"): ({_H2H, _D2H}, _H2H),
+    ("pageable", "pageable"): ({_H2H, _H2D, _D2H, _D2D}, _H2H),
 }
 _KINDS_2D_SYNC = {C.ACL_MEMCPY_HOST_TO_DEVICE, C.ACL_MEMCPY_DEVICE_TO_HOST}
 _KINDS_2D_ASYNC = _KINDS_2D_SYNC | {C.ACL_MEMCPY_DEVICE_TO_DEVICE}
@@ -187,15 +194,33 @@ def _kind(kind, allowed) -> int:
     return kind
 
 
-def _operands(dst, src, nbytes: int, kind: int) -> tuple[Operand, Operand]:
-    d = rt.memory.operand(dst, nbytes, write=True, what="dst")
-    s = rt.memory.operand(src, nbytes, write=False, what="src")
-    want = _DIRECTION[kind]
-    if want is not None and (s.is_host, d.is_host) != want:
+def _operands(dst, src, nbytes: int) -> tuple[Operand, Operand]:
+    return (rt.memory.operand(dst, nbytes, write=True, what="dst"),
+            rt.memory.operand(src, nbytes, write=False, what="src"))
+
+
+def _side(op: Operand) -> str:
+    return "pageable" if op.kind == PAGEABLE else "host" if op.is_host else "device"
+
+
+def corrected_kind(kind: int, d: Operand, s: Operand) -> int:
+    """The kind an asynchronous or 2-D copy between ``s`` and ``d`` runs as (see _KIND_OF)."""
+    if kind not in (_H2H, _H2D, _D2H, _D2D, C.ACL_MEMCPY_DEFAULT):
+        if (s.is_host, d.is_host) != (True, False):          # HOST_TO_BUF_TO_DEVICE
+            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{_KIND_NAMES[kind]} does not match the pointers: "
+                           f"src is {s.kind} memory, dst is {d.kind} memory")
+        return kind
+    sides = (_side(s), _side(d))
+    if sides in _KIND_OF:
+        return _KIND_OF[sides]
+    accepted, default = _KINDS_WITH_PAGEABLE[sides]
+    if kind == C.ACL_MEMCPY_DEFAULT:
+        return default
+    if kind not in accepted:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID,
-                       f"{_KIND_NAMES[kind]} does not match the pointers: src is {s.kind} memory, "
-                       f"dst is {d.kind} memory")
-    return d, s
+                       f"{_KIND_NAMES[kind]} cannot copy from {s.kind} to {d.kind} memory (accepted here: "
+                       + ", ".join(_KIND_NAMES[k] for k in sorted(accepted)) + ")")
+    return kind
 
 
 def check_reach(executing: int, *operands: Operand) -> None:
@@ -229,12 +254,14 @@ def _require(ptr, what: str) -> None:
 # ---------------------------------------------------------------------------- copies
 @api()
 def memcpy(dst: int, dest_max: int, src: int, count: int, kind: int) -> None:
+    """aclrtMemcpy: the pointers decide the direction (the kind is only checked to be one
+    of the copy kinds), as the driver's copy does."""
     _require(dst, "dst"), _require(src, "src")
-    kind = _kind(kind, _DIRECTION)
+    _kind(kind, _KIND_NAMES)
     _, count = _sizes(dest_max, count)
     if count == 0:
         return
-    d, s = _operands(dst, src, count, kind)
+    d, s = _operands(dst, src, count)
     check_reach(rt.current_context().device, d, s)
     if rt.captures:
         _graph.check_unsafe("memcpy")
@@ -247,14 +274,16 @@ def memcpy(dst: int, dest_max: int, src: int, count: int, kind: int) -> None:
 @api()
 def memcpy_async(dst: int, dest_max: int, src: int, count: int, kind: int, stream) -> None:
     _require(dst, "dst"), _require(src, "src")
-    kind = _kind(kind, _DIRECTION)
+    kind = _kind(kind, _KIND_NAMES)
     _, count = _sizes(dest_max, count)
     st = rt.stream_in_context(stream)
-    if kind == C.ACL_MEMCPY_HOST_TO_HOST:
-        raise AclError(E.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "asynchronous host-to-host copies are not supported")
-    if count == 0 or dst == src:
+    if count == 0:
         return
-    d, s = _operands(dst, src, count, kind)
+    d, s = _operands(dst, src, count)
+    if corrected_kind(kind, d, s) == _H2H:
+        raise AclError(E.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "asynchronous host-to-host copies are not supported")
+    if dst == src:
+        return
     check_reach(st.device, d, s)
     if PAGEABLE in (d.kind, s.kind):
         # documented: with pageable host memory the call returns after the copy is done
@@ -266,7 +295,8 @@ def memcpy_async(dst: int, dest_max: int, src: int, count: int, kind: int, strea
         streams.submit(st, "copy", dp.location(), sp.location(), dp.nbytes)
 
 
-def _operands_2d(dst, dpitch, src, spitch, width, height, kind) -> tuple[Operand, Operand] | None:
+def _operands_2d(dst, dpitch, src, spitch, width, height, kind,
+                 allowed: set[int]) -> tuple[Operand, Operand] | None:
     _require(dst, "dst"), _require(src, "src")
     dpitch, spitch = size(dpitch, "dpitch"), size(spitch, "spitch")
     width, height = size(width, "width"), size(height, "height")
@@ -278,10 +308,10 @@ def _operands_2d(dst, dpitch, src, spitch, width, height, kind) -> tuple[Operand
                        f"(width <= both pitches, width <= {MAX_2D_WIDTH}, height <= {MAX_2D_HEIGHT})")
     d = rt.memory.operand(dst, dpitch * (height - 1) + width, write=True, what="dst")
     s = rt.memory.operand(src, spitch * (height - 1) + width, write=False, what="src")
-    want = _DIRECTION[kind]
-    if (s.is_host, d.is_host) != want:
-        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID,
-                       f"{_KIND_NAMES[kind]} does not match the pointers: src is {s.kind}, dst is {d.kind}")
+    runs_as = corrected_kind(kind, d, s)
+    if runs_as not in allowed:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"a 2-D copy from {s.kind} to {d.kind} memory is "
+                       f"{_KIND_NAMES[runs_as]}, which 2-D copies do not support here")
     return d, s
 
 
@@ -306,7 +336,7 @@ def _copy2d_here(d: Operand, dpitch: int, s: Operand, spitch: int, width: int, h
 @api()
 def memcpy2d(dst, dpitch, src, spitch, width, height, kind) -> None:
     kind = _kind(kind, _KINDS_2D_SYNC)
-    ops = _operands_2d(dst, dpitch, src, spitch, width, height, kind)
+    ops = _operands_2d(dst, dpitch, src, spitch, width, height, kind, _KINDS_2D_SYNC)
     if ops is None:
         return
     check_reach(rt.current_context().device, *ops)
@@ -323,7 +353,7 @@ def memcpy2d(dst, dpitch, src, spitch, width, height, kind) -> None:
 def memcpy2d_async(dst, dpitch, src, spitch, width, height, kind, stream) -> None:
     kind = _kind(kind, _KINDS_2D_ASYNC)
     st = rt.stream_in_context(stream)
-    ops = _operands_2d(dst, dpitch, src, spitch, width, height, kind)
+    ops = _operands_2d(dst, dpitch, src, spitch, width, height, kind, _KINDS_2D_ASYNC)
     if ops is None:
         return
     d, s = ops
