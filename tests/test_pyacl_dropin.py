@@ -46,6 +46,10 @@ EXPECTED = {
                          "[INFO] device 1 holds device 0's data after memcpy (2097152 bytes)",
                          "[INFO] device 1 holds device 0's data after memcpy_async (2097152 bytes)",
                          "[INFO] multi device p2p OK"],
+    "dvpp_buffers": ["[INFO] 3 DVPP buffers take 12582912 bytes of HBM",     # 2 huge pages each
+                     "[INFO] frame 2 came back intact: True",
+                     "[INFO] HBM free again after dvpp_free: True",
+                     "[INFO] dvpp buffers OK"],
     "ipc_two_processes": ["[importer] device 1 imported the exporter's memory",
                           "[importer] read the exporter's data",
                           "[exporter] sees the importer's writes",
