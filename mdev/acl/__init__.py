@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
+
 from mdev import sanitizer as _sanitizer  # noqa: F401  (MDEV_SANITIZE turns it on at attach / init)
-from mdev.acl import constants, errors, mdl, media, rt, util
+from mdev.acl import constants, errors, mdl, media, pyacl_names, rt, util
 from mdev.runtime import boundary
 from mdev.runtime.boundary import bind, bind_all
 from mdev.constants import *  # noqa: F401,F403  (pyACL programs use these names)
@@ -46,13 +48,11 @@ def get_version() -> tuple[int, int, int, int]:
 
 def float16_to_float(value: int) -> float:
     """aclFloat16ToFloat: the float of an IEEE half given by its 16-bit pattern."""
-    import numpy as np
     return float(np.array(int(value) & 0xFFFF, dtype=np.uint16).view(np.float16))
 
 
 def float_to_float16(value: float) -> int:
     """aclFloatToFloat16: the 16-bit pattern of ``value`` as an IEEE half."""
-    import numpy as np
     return int(np.array(value, dtype=np.float16).view(np.uint16))
 
 
@@ -69,5 +69,4 @@ def app_log(level: int, message: str) -> None:
 def __getattr__(name: str):
     """pyACL names mdev does not emulate resolve to stubs (and acl.media, acl.op, ... to stub
     modules); anything else is an AttributeError, so a typo fails where it is made."""
-    from mdev.acl.pyacl_names import resolve
-    return resolve("", name)
+    return pyacl_names.resolve("", name)

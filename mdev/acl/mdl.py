@@ -21,6 +21,7 @@ first, ``ret`` last::
 
 from __future__ import annotations
 
+from mdev.acl import pyacl_names as _pyacl_names
 from mdev.runtime.boundary import bind_all, publish
 from mdev.runtime import models as _model
 
@@ -36,5 +37,4 @@ publish(globals())
 
 def __getattr__(name: str):
     """pyACL names mdev does not emulate resolve to stubs; anything else is an AttributeError."""
-    from mdev.acl.pyacl_names import resolve
-    return resolve("mdl", name)
+    return _pyacl_names.resolve("mdl", name)

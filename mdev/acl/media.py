@@ -10,6 +10,7 @@ shape (see pyacl_names).
 
 from __future__ import annotations
 
+from mdev.acl import pyacl_names as _pyacl_names
 from mdev.runtime import dvpp as _dvpp
 from mdev.runtime.boundary import bind_all, publish
 
@@ -19,5 +20,4 @@ publish(globals())
 
 def __getattr__(name: str):
     """pyACL names mdev does not emulate resolve to stubs; anything else is an AttributeError."""
-    from mdev.acl.pyacl_names import resolve
-    return resolve("media", name)
+    return _pyacl_names.resolve("media", name)

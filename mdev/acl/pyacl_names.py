@@ -32,6 +32,9 @@ import types
 import warnings
 from pathlib import Path
 
+from mdev import errors as E
+from mdev.runtime.boundary import record_error
+
 # ----------------------------------------------------------------------------- name tables
 _TABLES = Path(__file__).with_name("pyacl_methods.txt")
 
@@ -126,9 +129,6 @@ def make_stub(module: str, name: str, shape: str):
     warned = []
 
     def stub(*args, **kwargs):
-        from mdev import errors as E
-        from mdev.runtime.boundary import record_error
-
         code = E.ACL_ERROR_API_NOT_SUPPORT
         record_error(code, message)
         if not warned:
@@ -176,8 +176,9 @@ _getattrs: dict[str, object] = {}
 def resolve(module: str, name: str):
     """What ``acl.<module>.<name>`` is when the mdev module does not define it.
 
-    The mdev modules call this from their ``__getattr__`` (lazily, so importing mdev.acl
-    does not import this table).  At the top level it also yields the stub submodules.
+    The mdev modules call this from their ``__getattr__`` (imported with them: a lookup
+    from ``__del__`` at interpreter shutdown can import nothing).  At the top level it also
+    yields the stub submodules.
     """
     if module == "" and name in STUB_MODULES:
         return stub_module(name)
@@ -187,16 +188,19 @@ def resolve(module: str, name: str):
     return getter(name)
 
 
+_stub_modules: dict[str, types.ModuleType] = {}
+
+
 def stub_module(module: str) -> types.ModuleType:
-    """``mdev.acl.<module>`` for a pyACL submodule none of whose functions mdev emulates."""
-    full = f"mdev.acl.{module}"
-    mod = sys.modules.get(full)
+    """``mdev.acl.<module>`` for a pyACL submodule none of whose functions mdev emulates
+    (kept here, not only in sys.modules, which is empty while the interpreter shuts down)."""
+    mod = _stub_modules.get(module)
     if mod is None:
-        mod = types.ModuleType(full, f"acl.{module}: {_FAMILY[module]}; every function returns "
-                                     "ACL_ERROR_API_NOT_SUPPORT (200001).")
+        full = f"mdev.acl.{module}"
+        mod = _stub_modules[module] = types.ModuleType(
+            full, f"acl.{module}: {_FAMILY[module]}; every function returns ACL_ERROR_API_NOT_SUPPORT (200001).")
         mod.__getattr__ = module_getattr(module)
-        sys.modules[full] = mod
-        setattr(sys.modules["mdev.acl"], module, mod)
+        sys.modules.setdefault(full, mod)           # import mdev.acl.<module> finds it
     return mod
 
 

@@ -26,7 +26,6 @@ import threading
 import traceback
 from typing import Callable
 
-import psutil
 
 from mdev import protocol
 from mdev import errors as E
@@ -44,6 +43,21 @@ MESSAGE_HANDLERS: dict[str, Callable[["DeviceLink", tuple], None]] = {}
 def _command_line() -> str:
     return " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv))[:200]
 
+
+
+def process_gone(pid: int) -> bool:
+    """Process ``pid`` has exited or is a zombie.  Read from /proc with os calls only: API
+    calls from ``__del__`` while the interpreter shuts down get here after sys.modules was
+    emptied (psutil can no longer find itself) and ``open`` left the builtins."""
+    try:
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+    except OSError:
+        return True
+    try:
+        fields = os.read(fd, 4096)
+    finally:
+        os.close(fd)
+    return fields[fields.rindex(b")") + 2:][:1] in (b"Z", b"X")      # state follows "(comm) "
 
 class DeviceLink:
     """This process's connection to one device process."""
@@ -94,13 +108,8 @@ class DeviceLink:
     def dead(self) -> bool:
         """The device process of this link is gone (killed, crashed, or its board stopped),
         even before the supervisor marked its control page FAULTED."""
-        if self.control.state != S.STATE_ALIVE or self._reader_done or self._gone:
-            gone = True
-        else:
-            try:
-                gone = psutil.Process(self.pid).status() == psutil.STATUS_ZOMBIE
-            except psutil.Error:
-                gone = True
+        gone = (self.control.state != S.STATE_ALIVE or self._reader_done or self._gone
+                or process_gone(self.pid))
         if gone:
             self._drop_hbm()
         return gone
