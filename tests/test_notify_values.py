@@ -3,13 +3,13 @@ memory-semantic synchronisation (value_write / value_wait with every comparison)
 
 from __future__ import annotations
 
-import threading
 import time
 
 import numpy as np
 import pytest
 
 from async_util import Gate, device_buffer, ok, out, pinned, read_device, settle, stream_done, write_device
+from mdev.kernel import kernel, ptr
 
 GEQ, EQ, AND, NOR = 0, 1, 2, 3
 U64 = (1 << 64) - 1
@@ -296,8 +296,6 @@ def test_value_wait_released_from_another_device(acl):
     word = device_buffer(acl, 8)
     ok(acl, acl.rt.value_wait(word, 5, GEQ, waiter))
     ok(acl, acl.rt.set_device(1))
-    if not hasattr(acl.rt, "device_enable_peer_access"):
-        pytest.skip("peer access API not available")
     ok(acl, acl.rt.device_enable_peer_access(0, 0))
     writer = out(acl, acl.rt.create_stream())
     time.sleep(0.05)
@@ -345,10 +343,8 @@ def test_value_argument_errors(acl):
 
 def test_value_wait_released_by_a_kernel(acl):
     """A kernel writing the word is a write like any other: it releases the wait."""
-    kernel_api = pytest.importorskip("mdev.kernel")
-
-    @kernel_api.kernel
-    def set_word(ctx, word: kernel_api.ptr, value: int):
+    @kernel
+    def set_word(ctx, word: ptr, value: int):
         if ctx.block_idx == 0:
             ctx.gm(word, np.uint64, 1)[0] = value
 

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from helpers import from_device, hbm_free, to_device, wait_until
+from helpers import from_device, to_device
 from mdev.kernel import kernel, ptr
 
 E_PARAM, E_INVALID, E_NOT_SUPPORT, E_TIMEOUT, E_NOT_CAPTURED = 107000, 100000, 207000, 107020, 107029

@@ -195,7 +195,7 @@ def overflow_fp16(ctx, data: ptr):
 
 def test_overflow_detection_sample(dev):
     acl = dev
-    context = out(acl, acl.rt.create_context(0))
+    out(acl, acl.rt.create_context(0))                # the sample runs in a context of its own
     original = out(acl, acl.rt.get_device_sat_mode())
     assert original == acl.ACL_RT_OVERFLOW_MODE_INFNAN               # A2 parts start in INF_NAN mode
     ok(acl, acl.rt.set_device_sat_mode(acl.ACL_RT_OVERFLOW_MODE_SATURATION))

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -581,6 +582,21 @@ def test_mdev_run_sanitize(board, tmp_path, buggy):
     else:
         assert proc.returncode == 0, proc.stderr
         assert "ERROR SUMMARY: 0 error(s)" in proc.stderr
+
+
+def test_mdev_run_sanitize_counts_reports_of_the_programs_own_blocks(board):
+    """The README's example: sanitizer_race.py enables and disables racecheck around each
+    round itself; under ``mdev run --sanitize`` the process's checking goes on, so the
+    racy round's report reaches the summary and the run exits 1 as the README says."""
+    example = Path(__file__).resolve().parent.parent / "examples" / "sanitizer_race.py"
+    env = dict(os.environ, MDEV_AUTOSTART="0")
+    env.pop("MDEV_SANITIZE_LOG", None)
+    proc = subprocess.run([sys.executable, "-m", "mdev", "run", "--board", board, "--sanitize", "racecheck",
+                           str(example)], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "without the event: data" in proc.stdout and "1 racecheck report(s)" in proc.stdout
+    assert "with the event: data right, 0 racecheck report(s)" in proc.stdout
+    assert "ERROR SUMMARY: 1 error(s) (1 racecheck)" in proc.stderr
 
 
 def test_mdev_run_rejects_an_unknown_check(board, tmp_path):

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from helpers import from_device, hbm_free, to_device, wait_until
+from mdev import sanitizer
 from mdev.kernel import kernel, ptr
 from peer import Peer
 
@@ -108,13 +109,16 @@ def test_destroy_stream_force_stops_a_running_kernel(dev, op):
 
 
 def test_free_while_a_kernel_runs_keeps_the_range(dev):
-    """Freeing memory a running kernel uses is the program's error; the range is not handed
-    out again (to this process or another) before the kernel ends."""
+    """Freeing memory a running kernel uses is the program's error (memcheck reports it);
+    the range is not handed out again (to this process or another) before the kernel ends."""
     acl = dev
     stream = out(acl, acl.rt.create_stream())
-    result, flag = hung(acl, stream)
-    before = hbm_free(acl)
-    ok(acl, acl.rt.free(result))
+    with sanitizer.checking("memcheck") as found:
+        result, flag = hung(acl, stream)
+        before = hbm_free(acl)
+        ok(acl, acl.rt.free(result))
+    assert [(r.checker, r.kind) for r in found] == [("memcheck", "free of memory in use")]
+    assert "long_op" in found[0].lines[1], found[0].lines
     assert hbm_free(acl) == before                           # still in use
     other = zeroed(acl)
     assert not result <= other < result + 4096

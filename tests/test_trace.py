@@ -128,15 +128,21 @@ def test_summary(traced):
 def test_plot(traced, tmp_path):
     png = tmp_path / "timeline.png"
     proc = mdev("trace", "plot", str(traced), "-o", str(png))
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        assert proc.returncode == 1 and "pip install 'mdev[plot]'" in proc.stderr
-        pytest.skip("matplotlib is not installed (optional extra [plot])")
     assert proc.returncode == 0, proc.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
     proc = mdev("trace", "plot", str(traced), "-o", str(tmp_path / "modelled.png"), "--modelled")
     assert proc.returncode == 0 and (tmp_path / "modelled.png").read_bytes()[:4] == b"\x89PNG", proc.stderr
+
+
+def test_plot_without_matplotlib(traced, tmp_path):
+    """Where matplotlib is missing (it is only in the [plot] and [test] extras) the command
+    says how to get it."""
+    hide = tmp_path / "no_matplotlib"
+    (hide / "matplotlib").mkdir(parents=True)
+    (hide / "matplotlib" / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
+    path = os.pathsep.join([str(hide), os.environ.get("PYTHONPATH", "")])
+    proc = mdev("trace", "plot", str(traced), "-o", str(tmp_path / "x.png"), env={"PYTHONPATH": path})
+    assert proc.returncode == 1 and "pip install 'mdev[plot]'" in proc.stderr and "Traceback" not in proc.stderr
 
 
 NOTIFY_PROGRAM = """

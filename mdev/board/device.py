@@ -902,6 +902,7 @@ class Device:
                 "streams": len(self.streams),
                 "clients": {c: dict(info) for c, info in self.clients.items()},
                 "engines": {n: e.in_use for n, e in self.engines.items()},
+                "engines_waiting": {n: e.waiting for n, e in self.engines.items()},
             }
 
 

@@ -55,3 +55,8 @@ class Engine:
     @property
     def in_use(self) -> int:
         return self.slots - self._free
+
+    @property
+    def waiting(self) -> int:
+        """Tasks queued for a slot."""
+        return len(self._waiting)

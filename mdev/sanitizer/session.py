@@ -471,15 +471,21 @@ class Sanitizer:
         api, site, _ = caller()
         with self.lock:
             region = self.regions.live.get(alloc.ptr)
-            busy = [a for a in region.accesses if not order.before(a.comp, a.epoch, self.model.host)] \
+            busy = [(a.who, a.key) for a in region.accesses if not order.before(a.comp, a.epoch, self.model.host)] \
                 if region is not None else []
+            # a launch still to report its bytes touches what its arguments point into
+            busy += [(t.describe(), (t.api or t.op, t.site)) for t in self._kernels.values()
+                     if t.op == "kernel" and not (t.clock is not None and order.before(t.stream.comp, t.epoch,
+                                                                                         self.model.host))
+                     and any(alloc.ptr <= p < alloc.ptr + alloc.size for p in _kernel_pointers(t.args))]
             if busy:
+                region, (who, key) = self.regions.of(alloc), busy[-1]
                 self.report("memcheck", "free of memory in use", [
                     f"{api or 'free'} of {region.name()} at {site} while a task that touches it may not have "
                     f"run yet (no synchronisation orders it before the free)",
-                    f"task: {busy[-1].who}",
+                    f"task: {who}",
                     "synchronise the task's stream (or an event recorded after it) before freeing"],
-                    dedupe=(site, busy[-1].key))
+                    dedupe=(site, key))
             self.regions.freed(alloc, site)
 
     @guarded
@@ -607,6 +613,17 @@ def _without(span: tuple[int, int], holes: list[tuple[int, int]]) -> list[tuple[
     if pos < span[1]:
         out.append((pos, span[1]))
     return out
+
+
+def _kernel_pointers(args: tuple) -> list[int]:
+    """The addresses a kernel launch was given: its argument values, or the 8-byte words of
+    its argument block (an argument block in device memory is not looked into)."""
+    kind, values = args[2], args[3]
+    if kind == "values":
+        return [v for v in values if type(v) is int]
+    if kind == "bytes":
+        return [int.from_bytes(values[i:i + 8], "little") for i in range(0, len(values) - 7, 8)]
+    return []
 
 
 def _accesses(op: str, args: tuple):
