@@ -11,6 +11,7 @@ import time
 import numpy as np
 import pytest
 
+from async_util import device_buffer, ok, out
 from helpers import from_device, to_device
 from mdev.kernel import kernel, ptr
 
@@ -20,32 +21,16 @@ H2D, D2H, INNER_D2D = 1, 2, 6
 HOST, DEVICE, UNREGISTERED = 0, 1, 2          # aclrtMemLocationType
 
 
-def ok(acl, ret) -> None:
-    assert ret == 0, f"ret={ret}: {acl.get_recent_err_msg()}"
-
-
-def out(acl, result):
-    *values, ret = result
-    ok(acl, ret)
-    return values[0] if len(values) == 1 else tuple(values)
-
-
 @pytest.fixture
 def dev(acl):
     ok(acl, acl.rt.set_device(0))
     yield acl
 
 
-def zeroed(acl, nbytes: int = 4096) -> int:
-    p = out(acl, acl.rt.malloc(nbytes, 0))
-    ok(acl, acl.rt.memset(p, nbytes, 0, nbytes))
-    return p
-
-
 def held_stream(acl):
     """A stream held back by a value wait until ``release()`` writes its word."""
     stream = out(acl, acl.rt.create_stream())
-    word = zeroed(acl)
+    word = device_buffer(acl, 4096)
     ok(acl, acl.rt.value_wait(word, 1, acl.ACL_STREAM_WAIT_VALUE_EQ, stream))
     return stream, lambda: to_device(acl, word, np.array([1], np.uint64))
 
@@ -88,7 +73,7 @@ def test_a_kernel_past_its_timeout_is_stopped(dev):
     assert binary
     handle = out(acl, acl.rt.binary_load(binary))
     func = out(acl, acl.rt.binary_get_function(handle, "busy"))
-    result = zeroed(acl)
+    result = device_buffer(acl, 4096)
     args = result.to_bytes(8, "little")
     cfg = {acl.ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT_US: {"timeoutLow": 100_000, "timeoutHigh": 0}}
     ok(acl, acl.rt.launch_kernel_with_host_args(func, 1, 0, cfg, args, len(args), None, 0))
@@ -120,7 +105,7 @@ def test_host_register_in_place(dev):
     ok(acl, acl.rt.synchronize_stream(stream))
     assert host[8:16].view(np.uint64)[0] == 0xABCD
     held, release = held_stream(acl)                            # pinned now: async copies are queued
-    d = zeroed(acl, 8192)
+    d = device_buffer(acl, 8192)
     ok(acl, acl.rt.memcpy_async(d, 8192, p, 8192, H2D, held))
     assert out(acl, acl.rt.stream_query(held)) == acl.ACL_STREAM_STATUS_NOT_READY
     release()
@@ -187,7 +172,7 @@ def test_configured_allocations_and_usage(dev):
 # ============================================================================ fills and copies
 def test_memset_d32(dev):
     acl = dev
-    d = zeroed(acl, 64)
+    d = device_buffer(acl, 64)
     ok(acl, acl.rt.memset_d32(d, 64, 0xDEADBEEF, 4))
     assert from_device(acl, d, 20, np.uint32).tolist() == [0xDEADBEEF] * 4 + [0]
     held, release = held_stream(acl)
@@ -206,7 +191,7 @@ def test_memset_d32(dev):
 
 def test_batch_copies(dev):
     acl = dev
-    d = [zeroed(acl) for _ in range(3)]
+    d = [device_buffer(acl, 4096) for _ in range(3)]
     h = [np.full(16, i + 1, np.uint8) for i in range(3)]
     to_dev = [{"dstLoc": {"id": 0, "type": DEVICE}, "srcLoc": {"id": 0, "type": HOST}}]
     hp = [a.ctypes.data for a in h]
@@ -231,7 +216,7 @@ def test_batch_copies(dev):
 def test_descriptor_copy(dev):
     acl = dev
     size = out(acl, acl.rt.get_memcpy_desc_size(INNER_D2D))
-    desc, src, dst = zeroed(acl, size), zeroed(acl), zeroed(acl)
+    desc, src, dst = device_buffer(acl, size), device_buffer(acl, 4096), device_buffer(acl, 4096)
     to_device(acl, src, np.arange(64, dtype=np.uint8))
     assert out(acl, acl.rt.set_memcpy_desc(desc, INNER_D2D, src, dst, 64, None)) == desc
     stream = out(acl, acl.rt.create_stream())
@@ -244,7 +229,7 @@ def test_descriptor_copy(dev):
 
 def test_cache_maintenance(dev):
     acl = dev
-    d = zeroed(acl)
+    d = device_buffer(acl, 4096)
     stream = out(acl, acl.rt.create_stream())
     ok(acl, acl.rt.mem_flush(d, 4096))
     ok(acl, acl.rt.mem_invalidate(d, 64))
@@ -282,7 +267,7 @@ def test_external_record_and_wait_in_a_capture(dev):
     stream, other = out(acl, acl.rt.create_stream()), out(acl, acl.rt.create_stream())
     done = out(acl, acl.rt.create_event_ex_with_flag(acl.ACL_EVENT_SYNC))
     gate = out(acl, acl.rt.create_event_ex_with_flag(acl.ACL_EVENT_SYNC))
-    word = zeroed(acl)
+    word = device_buffer(acl, 4096)
     ok(acl, acl.mdl.ri_capture_begin(stream, acl.ACL_MODEL_RI_CAPTURE_MODE_GLOBAL))
     ok(acl, acl.rt.stream_wait_event_with_flag(stream, gate, 0, acl.ACL_EVENT_WAIT_EXTERNAL))
     ok(acl, acl.rt.value_write(word, 5, 0, stream))
@@ -293,7 +278,7 @@ def test_external_record_and_wait_in_a_capture(dev):
     ok(acl, acl.rt.record_event(gate, held))            # the replay waits for this record
     ok(acl, acl.mdl.ri_execute_async(model, stream))
     ok(acl, acl.rt.stream_wait_event(other, done))      # outside the graph: waits for the replay
-    buf = zeroed(acl)
+    buf = device_buffer(acl, 4096)
     ok(acl, acl.rt.memset_async(buf, 8, 1, 8, other))
     time.sleep(0.1)
     assert out(acl, acl.rt.stream_query(other)) == acl.ACL_STREAM_STATUS_NOT_READY
@@ -316,7 +301,7 @@ def test_resource_counts_and_last_task(dev):
     ev = out(acl, acl.rt.create_event())
     assert out(acl, acl.rt.get_stream_available_num()) == streams_left - 1
     assert out(acl, acl.rt.get_event_avail_num()) == events_left - 1
-    d = zeroed(acl)
+    d = device_buffer(acl, 4096)
     for expected in (1, 2):
         ok(acl, acl.rt.memset_async(d, 8, 0, 8, stream))
         assert out(acl, acl.rt.get_thread_last_task_id()) == expected
@@ -329,7 +314,7 @@ def test_device_task_abort(dev):
     acl = dev
     held, _ = held_stream(acl)
     other, _ = held_stream(acl)
-    d = zeroed(acl)
+    d = device_buffer(acl, 4096)
     ok(acl, acl.rt.memset_async(d, 8, 9, 8, held))       # queued: dropped
     ok(acl, acl.rt.device_task_abort(0, 10000))
     assert acl.rt.synchronize_stream(held) == acl.ACL_ERROR_RT_STREAM_ABORT
@@ -345,7 +330,7 @@ def test_counting_notify(dev):
     cn = out(acl, acl.rt.cnt_notify_create(0))
     assert out(acl, acl.rt.cnt_notify_get_id(cn)) >= 0
     recorder, waiter = out(acl, acl.rt.create_stream()), out(acl, acl.rt.create_stream())
-    d = zeroed(acl)
+    d = device_buffer(acl, 4096)
     wait = {"mode": acl.ACL_RT_CNT_NOTIFY_WAIT_BIGGER_OR_EQUAL_MODE, "value": 3, "timeout": 30, "isClear": 1}
     ok(acl, acl.rt.cnt_notify_wait_with_timeout(cn, waiter, wait))
     ok(acl, acl.rt.memset_async(d, 8, 4, 8, waiter))
@@ -397,7 +382,7 @@ def test_stream_config_handle(dev):
     assert handle
     ok(acl, acl.rt.set_stream_config_opt(handle, acl.ACL_RT_STREAM_PRIORITY, 3, 4))
     ok(acl, acl.rt.set_stream_config_opt(handle, acl.ACL_RT_STREAM_FLAG, acl.ACL_STREAM_FAST_LAUNCH, 8))
-    work = zeroed(acl, 1 << 16)
+    work = device_buffer(acl, 1 << 16)
     ok(acl, acl.rt.set_stream_config_opt(handle, acl.ACL_RT_STREAM_WORK_ADDR_PTR, work, 8))
     ok(acl, acl.rt.set_stream_config_opt(handle, acl.ACL_RT_STREAM_WORK_SIZE, 1 << 16, 8))
     stream = out(acl, acl.rt.create_stream_v2(handle))
@@ -428,7 +413,7 @@ def test_binaries_cpu_functions_and_user_memory_args(dev):
     cpu = out(acl, acl.rt.register_cpu_func(handle, "fill", "fill_on_cpu"))
     assert out(acl, acl.rt.get_function_addr(cpu)) == (0, 0)
     assert acl.rt.register_cpu_func(handle, "nothing", "x")[1] == acl.ACL_ERROR_RT_KERNEL_LOOKUP
-    d = zeroed(acl)
+    d = device_buffer(acl, 4096)
     args = d.to_bytes(8, "little") + (42).to_bytes(8, "little")
     ok(acl, acl.rt.launch_kernel_with_host_args(cpu, 1, 0, None, args, len(args), None, 0))
     ok(acl, acl.rt.synchronize_stream(0))

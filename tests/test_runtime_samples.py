@@ -9,21 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from async_util import ok, out
 from helpers import from_device, to_device
 from mdev.kernel import kernel, ptr
 
 PERSISTENT, HEAD, DEFAULT_FLAG = 0x4, 0, 0x7FFFFFFF    # ACL_STREAM_PERSISTENT, ACL_MODEL_STREAM_FLAG_HEAD / _DEFAULT
 E_PARAM, E_INVALID, E_NOT_SUPPORT, E_STREAM_MODEL = 107000, 100000, 207000, 107005
-
-
-def ok(acl, ret) -> None:
-    assert ret == 0, f"ret={ret}: {acl.get_recent_err_msg()}"
-
-
-def out(acl, result):
-    *values, ret = result
-    ok(acl, ret)
-    return values[0] if len(values) == 1 else tuple(values)
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ import time
 import numpy as np
 import pytest
 
+from async_util import device_buffer, ok, out
 from helpers import from_device, hbm_free, to_device, wait_until
 from mdev import sanitizer
 from mdev.kernel import kernel, ptr
@@ -56,25 +57,9 @@ def stubborn_op(ctx, out: ptr, flag: ptr):
     word[0] = 2
 
 
-def ok(acl, ret):
-    assert ret == 0, f"ret={ret}: {acl.get_recent_err_msg()}"
-
-
-def out(acl, result):
-    *values, ret = result
-    ok(acl, ret)
-    return values[0] if len(values) == 1 else tuple(values)
-
-
-def zeroed(acl, nbytes: int = 4096) -> int:
-    p = out(acl, acl.rt.malloc(nbytes, 0))
-    ok(acl, acl.rt.memset(p, nbytes, 0, nbytes))
-    return p
-
-
 def hung(acl, stream):
     """A long kernel on ``stream`` whose synchronisation times out: (its result word, its flag)."""
-    result, flag = zeroed(acl), zeroed(acl)
+    result, flag = device_buffer(acl, 4096), device_buffer(acl, 4096)
     ok(acl, long_op[1, stream](result, flag))
     assert acl.rt.synchronize_stream_with_timeout(stream, 100) == SYNC_TIMEOUT
     return result, flag
@@ -93,7 +78,7 @@ def test_destroy_stream_force_stops_a_running_kernel(dev, op):
     buffers, not in the next allocation at a freed address."""
     acl = dev
     stream = out(acl, acl.rt.create_stream())
-    result, flag, doomed = zeroed(acl), zeroed(acl), zeroed(acl)
+    result, flag, doomed = device_buffer(acl, 4096), device_buffer(acl, 4096), device_buffer(acl, 4096)
     ok(acl, op[1, stream](result, flag))
     assert acl.rt.synchronize_stream_with_timeout(stream, 100) == SYNC_TIMEOUT
     ok(acl, long_op[1, stream](doomed, flag))  # queued behind it: dropped
@@ -102,7 +87,7 @@ def test_destroy_stream_force_stops_a_running_kernel(dev, op):
     ok(acl, acl.rt.free(doomed))
     to_device(acl, flag, np.array([1], np.uint64))          # lets a kernel that runs on write
     assert wait_until(lambda: hbm_free(acl) > before)       # everything it used is released
-    again = zeroed(acl)
+    again = device_buffer(acl, 4096)
     assert from_device(acl, flag, 8, np.uint64)[0] == 1     # its "flag = 2" went nowhere
     assert from_device(acl, result, 4, np.uint32)[0] == 0   # nor its "result += 1"
     assert from_device(acl, again, 4096).max() == 0
@@ -120,7 +105,7 @@ def test_free_while_a_kernel_runs_keeps_the_range(dev):
     assert [(r.checker, r.kind) for r in found] == [("memcheck", "free of memory in use")]
     assert "long_op" in found[0].lines[1], found[0].lines
     assert hbm_free(acl) == before                           # still in use
-    other = zeroed(acl)
+    other = device_buffer(acl, 4096)
     assert not result <= other < result + 4096
     busy = hbm_free(acl)
     to_device(acl, flag, np.array([1], np.uint64))
@@ -138,7 +123,7 @@ def test_abort_and_stop_stop_the_running_kernel(dev, how):
     acl = dev
     flags = DEVICE_USE_ONLY if how == "stop" else 0
     stream = out(acl, acl.rt.create_stream_with_config(0, flags))
-    result, flag = zeroed(acl), zeroed(acl)
+    result, flag = device_buffer(acl, 4096), device_buffer(acl, 4096)
     ok(acl, long_op[1, stream](result, flag))
     if how == "abort":
         assert acl.rt.synchronize_stream_with_timeout(stream, 100) == SYNC_TIMEOUT
@@ -250,7 +235,7 @@ def test_a_process_teardown_stops_its_work(acl, board, tmp_path, ending):
         peer.close()                      # the interpreter ends without aclFinalize
     else:
         peer.kill()
-    mine = zeroed(acl, 2 << 20)
+    mine = device_buffer(acl, 2 << 20)
     assert not (peer_res <= mine < peer_res + (2 << 20))     # the kernel's range is still in use
     held = hbm_free(acl)
     _release(fifo)

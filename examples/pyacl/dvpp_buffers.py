@@ -37,9 +37,7 @@ def hbm_free():
 
 def main():
     check_ret("acl.init", acl.init())
-    check_ret("acl.rt.set_device", acl.rt.set_device(DEVICE_ID))
-    context, ret = acl.rt.create_context(DEVICE_ID)
-    check_ret("acl.rt.create_context", ret)
+    check_ret("acl.rt.set_device", acl.rt.set_device(DEVICE_ID))       # its default context
     stream, ret = acl.rt.create_stream()
     check_ret("acl.rt.create_stream", ret)
     before = hbm_free()
@@ -72,7 +70,6 @@ def main():
     print("[INFO] HBM free again after dvpp_free: {}".format(hbm_free() == before))
 
     check_ret("acl.rt.destroy_stream", acl.rt.destroy_stream(stream))
-    check_ret("acl.rt.destroy_context", acl.rt.destroy_context(context))
     check_ret("acl.rt.reset_device", acl.rt.reset_device(DEVICE_ID))
     check_ret("acl.finalize", acl.finalize())
     print("[INFO] dvpp buffers OK")

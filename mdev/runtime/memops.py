@@ -7,6 +7,8 @@ on the stream (asynchronous calls between device and pinned memory).
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from mdev import constants as C
@@ -382,14 +384,19 @@ def _memset_operand(dev_ptr, max_count, value, count) -> tuple[Operand | None, i
     return rt.memory.operand(dev_ptr, count, write=True, what="devPtr"), value
 
 
+def _check_synchronous_fill(op: Operand, api_name: str) -> None:
+    """The current device must reach the memory, and no capture may be running."""
+    check_reach(rt.current_context().device, op)
+    if rt.captures:
+        _graph.check_unsafe(api_name)
+
+
 @api()
 def memset(dev_ptr: int, max_count: int, value: int, count: int) -> None:
     op, value = _memset_operand(dev_ptr, max_count, value, count)
     if op is None:
         return
-    check_reach(rt.current_context().device, op)
-    if rt.captures:
-        _graph.check_unsafe("memset")
+    _check_synchronous_fill(op, "memset")
     if hooks.checker is not None:
         hooks.checker.host_access(writes=[op], fill=value & 0xFF)
     if _trace.host_on:          # traced: the host-side record times the memset
@@ -404,16 +411,23 @@ def memset(dev_ptr: int, max_count: int, value: int, count: int) -> None:
 def memset_async(dev_ptr: int, max_count: int, value: int, count: int, stream) -> None:
     st = rt.stream_in_context(stream)
     op, value = _memset_operand(dev_ptr, max_count, value, count)
-    if op is None:
-        return
+    if op is not None:
+        _fill_by_stream(st, op, PAGEABLE, "memset_async", lambda: rt.memory.view(op).fill(value & 0xFF),
+                        "memset", value)
+
+
+def _fill_by_stream(st, op: Operand, at_once: str, api_name: str, fill_here: Callable[[], None],
+                    task: str, value: int) -> None:
+    """A fill on stream ``st``: host memory of kind ``at_once`` is filled when the stream has
+    drained, before the call returns (as documented); other memory gets ``task`` tasks."""
     check_reach(st.device, op)
-    if op.kind == PAGEABLE:
-        _graph.check_pageable(st, "memset_async")
+    if op.kind == at_once:
+        _graph.check_pageable(st, api_name)
         streams.wait([st])
-        rt.memory.view(op).fill(value & 0xFF)
+        fill_here()
         return
     for part in op.parts():
-        streams.submit(st, "memset", part.location(), value, part.nbytes)
+        streams.submit(st, task, part.location(), value, part.nbytes)
 
 
 # ---------------------------------------------------------------------------- 32-bit fills
@@ -445,12 +459,9 @@ def _fill32_here(op: Operand, value: int) -> None:
 def memset_d32(ptr, mem_size: int, value: int, count: int) -> None:
     """aclrtMemsetD32: ``count`` 32-bit words of ``value``, synchronously."""
     op, value = _d32_operand(ptr, mem_size, value, count)
-    if op is None:
-        return
-    check_reach(rt.current_context().device, op)
-    if rt.captures:
-        _graph.check_unsafe("memset_d32")
-    _fill32_here(op, value)
+    if op is not None:
+        _check_synchronous_fill(op, "memset_d32")
+        _fill32_here(op, value)
 
 
 @api()
@@ -459,16 +470,8 @@ def memset_d32_async(ptr, mem_size: int, value: int, count: int, stream) -> None
     after the stream drained, as documented."""
     st = rt.stream_in_context(stream)
     op, value = _d32_operand(ptr, mem_size, value, count)
-    if op is None:
-        return
-    check_reach(st.device, op)
-    if op.kind == PINNED:
-        _graph.check_pageable(st, "memset_d32_async")
-        streams.wait([st])
-        _fill32_here(op, value)
-        return
-    for part in op.parts():
-        streams.submit(st, "fill32", part.location(), value, part.nbytes)
+    if op is not None:
+        _fill_by_stream(st, op, PINNED, "memset_d32_async", lambda: _fill32_here(op, value), "fill32", value)
 
 
 # ---------------------------------------------------------------------------- cache maintenance
