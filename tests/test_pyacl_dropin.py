@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import PREFIX
-from mdev.acl import pyacl_names
+from mdev.acl import pyacl_names, unsupported
 from mdev.board import launcher
 from mdev.shim import PTH_NAME, SHIM_DIR
 
@@ -170,7 +170,7 @@ def test_shim_path_and_install_shim(tmp_path):
 def test_unsupported_function_returns_200001_with_message():
     import mdev.acl as acl
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", pyacl_names.MdevUnsupportedWarning)
+        warnings.simplefilter("ignore", unsupported.MdevUnsupportedWarning)
         model_id, ret = acl.mdl.load_from_file("resnet50.om")
         assert (model_id, ret) == (None, acl.ACL_ERROR_API_NOT_SUPPORT) == (None, 200001)
         message = acl.get_recent_err_msg()
@@ -189,8 +189,8 @@ def test_unsupported_function_returns_200001_with_message():
         assert acl.himpi.vpc_resize(1, 2, 3) == 200001
         assert acl.op.execute_v2(0) == 200001 and acl.blas.gemm_ex() == 200001
         assert acl.prof.init("/tmp") == 200001 and acl.fv.search() == 200001
-    stub = pyacl_names.make_stub("mdl", "unload", "r")
-    with pytest.warns(pyacl_names.MdevUnsupportedWarning, match="acl.mdl.unload is not supported"):
+    stub = unsupported.make_stub("mdl", "unload", "r")
+    with pytest.warns(unsupported.MdevUnsupportedWarning, match="acl.mdl.unload is not supported"):
         assert stub(1) == 200001
 
 
@@ -222,7 +222,7 @@ def test_float16_helpers_and_version_shape():
 
 def test_name_table_matches_mdev():
     # every implemented name is a real function of the mdev module, and counts add up
-    for module, table in pyacl_names.FUNCTIONS.items():
+    for module, table in unsupported.FUNCTIONS.items():
         for name in table:
             assert pyacl_names.status(module, name) in ("implemented", "unsupported")
     counts = pyacl_names.counts()

@@ -3,7 +3,7 @@
     acl.init / acl.finalize             process initialisation (aclInit / aclFinalize)
     acl.rt.*                            runtime: devices, contexts, streams, memory, ...
     acl.util.*                          host buffers <-> pointers, numpy views
-    acl.mdl, acl.media, acl.op, ...      pyACL's other submodules (see pyacl_names)
+    acl.mdl, acl.media, acl.op, ...      pyACL's other submodules (see unsupported)
     acl.get_recent_err_msg()            what went wrong, in words
 
 Every function returns what pyACL returns: outputs first, the aclError ``ret`` last.
@@ -18,7 +18,7 @@ import sys
 import numpy as np
 
 from mdev import sanitizer as _sanitizer  # noqa: F401  (MDEV_SANITIZE turns it on at attach / init)
-from mdev.acl import constants, errors, mdl, media, pyacl_names, rt, util
+from mdev.acl import constants, errors, mdl, media, rt, unsupported, util
 from mdev.runtime import boundary
 from mdev.runtime.boundary import bind, bind_all
 from mdev.constants import *  # noqa: F401,F403  (pyACL programs use these names)
@@ -69,4 +69,4 @@ def app_log(level: int, message: str) -> None:
 def __getattr__(name: str):
     """pyACL names mdev does not emulate resolve to stubs (and acl.media, acl.op, ... to stub
     modules); anything else is an AttributeError, so a typo fails where it is made."""
-    return pyacl_names.resolve("", name)
+    return unsupported.resolve("", name)

@@ -2,7 +2,7 @@
 
 pyACL's ``acl.mdl`` is the offline-model API (``load_from_file``, ``execute``, datasets,
 AIPP, dump); mdev does not emulate offline models, so those names return
-``ACL_ERROR_API_NOT_SUPPORT`` (200001) in pyACL's return shape (see ``pyacl_names``).
+``ACL_ERROR_API_NOT_SUPPORT`` (200001) in pyACL's return shape (see ``mdev.acl.unsupported``).
 
 The model-run-instance and stream-capture functions of the C API (``aclmdlRI*``, not in
 pyACL's own method table) are here, named by pyACL's rule with "RI" as one word:
@@ -21,7 +21,7 @@ first, ``ret`` last::
 
 from __future__ import annotations
 
-from mdev.acl import pyacl_names as _pyacl_names
+from mdev.acl import unsupported as _unsupported
 from mdev.runtime.boundary import bind_all, publish
 from mdev.runtime import models as _model
 
@@ -37,4 +37,4 @@ publish(globals())
 
 def __getattr__(name: str):
     """pyACL names mdev does not emulate resolve to stubs; anything else is an AttributeError."""
-    return _pyacl_names.resolve("mdl", name)
+    return _unsupported.resolve("mdl", name)

@@ -5,12 +5,12 @@ Only DVPP memory is emulated -- ``dev_ptr, ret = acl.media.dvpp_malloc(size)`` a
 so media programs can stage their buffers.  The image and video functions (channels,
 picture descriptors, VPC, JPEG/PNG codecs, VDEC/VENC) need the media engines, which mdev
 does not emulate: they return ``ACL_ERROR_API_NOT_SUPPORT`` (200001) in pyACL's return
-shape (see pyacl_names).
+shape (see mdev.acl.unsupported).
 """
 
 from __future__ import annotations
 
-from mdev.acl import pyacl_names as _pyacl_names
+from mdev.acl import unsupported as _unsupported
 from mdev.runtime import dvpp as _dvpp
 from mdev.runtime.boundary import bind_all, publish
 
@@ -20,4 +20,4 @@ publish(globals())
 
 def __getattr__(name: str):
     """pyACL names mdev does not emulate resolve to stubs; anything else is an AttributeError."""
-    return _pyacl_names.resolve("media", name)
+    return _unsupported.resolve("media", name)

@@ -7,7 +7,7 @@ are ints and 0 (or None) is the default stream.
 
 from __future__ import annotations
 
-from mdev.acl import pyacl_names as _pyacl_names
+from mdev.acl import unsupported as _unsupported
 from mdev.runtime import models as _graph_model
 from mdev.runtime import (allocators, batchcopy, boundary, callbacks, cntnotify, device_state, devices, events,
                           exceptions, groups, hostmem, ipc, kernels, labels, limits, memops, notify, overflow,
@@ -50,4 +50,4 @@ boundary.publish(globals())
 
 # pyACL functions mdev does not emulate (yet): stubs returning ACL_ERROR_API_NOT_SUPPORT
 def __getattr__(name: str):
-    return _pyacl_names.resolve("rt", name)
+    return _unsupported.resolve("rt", name)
