@@ -274,12 +274,28 @@ def easy_op(ctx, x: ptr):
     v[0] += 1
 
 
+CPU_FAULT = b"""
+from mdev.kernel import kernel, ptr
+@kernel
+def cpu_fault(ctx, x: ptr):
+    raise RuntimeError("an AI CPU kernel fails")
+"""
+
+
+def cpu_fault(acl, x: int, stream) -> int:
+    """An AI CPU kernel (register_cpu_func) that raises."""
+    handle = out(acl, acl.rt.binary_load(acl.rt.create_binary(CPU_FAULT, len(CPU_FAULT))))
+    func = out(acl, acl.rt.register_cpu_func(handle, "cpu_fault", "cpu_fault"))
+    return acl.rt.launch_kernel_with_host_args(func, 1, stream, None, x.to_bytes(8, "little"), 8, None, 0)
+
+
 @pytest.mark.parametrize("launch, code", [
-    (lambda x, s: vector_fault[1, s](x), 507035),          # ACL_ERROR_RT_VECTOR_CORE_EXCEPTION
-    (lambda x, s: cube_fault[1, s](x), 507015),            # ACL_ERROR_RT_AICORE_EXCEPTION
-    (lambda x, s: vector_trap[2, s](), 507036),            # ACL_ERROR_RT_VECTOR_CORE_TRAP_EXCEPTION
-    (lambda x, s: cube_trap[1, s](), 507016),              # ACL_ERROR_RT_AICORE_TRAP_EXCEPTION
-    (lambda x, s: out_of_bounds[1, s](x), 507035),
+    (lambda acl, x, s: vector_fault[1, s](x), 507035),     # ACL_ERROR_RT_VECTOR_CORE_EXCEPTION
+    (lambda acl, x, s: cube_fault[1, s](x), 507015),       # ACL_ERROR_RT_AICORE_EXCEPTION
+    (lambda acl, x, s: vector_trap[2, s](), 507036),       # ACL_ERROR_RT_VECTOR_CORE_TRAP_EXCEPTION
+    (lambda acl, x, s: cube_trap[1, s](), 507016),         # ACL_ERROR_RT_AICORE_TRAP_EXCEPTION
+    (lambda acl, x, s: out_of_bounds[1, s](x), 507035),
+    (cpu_fault, 507018),                                   # ACL_ERROR_RT_AICPU_EXCEPTION
 ])
 def test_kernel_faults_by_core_type(dev, launch, code):
     """The sync reports the fault of the kernel's core type; the exception callback the same."""
@@ -289,7 +305,7 @@ def test_kernel_faults_by_core_type(dev, launch, code):
         acl.rt.get_error_code_from_exception_info(info))))
     stream = out(acl, acl.rt.create_stream())
     x = words(acl, 1)
-    ok(acl, launch(x, stream))
+    ok(acl, launch(acl, x, stream))
     assert acl.rt.synchronize_stream(stream) == code
     assert seen == [code]
     ok(acl, acl.rt.set_exception_info_callback(None))
