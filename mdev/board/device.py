@@ -461,6 +461,7 @@ class Device:
             self._next_stream_id += 1
             self.control.stream_done[slot] = 0
             self.control.stream_msgs[slot] = 0   # the slot's previous owner had its own count
+            self.control.stream_mt[slot] = 0     # ... and its own modelled clock
             # a stopped stop-on-failure context refuses the work of its new streams too
             self.control.stream_err[slot] = context.stopped
             stream = DeviceStream(self, slot, stream_id, conn.client, context, priority, flags)

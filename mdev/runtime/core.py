@@ -43,6 +43,8 @@ class Stream:
     res_limits: dict = field(default_factory=dict)   # aclrtDevResLimitType -> cores
     destroyed: bool = False
     recorder: object = None            # mdev.runtime.capture: its tasks are stored, not run
+    host_floor: float = 0.0            # the host clock its last task was submitted under (modelled time)
+    floor_rows: int = 0                # host_floor rows written for it (mdev.runtime.trace.before_submit)
 
     @property
     def is_default(self) -> bool:

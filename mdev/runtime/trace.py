@@ -2,6 +2,8 @@
 
     attach (MDEV_TRACE set) --> trace_start(client) on every device of the board
     memops.memcpy / memcpy2d / memset --> host_op --> host-side records (this process)
+    streams: a synchronisation (or a query finding work done) --> synced --> host-side record
+    streams.submit --> before_submit: the host clock for the device's modelled clocks
     finalize / detach / exit --> trace_collect(client) from every device
                              + the host-side records --> Chrome trace JSON
 
@@ -19,7 +21,16 @@ them and keeps a host-side record (device ``HOST``, kind memcpy / memset, bytes,
 path from the board's topology as a device would record them, wall start / end, and in
 its flow ("h", executing device, ((device, stream id, seq), ...)): how many tasks each
 stream of the process had been given when the operation ended, so that the model starts
-the later ones -- whose device records carry their seq -- after it); they are collected with the devices' records and drawn on a "host" track of their own.
+the later ones -- whose device records carry their seq -- after it); they are collected
+with the devices' records and drawn on a "host" track of their own.  A synchronisation
+(``synchronize_stream`` / ``_device`` / ``_event``, a query that found the work done) leaves
+a "synchronize" record whose flow also names the tasks it waited for
+("h", None, submitted, ((device, stream id, seq), ...)): host ordering is what the program
+did, never guessed from wall-clock gaps (a slow host is no synchronisation).
+
+Under MDEV_MODEL_TIME the process keeps a host clock: it moves on to the modelled end of
+what a synchronisation waited for and by the link time of each synchronous copy; a task
+submitted after it moved starts no earlier (``before_submit`` tells the task's device).
 
 Records of several init / finalize cycles of one process accumulate; the file is rewritten
 at each collection.  A child process (fork, multiprocessing) that traces too writes
@@ -38,6 +49,7 @@ from typing import Callable
 
 from mdev import timemodel
 from mdev.board import status as S
+from mdev.errors import AclError
 from mdev.runtime import hooks
 from mdev.runtime.core import RUNTIME as rt
 
@@ -59,7 +71,7 @@ _registered = False
 _topology = None
 host_on = False           # True while synchronous memory operations are recorded or modelled
 _keep = False             # ... recorded (MDEV_TRACE)
-_clock: dict | None = None   # ... modelled (MDEV_MODEL_TIME): see _model_host_op
+_clock: dict | None = None   # ... modelled (MDEV_MODEL_TIME): the host clock, see synced
 
 
 def _forget_after_fork() -> None:
@@ -106,7 +118,7 @@ def on_attach(board) -> None:
     with _lock:
         topo = _topology = board.topology
         host_on, _keep = keep or origin is not None, keep
-        _clock = None if origin is None else {"origin": origin, "client": board.client_id, "end": 0.0, "ops": 0}
+        _clock = None if origin is None else {"origin": origin, "client": board.client_id, "end": 0.0}
         _meta.update(board=board.paths.name, topology=topo.name, devices=board.device_count,
                      links={l.id: {"type": l.type, "a": l.a, "b": l.b, "gbps": l.effective_gbps,
                                    "latency_us": l.latency_us} for l in topo.links},
@@ -150,44 +162,68 @@ def host_op(kind: str, dst, src, nbytes: int, run: Callable[[], None]) -> None:
         route, path = _host_route(executing, dst.parts()[0], src.parts()[0] if src is not None else None)
     except Exception:                       # a record must never fail the operation
         route, path = "", ()
-    with rt.lock:      # the tasks each stream had been given when the operation ended
-        streams = list(rt.streams.values())
-        submitted = tuple((s.device, s.stream_id, s.seq) for s in streams)
-    rec = (HOST, 0, None, kind, nbytes, route, path, start, end, 0, ("h", executing, submitted))
+    rec = (HOST, 0, None, kind, nbytes, route, path, start, end, 0, ("h", executing, _submitted()))
     with _lock:
         modelled = (None, None)
-        if _clock is not None:
-            try:
-                modelled = _model_host_op(rec, streams)
-            except Exception:                   # modelling must never fail the operation
-                pass
+        if _clock is not None:          # the host clock runs on by the operation's link time
+            begin = _clock["end"]
+            modelled = (begin, _advance(begin + timemodel._duration_ns(rec, _meta)))
         if _keep:
             _host.append(rec + modelled + (None,))
 
 
-def _model_host_op(rec: tuple, streams: list) -> tuple[float, float]:
-    """Modelled (start, end) of a host-side operation (``rec``) under MDEV_MODEL_TIME, told to
-    the devices: it starts after the previous one and after every task of this process that
-    had ended (wall) before it started (the devices' ``ended`` rings), takes a device copy's
-    link time (timemodel; not sharing bandwidth), and every stream's slot gets a
-    ``host_floor`` row so that the tasks submitted after it start after it (call with
-    _lock held)."""
+def synced(targets: list) -> None:
+    """The host waited for (stream, seq) ``targets`` (a synchronisation, or a query that found
+    them done): what it submits from now on starts after them.  Modelled (MDEV_MODEL_TIME),
+    the host clock moves on to their modelled ends (``stream_mt`` of their devices); traced,
+    a host-side "synchronize" record names them, so the trace's model holds back the tasks
+    submitted after it the same way."""
+    if not host_on:
+        return
+    now = time.monotonic_ns()
+    done = tuple((s.device, s.stream_id, seq) for s, seq in targets if seq)
+    rec = (HOST, 0, None, "synchronize", 0, "", (), now, now, 0, ("h", None, _submitted(), done))
+    with _lock:
+        modelled = (None, None)
+        if _clock is not None:
+            latest = _clock["end"]
+            for s, seq in targets:
+                try:
+                    placed_seq, end = rt.link(s.device).control.stream_mt[s.slot]
+                except AclError:
+                    continue                    # a lost device has nothing to say
+                if seq and placed_seq >= seq:
+                    latest = max(latest, float(end))
+            modelled = (_advance(latest),) * 2      # takes no time, ends with what it waited for
+        if _keep:
+            _host.append(rec + modelled + (None,))
+
+
+def before_submit(stream) -> None:
+    """Under MDEV_MODEL_TIME, before a task goes to ``stream``: if the host clock moved on since
+    the stream's last task, leave its device a ``host_floor`` row (numbered for this task)
+    so that the task starts no earlier (mdev.board.trace.DeviceModel._after_host)."""
     clock = _clock
-    client, begin = clock["client"], clock["end"]
-    for d in range(_topology.device_count):
-        rows = rt.link(d).control.ended
-        mask = (rows[:, 0] == client) & (rows[:, 1] <= rec[7])
-        if mask.any():
-            begin = max(begin, float(rows[mask, 2].max()))
-    finish = clock["end"] = begin + timemodel._duration_ns(rec, _meta)
-    k = clock["ops"] % S.HOST_OPS
-    clock["ops"] += 1
-    for s in streams:
-        row = rt.link(s.device).control.host_floor[s.slot, k]
-        row[S.F_CLIENT] = 0                  # devices skip the row while it is rewritten
-        row[S.F_SEQ:] = (s.seq + 1, rec[8], finish)
-        row[S.F_CLIENT] = client
-    return begin, finish
+    if clock is None or stream.host_floor >= clock["end"]:
+        return
+    floor = stream.host_floor = clock["end"]
+    row = rt.link(stream.device).control.host_floor[stream.slot, stream.floor_rows % S.HOST_OPS]
+    stream.floor_rows += 1
+    row[S.F_CLIENT] = 0                  # devices skip the row while it is rewritten
+    row[S.F_SEQ:] = (stream.seq + 1, time.monotonic_ns(), floor)
+    row[S.F_CLIENT] = clock["client"]
+
+
+def _advance(t: float) -> float:
+    """Move the host clock on to ``t`` (call with _lock held)."""
+    _clock["end"] = max(_clock["end"], t)
+    return _clock["end"]
+
+
+def _submitted() -> tuple:
+    """(device, stream id, seq) of every stream of the process: the tasks each had been given."""
+    with rt.lock:
+        return tuple((s.device, s.stream_id, s.seq) for s in rt.streams.values())
 
 
 def _host_route(executing: int, dst, src) -> tuple[str, tuple]:
