@@ -20,7 +20,8 @@ makespan that depends on them (wall time on the emulator mostly does not).
     records, resets, other   0
 
 A task starts when its stream's previous task ended (modelled) and a slot of its engine is
-free (2 DMA slots per device; kernels of one engine kind run one at a time).  Host-side
+free (the board file's ``dma_engines`` DMA slots per device, default 2; kernels of one
+engine kind run one at a time).  Host-side
 records form one stream of their own (the host does one thing after another) and use no
 engine.  Slots go to tasks in order of their wall start times, a wait only after the record
 it waited for.  Host ordering is what the program did, never guessed from wall-clock gaps
@@ -54,7 +55,7 @@ import bisect
 import heapq
 import os
 
-DMA_SLOTS = 2
+DMA_SLOTS = 2             # DMA slots of a device the metadata does not describe
 COPIES = {"copy", "copy2d", "reduce", "memset", "value_write", "memcpy"}
 HOST = -1                 # device of host-side records (mdev.runtime.trace.HOST)
 SYNC = "synchronize"      # kind of a host record of a synchronisation
@@ -233,7 +234,9 @@ def model(records: list, meta: dict, sources: dict[int, int]) -> list[tuple[floa
     for i in order:
         if records[i][2] is not None:
             fifo.setdefault((records[i][0], records[i][2]), []).append(i)
-    holders = {k: [None] * (DMA_SLOTS if k[1] == "dma" else 1) for k in fifo}
+    slots = meta.get("dma_slots") or []
+    holders = {k: [None] * ((slots[k[0]] if 0 <= k[0] < len(slots) else DMA_SLOTS) if k[1] == "dma" else 1)
+               for k in fifo}
     fifo_at = {k: 0 for k in fifo}
     slot_t: list[float | None] = [None] * n
     candidates: list[int] = []

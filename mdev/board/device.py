@@ -40,6 +40,7 @@ from mdev.board.stream import DeviceStream
 from mdev.board.tasks import OPS, REQUESTS, TaskFault, dma_fault
 from mdev.board import kernels as _kernel_tasks  # noqa: F401  (registers the "kernel" task)
 from mdev.board import systasks as _systasks  # noqa: F401
+from mdev.board import collectives as _collectives  # noqa: F401  (the "coll_check" task)
 from mdev.board import trace as _trace  # noqa: F401  (trace_start / trace_collect requests)
 from mdev.board import graphs as _graph_tasks  # noqa: F401  (stored graphs, "run_graph")
 from mdev.kernel.api import Kernel, kernels_of

@@ -436,7 +436,7 @@ class DeviceModel:
                 start = max(start, after)
             slots, slot = None, 0
             if rec[2] is not None:
-                slots = self.engines.setdefault(rec[2], [0.0] * (tm.DMA_SLOTS if rec[2] == "dma" else 1))
+                slots = self.engines.setdefault(rec[2], [0.0] * (dev.spec.dma_engines if rec[2] == "dma" else 1))
                 slot = min(range(len(slots)), key=lambda i: slots[i])
                 start = max(start, slots[slot])
             end = self._shared_end(transfer, start) if transfer is not None else None

@@ -108,6 +108,7 @@ class Runtime:
         self.args_handles: dict = {}
         self.models: dict = {}            # mdev.graph: model run instances and task groups
         self.captures: list = []          # captures in progress (mdev.runtime.capture.Capture)
+        self.comms: dict = {}             # collective communicators (mdev.runtime.collectives.comm)
         self._handles = itertools.count(1)
         self.memory = MemoryTable(self)
 

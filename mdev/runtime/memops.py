@@ -106,7 +106,7 @@ def free_host(host_ptr: int) -> None:
     if not host_ptr:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, "hostPtr is NULL")
     alloc = rt.memory.get(as_int(host_ptr, "hostPtr"))
-    if alloc is None or alloc.kind != PINNED:
+    if alloc is None or alloc.kind != PINNED or alloc.ipc_key is not None:
         if hooks.checker is not None:
             hooks.checker.bad_free(as_int(host_ptr, "hostPtr"))
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID,
@@ -200,13 +200,20 @@ def memcpy_async(dst: int, dest_max: int, src: int, count: int, kind: int, strea
     if count == 0 or dst == src:
         return
     d, s = _operands(dst, src, count, kind)
-    check_reach(st.device, d, s)
     if PAGEABLE in (d.kind, s.kind):
         # documented: with pageable host memory the call returns after the copy is done
+        check_reach(st.device, d, s)
         _graph.check_pageable(st, "memcpy_async")
         streams.wait([st])
         _copy_here(d, s)
         return
+    submit_copy(st, d, s)
+
+
+def submit_copy(st, d: Operand, s: Operand) -> None:
+    """Queue a copy between validated device / pinned operands of equal length on stream ``st``
+    (a runtime Stream), after checking that its device reaches them."""
+    check_reach(st.device, d, s)
     for dp, sp in pairs(d, s):
         streams.submit(st, "copy", dp.location(), sp.location(), dp.nbytes)
 

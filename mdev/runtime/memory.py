@@ -307,3 +307,25 @@ class MemoryTable:
         alloc = Allocation(seg.address, size, PINNED, segment=seg, reserved=size)
         self.add(alloc)
         return alloc
+
+    def map_pinned(self, name: str, size: int) -> Allocation:
+        """Another process's pinned buffer on this board (a collective's staging slots), mapped
+        here so that this process's tasks can copy to and from it.  It stays that process's:
+        ``unmap_pinned`` lets go of it, free_host refuses it."""
+        board = self.runtime.attach()
+        if not name.startswith("/" + board.paths.shm_prefix + "pin.") or "/" in name[1:]:
+            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{name!r} is not a pinned buffer of board {board.paths.name}")
+        try:
+            seg = Segment(name)
+        except Exception as exc:
+            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"cannot map pinned buffer {name}: {exc}") from exc
+        if seg.size < size:
+            seg.close()
+            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"pinned buffer {name} holds {seg.size} bytes, not {size}")
+        alloc = Allocation(seg.address, size, PINNED, segment=seg, reserved=size, ipc_key=f"pinned:{name}")
+        self.add(alloc)
+        return alloc
+
+    def unmap_pinned(self, alloc: Allocation) -> None:
+        if self.remove(alloc.ptr) is not None:
+            alloc.segment.close()

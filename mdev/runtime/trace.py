@@ -125,7 +125,8 @@ def on_attach(board) -> None:
                      peers=[[a, b] for a in range(topo.device_count) for b in range(topo.device_count)
                             if topo.can_access_peer(a, b)],
                      socs=[d.soc_name for d in topo.devices],
-                     device_bw=[(d.hbm_gbps, d.d2d_gbps) for d in topo.devices])
+                     device_bw=[(d.hbm_gbps, d.d2d_gbps) for d in topo.devices],
+                     dma_slots=[d.dma_engines for d in topo.devices])
         if not _registered:
             _registered = True
             atexit.register(_at_exit)
