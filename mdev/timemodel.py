@@ -27,10 +27,11 @@ engine.  Slots go to tasks in order of their wall start times, a wait only after
 it waited for.  Host ordering is what the program did, never guessed from wall-clock gaps
 (a host that is slow to submit is no synchronisation): a "synchronize" host record (a
 synchronisation, or a query that found work done) ends when the tasks it names ended, and
-a host-side operation (a synchronous copy or memset) starts after the host's previous
-record.  A task the host submitted after a host record ended starts after it: device
-records carry the task's number on its stream (``seq``) and a host record how far each
-stream of the process had got by then (its flow, see mdev.runtime.trace).
+a host-side operation (a synchronous copy or memset) starts after the previous record of
+its host thread (each thread is a host stream of its own).  A task a thread submitted
+after one of its host records starts after it: device records carry the task's number on
+its stream (``seq``), and the trace's ``holds`` mark where each thread's records fall in
+each stream (see mdev.runtime.trace).
 
 Concurrent transfers share bandwidth (a fluid model): a copy first waits its path's
 latency, then moves its bytes; while it does, each link channel (a link direction, see
@@ -137,8 +138,8 @@ def _joins(records: list) -> dict[int, list[int]]:
     by_seq = {(r[0], r[1], r[13]): i for i, r in enumerate(records) if len(r) > 13 and r[13] is not None}
     joins: dict[int, list[int]] = {}
     for i, r in enumerate(records):
-        if r[0] == HOST and r[3] == SYNC and r[10] is not None and len(r[10]) > 3:
-            joins[i] = [by_seq[t] for t in map(tuple, r[10][3]) if t in by_seq]
+        if r[0] == HOST and r[3] == SYNC and r[10] is not None and len(r[10]) > 2:
+            joins[i] = [by_seq[t] for t in map(tuple, r[10][2]) if t in by_seq]
     return joins
 
 
@@ -170,39 +171,26 @@ def _order(records: list, sources: dict[int, int], joins: dict[int, list[int]]):
     return order, prev, src
 
 
-def _held_back(records: list) -> list[int | None]:
-    """Per task: the latest host record that had ended when the host submitted it, or None.
-    A host record's flow lists (device, stream, seq) -- the tasks each stream had been given
-    by then -- so a task of that stream with a higher seq (record field 13) came after.  A
-    stream no host record had listed yet did not exist then: its tasks that started (wall)
-    after a host record ended were submitted after it."""
-    host: list[int] = []                             # host records with lists, in host order
-    marks: dict[tuple[int, int], tuple[list[int], list[int]]] = {}   # stream -> (seqs, host records)
-    first: dict[tuple[int, int], int] = {}           # stream -> how many host records came before its first listing
-    for j, r in enumerate(records):                  # by wall start: host records in host order
-        if r[0] == HOST and r[10] is not None and len(r[10]) > 2:
-            for dev, stream, seq in r[10][2]:
-                seqs, ops = marks.setdefault((dev, stream), ([], []))
-                seqs.append(seq)
-                ops.append(j)
-                first.setdefault((dev, stream), len(host))
-            host.append(j)
-    hold: list[int | None] = [None] * len(records)
-    if not host:
-        return hold
-    ends = [records[j][8] for j in host]
+def _held_back(records: list, holds: list) -> list[list[int]]:
+    """Per task: the host records it was submitted after.  ``holds`` are the trace's marks
+    (device, stream, seq, host track, host record's wall start): the tasks of that stream from
+    seq on were submitted by that host thread after that record (mdev.runtime.trace); a task
+    follows each thread's latest mark at or before its seq."""
+    host = {(r[1], r[7]): j for j, r in enumerate(records) if r[0] == HOST}
+    marks: dict[tuple[int, int], dict[int, tuple[list[int], list[int]]]] = {}   # stream -> track -> (seqs, records)
+    for dev, stream, seq, track, start in sorted(holds, key=lambda h: h[2]):
+        j = host.get((track, start))
+        if j is not None:
+            seqs, recs = marks.setdefault((dev, stream), {}).setdefault(track, ([], []))
+            seqs.append(seq)
+            recs.append(j)
+    hold: list[list[int]] = [[] for _ in records]
     for i, r in enumerate(records):
-        if r[0] == HOST or len(r) <= 13 or r[13] is None:
-            continue
-        key = (r[0], r[1])
-        m = marks.get(key)
-        if m is not None:
-            k = bisect.bisect_left(m[0], r[13])     # host records that had seen fewer tasks
+        by_track = marks.get((r[0], r[1])) if len(r) > 13 and r[13] is not None else None
+        for seqs, recs in (by_track or {}).values():
+            k = bisect.bisect_right(seqs, r[13])
             if k:
-                hold[i] = m[1][k - 1]
-        k = bisect.bisect_right(ends, r[7], 0, first.get(key, len(host)))   # before the stream existed
-        if k and (hold[i] is None or host[k - 1] > hold[i]):
-            hold[i] = host[k - 1]
+                hold[i].append(recs[k - 1])
     return hold
 
 
@@ -223,10 +211,10 @@ def model(records: list, meta: dict, sources: dict[int, int]) -> list[tuple[floa
     for i, waited in joins.items():
         for j in waited:
             released.setdefault(j, []).append(i)
-    hold = _held_back(records)
+    hold = _held_back(records, meta.get("holds") or [])
     held: dict[int, list[int]] = {}
-    for i, j in enumerate(hold):
-        if j is not None:
+    for i, js in enumerate(hold):
+        for j in js:
             held.setdefault(j, []).append(i)
     # engine slots, handed out in placement order: a slot goes to the next task of its engine
     # as soon as its holder ended; slot_t[i] is when i's slot became free
@@ -257,7 +245,7 @@ def model(records: list, meta: dict, sources: dict[int, int]) -> list[tuple[floa
         return (start[i] is None and (prev[i] is None or end[prev[i]] is not None)
                 and (src[i] is None or end[src[i]] is not None)
                 and all(end[j] is not None for j in joins.get(i, ()))
-                and (hold[i] is None or end[hold[i]] is not None)
+                and all(end[j] is not None for j in hold[i])
                 and (records[i][2] is None or slot_t[i] is not None))
 
     timers: list[tuple[float, int, bool]] = []   # (time, index, data phase begins (else: ends))

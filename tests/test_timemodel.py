@@ -34,10 +34,16 @@ def copy(dev, stream, src, dst, nbytes, wall, topo, seq=None):
     return (dev, stream, "dma", "copy", nbytes, kind, path, wall[0], wall[1], 0, None, None, None, seq)
 
 
-def synchronize(at, submitted, waited):
-    """A host record of a synchronisation at wall time ``at``: the streams' task counts then
-    ((device, stream, seq), ...) and the tasks it waited for."""
-    return (-1, 0, None, "synchronize", 0, "", (), at, at, 0, ("h", None, submitted, waited))
+def synchronize(at, waited):
+    """A host record of a synchronisation (host thread 0) at wall time ``at`` of the tasks
+    ``waited`` ((device, stream, seq), ...)."""
+    return (-1, 0, None, "synchronize", 0, "", (), at, at, 0, ("h", None, waited))
+
+
+def after(meta, host_record, *tasks):
+    """``meta`` with marks: each (device, stream, seq) of ``tasks`` was submitted after
+    ``host_record`` by its thread."""
+    return dict(meta, holds=[[dev, stream, seq, host_record[1], host_record[7]] for dev, stream, seq in tasks])
 
 
 def model(records, meta):
@@ -79,9 +85,9 @@ def test_partly_overlapping_copies_share_while_both_run():
     c = copy(1, 0, ("p", None), ("d", 1), 64 * MiB, (1000, 10**6 + 1000), topo, seq=1)
     # the host synchronised on the first, then submitted the second: it starts at the first's
     # modelled end, so nothing is shared
-    sync = synchronize(15 * 10**5, ((0, 0, 1), (1, 0, 0)), ((0, 0, 1),))
+    sync = synchronize(15 * 10**5, ((0, 0, 1),))
     later = c[:7] + (2 * 10**6, 3 * 10**6) + c[9:]
-    records, modelled = model([a, sync, later], meta)
+    records, modelled = model([a, sync, later], after(meta, sync, (1, 0, 1)))
     at = {r[3] if r[0] < 0 else r[0]: m for r, m in zip(records, modelled)}
     (_, end_a), (start_c, end_c) = at[0], at[1]
     assert at["synchronize"] == (pytest.approx(end_a), pytest.approx(end_a))
@@ -159,17 +165,16 @@ def test_host_side_copies_block_the_host_and_share_links():
     topo = topology.resolve("pcie4")
     meta = meta_of(topo)
     kind, path = route(topo, ("p", None), ("d", 0))
-    # host record: device 1's stream had been given no task when it ended
-    sync = (-1, 0, None, "memcpy", 64 * MiB, kind, path, 0, 5 * 10**6, 0, ("h", 0, ((1, 0, 0),)))
+    sync = (-1, 0, None, "memcpy", 64 * MiB, kind, path, 0, 5 * 10**6, 0, ("h", 0, ()))     # host record
     later = copy(1, 0, ("p", None), ("d", 1), 64 * MiB, (6 * 10**6, 7 * 10**6), topo, seq=1)  # submitted after it
     latency_ns = sum(meta["links"][l]["latency_us"] for l, _ in path) * 1000
     alone = latency_ns + 64 * MiB / 31.5
-    _, [(s0, e0), (s1, e1)] = model([sync, later], meta)
+    _, [(s0, e0), (s1, e1)] = model([sync, later], after(meta, sync, (1, 0, 1)))
     assert (s0, e0) == (0, pytest.approx(alone, abs=1e-3))
     assert s1 == pytest.approx(e0) and e1 == pytest.approx(e0 + alone, abs=1e-3)
     # a device copy already running when the host copies: they share the switch uplink
     running = copy(1, 0, ("p", None), ("d", 1), 64 * MiB, (0, 8 * 10**6), topo, seq=1)
-    _, modelled = model([sync[:10] + (("h", 0, ((1, 0, 1),)),), running], meta)
+    _, modelled = model([sync, running], meta)
     assert [e for _, e in modelled] == [pytest.approx(latency_ns + 2 * 64 * MiB / 31.5, abs=1e-3)] * 2
     # a host-to-host copy takes its measured time
     h2h = (-1, 0, None, "memcpy", 64 * MiB, "H2H", (), 0, 12345, 0, ("h", 0))
@@ -180,13 +185,14 @@ def test_host_side_copies_block_the_host_and_share_links():
 def test_task_queued_behind_a_busy_stream_waits_for_an_earlier_host_copy():
     """The host copies synchronously while device 0's stream is still busy (wall), then
     queues a copy on it: that copy starts at the host copy's modelled end, not at its
-    stream predecessor's (seq 2 > the 1 task the stream had when the host copy ended)."""
+    stream predecessor's (its seq 2 is marked as submitted after the host copy)."""
     topo = topology.resolve("pcie4")
     meta = meta_of(topo)
     kind, path = route(topo, ("p", None), ("d", 1))
     first = (0, 0, "dma", "copy", 8 * MiB, "D2D", (), 0, 10 * 10**6, 0, None, None, None, 1)
-    sync = (-1, 0, None, "memcpy", 64 * MiB, kind, path, 10**6, 5 * 10**6, 0, ("h", 1, ((0, 0, 1),)))
+    sync = (-1, 0, None, "memcpy", 64 * MiB, kind, path, 10**6, 5 * 10**6, 0, ("h", 1, ()))
     second = first[:7] + (10 * 10**6, 11 * 10**6) + first[9:13] + (2,)     # reached a busy stream
+    meta = after(meta, sync, (0, 0, 2))                    # the host submitted the stream's task 2 after it
     records, modelled = model([first, sync, second], meta)
     at = {(r[0], r[13] if len(r) > 13 else None): m for r, m in zip(records, modelled)}
     d2d = 8 * MiB / 600.0                                  # Ascend910B4 d2d_gbps: 600 GB/s

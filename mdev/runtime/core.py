@@ -43,8 +43,10 @@ class Stream:
     res_limits: dict = field(default_factory=dict)   # aclrtDevResLimitType -> cores
     destroyed: bool = False
     recorder: object = None            # mdev.runtime.capture: its tasks are stored, not run
-    host_floor: float = 0.0            # the host clock its last task was submitted under (modelled time)
-    floor_rows: int = 0                # host_floor rows written for it (mdev.runtime.trace.before_submit)
+    # what mdev.runtime.trace.before_submit told about the host threads that submit to it
+    host_floor: float = 0.0            # the latest host clock its tasks were submitted under (modelled)
+    floor_rows: int = 0                # host_floor rows written for it
+    host_marks: dict = field(default_factory=dict)   # host thread -> its latest record a task follows
 
     @property
     def is_default(self) -> bool:

@@ -213,6 +213,7 @@ def _join(rid: str, nranks: int, rank: int, device: int) -> int:
         C.connect(comm, joined, keyed, here)
         rv.done(rank)
     except BaseException:
+        rv.abandon(rank)
         _forget(comm)
         C.destroy(comm)
         raise

@@ -223,7 +223,8 @@ def share(comm: Comm, joined: list[dict]) -> dict:
                   "scratch_key": None, "notifies": {}}
     others = sorted({comm.pids[q] for q in range(comm.nranks)} - {comm.pid})
     if others:
-        key = ipc.ipc_mem_get_export_key(comm.scratch.ptr, comm.scratch.nbytes, ipc.KEY_LEN, 0)
+        page = comm.scratch.allocation.page              # IPC shares whole pages
+        key = ipc.ipc_mem_get_export_key(comm.scratch.ptr, address.align_up(comm.scratch.nbytes, page), ipc.KEY_LEN, 0)
         ipc.ipc_mem_set_import_pid(key, others)
         card["scratch_key"] = key
         for q in range(comm.nranks):

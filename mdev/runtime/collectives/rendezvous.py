@@ -104,6 +104,15 @@ class FileRendezvous:
         if all((self.dir / f"done-{r}").exists() for r in range(self.nranks)):
             shutil.rmtree(self.dir, ignore_errors=True)
 
+    def abandon(self, rank: int) -> None:
+        """This rank gave up: its cards go (and the directory, once nobody else's is left)."""
+        for path in self.dir.glob(f"*-{rank}.json"):
+            path.unlink(missing_ok=True)
+        try:
+            self.dir.rmdir()
+        except OSError:
+            pass                      # other ranks' cards are still there
+
 
 class LocalRendezvous:
     """comm_init_all: every rank is made by this thread, phase by phase."""
@@ -119,6 +128,9 @@ class LocalRendezvous:
         return [self.cards[phase, r] for r in range(self.nranks)]
 
     def done(self, rank: int) -> None:
+        pass
+
+    def abandon(self, rank: int) -> None:
         pass
 
 
