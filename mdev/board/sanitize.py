@@ -117,24 +117,6 @@ class Tracked(np.ndarray):
         super().fill(value)
         self._wrote()
 
-    def _reading(name):
-        def method(self, *args, **kwargs):
-            self._read()
-            return getattr(np.ndarray, name)(self.view(np.ndarray), *args, **kwargs)
-        method.__name__ = name
-        return method
-
-    copy = _reading("copy")
-    astype = _reading("astype")
-    tobytes = _reading("tobytes")
-    tolist = _reading("tolist")
-    item = _reading("item")
-    __iter__ = _reading("__iter__")
-    __float__ = _reading("__float__")
-    __int__ = _reading("__int__")
-    __bool__ = _reading("__bool__")
-    del _reading
-
     def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
         for x in inputs:
             if isinstance(x, Tracked):
@@ -160,6 +142,20 @@ class Tracked(np.ndarray):
         if writer and isinstance(args[0], Tracked):
             args[0]._wrote()
         return result
+
+
+def _reading(name: str):
+    """An ndarray method that reads the whole view first."""
+    def method(self, *args, **kwargs):
+        self._read()
+        return getattr(np.ndarray, name)(self.view(np.ndarray), *args, **kwargs)
+    method.__name__ = name
+    return method
+
+
+for _name in ("copy", "astype", "tobytes", "tolist", "item", "__iter__", "__float__", "__int__", "__bool__"):
+    setattr(Tracked, _name, _reading(_name))
+del _name
 
 
 def tracked(raw: np.ndarray, spinning: threading.local) -> tuple[np.ndarray, Root]:

@@ -137,7 +137,7 @@ class Recorder:
     def _releaser(self, client: int, src: tuple, test: Callable[[int], bool]) -> tuple | None:
         mem, off = src[1] + 1, src[2]
         newest: dict[bool, tuple] = {}           # is a kernel -> (start, device, row index, row)
-        for d in range(self.device.topo.device_count):
+        for d in self.device.node_devices:
             rows = self.device.peer_control(d).writes.copy()
             live = (rows[:, S.W_SEQ] != 0) & (rows[:, S.W_CLIENT] == client)
             exact = live & (rows[:, S.W_MEM] == mem) & (rows[:, S.W_LO] <= off) & (rows[:, S.W_HI] > off)
@@ -245,7 +245,7 @@ class Recorder:
             return engine, 0, "", (), ("e", dev.index, args[0], int(c.event_done[args[0]]))
         if op == "record_notify":
             page = dev.peer_control(args[0])
-            return engine, 0, "", (), ("n", args[0], args[1], int(page.notify_rec[args[1]].sum()))
+            return engine, 0, "", (), ("n", args[0], args[1], int(page.notify_rec[args[1]]))
         if op == "wait_notify":
             return engine, 0, "", (), ("n", dev.index, args[0], int(c.notify_taken[args[0]]))
         return engine, 0, "", (), None
@@ -453,7 +453,7 @@ class DeviceModel:
             dev.control.event_placed[args[0]] = rec[10][3]      # after event_ts: IPC waiters read it then
             self.event_mt[args[:2]] = (rec[10][3], end)
         elif op == "record_notify" and rec[10] is not None:
-            cell = dev.peer_control(args[0]).notify_mt[args[1], dev.index]
+            cell = dev.peer_control(args[0]).notify_mt[args[1], rec[10][3] % S.NOTIFY_MT_RING]
             cell[0] = 0
             cell[1:] = (rec[10][3], end)
             cell[0] = self.client
@@ -468,7 +468,7 @@ class DeviceModel:
             return None                          # the ring moved on (cannot happen in practice)
         mine[S.X_START] = start
         others, me = [], None
-        for d in range(self.device.topo.device_count):
+        for d in self.device.node_devices:
             rows = self.device.peer_control(d).transfers.copy()
             mask = (rows[:, S.X_SEQ] != 0) & (rows[:, S.X_CLIENT] == self.client) & \
                 (np.isnan(rows[:, S.X_END]) | (rows[:, S.X_END] > start))

@@ -61,17 +61,8 @@ class Allocator:
         block = self.blocks.pop(offset)
         del self._starts[bisect.bisect_left(self._starts, offset)]
         self.used -= block.reserved
-        self._return_hole(block.offset, block.reserved)
+        return_hole(self.free, block.offset, block.reserved)
         return block
-
-    def _return_hole(self, start: int, size: int) -> None:
-        i = bisect.bisect_left(self.free, [start, 0])
-        self.free.insert(i, [start, size])
-        # merge with the right neighbour, then the left one
-        if i + 1 < len(self.free) and start + size == self.free[i + 1][0]:
-            self.free[i][1] += self.free.pop(i + 1)[1]
-        if i > 0 and self.free[i - 1][0] + self.free[i - 1][1] == start:
-            self.free[i - 1][1] += self.free.pop(i)[1]
 
     def find(self, offset: int) -> Block | None:
         """The live block containing ``offset``."""
@@ -83,3 +74,14 @@ class Allocator:
 
     def owned_by(self, owner: int) -> list[Block]:
         return [b for b in self.blocks.values() if b.owner == owner]
+
+
+def return_hole(holes: list[list[int]], start: int, size: int) -> None:
+    """Give [start, start+size) back to a sorted list of [start, size] holes, merging it
+    with the hole on its right, then the one on its left."""
+    i = bisect.bisect_left(holes, [start, 0])
+    holes.insert(i, [start, size])
+    if i + 1 < len(holes) and start + size == holes[i + 1][0]:
+        holes[i][1] += holes.pop(i + 1)[1]
+    if i > 0 and holes[i - 1][0] + holes[i - 1][1] == start:
+        holes[i - 1][1] += holes.pop(i)[1]

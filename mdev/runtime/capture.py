@@ -84,6 +84,8 @@ def _name(stream) -> str:
 class Recorder:
     """Lanes of recorded tasks and the events recorded into them."""
 
+    where = "a model"          # what the recorded work becomes, for messages
+
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.lanes: dict = {}            # Stream -> Lane, in the order the streams joined
@@ -127,15 +129,26 @@ class Recorder:
         if owner is not None:
             raise AclError(E.ACL_ERROR_STREAM_CAPTURE_CONFLICT, "the event was recorded in a capture; a "
                            "persistent stream cannot wait on it")
+        if not self.wait_in_graph(stream, ev) and ev.issued:
+            # recorded outside: an ordinary snapshot wait on each replay
+            self.record(stream, "wait_event", (ev.slot, ev.uid, ev.issued, rt.op_wait_timeout))
+
+    def wait_in_graph(self, stream, ev) -> bool:
+        """Record a wait the graph expresses itself, on one of its markers or on an external
+        event (a flag wait); False if ``ev`` is neither.  IPC events cannot be waited on."""
         marker = self.marker_of(ev)
         if marker is not None:
             self.record(stream, WAIT, (marker,))
         elif _external(ev):
             self.record(stream, "wait_event_flag", (ev.slot, ev.uid, rt.op_wait_timeout))
         elif _ipc(ev):
-            raise AclError(E.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "IPC events cannot be waited on in a model")
-        elif ev.issued:          # recorded outside: an ordinary snapshot wait on each replay
-            self.record(stream, "wait_event", (ev.slot, ev.uid, ev.issued, rt.op_wait_timeout))
+            raise self.fail(E.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, f"IPC events cannot be waited on in {self.where}")
+        else:
+            return False
+        return True
+
+    def fail(self, code: int, message: str) -> AclError:
+        return AclError(code, message)
 
 
 class Build(Recorder):
@@ -158,6 +171,7 @@ class Capture(Recorder):
     """aclmdlRICaptureBegin .. End."""
 
     kind = "capture"
+    where = "a capture"
 
     def __init__(self, origin, mode: int, model) -> None:
         super().__init__()
@@ -233,14 +247,7 @@ class Capture(Recorder):
         self.check_active()
         if owner is not None and owner is not self:
             raise self.fail(E.ACL_ERROR_STREAM_CAPTURE_CONFLICT, "the event was recorded in another capture")
-        marker = self.marker_of(ev)
-        if marker is not None:
-            self.record(stream, WAIT, (marker,))
-        elif _external(ev):
-            self.record(stream, "wait_event_flag", (ev.slot, ev.uid, rt.op_wait_timeout))
-        elif _ipc(ev):
-            raise self.fail(E.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "IPC events cannot be waited on in a capture")
-        elif ev.issued or ev.opened is not None:
+        if not self.wait_in_graph(stream, ev) and (ev.issued or ev.opened is not None):
             raise self.fail(E.ACL_ERROR_RT_CAPTURE_DEPENDENCY, f"{_name(stream)} waits for an event whose latest "
                             "record is not part of the capture (record it on a captured stream)")
         # never recorded: a wait on it is a no-op, captured or not

@@ -120,12 +120,18 @@ def create_event_ex_with_flag(flag: int) -> int:
                    "CAPTURE_STREAM_PROGRESS, or ACL_EVENT_IPC alone")
 
 
+def _queried(event) -> Event:
+    """The event a query or synchronisation names (a captured event cannot be asked)."""
+    ev = get(event)
+    if rt.captures:
+        _graph.check_event(ev)
+    return ev
+
+
 @api()
 def destroy_event(event) -> None:
     ev = get(event)
-    ev.destroyed = True
-    with rt.lock:
-        rt.events.pop(ev.handle, None)
+    rt.forget(rt.events, ev)
     if ev.ipc_key or ev.opened:
         rt.attach().request("ipc_close", ev.ipc_key or ev.opened)
     if ev.opened is None:
@@ -198,9 +204,7 @@ def stream_wait_event(stream, event) -> None:
 
 @api(1)
 def query_event(event) -> int:
-    ev = get(event)
-    if rt.captures:
-        _graph.check_event(ev)
+    ev = _queried(event)
     if ev.api == EX:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "query_event does not take events from "
                        "create_event_ex_with_flag; use query_event_status")
@@ -209,9 +213,7 @@ def query_event(event) -> int:
 
 @api(1)
 def query_event_status(event) -> int:
-    ev = get(event)
-    if rt.captures:
-        _graph.check_event(ev)
+    ev = _queried(event)
     return C.ACL_EVENT_RECORDED_STATUS_COMPLETE if _found_complete(ev) else C.ACL_EVENT_RECORDED_STATUS_NOT_READY
 
 
@@ -225,9 +227,7 @@ def _found_complete(ev: Event) -> bool:
 
 @api(1)
 def query_event_wait_status(event) -> int:
-    ev = get(event)
-    if rt.captures:
-        _graph.check_event(ev)
+    ev = _queried(event)
     if ev.api == EX:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "query_event_wait_status does not take Ex events")
     done = all(s.destroyed or streams.is_done(s, seq) for s, seq in ev.waits)
@@ -243,8 +243,6 @@ def _unreported_failure(ev: Event) -> bool:
 
 
 def _sync(ev: Event, timeout: int) -> None:
-    if rt.captures:
-        _graph.check_event(ev)
     # a completed record returns at once -- unless its stream holds an unreported failure:
     # the device's answer carries it, whether the record ran before this call or after
     if is_complete(ev) and not _unreported_failure(ev):
@@ -275,12 +273,12 @@ def _poll(ev: Event, timeout: int) -> None:
 
 @api()
 def synchronize_event(event) -> None:
-    _sync(get(event), -1)
+    _sync(_queried(event), -1)
 
 
 @api()
 def synchronize_event_with_timeout(event, timeout: int) -> None:
-    _sync(get(event), timeout_ms(timeout))
+    _sync(_queried(event), timeout_ms(timeout))
 
 
 def _timestamp_ns(ev: Event) -> int:

@@ -67,16 +67,23 @@ def malloc_align32(size_: int, policy: int) -> int:
     return malloc(size_, policy, align32=True)
 
 
+def _to_free(ptr, kind: str, name: str, what: str) -> Allocation:
+    """The allocation a free names: the start of a live one of ``kind`` (memcheck reports
+    any other pointer)."""
+    if not ptr:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{name} is NULL")
+    ptr = as_int(ptr, name)
+    alloc = rt.memory.get(ptr)
+    if alloc is None or alloc.kind != kind:
+        if hooks.checker is not None:
+            hooks.checker.bad_free(ptr)
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{ptr:#x} is not the start of a live {what} (double free?)")
+    return alloc
+
+
 @api()
 def free(dev_ptr: int) -> None:
-    if not dev_ptr:
-        raise AclError(E.ACL_ERROR_INVALID_PARAM, "devPtr is NULL")
-    alloc = rt.memory.get(as_int(dev_ptr, "devPtr"))
-    if alloc is None or alloc.kind != DEVICE:
-        if hooks.checker is not None:
-            hooks.checker.bad_free(as_int(dev_ptr, "devPtr"))
-        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID,
-                       f"{dev_ptr:#x} is not the start of a live device allocation (double free?)")
+    alloc = _to_free(dev_ptr, DEVICE, "devPtr", "device allocation")
     if alloc.ipc_key is not None:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{dev_ptr:#x} was imported over IPC: "
                        "release it with ipc_mem_close, not free")
@@ -103,14 +110,10 @@ def malloc_host(size_: int) -> int:
 
 @api()
 def free_host(host_ptr: int) -> None:
-    if not host_ptr:
-        raise AclError(E.ACL_ERROR_INVALID_PARAM, "hostPtr is NULL")
-    alloc = rt.memory.get(as_int(host_ptr, "hostPtr"))
-    if alloc is None or alloc.kind != PINNED or alloc.ipc_key is not None:
-        if hooks.checker is not None:
-            hooks.checker.bad_free(as_int(host_ptr, "hostPtr"))
-        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID,
-                       f"{host_ptr:#x} is not the start of a live malloc_host buffer (double free?)")
+    alloc = _to_free(host_ptr, PINNED, "hostPtr", "malloc_host buffer")
+    if alloc.ipc_key is not None:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{host_ptr:#x} is another process's pinned buffer mapped "
+                       "here (a collective's staging slots): it is not this process's to free")
     rt.memory.remove(alloc.ptr)
     board = rt.attach()
     seg = alloc.segment

@@ -438,23 +438,16 @@ def capture_task_update_end(stream) -> None:
 # ---------------------------------------------------------------------------- debug dumps
 _TYPES = {   # op -> (aclmdlRITaskType, display name)
     "kernel": (C.ACL_MODEL_RI_TASK_KERNEL, "KERNEL"),
-    R.RECORD: (C.ACL_MODEL_RI_TASK_EVENT_RECORD, "EVENT_RECORD"),
-    "record_event": (C.ACL_MODEL_RI_TASK_EVENT_RECORD, "EVENT_RECORD"),
-    R.WAIT: (C.ACL_MODEL_RI_TASK_EVENT_WAIT, "EVENT_WAIT"),
-    "wait_event": (C.ACL_MODEL_RI_TASK_EVENT_WAIT, "EVENT_WAIT"),
-    "wait_event_flag": (C.ACL_MODEL_RI_TASK_EVENT_WAIT, "EVENT_WAIT"),
     "reset_event": (C.ACL_MODEL_RI_TASK_EVENT_RESET, "EVENT_RESET"),
     "value_write": (C.ACL_MODEL_RI_TASK_VALUE_WRITE, "VALUE_WRITE"),
     "value_wait": (C.ACL_MODEL_RI_TASK_VALUE_WAIT, "VALUE_WAIT"),
-    "copy": (C.ACL_MODEL_RI_TASK_DEFAULT, "MEMCPY_ASYNC"),
-    "copy2d": (C.ACL_MODEL_RI_TASK_DEFAULT, "MEMCPY2D_ASYNC"),
-    "memset": (C.ACL_MODEL_RI_TASK_DEFAULT, "MEMSET_ASYNC"),
-    "record_notify": (C.ACL_MODEL_RI_TASK_DEFAULT, "NOTIFY_RECORD"),
-    "wait_notify": (C.ACL_MODEL_RI_TASK_DEFAULT, "NOTIFY_WAIT"),
-    "reduce": (C.ACL_MODEL_RI_TASK_DEFAULT, "REDUCE_ASYNC"),
-    "random_num": (C.ACL_MODEL_RI_TASK_DEFAULT, "RANDOM_NUM"),
-    "run_graph": (C.ACL_MODEL_RI_TASK_DEFAULT, "MODEL_EXECUTE"),
-    R.ACTIVATE: (C.ACL_MODEL_RI_TASK_DEFAULT, "STREAM_ACTIVE"),
+    **dict.fromkeys((R.RECORD, "record_event"), (C.ACL_MODEL_RI_TASK_EVENT_RECORD, "EVENT_RECORD")),
+    **dict.fromkeys((R.WAIT, "wait_event", "wait_event_flag"), (C.ACL_MODEL_RI_TASK_EVENT_WAIT, "EVENT_WAIT")),
+    # tasks the enum has no type of its own for
+    **{op: (C.ACL_MODEL_RI_TASK_DEFAULT, name) for op, name in (
+        ("copy", "MEMCPY_ASYNC"), ("copy2d", "MEMCPY2D_ASYNC"), ("memset", "MEMSET_ASYNC"),
+        ("record_notify", "NOTIFY_RECORD"), ("wait_notify", "NOTIFY_WAIT"), ("reduce", "REDUCE_ASYNC"),
+        ("random_num", "RANDOM_NUM"), ("run_graph", "MODEL_EXECUTE"), (R.ACTIVATE, "STREAM_ACTIVE"))},
 }
 
 
@@ -464,22 +457,23 @@ def _where(loc) -> str:
 
 
 def _detail(op: str, args: tuple, names: dict) -> str:
-    if op == "copy":
-        return f"{args[2]} B, {_where(args[1])} -> {_where(args[0])}"
-    if op == "copy2d":
-        return f"{args[4]} x {args[5]} B, {_where(args[2])} -> {_where(args[0])}"
-    if op == "memset":
-        return f"{args[2]} B of {args[1]:#04x}, {_where(args[0])}"
-    if op == "kernel":
-        return f"{names.get(args[0], f'function {args[0]}')} <<<{args[1]}>>>"
-    if op in ("record_event", "reset_event"):
-        return f"event {args[0]} (external)"
-    if op == "wait_event_flag":
-        return f"event {args[0]} (external: a record after the last reset)"
-    if op == "wait_event":
-        return f"event {args[0]} (record {args[2]}, made outside the model)"
-    if op in ("value_write", "value_wait"):
-        return f"value {args[1]:#x}, {_where(args[0])}"
+    match op, args:
+        case "copy", (dst, src, nbytes, *_):
+            return f"{nbytes} B, {_where(src)} -> {_where(dst)}"
+        case "copy2d", (dst, _, src, _, width, height, *_):
+            return f"{width} x {height} B, {_where(src)} -> {_where(dst)}"
+        case "memset", (dst, value, nbytes, *_):
+            return f"{nbytes} B of {value:#04x}, {_where(dst)}"
+        case "kernel", (function, blocks, *_):
+            return f"{names.get(function, f'function {function}')} <<<{blocks}>>>"
+        case ("record_event" | "reset_event"), (slot, *_):
+            return f"event {slot} (external)"
+        case "wait_event_flag", (slot, *_):
+            return f"event {slot} (external: a record after the last reset)"
+        case "wait_event", (slot, _, issued, *_):
+            return f"event {slot} (record {issued}, made outside the model)"
+        case ("value_write" | "value_wait"), (where, value, *_):
+            return f"value {value:#x}, {_where(where)}"
     return ""
 
 

@@ -64,9 +64,7 @@ def new_notify(device: int, flag: int = C.ACL_NOTIFY_DEFAULT) -> Notify:
 @api()
 def destroy_notify(notify) -> None:
     n = get(notify)
-    n.destroyed = True
-    with rt.lock:
-        rt.notifies.pop(n.handle, None)
+    rt.forget(rt.notifies, n)
     if n.ipc_key is not None:
         rt.attach().request("ipc_close", n.ipc_key)
     if not n.imported:

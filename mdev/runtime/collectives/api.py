@@ -86,8 +86,8 @@ def _rank(comm: C.Comm, value, what: str, peer: bool = False) -> int:
 def _stream(comm: C.Comm, handle):
     stream = rt.stream(handle, comm.ctx)
     if stream.device != comm.device:
-        raise HcclError(HCCL_E_PARA, f"stream {handle!r} belongs to device {stream.device}; the communicator's "
-                        f"rank {comm.rank} is on device {comm.device}")
+        raise HcclError(HCCL_E_PARA, f"stream {handle!r} belongs to device {rt.local_device(stream.device)}; the "
+                        f"communicator's rank {comm.rank} is on device {rt.local_device(comm.device)}")
     return stream
 
 
@@ -98,7 +98,8 @@ def _buffer(comm: C.Comm, ptr, nbytes: int, write: bool, what: str) -> Operand |
         return None
     operand = rt.memory.operand(ptr, nbytes, write=write, what=what)
     if any(p.kind != DEVICE or p.device != comm.device for p in operand.parts()):
-        raise HcclError(HCCL_E_PARA, f"{what} must be device memory of device {comm.device} (rank {comm.rank}'s)")
+        raise HcclError(HCCL_E_PARA, f"{what} must be device memory of device {rt.local_device(comm.device)} "
+                        f"(rank {comm.rank}'s)")
     return operand
 
 
@@ -121,8 +122,7 @@ def comm_init_all(ndev, devices) -> list[int]:
         raise HcclError(HCCL_E_PARA, f"devices lists {len(devices)} ids, ndev is {ndev}")
     if len(set(devices)) != ndev:
         raise HcclError(HCCL_E_PARA, f"devices {devices} repeats a device")
-    for d in devices:
-        rt.check_device(d)
+    devices = [rt.check_device(d) for d in devices]          # board indices from here on
     rv = LocalRendezvous(ndev)
     made: list[C.Comm] = []
     try:
@@ -168,9 +168,9 @@ def comm_init_cluster_info(cluster_info, rank) -> int:
     if rank >= len(devices):
         raise HcclError(HCCL_E_PARA, f"rank {rank} is not in {cluster_info} ({len(devices)} ranks)")
     current = rt.current_context().device
-    if devices[rank] != current:
+    if rt.check_device(devices[rank]) != current:
         raise HcclError(HCCL_E_PARA, f"{cluster_info} puts rank {rank} on device {devices[rank]}; this thread's "
-                        f"device is {current} (set_device it first)")
+                        f"device is {rt.local_device(current)} (set_device it first)")
     return _join(rid, len(devices), rank, current)
 
 

@@ -173,18 +173,19 @@ def lookup(handle) -> Comm:
 
 # ---------------------------------------------------------------------------- init
 def prepare(rank: int, nranks: int, device: int) -> tuple[Comm, dict]:
-    """This rank's own resources; returns the communicator and its "join" card."""
+    """This rank's own resources on board device ``device`` (a board index: ranks of other
+    cluster nodes name theirs in the cards); returns the communicator and its "join" card."""
     topo = rt.attach().topology
     slot_bytes = _slot_bytes(buffsize(topo.device(device).hbm_bytes), nranks)
     header = address.align_up(P2P_DESC + 32 * nranks, PAGE)
     nbytes = header + SLOTS * max(nranks - 1, 0) * slot_bytes
     previous = rt.thread.context
-    devices.set_device(device)              # the communicator holds the device until destroyed
+    devices.set_device(rt.local_device(device))   # the communicator holds the device until destroyed
     ctx = rt.default_contexts[device]
     try:
         ptr = memops.malloc(nbytes, C.ACL_MEM_MALLOC_HUGE_FIRST)
     except AclError:
-        devices.reset_device(device)
+        devices.reset_device(rt.local_device(device))
         raise
     finally:
         if previous is not None and not previous.destroyed:
@@ -356,6 +357,6 @@ def destroy(comm: Comm) -> None:
             memops.free(comm.work_buffer.ptr)
         if comm.staging is not None:
             memops.free_host(comm.staging.ptr)
-        devices.reset_device(comm.device)
+        devices.reset_device(rt.local_device(comm.device))
     except AclError:
         pass                                   # the device is gone, and its memory with it
