@@ -213,7 +213,7 @@ def test_islands_run_hierarchical_with_staged_transfers_between_them(acl_islands
     c0 = rt.comms[comms[0]]
     assert c0.levels.groups == ((0, 1, 2, 3), (4, 5, 6, 7))
     assert layout(c0.levels, c0.choice, "allreduce", 0, p).algorithm == HIERARCHICAL
-    assert c0.channels[4].staged and not c0.channels[1].staged and c0.slot_bytes < count * 4 // 4
+    assert (c0.channels[4].kind, c0.channels[1].kind) == ("staged", "direct") and c0.slot_bytes < count * 4 // 4
     xs = inputs(dtype, p, count, seed=3)
 
     def body(r, stream):
@@ -249,6 +249,8 @@ RANK_PROCESS = """
     rank, nranks, count = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     with open(sys.argv[4], "rb") as f:
         root = f.read()
+    if os.environ.get("MDEV_RANK_NODES"):              # this rank's cluster node
+        os.environ["MDEV_NODE"] = os.environ["MDEV_RANK_NODES"].split(",")[rank]
     devices = os.environ.get("MDEV_RANK_DEVICES", ",".join(map(str, range(nranks)))).split(",")
     assert acl.init() == 0 and acl.rt.set_device(int(devices[rank])) == 0
     comm, ret = hccl.comm_init_root_info(nranks, root, rank)
@@ -309,6 +311,19 @@ def test_process_per_rank_root_info_in_a_file(acl, board, tmp_path):
         assert rep["ops"] == [0, 0] and rep["sync"] == 0 and rep["async"] == 0 and rep["destroy"] == 0, rep
         assert rep["sum"] == total and rep["gathered"] == total
     assert not list((runtime_dir() / f"{board}.hccl").glob("*")), "rendezvous files left behind"
+
+
+def test_process_per_rank_across_cluster_nodes(tmp_path, monkeypatch):
+    """a2-4x8: ranks on devices 0 and 1 of nodes 0 and 2, a process each.  Inside a node the
+    pair has peer access (HCCS); between nodes its transfers are fabric writes over RoCE."""
+    from helpers import attached
+    with extra_board("hccl-a2", "a2-4x8", hbm=64 * MiB) as name, attached(monkeypatch, name):
+        reports = _spawn_ranks(name, 4, 3000, tmp_path, env={"MDEV_RANK_NODES": "0,0,2,2",
+                                                             "MDEV_RANK_DEVICES": "0,1,0,1"})
+    total = sum(int((np.arange(3000, dtype=np.int64) * (r + 1)).astype(np.int32).astype(np.int64).sum())
+                for r in range(4))
+    for rep in reports:
+        assert rep["sync"] == 0 and rep["ops"] == [0, 0] and rep["sum"] == total, rep
 
 
 def test_process_per_rank_across_islands(acl_islands, islands, tmp_path):
@@ -501,3 +516,53 @@ def test_modelled_time_meets_hccls_formula_across_islands(islands, tmp_path, op)
     for ms in offline:
         assert ms == pytest.approx(formula, rel=0.10), (offline, formula)
     assert max(live) <= formula * 1.10
+
+
+TIMED_RANK = """
+    import json, os, sys
+    rank, nranks, nbytes = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    os.environ["MDEV_NODE"] = os.environ["MDEV_RANK_NODES"].split(",")[rank]
+    import mdev.acl as acl
+    import mdev.hccl as hccl
+    from mdev.runtime.collectives import cost, select
+    from mdev.runtime.core import RUNTIME as rt
+    with open(sys.argv[4], "rb") as f:
+        root = f.read()
+    assert acl.init() == 0 and acl.rt.set_device(int(os.environ["MDEV_RANK_DEVICES"].split(",")[rank])) == 0
+    comm, ret = hccl.comm_init_root_info(nranks, root, rank)
+    assert ret == 0, acl.get_recent_err_msg()
+    s, _ = acl.rt.create_stream()
+    buf, _ = acl.rt.malloc(nbytes, 0)
+    e0, _ = acl.rt.create_event(); e1, _ = acl.rt.create_event()
+    assert hccl.barrier(comm, s) == 0 and acl.rt.synchronize_stream(s) == 0
+    assert hccl.barrier(comm, s) == 0 and acl.rt.synchronize_stream(s) == 0    # every rank is past the first
+    assert acl.rt.record_event(e0, s) == 0
+    assert hccl.all_reduce(buf, buf, nbytes // 4, 4, 0, comm, s) == 0
+    assert acl.rt.record_event(e1, s) == 0
+    assert acl.rt.synchronize_stream(s) == 0, acl.get_recent_err_msg()
+    c = rt.comms[comm]
+    lay = select.layout(c.levels, c.choice, "allreduce", rank, nranks)
+    print(json.dumps({"ms": acl.rt.event_elapsed_time(e0, e1)[0], "algorithm": lay.algorithm,
+                      "formula_ms": cost.predict(rt.attach().topology, c.devices, lay, "all_reduce", nbytes) / 1e6}))
+    hccl.comm_destroy(comm)
+"""
+
+
+def test_modelled_time_meets_hccls_formula_across_cluster_nodes(tmp_path, monkeypatch):
+    """a2-4x8, 2 nodes x 2 devices, a process per rank: hierarchical (HCCS mesh inside a
+    node, a ring over RoCE between them), the ranks' live clocks within 10% of the formula."""
+    from helpers import attached
+    nbytes, n = 4 * MiB, 4
+    with extra_board("hccl-a2-timed", "a2-4x8", hbm=64 * MiB) as name, attached(monkeypatch, name):
+        root, _ = hccl.get_root_info()
+        (tmp_path / "root").write_bytes(root)
+        env = dict(os.environ, MDEV_BOARD=name, MDEV_AUTOSTART="0", MDEV_MODEL_TIME="1", HCCL_BUFFSIZE="16",
+                   MDEV_RANK_NODES="0,0,1,1", MDEV_RANK_DEVICES="0,1,0,1")
+        procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(TIMED_RANK), str(r), str(n), str(nbytes),
+                                   str(tmp_path / "root")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True, env=env) for r in range(n)]
+        outs = [p.communicate(timeout=180) for p in procs]
+    reports = [json.loads(out.splitlines()[-1]) for out, err in outs]
+    for rep, (_, err) in zip(reports, outs):
+        assert rep["algorithm"] == "hierarchical", err
+        assert rep["ms"] == pytest.approx(rep["formula_ms"], rel=0.10), reports

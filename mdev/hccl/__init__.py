@@ -16,6 +16,7 @@ raise; the message is kept with the thread's error messages (``acl.get_recent_er
 from __future__ import annotations
 
 from mdev import hccl_types as _types
+from mdev import sanitizer as _sanitizer  # noqa: F401  (MDEV_SANITIZE turns it on at attach / init)
 from mdev.hccl_types import *  # noqa: F401,F403  (HCCL_SUCCESS, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, ...)
 from mdev.runtime import boundary as _boundary
 from mdev.runtime.collectives import api as _api

@@ -37,7 +37,7 @@ from mdev.hccl_types import (HCCL_COMM_DEFAULT_BUFFSIZE, HCCL_E_PARA,
 from mdev.memory import address
 from mdev.runtime import devices, ipc, memops, notify, streams
 from mdev.runtime.collectives import select
-from mdev.runtime.collectives.transport import SLOTS, Channel, Inbox, Signal
+from mdev.runtime.collectives.transport import DIRECT, FABRIC, SLOTS, STAGED, Channel, Inbox, Signal, pair
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import Context, Stream
 from mdev.runtime.memory import Allocation, Operand
@@ -215,27 +215,29 @@ def share(comm: Comm, joined: list[dict]) -> dict:
     _check_joined(comm, joined)
     comm.devices = [c["device"] for c in joined]
     comm.pids = [c["pid"] for c in joined]
-    blind = [q for q in range(comm.nranks) if q != comm.rank and not topo.can_access_peer(comm.devices[q], comm.device)]
+    kinds = {q: pair(topo, comm.devices[q], comm.device) for q in range(comm.nranks) if q != comm.rank}
+    blind = [q for q, kind in kinds.items() if kind == STAGED]        # they cannot reach us
     if blind:
         comm.staging = rt.memory.new_pinned(SLOTS * len(blind) * comm.slot_bytes)
         comm.stage_at = {q: i * SLOTS * comm.slot_bytes for i, q in enumerate(blind)}
     card: dict = {"rank": comm.rank, "stage": comm.staging.segment.name if comm.staging else None,
                   "stage_size": comm.staging.size if comm.staging else 0, "stage_at": comm.stage_at,
-                  "scratch_key": None, "notifies": {}}
-    others = sorted({comm.pids[q] for q in range(comm.nranks)} - {comm.pid})
-    if others:
+                  "scratch_key": None, "notifies": {}, "slots": {}}
+    near = [q for q, kind in kinds.items() if kind != FABRIC and comm.pids[q] != comm.pid]
+    if near:               # peers of this node in other processes: IPC, for their pids only
         page = comm.scratch.allocation.page              # IPC shares whole pages
         key = ipc.ipc_mem_get_export_key(comm.scratch.ptr, address.align_up(comm.scratch.nbytes, page), ipc.KEY_LEN, 0)
-        ipc.ipc_mem_set_import_pid(key, others)
+        ipc.ipc_mem_set_import_pid(key, sorted({comm.pids[q] for q in near}))
         card["scratch_key"] = key
-        for q in range(comm.nranks):
-            if q != comm.rank and comm.pids[q] != comm.pid:
-                keys = []
-                for n in comm.ready_in[q] + comm.ack_out[q]:
-                    k = ipc.notify_get_export_key(n.handle, ipc.KEY_LEN, 0)
-                    ipc.notify_set_import_pid(n.handle, [comm.pids[q]])
-                    keys.append(k)
-                card["notifies"][str(q)] = keys
+        for q in near:
+            keys = []
+            for n in comm.ready_in[q] + comm.ack_out[q]:
+                keys.append(ipc.notify_get_export_key(n.handle, ipc.KEY_LEN, 0))
+                ipc.notify_set_import_pid(n.handle, [comm.pids[q]])
+            card["notifies"][str(q)] = keys
+    for q, kind in kinds.items():
+        if kind == FABRIC:     # another node: registered by slot, as RDMA memory is
+            card["slots"][str(q)] = [(n.device, n.slot, n.uid) for n in comm.ready_in[q] + comm.ack_out[q]]
     return card
 
 
@@ -263,37 +265,44 @@ def connect(comm: Comm, joined: list[dict], keyed: list[dict], local: dict[int, 
             continue
         j, k = joined[q], keyed[q]
         comm.peer_headers[q] = ("d", j["device"], j["scratch"] - address.device_base(j["device"]))
-        reach = topo.can_access_peer(comm.device, j["device"])
-        if reach:
+        kind = pair(topo, comm.device, j["device"])
+        if kind == DIRECT:
             rt.peer_access.add((comm.device, j["device"]))
         peer = local.get(q)
         if peer is not None:                                  # same process: its objects
             ready = [_signal(n) for n in peer.ready_in[me]]
             acks = [_signal(n) for n in peer.ack_out[me]]
             scratch_ptr = peer.scratch.ptr
+        elif kind == FABRIC:                                  # another node: by slot
+            signals = [Signal(*n) for n in k["slots"][str(me)]]
+            ready, acks = signals[:SLOTS], signals[SLOTS:]
+            scratch_ptr = j["scratch"]
         else:
             handles = [ipc.notify_import_by_key(key, C.ACL_RT_NOTIFY_IMPORT_FLAG_DEFAULT) for key in k["notifies"][str(me)]]
             comm.imports += [("notify", h) for h in handles]
             ready = [_signal(notify.get(h)) for h in handles[:SLOTS]]
             acks = [_signal(notify.get(h)) for h in handles[SLOTS:]]
             scratch_ptr = j["scratch"]
-            if reach and not any(kind == "mem" and key == k["scratch_key"] for kind, key in comm.imports):
+            if kind == DIRECT and not any(what == "mem" and key == k["scratch_key"] for what, key in comm.imports):
                 ipc.ipc_mem_import_by_key(k["scratch_key"], C.ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS)
                 comm.imports.append(("mem", k["scratch_key"]))
         # our sending end: its landing slots for us (or its staging slots), its ready notifies
         slot_off = j["header"] + ((me if me < q else me - 1) * SLOTS) * comm.slot_bytes
-        if reach:
+        if kind == DIRECT:
             out = [rt.memory.operand(scratch_ptr + slot_off + i * comm.slot_bytes, comm.slot_bytes, write=True,
                                      what="peer HCCL buffer") for i in range(SLOTS)]
+        elif kind == FABRIC:
+            base = scratch_ptr - address.device_base(j["device"]) + slot_off
+            out = [("d", j["device"], base + i * comm.slot_bytes) for i in range(SLOTS)]
         else:
             stage = _stage_of(comm, k, peer, me)
             out = [stage.slice(i * comm.slot_bytes, comm.slot_bytes) for i in range(SLOTS)]
         comm.channels[q] = Channel(q, out, ready, [_signal(n) for n in comm.ack_out[q]], comm.guard(q),
-                                   comm.timeout_s, staged=not reach)
+                                   comm.timeout_s, kind)
         # our receiving end
         mine = [comm.at(comm.slot_offset(q, i), comm.slot_bytes) for i in range(SLOTS)]
         staging = None
-        if not topo.can_access_peer(j["device"], comm.device):
+        if pair(topo, j["device"], comm.device) == STAGED:
             staging = [rt.memory.operand(comm.staging.ptr + comm.stage_at[q] + i * comm.slot_bytes, comm.slot_bytes,
                                          write=True, what="HCCL staging") for i in range(SLOTS)]
         comm.inboxes[q] = Inbox(q, mine, [_signal(n) for n in comm.ready_in[q]], acks, comm.guard(q),

@@ -17,14 +17,16 @@ n is the data of one rank as HCCL counts it (all_reduce, broadcast, reduce: the 
 all_gather: the output; reduce_scatter, scatter: the input).  a (latency, ns) and b
 (ns per byte) of a level are the worst over the transfers of one of its steps, each along
 its route with the channels it shares with the step's other transfers (b = users /
-bandwidth of the busiest channel; a staged transfer -- no peer access -- is a copy to host
-memory and one back: both latencies, both b's); g is the reduce task's ns per byte
+bandwidth of the busiest channel; a staged transfer -- no peer access within a node -- is
+a copy to host memory and one back: both latencies, both b's; between cluster nodes the
+route crosses the fabric); g is the reduce task's ns per byte
 (1 / the device's d2d_gbps, as mdev's time model runs reduce tasks).
 """
 
 from __future__ import annotations
 
 from mdev.runtime.collectives.select import HIERARCHICAL, MESH, Layout
+from mdev.runtime.collectives.transport import STAGED, pair
 
 RING_T = {
     "all_reduce": lambda p, n, a, b, g: 2 * (p - 1) * a + 2 * (p - 1) / p * n * b + (p - 1) / p * n * g,
@@ -56,7 +58,7 @@ def level(topo, devices: list[int], flows: list[tuple[int, int]]) -> tuple[float
     routes = []
     for src, dst in flows:
         a, b = devices[src], devices[dst]
-        if topo.can_access_peer(a, b):
+        if pair(topo, a, b) != STAGED:          # peer access, or a fabric between nodes
             routes.append([(topo.path(a, b).channels(), topo.path(a, b).latency_us)])
         else:                                   # staged: to host memory, then to the peer
             up, down = topo.host_path(a), topo.host_path(b)

@@ -9,11 +9,19 @@
     wait ack[k] (q's notify)  <-----------------------  record ack[k]  (release)
 
 Every landing slot lives in the receiver's scratch buffer (its HCCL buffer, registered once
-and shared with the peers by IPC), so no operation needs a host round trip with its peers:
-the whole schedule is queued at once and the notifies order it on the devices.  A pair
-without peer access (another HCCS island, another server) uses the *staged* path: the
-sender's device copies into pinned host memory of the receiver's process, the receiver's
-device copies it in -- modelled on the links of both host paths.  A notify is a binary
+and shared with the peers), so no operation needs a host round trip with its peers: the
+whole schedule is queued at once and the notifies order it on the devices.  Three kinds
+of pair:
+
+    direct   peer access (one HCCS mesh, one PCIe switch): a peer copy into the landing
+             slot, the scratch shared by IPC (pid-checked)
+    staged   same node, no peer access (another HCCS island): the sender's device copies
+             into pinned host memory of the receiver's process, the receiver's device copies
+             it in -- modelled on the links of both host paths
+    fabric   another cluster node (RoCE, UB): the sender's device writes the landing slot
+             as an RDMA write does -- to the location the receiver registered in its card,
+             records its notify by slot -- modelled on the route between the two devices
+             (IPC keys never cross nodes)  A notify is a binary
 flag (one record releases one wait), so a slot is written again only after the receiver
 acknowledged it: at most two transfers per direction are in flight.  Every operation ends
 with its channels drained (all acks waited), and both ends start the next one from slot 0.
@@ -50,29 +58,42 @@ class Signal:
         streams.submit(st, "wait_notify", self.slot, self.uid, timeout_s, guard)
 
 
+DIRECT, STAGED, FABRIC = "direct", "staged", "fabric"
+
+
+def pair(topo, a: int, b: int) -> str:
+    """How board device ``a`` sends to board device ``b``."""
+    if topo.can_access_peer(a, b):
+        return DIRECT
+    return STAGED if topo.node_of(a) == topo.node_of(b) else FABRIC
+
+
 @dataclass(eq=False)
 class Channel:
     """This rank's sending end towards one peer."""
     peer: int                          # its rank
-    slots: list[Operand]               # its landing slots for us (or its pinned staging slots)
+    slots: list                        # its landing slots for us: Operands (direct: its scratch,
+                                       # staged: its pinned staging) or device locations (fabric)
     ready: list[Signal]                # its notifies, recorded by us
     ack: list[Signal]                  # ours, recorded by it
     guard: tuple                       # for our waits on its acks
     timeout_s: float
-    staged: bool = False
+    kind: str = DIRECT
     busy: list[bool] = field(default_factory=lambda: [False] * SLOTS)
     next: int = 0
-
-    @property
-    def slot_bytes(self) -> int:
-        return self.slots[0].nbytes
 
     def put(self, st: Stream, data: Operand) -> None:
         """Queue ``data`` (at most a slot) into the peer's next slot."""
         k = self.next
         if self.busy[k]:
             self.ack[k].wait(st, self.timeout_s, self.guard)
-        if data.nbytes:
+        if data.nbytes and self.kind == FABRIC:
+            kind, dev, base = self.slots[k]
+            at = 0
+            for part in data.parts():
+                streams.submit(st, "copy", (kind, dev, base + at), part.location(), part.nbytes)
+                at += part.nbytes
+        elif data.nbytes:
             submit_copy(st, self.slots[k].slice(0, data.nbytes), data)
         self.ready[k].record(st)
         self.busy[k], self.next = True, k ^ 1
