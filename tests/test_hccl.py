@@ -566,3 +566,80 @@ def test_modelled_time_meets_hccls_formula_across_cluster_nodes(tmp_path, monkey
     for rep, (_, err) in zip(reports, outs):
         assert rep["algorithm"] == "hierarchical", err
         assert rep["ms"] == pytest.approx(rep["formula_ms"], rel=0.10), reports
+
+
+# ---------------------------------------------------------------------------- tools see the operations
+def test_the_sanitizer_sees_a_collectives_tasks(acl):
+    """An all-reduce's copies, notifies and reduces are tasks the sanitizer orders like any
+    others: reading the result before synchronising the stream is a race it names; reading
+    it after is clean."""
+    from mdev import sanitizer
+    comms = _comms(acl, [0, 1])
+
+    def body(r, stream, early):
+        buf = _alloc(acl, 4096)
+        host = np.zeros(1024, np.float32)
+        assert hccl.all_reduce(buf, buf, 1024, hccl.HCCL_DATA_TYPE_FP32, 0, comms[r], stream) == 0
+        if not early:
+            assert acl.rt.synchronize_stream(stream) == 0
+        acl.rt.memcpy(acl.util.numpy_to_ptr(host), 4096, buf, 4096, acl.ACL_MEMCPY_DEVICE_TO_HOST)
+        acl.rt.synchronize_stream(stream)
+        acl.rt.free(buf)
+
+    try:
+        with sanitizer.checking("racecheck") as racy:
+            run_ranks(acl, [0, 1], lambda r, s: body(r, s, True))
+        with sanitizer.checking("racecheck,synccheck") as clean:
+            run_ranks(acl, [0, 1], lambda r, s: body(r, s, False))
+    finally:
+        _destroy(comms)
+    assert any(rep.checker == "racecheck" for rep in racy), racy
+    assert not clean, clean
+
+
+def test_hccl_algo_is_read_when_a_communicator_is_made(acl, monkeypatch):
+    from mdev.runtime.collectives.select import parse_algo
+    from mdev.runtime.core import RUNTIME as rt
+    choice = parse_algo("allreduce=level0:ring;level1:H-D_R/allgather=level0:NA")
+    assert choice.level0["allreduce"] == "ring" and choice.level0["allgather"] is None
+    assert choice.level1["allreduce"] == "ring"            # every level 1 algorithm runs as a ring
+    monkeypatch.setenv("HCCL_ALGO", "level0:bogus")
+    assert hccl.comm_init_all(2, [0, 1]) == (None, H.HCCL_E_PARA)
+    assert "HCCL_ALGO: level0 cannot be 'bogus'" in acl.get_recent_err_msg()
+    monkeypatch.setenv("HCCL_ALGO", "level0:mesh")          # mdev's extension: a mesh over the PCIe switch
+    comms = _comms(acl, [0, 1, 2])
+    try:
+        from mdev.runtime.collectives.select import layout
+        c = rt.comms[comms[0]]
+        assert layout(c.levels, c.choice, "allreduce", 0, 3).algorithm == "mesh"
+    finally:
+        _destroy(comms)
+
+
+def test_a_rank_table_file_makes_the_communicator(acl, board, tmp_path):
+    """comm_init_cluster_info: HCCL's rank table JSON; every process reading the same file meets."""
+    table = {"version": "1.0", "server_count": "1", "status": "completed",
+             "server_list": [{"server_id": "node0", "device": [
+                 {"device_id": str(d), "device_ip": f"192.168.1.{d}", "rank_id": str(r)}
+                 for r, d in enumerate((2, 0, 3))]}]}
+    path = tmp_path / "ranktable.json"
+    path.write_text(json.dumps(table))
+    comms = [None] * 3
+
+    def body(r, stream):
+        comm, ret = hccl.comm_init_cluster_info(str(path), r)
+        assert ret == 0, acl.get_recent_err_msg()
+        comms[r] = comm
+        buf = _alloc(acl, 64)
+        to_device(acl, buf, np.full(16, r + 1, np.int32))
+        assert hccl.all_reduce(buf, buf, 16, hccl.HCCL_DATA_TYPE_INT32, 0, comm, stream) == 0
+        assert acl.rt.synchronize_stream(stream) == 0
+        return hccl.get_rank_id(comm), from_device(acl, buf, 64, np.int32)
+
+    try:
+        results = run_ranks(acl, [2, 0, 3], body)
+    finally:
+        _destroy([c for c in comms if c])
+    assert [rank for (rank, _), _ in results] == [0, 1, 2]
+    assert all(np.all(out == 6) for _, out in results)
+    assert hccl.comm_init_cluster_info(str(tmp_path / "missing.json"), 0) == (0, H.HCCL_E_PARA)
