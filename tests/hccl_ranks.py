@@ -14,6 +14,7 @@ import numpy as np
 
 from mdev import hccl_types as H
 from mdev.board.systasks import bf16_to_float32, float32_to_bf16
+from mdev.runtime.collectives.algorithms import split      # how the algorithms cut a buffer into chunks
 
 DTYPES = {value: (np.dtype(np.uint16) if name == "bfloat16" else np.dtype(name))
           for value, name in H.DATA_TYPE_NUMPY.items() if name is not None}
@@ -88,16 +89,6 @@ def mesh_order(j: int, p: int) -> list[int]:
 def ring_order(j: int, p: int) -> list[int]:
     """Chunk j, around the ring: from the rank after its owner, the owner last."""
     return [(j + d) % p for d in range(1, p)] + [j]
-
-
-def split(count: int, parts: int) -> list[tuple[int, int]]:
-    base, extra = divmod(count, parts)
-    out, at = [], 0
-    for i in range(parts):
-        n = base + (i < extra)
-        out.append((at, n))
-        at += n
-    return out
 
 
 def all_reduce_expected(xs: list[np.ndarray], dtype: int, op: int, order) -> np.ndarray:

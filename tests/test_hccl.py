@@ -15,7 +15,7 @@ import pytest
 
 import mdev.hccl as hccl
 from hccl_ranks import (BF16, DTYPES, all_reduce_expected, inputs, mesh_order, reduce_in_order, ring_order,
-                        run_ranks, split)
+                        run_ranks)
 from helpers import extra_board, from_device, to_device
 from mdev import hccl_types as H
 from mdev.board.naming import runtime_dir
@@ -643,3 +643,21 @@ def test_a_rank_table_file_makes_the_communicator(acl, board, tmp_path):
     assert [rank for (rank, _), _ in results] == [0, 1, 2]
     assert all(np.all(out == 6) for _, out in results)
     assert hccl.comm_init_cluster_info(str(tmp_path / "missing.json"), 0) == (0, H.HCCL_E_PARA)
+
+
+def test_a_peer_waiting_for_a_destroyed_communicator_gives_up(acl):
+    """Rank 0 destroys its communicator; rank 1's all-reduce fails instead of waiting for it."""
+    comms = _comms(acl, [0, 1])
+    assert hccl.comm_destroy(comms[0]) == 0
+
+    def body(r, stream):
+        buf = _alloc(acl, 4096)
+        assert hccl.all_reduce(buf, buf, 1024, hccl.HCCL_DATA_TYPE_FP32, 0, comms[1], stream) == 0
+        return acl.rt.synchronize_stream(stream), acl.get_recent_err_msg(), hccl.get_comm_async_error(comms[1])
+
+    try:
+        (sync, message, error), = run_ranks(acl, [1], body)
+    finally:
+        hccl.comm_destroy(comms[1])
+    # its copy into rank 0's freed buffer fails (507013), its wait for rank 0 gives up (507057)
+    assert sync in (507013, 507057) and error == (H.HCCL_E_REMOTE, 0), message
