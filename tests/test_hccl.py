@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import mdev.hccl as hccl
-from hccl_ranks import (BF16, DTYPES, all_reduce_expected, inputs, mesh_order, reduce_in_order, ring_order,
-                        run_ranks)
+from hccl_ranks import (BF16, DTYPES, all_reduce_expected, check_every_operation, every_operation, inputs,
+                        mesh_order, ring_order, run_ranks)
 from helpers import extra_board, from_device, to_device
 from mdev import hccl_types as H
 from mdev.board.naming import runtime_dir
@@ -113,69 +113,15 @@ def test_all_reduce_mesh_sums_each_chunk_from_its_owner(acl8):
 def _every_operation(acl, devices, order, count=1003, dtype=H.HCCL_DATA_TYPE_INT32):
     """Each operation once on every rank (thread per rank), checked against numpy (sums in
     the algorithm's ``order``)."""
-    p, dt = len(devices), DTYPES[dtype]
-    item = dt.itemsize
-    xs = inputs(dtype, p, p * count, seed=7)                    # per-rank data, p blocks of count
+    p = len(devices)
+    xs = inputs(dtype, p, p * count, seed=7)
     comms = _comms(acl, devices)
-    root = p - 1
-
-    def body(r, stream):
-        c = comms[r]
-        send = _alloc(acl, p * count * item)
-        to_device(acl, send, xs[r])
-        out = {}
-
-        def run(name, nbytes, call):
-            recv = _alloc(acl, nbytes)
-            assert call(recv) == 0, f"{name}: {acl.get_recent_err_msg()}"
-            out[name] = (recv, nbytes)
-
-        run("broadcast", count * item, lambda b: (to_device(acl, b, xs[r][:count]) if r == root else None) or
-            hccl.broadcast(b, count, dtype, root, c, stream))
-        run("all_gather", p * count * item, lambda b: hccl.all_gather(send, b, count, dtype, c, stream))
-        run("reduce_scatter", count * item, lambda b: hccl.reduce_scatter(send, b, count, dtype, 0, c, stream))
-        run("reduce", count * item, lambda b: hccl.reduce(send, b, count, dtype, 2, root, c, stream))
-        run("scatter", count * item, lambda b: hccl.scatter(send, b, count, dtype, root, c, stream))
-        run("all_to_all", p * count * item, lambda b: hccl.all_to_all(send, count, dtype, b, count, dtype, c, stream))
-        sizes = [(r + q) % 3 * 5 + 1 for q in range(p)]            # what r sends q
-        got = [(q + r) % 3 * 5 + 1 for q in range(p)]               # what q sends r
-        sdispls = [q * count for q in range(p)]
-        rdispls = list(np.cumsum([0] + got[:-1]))
-        run("all_to_all_v", p * count * item, lambda b: hccl.all_to_all_v(
-            send, sizes, sdispls, dtype, b, got, rdispls, dtype, c, stream))
-        right, left = (r + 1) % p, (r - 1) % p
-        run("send_recv", count * item, lambda b: (hccl.group_start() or hccl.send(send, count, dtype, right, c, stream)
-                                                 or hccl.recv(b, count, dtype, left, c, stream) or hccl.group_end()))
-        run("batch", 2 * count * item, lambda b: hccl.batch_send_recv(
-            [{"sendRecvType": hccl.HCCL_SEND, "buf": send + count * item, "count": count, "dataType": dtype,
-              "remoteRank": left},
-             (hccl.HCCL_RECV, b, count, dtype, right), (hccl.HCCL_RECV, b + count * item, count, dtype, left),
-             (hccl.HCCL_SEND, send, count, dtype, right)], 4, c, stream))
-        assert hccl.barrier(c, stream) == 0
-        assert acl.rt.synchronize_stream(stream) == 0, acl.get_recent_err_msg()
-        result = {k: from_device(acl, ptr, n, dt) for k, (ptr, n) in out.items()}
-        return result, rdispls, got
-
     try:
-        results = run_ranks(acl, devices, body)
+        results = run_ranks(acl, devices, lambda r, stream: every_operation(acl, hccl, r, p, comms[r], stream,
+                                                                            xs[r], count, dtype))
     finally:
         _destroy(comms)
-    blocks = [[x[q * count:(q + 1) * count] for q in range(p)] for x in xs]
-    for r, (got, rdispls, gsizes) in enumerate(results):
-        np.testing.assert_array_equal(got["broadcast"], xs[root][:count])
-        np.testing.assert_array_equal(got["all_gather"], np.concatenate([x[:count] for x in xs]))
-        np.testing.assert_array_equal(got["reduce_scatter"], reduce_in_order([b[r] for b in blocks], dtype, 0,
-                                                                             order(r, p)))
-        if r == root:
-            np.testing.assert_array_equal(got["reduce"], np.maximum.reduce([x[:count] for x in xs]))
-        np.testing.assert_array_equal(got["scatter"], blocks[root][r])
-        np.testing.assert_array_equal(got["all_to_all"], np.concatenate([blocks[q][r] for q in range(p)]))
-        for q in range(p):
-            np.testing.assert_array_equal(got["all_to_all_v"][rdispls[q]:rdispls[q] + gsizes[q]],
-                                          blocks[q][r][:gsizes[q]])
-        np.testing.assert_array_equal(got["send_recv"], xs[(r - 1) % p][:count])
-        np.testing.assert_array_equal(got["batch"][:count], xs[(r + 1) % p][count:2 * count])
-        np.testing.assert_array_equal(got["batch"][count:], xs[(r - 1) % p][:count])
+    check_every_operation(results, xs, count, dtype, order)
 
 
 def test_every_operation_ring(acl):
@@ -184,6 +130,41 @@ def test_every_operation_ring(acl):
 
 def test_every_operation_mesh(acl8):
     _every_operation(acl8, list(range(8)), mesh_order, count=257, dtype=H.HCCL_DATA_TYPE_FP32)
+
+
+EVERY_OPERATION_PROCESS = """
+    import pickle, sys
+    sys.path.insert(0, sys.argv[5])
+    import mdev.acl as acl
+    import mdev.hccl as hccl
+    from hccl_ranks import every_operation, inputs
+    rank, nranks, count, dtype = (int(a) for a in sys.argv[1:5])
+    assert acl.init() == 0 and acl.rt.set_device(rank) == 0
+    with open(sys.argv[6], "rb") as f:
+        comm, ret = hccl.comm_init_root_info(nranks, f.read(), rank)
+    assert ret == 0, acl.get_recent_err_msg()
+    stream, _ = acl.rt.create_stream()
+    out = every_operation(acl, hccl, rank, nranks, comm, stream, inputs(dtype, nranks, nranks * count, seed=7)[rank],
+                          count, dtype)
+    assert hccl.comm_destroy(comm) == 0
+    sys.stdout.buffer.write(pickle.dumps(out))
+"""
+
+
+def test_every_operation_process_per_rank(acl, board, tmp_path):
+    """The same operations with a process per rank (root info in a file)."""
+    import pickle
+    p, count, dtype = 4, 601, H.HCCL_DATA_TYPE_INT16
+    root, _ = hccl.get_root_info()
+    (tmp_path / "root").write_bytes(root)
+    env = dict(os.environ, MDEV_BOARD=board, MDEV_AUTOSTART="0")
+    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(EVERY_OPERATION_PROCESS), str(r), str(p),
+                               str(count), str(dtype), os.path.dirname(__file__), str(tmp_path / "root")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) for r in range(p)]
+    outs = [proc.communicate(timeout=180) for proc in procs]
+    assert all(proc.returncode == 0 for proc in procs), [err.decode()[-2000:] for _, err in outs]
+    check_every_operation([pickle.loads(out) for out, _ in outs], inputs(dtype, p, p * count, seed=7), count, dtype,
+                          ring_order)
 
 
 # ---------------------------------------------------------------------------- islands: hierarchical, staged
