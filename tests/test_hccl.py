@@ -291,7 +291,7 @@ def test_process_per_rank_root_info_in_a_file(acl, board, tmp_path):
         assert "ops" in rep, rep
         assert rep["ops"] == [0, 0] and rep["sync"] == 0 and rep["async"] == 0 and rep["destroy"] == 0, rep
         assert rep["sum"] == total and rep["gathered"] == total
-    assert not list((runtime_dir() / f"{board}.hccl").glob("*")), "rendezvous files left behind"
+    assert not (runtime_dir() / f"{board}.hccl").exists(), "rendezvous files left behind"
 
 
 def test_process_per_rank_across_cluster_nodes(tmp_path, monkeypatch):
@@ -384,13 +384,14 @@ def test_disagreeing_data_types_between_threads(acl):
     assert any("ranks disagree: data type HCCL_DATA_TYPE_" in m for _, m, _ in results), [m for _, m, _ in results]
 
 
-def test_a_rank_that_never_joins_times_out(acl, monkeypatch):
+def test_a_rank_that_never_joins_times_out(acl, board, monkeypatch):
     monkeypatch.setenv("HCCL_CONNECT_TIMEOUT", "0.5")
     root, _ = hccl.get_root_info()
     assert acl.rt.set_device(0) == 0
     comm, ret = hccl.comm_init_root_info(2, root, 0)
     assert (comm, ret) == (0, H.HCCL_E_TIMEOUT)
     assert "rank(s) [1] of 2 did not join within 0.5 s (HCCL_CONNECT_TIMEOUT)" in acl.get_recent_err_msg()
+    assert not (runtime_dir() / f"{board}.hccl").exists(), "the rank that gave up left its card"
     assert hccl.comm_init_root_info(2, b"not a root info", 0) == (0, H.HCCL_E_PARA)
     assert acl.rt.reset_device(0) == 0
 

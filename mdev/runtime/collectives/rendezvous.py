@@ -103,6 +103,7 @@ class FileRendezvous:
         (self.dir / f"done-{rank}").touch(mode=0o600)
         if all((self.dir / f"done-{r}").exists() for r in range(self.nranks)):
             shutil.rmtree(self.dir, ignore_errors=True)
+            self._tidy()
 
     def abandon(self, rank: int) -> None:
         """This rank gave up: its cards go (and the directory, once nobody else's is left)."""
@@ -111,7 +112,14 @@ class FileRendezvous:
         try:
             self.dir.rmdir()
         except OSError:
-            pass                      # other ranks' cards are still there
+            return                    # other ranks' cards are still there
+        self._tidy()
+
+    def _tidy(self) -> None:
+        try:
+            self.dir.parent.rmdir()   # the board's rendezvous directory, if no other is in it
+        except OSError:
+            pass
 
 
 class LocalRendezvous:
