@@ -97,7 +97,8 @@ def measure(acl, hccl, op: str, size_list: list[int], iters: int) -> list[dict]:
         raise RuntimeError(f"comm_init_all: {ret} {acl.get_recent_err_msg()}")
     big = max(size_list)
     state: dict = {}
-    go, done = threading.Barrier(p + 1), threading.Barrier(p + 1)
+    # a rank that fails breaks the barriers (their timeout) instead of leaving the bench waiting
+    go, done = threading.Barrier(p + 1, timeout=600), threading.Barrier(p + 1, timeout=600)
     rows = []
 
     def rank(r: int) -> None:
