@@ -13,8 +13,11 @@
     bench.graph     host time per task: replay of 1,000 captured small tasks vs issuing them
     bench.trace     small-task rate with timeline tracing (MDEV_TRACE) vs without, cost of writing a trace
     bench.sanitize  small-task rate with the sanitizer (memcheck+racecheck, all checks) vs without
+    bench.hccl      collectives like hccl_test: per size wall and modelled time, algbw / busbw,
+                    HCCL's formula and modelled / formula, numpy doing the same reduction
 
 Each group starts its own board (``bench-<pid>-<tag>``) and stops it when done.
 """
 
-GROUPS = ("copies", "tasks", "startup", "kernels", "ipc", "async_tasks", "p2p", "graph", "trace", "sanitize")
+GROUPS = ("copies", "tasks", "startup", "kernels", "ipc", "async_tasks", "p2p", "graph", "trace", "sanitize",
+          "hccl")

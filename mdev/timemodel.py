@@ -14,24 +14,24 @@ makespan that depends on them (wall time on the emulator mostly does not).
                              they ran for; host to host: measured wall time
     kernel                   measured wall time x MDEV_MODEL_KERNEL_FACTOR (default 1.0)
     host callback            measured wall time (the host function ran for real)
+    host synchronize         0, ending when the tasks it waited for ended
     event / notify waits     end when the record that released them ends (modelled), never
                              before the wait's stream reached them
     records, resets, other   0
 
 A task starts when its stream's previous task ended (modelled) and a slot of its engine is
-free (2 DMA slots per device; kernels of one engine kind run one at a time).  Host-side
-operations form one stream of their own (the host runs them one after another) and use
-no engine.  Slots go to
-tasks in order of their wall start times, a wait only after the record it waited for.
-Host-side ordering (a synchronisation, then more work) is not in the records; it is
-inferred: a task that reached an idle stream (first task, or >= 100 us after the stream's
-previous one ended, wall) was submitted by the host then, so it starts no earlier
-(modelled) than every task that had ended (wall) before it started.  A host-side
-operation always counts as submitted then, and since it blocks the host, tasks that reach
-an idle stream after it ended (wall) start after it (modelled).  A task queued behind a
-busy stream is held back too if it was submitted after the operation ended: device records
-carry the task's number on its stream (``seq``) and a host-side record how far each stream
-of the process had got when it ended (its flow, see mdev.runtime.trace.host_op).
+free (the board file's ``dma_engines`` DMA slots per device, default 2; kernels of one
+engine kind run one at a time).  Host-side
+records form one stream of their own (the host does one thing after another) and use no
+engine.  Slots go to tasks in order of their wall start times, a wait only after the record
+it waited for.  Host ordering is what the program did, never guessed from wall-clock gaps
+(a host that is slow to submit is no synchronisation): a "synchronize" host record (a
+synchronisation, or a query that found work done) ends when the tasks it names ended, and
+a host-side operation (a synchronous copy or memset) starts after the previous record of
+its host thread (each thread is a host stream of its own).  A task a thread submitted
+after one of its host records starts after it: device records carry the task's number on
+its stream (``seq``), and the trace's ``holds`` mark where each thread's records fall in
+each stream (see mdev.runtime.trace).
 
 Concurrent transfers share bandwidth (a fluid model): a copy first waits its path's
 latency, then moves its bytes; while it does, each link channel (a link direction, see
@@ -56,10 +56,10 @@ import bisect
 import heapq
 import os
 
-DMA_SLOTS = 2
-IDLE_GAP_NS = 100_000     # a stream idle this long before a task: the host submitted it then
+DMA_SLOTS = 2             # DMA slots of a device the metadata does not describe
 COPIES = {"copy", "copy2d", "reduce", "memset", "value_write", "memcpy"}
 HOST = -1                 # device of host-side records (mdev.runtime.trace.HOST)
+SYNC = "synchronize"      # kind of a host record of a synchronisation
 ZERO = {"record_event", "reset_event", "record_notify", "value_wait", "update_graph"}
 
 
@@ -73,6 +73,8 @@ def kernel_factor() -> float:
 def _duration_ns(r: tuple, meta: dict) -> float:
     dev, kind, nbytes, route, path = r[0], r[3], r[4], r[5], r[6]
     if dev == HOST:
+        if kind == SYNC:
+            return 0.0
         if route == "H2H" or r[10] is None:
             return float(r[8] - r[7])
         dev = r[10][1]                                      # the device it ran for
@@ -130,34 +132,35 @@ def share(transfers: list[tuple[float, float, float, tuple]], capacity: dict) ->
     return end
 
 
-def _order(records: list, sources: dict[int, int]):
+def _joins(records: list) -> dict[int, list[int]]:
+    """Per host synchronisation record: the indices of the tasks it waited for (its flow names
+    them by (device, stream, seq); device records carry their seq as field 13)."""
+    by_seq = {(r[0], r[1], r[13]): i for i, r in enumerate(records) if len(r) > 13 and r[13] is not None}
+    joins: dict[int, list[int]] = {}
+    for i, r in enumerate(records):
+        if r[0] == HOST and r[3] == SYNC and r[10] is not None and len(r[10]) > 2:
+            joins[i] = [by_seq[t] for t in map(tuple, r[10][2]) if t in by_seq]
+    return joins
+
+
+def _order(records: list, sources: dict[int, int], joins: dict[int, list[int]]):
     """The placement order (by wall start, a wait only once the record it waited for is
-    placed) and per task: its stream's previous task, the record that released it, and
-    (for a task that reached an idle stream) how many of ``ended`` it comes after."""
+    placed, a synchronisation once its tasks are) and per task: its stream's previous task
+    and the record that released it."""
     n = len(records)
     queues: dict[tuple[int, int], list[int]] = {}
     for i, r in enumerate(records):
         queues.setdefault((r[0], r[1]), []).append(i)
     heads = {k: 0 for k in queues}
     placed = [False] * n
-    order, prev, src, host = [], [None] * n, [None] * n, [-1] * n
-    known: list[tuple[int, int]] = []    # heap of (wall end, index) of placed tasks
-    ended: list[int] = []                # placed tasks in the order their wall end passed
-    wall_prev: dict[tuple[int, int], int] = {}
+    order, prev, src = [], [None] * n, [None] * n
     for _ in range(n):
         heads_now = [queues[k][h] for k, h in heads.items() if h < len(queues[k])]
-        ready = [i for i in heads_now if sources.get(i) is None or placed[sources[i]]]
+        ready = [i for i in heads_now if (sources.get(i) is None or placed[sources[i]])
+                 and all(placed[j] for j in joins.get(i, ()))]
         forced = not ready     # a cycle cannot happen in a real run; place the earliest anyway
         i = min(ready or heads_now, key=lambda j: records[j][7])
-        r = records[i]
-        key = (r[0], r[1])
-        while known and known[0][0] <= r[7]:
-            ended.append(heapq.heappop(known)[1])
-        if key not in wall_prev or wall_prev[key] <= r[7] - IDLE_GAP_NS or r[0] == HOST:
-            # the stream was idle: the host submitted this task then, possibly after waiting
-            # for everything that had finished by that time
-            host[i] = len(ended)
-        wall_prev[key] = r[8]
+        key = (records[i][0], records[i][1])
         if heads[key]:
             prev[i] = queues[key][heads[key] - 1]
         if not forced and sources.get(i) is not None:
@@ -165,29 +168,29 @@ def _order(records: list, sources: dict[int, int]):
         heads[key] += 1
         placed[i] = True
         order.append(i)
-        heapq.heappush(known, (r[8], i))
-    return order, prev, src, host, ended
+    return order, prev, src
 
 
-def _held_back(records: list) -> list[int | None]:
-    """Per task: the latest host-side operation that had ended when the host submitted it, or
-    None.  A host record's flow lists (device, stream, seq) -- the tasks each stream had been
-    given by then -- so a task of that stream with a higher seq (record field 13) came after."""
-    marks: dict[tuple[int, int], tuple[list[int], list[int]]] = {}   # stream -> (seqs, host records)
-    for j, r in enumerate(records):                  # by wall start: host records in host order
-        if r[0] == HOST and r[10] is not None and len(r[10]) > 2:
-            for dev, stream, seq in r[10][2]:
-                seqs, ops = marks.setdefault((dev, stream), ([], []))
-                seqs.append(seq)
-                ops.append(j)
-    hold: list[int | None] = [None] * len(records)
-    if marks:
-        for i, r in enumerate(records):
-            m = marks.get((r[0], r[1])) if len(r) > 13 and r[13] is not None else None
-            if m is not None:
-                k = bisect.bisect_left(m[0], r[13])     # host records that had seen fewer tasks
-                if k:
-                    hold[i] = m[1][k - 1]
+def _held_back(records: list, holds: list) -> list[list[int]]:
+    """Per task: the host records it was submitted after.  ``holds`` are the trace's marks
+    (device, stream, seq, host track, host record's wall start): the tasks of that stream from
+    seq on were submitted by that host thread after that record (mdev.runtime.trace); a task
+    follows each thread's latest mark at or before its seq."""
+    host = {(r[1], r[7]): j for j, r in enumerate(records) if r[0] == HOST}
+    marks: dict[tuple[int, int], dict[int, tuple[list[int], list[int]]]] = {}   # stream -> track -> (seqs, records)
+    for dev, stream, seq, track, start in sorted(holds, key=lambda h: h[2]):
+        j = host.get((track, start))
+        if j is not None:
+            seqs, recs = marks.setdefault((dev, stream), {}).setdefault(track, ([], []))
+            seqs.append(seq)
+            recs.append(j)
+    hold: list[list[int]] = [[] for _ in records]
+    for i, r in enumerate(records):
+        by_track = marks.get((r[0], r[1])) if len(r) > 13 and r[13] is not None else None
+        for seqs, recs in (by_track or {}).values():
+            k = bisect.bisect_right(seqs, r[13])
+            if k:
+                hold[i].append(recs[k - 1])
     return hold
 
 
@@ -195,7 +198,8 @@ def model(records: list, meta: dict, sources: dict[int, int]) -> list[tuple[floa
     """Modelled (start, end) in ns from the first task, per record (``records`` sorted by
     wall start); ``sources`` maps a wait's index to the index of the record that released it."""
     n = len(records)
-    order, prev, src, host, ended = _order(records, sources)
+    joins = _joins(records)
+    order, prev, src = _order(records, sources, joins)
     links = meta.get("links", {})
     start: list[float | None] = [None] * n
     end: list[float | None] = [None] * n
@@ -204,10 +208,13 @@ def model(records: list, meta: dict, sources: dict[int, int]) -> list[tuple[floa
     for i, s in enumerate(src):
         if s is not None:
             released.setdefault(s, []).append(i)
-    hold = _held_back(records)
+    for i, waited in joins.items():
+        for j in waited:
+            released.setdefault(j, []).append(i)
+    hold = _held_back(records, meta.get("holds") or [])
     held: dict[int, list[int]] = {}
-    for i, j in enumerate(hold):
-        if j is not None:
+    for i, js in enumerate(hold):
+        for j in js:
             held.setdefault(j, []).append(i)
     # engine slots, handed out in placement order: a slot goes to the next task of its engine
     # as soon as its holder ended; slot_t[i] is when i's slot became free
@@ -215,7 +222,9 @@ def model(records: list, meta: dict, sources: dict[int, int]) -> list[tuple[floa
     for i in order:
         if records[i][2] is not None:
             fifo.setdefault((records[i][0], records[i][2]), []).append(i)
-    holders = {k: [None] * (DMA_SLOTS if k[1] == "dma" else 1) for k in fifo}
+    slots = meta.get("dma_slots") or []
+    holders = {k: [None] * ((slots[k[0]] if 0 <= k[0] < len(slots) else DMA_SLOTS) if k[1] == "dma" else 1)
+               for k in fifo}
     fifo_at = {k: 0 for k in fifo}
     slot_t: list[float | None] = [None] * n
     candidates: list[int] = []
@@ -232,14 +241,11 @@ def model(records: list, meta: dict, sources: dict[int, int]) -> list[tuple[floa
             slots[s], slot_t[i] = i, t
             candidates.append(i)
 
-    # host ordering: tasks idle-submitted after the first host[i] of ``ended`` wait for them
-    by_host = sorted((h, i) for i, h in enumerate(host) if h >= 0)
-    host_done, host_at = 0, 0
-
     def ready(i: int) -> bool:
         return (start[i] is None and (prev[i] is None or end[prev[i]] is not None)
-                and (src[i] is None or end[src[i]] is not None) and host[i] <= host_done
-                and (hold[i] is None or end[hold[i]] is not None)
+                and (src[i] is None or end[src[i]] is not None)
+                and all(end[j] is not None for j in joins.get(i, ()))
+                and all(end[j] is not None for j in hold[i])
                 and (records[i][2] is None or slot_t[i] is not None))
 
     timers: list[tuple[float, int, bool]] = []   # (time, index, data phase begins (else: ends))
@@ -257,7 +263,6 @@ def model(records: list, meta: dict, sources: dict[int, int]) -> list[tuple[floa
             heapq.heappush(timers, (now + _duration_ns(r, meta), i, False))
 
     def finish(i: int) -> None:
-        nonlocal host_done, host_at
         end[i] = now
         if i in nxt:
             candidates.append(nxt[i])
@@ -265,17 +270,9 @@ def model(records: list, meta: dict, sources: dict[int, int]) -> list[tuple[floa
         candidates.extend(held.get(i, ()))
         if records[i][2] is not None:
             book((records[i][0], records[i][2]))
-        while host_done < len(ended) and end[ended[host_done]] is not None:
-            host_done += 1
-        while host_at < len(by_host) and by_host[host_at][0] <= host_done:
-            candidates.append(by_host[host_at][1])
-            host_at += 1
 
     for k in fifo:
         book(k)
-    while host_at < len(by_host) and by_host[host_at][0] <= 0:
-        candidates.append(by_host[host_at][1])
-        host_at += 1
     candidates.extend(i for i in range(n) if prev[i] is None and src[i] is None)
     done = 0
     while done < n:

@@ -67,10 +67,13 @@ EXPECTED = {
                          "verified: OK",
     "topology_whatif": "topology_whatif: same probe, hccs8 56 P2P pairs, islands8 24 "
                        "(cross-island pairs refused with 207000): OK",
+    "hccl_data_parallel": "hccl_data_parallel: every replica identical, equal to numpy's full-batch step: OK",
+    "hccl_pipeline": "hccl_pipeline: 6 micro-batches through 4 stages by send/recv, outputs equal numpy's: OK",
 }
 # examples that need more devices than laptop2 has: a board of that preset (named <board>-<preset>)
 TOPOLOGY = {"ipc_producer_consumers": "hccs8", "multi_device_info": "hccs8", "thread_per_device": "hccs8",
-            "p2p_copy": "hccs8", "all_to_all_notify": "hccs8", "topology_whatif": "hccs8"}
+            "p2p_copy": "hccs8", "all_to_all_notify": "hccs8", "topology_whatif": "hccs8",
+            "hccl_data_parallel": "hccs8", "hccl_pipeline": "hccs8"}
 # boards an example starts itself (named after the board it runs on); stopped here if it could not
 WHATIF_BOARDS = ("-hccs8-whatif-hccs8", "-hccs8-whatif-islands8")
 
@@ -136,7 +139,7 @@ def test_topology_whatif_details(example_board):
 # must name
 SANITIZED_CLEAN = ("multi_stream", "event_wait", "notify_two_devices", "value_write_wait", "kernel_memory_sync",
                    "pinned_async_copy", "p2p_copy", "graph_cross_stream", "ipc_event", "reduce",
-                   "random_numbers", "vector_add_mixed", "topology_whatif_trace")
+                   "random_numbers", "vector_add_mixed", "topology_whatif_trace", "hccl_data_parallel", "hccl_pipeline")
 SANITIZED_FINDINGS = {"exception_callback": "mdev memcheck", "stream_priority": "write-after-write hazard",
                       "stop_on_failure": "mdev synccheck"}
 

@@ -29,9 +29,21 @@ def route(topo, src: tuple, dst: tuple) -> tuple[str, tuple]:
     return "P2P", tuple(topo.path(src[1], dst[1]).channels())
 
 
-def copy(dev, stream, src, dst, nbytes, wall, topo):
+def copy(dev, stream, src, dst, nbytes, wall, topo, seq=None):
     kind, path = route(topo, src, dst)
-    return (dev, stream, "dma", "copy", nbytes, kind, path, wall[0], wall[1], 0, None)
+    return (dev, stream, "dma", "copy", nbytes, kind, path, wall[0], wall[1], 0, None, None, None, seq)
+
+
+def synchronize(at, waited):
+    """A host record of a synchronisation (host thread 0) at wall time ``at`` of the tasks
+    ``waited`` ((device, stream, seq), ...)."""
+    return (-1, 0, None, "synchronize", 0, "", (), at, at, 0, ("h", None, waited))
+
+
+def after(meta, host_record, *tasks):
+    """``meta`` with marks: each (device, stream, seq) of ``tasks`` was submitted after
+    ``host_record`` by its thread."""
+    return dict(meta, holds=[[dev, stream, seq, host_record[1], host_record[7]] for dev, stream, seq in tasks])
 
 
 def model(records, meta):
@@ -69,13 +81,21 @@ def test_two_concurrent_h2d_copies_share_the_pcie_switch_uplink():
 def test_partly_overlapping_copies_share_while_both_run():
     topo = topology.resolve("pcie4")
     meta = meta_of(topo)
-    a = copy(0, 0, ("p", None), ("d", 0), 256 * MiB, (0, 10**6), topo)
-    c = copy(1, 0, ("p", None), ("d", 1), 64 * MiB, (1000, 10**6 + 1000), topo)
-    # the second copy reaches an idle stream after the first ended (wall): host ordering
-    # makes it start at the first's modelled end, so nothing is shared
+    a = copy(0, 0, ("p", None), ("d", 0), 256 * MiB, (0, 10**6), topo, seq=1)
+    c = copy(1, 0, ("p", None), ("d", 1), 64 * MiB, (1000, 10**6 + 1000), topo, seq=1)
+    # the host synchronised on the first, then submitted the second: it starts at the first's
+    # modelled end, so nothing is shared
+    sync = synchronize(15 * 10**5, ((0, 0, 1),))
     later = c[:7] + (2 * 10**6, 3 * 10**6) + c[9:]
-    _, [(_, end_a), (start_c, end_c)] = model([a, later], meta)
+    records, modelled = model([a, sync, later], after(meta, sync, (1, 0, 1)))
+    at = {r[3] if r[0] < 0 else r[0]: m for r, m in zip(records, modelled)}
+    (_, end_a), (start_c, end_c) = at[0], at[1]
+    assert at["synchronize"] == (pytest.approx(end_a), pytest.approx(end_a))
     assert start_c == end_a
+    # the same copy without the synchronisation: a host slow to submit is no synchronisation,
+    # the two share the uplink while both run
+    _, [(_, end_a), (start_c, end_c)] = model([a, later], meta)
+    assert start_c == 0 and end_a > 256 * MiB / 31.5 + 1000
     # both submitted at once: c shares the uplink (half rate) until it is done, a then runs alone
     _, [(_, end_a), (_, end_c)] = model([a, c], meta)
     latency_ns = sum(meta["links"][l]["latency_us"] for l, _ in a[6]) * 1000   # 0.5 + 0.5 + 0.2 us
@@ -145,15 +165,15 @@ def test_host_side_copies_block_the_host_and_share_links():
     topo = topology.resolve("pcie4")
     meta = meta_of(topo)
     kind, path = route(topo, ("p", None), ("d", 0))
-    sync = (-1, 0, None, "memcpy", 64 * MiB, kind, path, 0, 5 * 10**6, 0, ("h", 0))     # host record
-    later = copy(1, 0, ("p", None), ("d", 1), 64 * MiB, (6 * 10**6, 7 * 10**6), topo)  # submitted after it
+    sync = (-1, 0, None, "memcpy", 64 * MiB, kind, path, 0, 5 * 10**6, 0, ("h", 0, ()))     # host record
+    later = copy(1, 0, ("p", None), ("d", 1), 64 * MiB, (6 * 10**6, 7 * 10**6), topo, seq=1)  # submitted after it
     latency_ns = sum(meta["links"][l]["latency_us"] for l, _ in path) * 1000
     alone = latency_ns + 64 * MiB / 31.5
-    _, [(s0, e0), (s1, e1)] = model([sync, later], meta)
+    _, [(s0, e0), (s1, e1)] = model([sync, later], after(meta, sync, (1, 0, 1)))
     assert (s0, e0) == (0, pytest.approx(alone, abs=1e-3))
     assert s1 == pytest.approx(e0) and e1 == pytest.approx(e0 + alone, abs=1e-3)
     # a device copy already running when the host copies: they share the switch uplink
-    running = copy(1, 0, ("p", None), ("d", 1), 64 * MiB, (0, 8 * 10**6), topo)
+    running = copy(1, 0, ("p", None), ("d", 1), 64 * MiB, (0, 8 * 10**6), topo, seq=1)
     _, modelled = model([sync, running], meta)
     assert [e for _, e in modelled] == [pytest.approx(latency_ns + 2 * 64 * MiB / 31.5, abs=1e-3)] * 2
     # a host-to-host copy takes its measured time
@@ -165,13 +185,14 @@ def test_host_side_copies_block_the_host_and_share_links():
 def test_task_queued_behind_a_busy_stream_waits_for_an_earlier_host_copy():
     """The host copies synchronously while device 0's stream is still busy (wall), then
     queues a copy on it: that copy starts at the host copy's modelled end, not at its
-    stream predecessor's (seq 2 > the 1 task the stream had when the host copy ended)."""
+    stream predecessor's (its seq 2 is marked as submitted after the host copy)."""
     topo = topology.resolve("pcie4")
     meta = meta_of(topo)
     kind, path = route(topo, ("p", None), ("d", 1))
     first = (0, 0, "dma", "copy", 8 * MiB, "D2D", (), 0, 10 * 10**6, 0, None, None, None, 1)
-    sync = (-1, 0, None, "memcpy", 64 * MiB, kind, path, 10**6, 5 * 10**6, 0, ("h", 1, ((0, 0, 1),)))
+    sync = (-1, 0, None, "memcpy", 64 * MiB, kind, path, 10**6, 5 * 10**6, 0, ("h", 1, ()))
     second = first[:7] + (10 * 10**6, 11 * 10**6) + first[9:13] + (2,)     # reached a busy stream
+    meta = after(meta, sync, (0, 0, 2))                    # the host submitted the stream's task 2 after it
     records, modelled = model([first, sync, second], meta)
     at = {(r[0], r[13] if len(r) > 13 else None): m for r, m in zip(records, modelled)}
     d2d = 8 * MiB / 600.0                                  # Ascend910B4 d2d_gbps: 600 GB/s
@@ -403,8 +424,11 @@ LIVE_SYNC_THEN_OTHER_DEVICE = """
 
 def test_live_clock_sees_a_synchronisation_on_another_device(pcie_board, tmp_path):
     _, data = run_modelled(pcie_board, LIVE_SYNC_THEN_OTHER_DEVICE, tmp_path)
-    first, second = sorted((e for e in data["traceEvents"] if e.get("cat") == "task"), key=lambda e: e["ts"])
+    tasks = [e for e in data["traceEvents"] if e.get("cat") == "task"]
+    first, second = sorted((e for e in tasks if e["args"]["device"] >= 0), key=lambda e: e["ts"])
     assert (first["pid"], second["pid"]) == (0, 1)
+    sync = [e for e in tasks if e["args"]["kind"] == "synchronize"][0]     # the host's record of it
+    assert sync["args"]["device_modelled_end_ns"] == pytest.approx(first["args"]["modelled_end_ns"], abs=2)
     assert second["args"]["device_modelled_start_ns"] == pytest.approx(first["args"]["modelled_end_ns"], abs=2)
     assert_live_agrees(data)
 
@@ -517,4 +541,80 @@ def test_live_wait_on_another_devices_ipc_event(pcie_board, tmp_path):
     (wait,) = [e["args"] for e in data["traceEvents"] if e.get("cat") == "task" and e["args"]["kind"] == "wait_remote_event"]
     assert wait["device_modelled_end_ns"] == pytest.approx(h2d, rel=0.01)
     assert ms == pytest.approx(2 * h2d / 1e6, rel=0.01)
+    assert_live_agrees(data)
+
+
+# Issue 20, part 1: a ring AllReduce built only from the public API (per step a peer copy
+# into the neighbour's scratch, a notify record, a wait on its own notify, reduce_async,
+# a "free" notify back), submitted step by step by one host thread for every device, as a
+# slow host does it.  Its modelled time is HCCL's ring formula
+# 2(p-1)a + 2(p-1)/p n b + (p-1)/p n g (docs/zh/user_guide/coll_algo_intro/Ring.md of
+# hicann/hccl), with a and b from the board's HCCS links and g from the reduce's d2d rate.
+RING_FROM_THE_PUBLIC_API = """
+    import numpy as np
+    import mdev.acl as acl
+    P, N = 4, 16 << 20
+    C = N // P
+    assert acl.init() == 0
+    buf, scratch, stream, ready, free, gather, events = {}, {}, {}, {}, {}, {}, {}
+    for r in range(P):
+        assert acl.rt.set_device(r) == 0
+        for q in range(P):
+            if q != r:
+                assert acl.rt.device_enable_peer_access(q, 0) == 0
+        buf[r], _ = acl.rt.malloc(N, 0); scratch[r], _ = acl.rt.malloc(C, 0)
+        assert acl.rt.memset(buf[r], N, 1, N) == 0              # every byte 1: each float the same
+        stream[r], _ = acl.rt.create_stream()
+        ready[r], _ = acl.rt.create_notify(0); free[r], _ = acl.rt.create_notify(0)
+        for step in range(P - 1):                               # a notify per all-gather step
+            gather[r, step], _ = acl.rt.create_notify(0)
+        events[r] = [acl.rt.create_event()[0] for _ in range(2)]
+
+    def schedule(r):      # rank r's tasks in stream order: (function, arguments before the stream, after)
+        right, left = (r + 1) % P, (r - 1) % P
+        yield acl.rt.record_event, (events[r][0],), ()
+        for step in range(P - 1):                               # reduce-scatter
+            if step:
+                yield acl.rt.wait_and_reset_notify, (free[r],), (60,)
+            src = buf[r] + (r - step) % P * C
+            yield acl.rt.memcpy_async, (scratch[right], C, src, C, 3), ()
+            yield acl.rt.record_notify, (ready[right],), ()
+            yield acl.rt.wait_and_reset_notify, (ready[r],), (60,)
+            dst = buf[r] + (r - step - 1) % P * C
+            yield acl.rt.reduce_async, (dst, scratch[r], C, 10, 0), ()     # SUM of float32
+            yield acl.rt.record_notify, (free[left],), ()
+        yield acl.rt.wait_and_reset_notify, (free[r],), (60,)
+        for step in range(P - 1):                               # all-gather
+            at = (r + 1 - step) % P * C
+            yield acl.rt.memcpy_async, (buf[right] + at, C, buf[r] + at, C, 3), ()
+            yield acl.rt.record_notify, (gather[right, step],), ()
+            yield acl.rt.wait_and_reset_notify, (gather[r, step],), (60,)
+        yield acl.rt.record_event, (events[r][1],), ()
+
+    for tasks in zip(*[list(schedule(r)) for r in range(P)]):   # step by step, device by device
+        for r, (fn, before, after) in enumerate(tasks):
+            assert acl.rt.set_device(r) == 0
+            assert fn(*before, stream[r], *after) == 0
+    for r in range(P):
+        assert acl.rt.set_device(r) == 0
+        assert acl.rt.synchronize_stream(stream[r]) == 0
+    one = float(np.frombuffer(b"\\x01" * 4, np.float32)[0])
+    out = np.empty(N // 4, np.float32)
+    assert acl.rt.memcpy(acl.util.numpy_to_ptr(out), N, buf[P - 1], N, 2) == 0
+    assert np.all(out == np.float32(one) * P)
+    for r in range(P):
+        assert acl.rt.set_device(r) == 0
+        print(acl.rt.event_elapsed_time(*events[r])[0])
+    acl.finalize()
+"""
+
+
+def test_ring_allreduce_from_the_public_api_meets_hccls_ring_formula(hccs_board, tmp_path):
+    ms, data = run_modelled(hccs_board, RING_FROM_THE_PUBLIC_API, tmp_path)
+    topo = topology.resolve("hccs8")
+    link = topo.path(0, 1).links[0]
+    p, n = 4, 16 * MiB
+    alpha, beta, gamma = link.latency_us * 1e3, 1 / link.effective_gbps, 1 / topo.devices[0].d2d_gbps   # ns, ns/B
+    formula = 2 * (p - 1) * alpha + 2 * (p - 1) / p * n * beta + (p - 1) / p * n * gamma
+    assert ms == [pytest.approx(formula / 1e6, rel=0.02)] * p
     assert_live_agrees(data)

@@ -262,6 +262,9 @@ def test_synchronous_copies_and_memsets_are_host_records(laptop_board, tmp_path,
     assert "done" in run_py(HOST_OPS_PROGRAM, laptop_board, env={"MDEV_TRACE": str(path)}).stdout
     data = json.loads(path.read_text())
     host = sorted(_tasks(data, device=-1), key=lambda e: e["ts"])
+    (sync,) = [e for e in host if e["args"]["kind"] == "synchronize"]     # synchronize_stream, last
+    assert host[-1] is sync and sync["dur"] == 0
+    host = host[:-1]
     assert [(e["args"]["kind"], e["args"]["route"], e["args"]["bytes"]) for e in host] == \
         [("memcpy", "H2D", 4 * MiB), ("memset", "D2D", 4 * MiB), ("memcpy", "D2H", 2 * MiB)]
     pid = host[0]["pid"]
@@ -281,6 +284,7 @@ def test_synchronous_copies_and_memsets_are_host_records(laptop_board, tmp_path,
         assert b["args"]["modelled_start_ns"] >= a["args"]["modelled_end_ns"]
     (memset,) = _tasks(data, kind="memset", device=0)
     assert memset["args"]["modelled_start_ns"] >= host[2]["args"]["modelled_end_ns"]
+    assert sync["args"]["modelled_start_ns"] == sync["args"]["modelled_end_ns"] == memset["args"]["modelled_end_ns"]
 
 
 ELAPSED_PROGRAM = """

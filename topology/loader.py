@@ -212,8 +212,10 @@ DEVICE_KEYS: dict[str, Callable[[_Table, str], Any]] = {
     "npu_arch": lambda t, k: t.integer(k),
     "hbm_gbps": lambda t, k: t.number(k),
     "d2d_gbps": lambda t, k: t.number(k),
+    "dma_engines": lambda t, k: t.integer(k, minimum=1),
 }
 _DEVICE_REQUIRED = ("soc_name", "hbm", "aicore", "hbm_gbps")
+DEFAULT_DMA_ENGINES = 2
 
 
 def _read_device_keys(table: _Table) -> dict[str, Any]:
@@ -251,6 +253,7 @@ def _devices(top: _Table) -> list[Device]:
         values.setdefault("aicpu", 0)
         values.setdefault("l2", 0)
         values.setdefault("npu_arch", 0)
+        values.setdefault("dma_engines", DEFAULT_DMA_ENGINES)
         devices.append(Device(id=dev, **{DEVICE_FIELDS[k]: v for k, v in values.items()}))
     return devices
 

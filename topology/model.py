@@ -55,6 +55,7 @@ FORMAT_VERSION = 1     # of the board files (FORMAT.md)
 DEVICE_FIELDS: dict[str, str] = {
     "soc_name": "soc_name", "hbm": "hbm_bytes", "aicore": "aicore", "cube": "cube", "vector": "vector",
     "aicpu": "aicpu", "l2": "l2_bytes", "npu_arch": "npu_arch", "hbm_gbps": "hbm_gbps", "d2d_gbps": "d2d_gbps",
+    "dma_engines": "dma_engines",
 }
 
 
@@ -78,6 +79,7 @@ class Device:
     npu_arch: int
     hbm_gbps: float          # HBM bandwidth
     d2d_gbps: float          # on-device copy bandwidth (a copy both reads and writes HBM)
+    dma_engines: int = 2     # copies (DMA tasks) the device runs at once, in modelled time
     # Derived from the links by the loader: the NUMA node host traffic lands on, and the
     # bottleneck of that host path (the device's host link in practice).
     numa_node: int = -1

@@ -41,6 +41,7 @@ from mdev.board.tasks import OPS, REQUESTS, TaskFault, dma_fault
 from mdev.board.windows import WindowPool
 from mdev.board import kernels as _kernel_tasks  # noqa: F401  (registers the "kernel" task)
 from mdev.board import systasks as _systasks  # noqa: F401
+from mdev.board import collectives as _collectives  # noqa: F401  (the "coll_check" task)
 from mdev.board import trace as _trace  # noqa: F401  (trace_start / trace_collect requests)
 from mdev.board import graphs as _graph_tasks  # noqa: F401  (stored graphs, "run_graph")
 from mdev.board import cntnotify as _cnt_notify  # noqa: F401  (counting notifies)
@@ -524,6 +525,7 @@ class Device:
             self._next_stream_id += 1
             self.control.stream_done[slot] = 0
             self.control.stream_msgs[slot] = 0   # the slot's previous owner had its own count
+            self.control.stream_mt[slot] = 0     # ... and its own modelled clock
             # a stopped stop-on-failure context refuses the work of its new streams too
             self.control.stream_err[slot] = context.stopped
             stream = DeviceStream(self, slot, stream_id, conn.client, context, priority, flags)

@@ -31,16 +31,17 @@ device of the board to read:
                         modelled end): a released value wait looks up the write it saw
     transfers[r]        ring of its modelled link transfers (channels, bytes, modelled
                         start / end, NaN while running): live bandwidth sharing
-    ended[r]            ring of (client, wall end, modelled end) of its placed tasks: host
-                        ordering across devices
+    stream_mt[slot]     (seq, modelled end) of the stream's latest placed task: a host that
+                        synchronised on it continues from there (mdev.runtime.trace.synced)
     notify_mt[n, r]     (client, record count, modelled end) of notify n's record whose
                         count is r modulo NOTIFY_MT_RING (written by the recording device)
     event_placed[slot]  event_done count whose modelled time event_ts holds (IPC waiters of
                         other devices wait for it, not for the record's wall timestamp)
-    host_floor[s, k]    (client, seq, wall end, modelled end) of the latest HOST_OPS
-                        synchronous copies / memsets of the host owning stream slot s
-                        (written by that host, mdev.runtime.trace): its tasks numbered
-                        seq or later were submitted after the copy, so start after it
+    host_floor[s, k]    (client, seq, wall time, modelled time) of the latest HOST_OPS
+                        advances of the host clock seen by submissions to stream slot s
+                        (written by that host at submission, mdev.runtime.trace): its tasks
+                        numbered seq or later were submitted after the host had synchronised
+                        or copied up to that modelled time, so start after it
     header              device state, HBM use, object counts, boot time
 
 Aligned 8-byte stores are atomic on the platforms we run on, so readers never see torn
@@ -72,7 +73,7 @@ MAX_NOTIFIES = 8192
 
 # rings of modelled time / trace state (see the module docstring); a row is valid while its
 # seq field is non-zero: its writer zeroes seq, fills the row, then sets seq
-WRITES, TRANSFERS, ENDED = 1024, 256, 256
+WRITES, TRANSFERS = 1024, 256
 W_SEQ, W_CLIENT, W_MEM, W_LO, W_HI, W_STREAM, W_START, W_VALUE, W_FLAGS, W_END = range(10)
 W_ANY = 0                     # W_MEM of a kernel's write: any memory (its writes are unknown)
 W_VALUE_KNOWN, W_KERNEL = 1, 2                         # W_FLAGS bits
@@ -82,7 +83,7 @@ X_SEQ, X_CLIENT, X_BYTES, X_LATENCY, X_START, X_END, X_CHANNELS = range(7)    # 
 X_FIELDS = X_CHANNELS + 1 + MAX_PATH
 HOST_OPS = 4
 NOTIFY_MT_RING = 8            # notify records whose modelled end a waiter can still look up
-F_CLIENT, F_SEQ, F_WALL_END, F_END = range(4)          # a host_floor row, valid while F_CLIENT != 0
+F_CLIENT, F_SEQ, F_WALL, F_END = range(4)          # a host_floor row, valid while F_CLIENT != 0
 
 # header fields (int64 each)
 H_MAGIC, H_DEVICE, H_PID, H_STATE, H_HBM_TOTAL, H_HBM_USED, H_STREAMS, H_EVENTS, \
@@ -108,7 +109,7 @@ def _layout() -> list[tuple[str, tuple, type]]:
         ("notify_taken", (MAX_NOTIFIES,), np.uint64),
         ("writes", (WRITES, W_END + 1), np.uint64),
         ("transfers", (TRANSFERS, X_FIELDS), np.float64),
-        ("ended", (ENDED, 3), np.float64),
+        ("stream_mt", (MAX_STREAMS, 2), np.float64),
         ("notify_mt", (MAX_NOTIFIES, NOTIFY_MT_RING, 3), np.float64),
         ("host_floor", (MAX_STREAMS, HOST_OPS, 4), np.float64),
         ("event_placed", (MAX_EVENTS,), np.uint64),

@@ -1,7 +1,8 @@
 """System tasks a device runs on the stream (guide 03-04): SDMA reduce and random numbers.
 
     "reduce"      dst[i] = op(dst[i], src[i]) over ``nbytes`` of one data type
-                  (SUM / MAX / MIN / EQUAL, like aclrtReduceAsync's SDMA reduce kinds)
+                  (SUM / MAX / MIN / EQUAL, like aclrtReduceAsync's SDMA reduce kinds, and
+                  PROD for collectives; aclrtReduceAsync's checks keep to its own kinds and types)
     "random_num"  ``num`` random values into device memory, reproducible from
                   (seed, 16-byte counter); the counter in device memory advances by ``num``
 
@@ -30,9 +31,13 @@ BF16 = "bf16"      # stored as uint16 bit patterns; arithmetic in float32
 # aclDataType -> numpy dtype (or BF16) for the types system tasks understand
 DTYPES = {
     C.ACL_INT8: np.dtype(np.int8), C.ACL_INT16: np.dtype(np.int16), C.ACL_INT32: np.dtype(np.int32),
-    C.ACL_INT64: np.dtype(np.int64), C.ACL_UINT32: np.dtype(np.uint32), C.ACL_UINT64: np.dtype(np.uint64),
-    C.ACL_FLOAT16: np.dtype(np.float16), C.ACL_FLOAT: np.dtype(np.float32), C.ACL_BF16: BF16,
+    C.ACL_INT64: np.dtype(np.int64), C.ACL_UINT8: np.dtype(np.uint8), C.ACL_UINT16: np.dtype(np.uint16),
+    C.ACL_UINT32: np.dtype(np.uint32), C.ACL_UINT64: np.dtype(np.uint64),
+    C.ACL_FLOAT16: np.dtype(np.float16), C.ACL_FLOAT: np.dtype(np.float32), C.ACL_DOUBLE: np.dtype(np.float64),
+    C.ACL_BF16: BF16,
 }
+# the product: no SDMA reduce kind of aclrtReduceAsync, a kind of the collectives' reduce tasks
+REDUCE_PROD = 0x100
 
 
 def itemsize(data_type: int) -> int:
@@ -60,6 +65,7 @@ _REDUCE = {
     C.ACL_RT_MEMCPY_SDMA_AUTOMATIC_SUM: np.add,
     C.ACL_RT_MEMCPY_SDMA_AUTOMATIC_MAX: np.maximum,
     C.ACL_RT_MEMCPY_SDMA_AUTOMATIC_MIN: np.minimum,
+    REDUCE_PROD: np.multiply,
 }
 
 

@@ -10,9 +10,11 @@ Memory operands arrive as locations resolved by the host:
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
+import psutil
 
 from mdev import errors as E
 from mdev.errors import AclError
@@ -205,8 +207,12 @@ def record_notify(device: "Device", stream: "DeviceStream", owner: int, slot: in
 
 
 @op(None)
-def wait_notify(device: "Device", stream: "DeviceStream", slot: int, uid: int, timeout_s: float) -> None:
+def wait_notify(device: "Device", stream: "DeviceStream", slot: int, uid: int, timeout_s: float,
+                guard: tuple | None = None) -> None:
+    """``guard`` (a collective's wait): (pid, rank, error word) of the process that is to record
+    it and this rank's error word -- see CommGuard."""
     c = device.control
+    check = CommGuard(device, *guard) if guard is not None else None
 
     def take() -> bool:
         """Consume the notify if it is set.  wait_until evaluates this holding the device
@@ -217,9 +223,87 @@ def wait_notify(device: "Device", stream: "DeviceStream", slot: int, uid: int, t
         if recorded > c.notify_taken[slot]:
             c.notify_taken[slot] = recorded   # auto-reset: one record, one wait
             return True
+        if check is not None:
+            check.raise_if_failed(peer_alive=False)
         return False
 
-    device.wait_until(stream, take, timeout_s, f"notify {slot}")
+    try:
+        device.wait_until(stream, take, timeout_s, f"notify {slot}")
+        if check is not None:
+            check.raise_if_failed(peer_alive=True)     # recorded by a peer that had failed
+    except TaskFault as fault:
+        if check is not None:
+            check.fail(fault)
+        raise
+
+
+# a rank's communicator error word (two int64 in its own HBM): the HcclResult that broke the
+# communicator and the rank it names; a rank's collective tasks give up once theirs, or that
+# of the peer they wait for, is set -- so a failure spreads along the operation's transfers
+COMM_TIMEOUT, COMM_PARA, COMM_REMOTE = 9, 1, 21           # HcclResult values (mdev.hccl_types)
+COMM_LEFT = 1 << 16          # not a failure: the rank destroyed its communicator (after its work)
+_COMM_FAULTS = {COMM_TIMEOUT: E.ACL_ERROR_RT_TASK_TIMEOUT, COMM_PARA: E.ACL_ERROR_RT_PARAM_INVALID,
+                COMM_REMOTE: E.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR}
+
+
+class CommGuard:
+    """What a collective's task watches besides its own work: the peer process that is to
+    record its notify (a rank that dies would leave it waiting forever), this rank's error
+    word and the peer's (set by a failed task there: a disagreement, a timeout, a dead rank)."""
+    PEER_CHECK_S = 0.1
+
+    def __init__(self, device: "Device", peer_pid: int, peer_rank: int, peer_err: tuple | None,
+                 own_err: tuple) -> None:
+        self.device, self.peer_pid, self.peer_rank, self.peer_err = device, peer_pid, peer_rank, peer_err
+        self.word = device.view(own_err, 16, write=True).view(np.int64)
+        self.next_check = time.monotonic() + self.PEER_CHECK_S
+
+    def raise_if_failed(self, peer_alive: bool) -> None:
+        """``peer_alive``: the peer just recorded (no need to look at its process)."""
+        if self.word[0]:
+            code = int(self.word[0])
+            raise TaskFault(_COMM_FAULTS.get(code, E.ACL_ERROR_RT_PARAM_INVALID),
+                            f"the communicator failed earlier (HcclResult {code}, rank {int(self.word[1])})")
+        peer = self._peer_word()
+        if peer is not None and peer[0] == COMM_LEFT:
+            if not peer_alive:                 # gone before recording what we wait for
+                self.set(COMM_REMOTE, self.peer_rank)
+                raise TaskFault(E.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
+                                f"rank {self.peer_rank} destroyed its communicator")
+        elif peer is not None and peer[0]:
+            self.set(int(peer[0]), int(peer[1]))
+            raise TaskFault(_COMM_FAULTS.get(int(peer[0]), E.ACL_ERROR_RT_PARAM_INVALID),
+                            f"rank {self.peer_rank} failed (HcclResult {int(peer[0])}, rank {int(peer[1])})")
+        if not peer_alive and self.peer_pid and time.monotonic() >= self.next_check:
+            self.next_check = time.monotonic() + self.PEER_CHECK_S
+            if not process_alive(self.peer_pid):
+                self.set(COMM_REMOTE, self.peer_rank)
+                raise TaskFault(E.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
+                                f"rank {self.peer_rank} (process {self.peer_pid}) is gone")
+
+    def _peer_word(self):
+        if self.peer_err is None:
+            return None
+        try:
+            return self.device.view(self.peer_err, 16).view(np.int64)
+        except TaskFault:                 # its memory is gone: the peer left
+            return np.array([COMM_LEFT, self.peer_rank], np.int64)
+
+    def set(self, code: int, rank: int) -> None:
+        if not self.word[0]:
+            self.word[1], self.word[0] = rank, code
+
+    def fail(self, fault: TaskFault) -> None:
+        """The wait failed (timed out, aborted): the communicator is broken from here on."""
+        if fault.code == E.ACL_ERROR_RT_TASK_TIMEOUT:
+            self.set(COMM_TIMEOUT, self.peer_rank)
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 @request

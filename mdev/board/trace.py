@@ -30,7 +30,6 @@ test (a kernel newer than that write if no write does).  A kernel's ``flow`` is
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import struct
 import threading
@@ -60,7 +59,7 @@ WRITER_WAIT_S, NOTIFY_WAIT_S = 2.0, 0.2
 _WORD, _ROW = struct.Struct("<Q"), struct.Struct(f"<{S.W_END + 1}Q")     # a row of the writes ring
 _ROW_TAIL = struct.Struct(f"<{S.W_END}Q")                                # ... after its seq
 # rows of this process's (= this device's) rings in its control page
-_write_rows, _transfer_rows, _ended_rows = itertools.count(1), itertools.count(1), itertools.count(1)
+_write_rows, _transfer_rows = itertools.count(1), itertools.count(1)
 
 
 def _seq(stream) -> int | None:
@@ -99,7 +98,7 @@ class Recorder:
             if model is not None and op in model.timemodel.COPIES:
                 _, nbytes, _, path, _ = self._describe(op, args)
                 if path:
-                    model.begin(stream, start_ns, nbytes, path)
+                    model.begin(stream, nbytes, path)
         except Exception:                        # a record must never fail a task
             pass
 
@@ -297,16 +296,19 @@ class DeviceModel:
     """Modelled clocks of one client's tasks on this device (``MDEV_MODEL_TIME=1``).
 
     The rules are mdev.timemodel's, applied as tasks finish: a task starts (modelled)
-    when its stream's previous task ended and an engine slot is free, and -- on a stream
-    that was idle, i.e. the host submitted it then -- after every task of any device that
-    had ended (wall) before it started (the ``ended`` rings of all control pages); an event
-    wait (also on another device's IPC event: ``event_placed``) not before the event's
-    record, a notify wait not before the record that released
-    it (``notify_mt``), a value wait not before the write it saw (the ``writes`` rings),
-    and any task not before the host's synchronous copies that ended before it was
-    submitted (``host_floor`` rows, written by its host: mdev.runtime.trace.host_op).
-    Each waits (briefly) for the releasing record's placement, which comes a moment after
-    its effect: reading the event timestamp then could give the record's wall time.
+    when its stream's previous task ended and an engine slot is free; an event wait (also
+    on another device's IPC event: ``event_placed``) not before the event's record, a
+    notify wait not before the record that released it (``notify_mt``), a value wait not
+    before the write it saw (the ``writes`` rings), and any task not before the host clock
+    at its submission (``host_floor`` rows, written by its host as it submits:
+    mdev.runtime.trace -- the host clock advances when the host synchronises on tasks or
+    copies synchronously).  Each waits (briefly) for the releasing record's placement,
+    which comes a moment after its effect: reading the event timestamp then could give the
+    record's wall time.  Nothing is inferred from wall-clock gaps: a host that is slow to
+    submit (Python, a loaded machine) does not delay a task in modelled time.
+
+    A placed task's end goes to ``stream_mt`` of its stream slot, where a host that
+    synchronises on the stream reads it.
 
     Bandwidth sharing: a transfer enters the ``transfers`` ring of its device when it starts
     (wall), at a provisional modelled start (its stream's and the host's time then).  When
@@ -336,10 +338,7 @@ class DeviceModel:
         self.codes = {(l.id, fwd): 2 * i + fwd for i, l in enumerate(topo.links) for fwd in (False, True)}
         self.capacity = {code: self.meta["links"][link]["gbps"] for (link, _), code in self.codes.items()}
         self.stream_t: dict[int, float] = {}
-        self.wall_prev: dict[int, int] = {}
         self.engines: dict[str, list[float]] = {}
-        self.known: list[tuple[int, float]] = []
-        self.host_t = 0.0
         self.transfers: dict[int, tuple[int, int]] = {}     # id(stream) -> its running transfer's row
         self.event_mt: dict[tuple[int, int], tuple[int, float]] = {}   # (slot, uid) -> (records, latest end)
         self.lock = threading.Lock()
@@ -350,55 +349,24 @@ class DeviceModel:
         boot = dev.boot_ns if index == dev.index else int(dev.peer_control(index).header[S.H_BOOT_NS])
         return self.origin - boot
 
-    def _earliest(self, stream, start_ns: int) -> float:
-        """Modelled time a task of ``stream`` that started (wall) at ``start_ns`` may start:
-        its stream's previous end, the end of the host's synchronous copies it was submitted
-        after, and if the stream was idle the host's time then."""
-        key = stream.stream_id
-        start = self.stream_t.get(key, 0.0)
-        while self.known and self.known[0][0] <= start_ns:
-            self.host_t = max(self.host_t, heapq.heappop(self.known)[1])
-        prev = self.wall_prev.get(key)
-        idle = prev is None or prev <= start_ns - self.timemodel.IDLE_GAP_NS
-        if idle:
-            start = max(start, self.host_t, self._ended_elsewhere(start_ns))
-        return max(start, self._after_host(stream, start_ns, idle))
+    def _earliest(self, stream) -> float:
+        """Modelled time the running task of ``stream`` may start: its stream's previous end
+        and the host clock when it was submitted."""
+        return max(self.stream_t.get(stream.stream_id, 0.0), self._after_host(stream))
 
-    def _after_host(self, stream, start_ns: int, idle: bool) -> float:
-        """Latest modelled end of the host's synchronous copies / memsets that ended before it
-        submitted the running task of ``stream``: those its stream slot's rows name for the
-        task's seq or an earlier one, and -- idle stream, submitted then -- every one that had
-        ended (wall) by ``start_ns`` (rows of any slot: the stream may be newer than the copy)."""
-        latest = 0.0
+    def _after_host(self, stream) -> float:
+        """The host clock when the host submitted the running task of ``stream``: the latest
+        of its stream slot's ``host_floor`` rows numbered for the task's seq or an earlier one."""
         seq = _seq(stream)
         rows = self.device.control.host_floor[stream.slot]
         mask = (rows[:, S.F_CLIENT] == self.client) & (rows[:, S.F_SEQ] <= (seq if seq is not None else -1))
-        if mask.any():
-            latest = float(rows[mask, S.F_END].max())
-        if idle:
-            for d in self.device.node_devices:
-                rows = self.device.peer_control(d).host_floor.reshape(-1, 4)
-                mask = (rows[:, S.F_CLIENT] == self.client) & (rows[:, S.F_WALL_END] <= start_ns)
-                if mask.any():
-                    latest = max(latest, float(rows[mask, S.F_END].max()))
-        return latest
+        return float(rows[mask, S.F_END].max()) if mask.any() else 0.0
 
-    def _ended_elsewhere(self, start_ns: int) -> float:
-        """Latest modelled end of this client's tasks of other devices that ended (wall) by ``start_ns``."""
-        latest = 0.0
-        for d in self.device.node_devices:
-            if d != self.device.index:
-                rows = self.device.peer_control(d).ended
-                mask = (rows[:, 0] == self.client) & (rows[:, 1] <= start_ns)
-                if mask.any():
-                    latest = max(latest, float(rows[mask, 2].max()))
-        return latest
-
-    def begin(self, stream, start_ns: int, nbytes: int, path: tuple) -> None:
+    def begin(self, stream, nbytes: int, path: tuple) -> None:
         """A transfer starts (wall): enter it, at its provisional modelled start, in the ledger."""
         links = self.meta["links"]
         with self.lock:
-            start = self._earliest(stream, start_ns)
+            start = self._earliest(stream)
         seq = next(_transfer_rows)
         row = self.device.control.transfers[seq % S.TRANSFERS]
         row[S.X_SEQ] = 0
@@ -452,11 +420,10 @@ class DeviceModel:
         """Modelled (start, end) of a finished task; ``after``: the time of the record or
         write that released it (a notify or value wait)."""
         dev, tm = self.device, self.timemodel
-        op, key, start_ns, end_ns = rec[3], rec[1], rec[7], rec[8]
+        op, key = rec[3], rec[1]
         transfer = self.transfers.pop(id(stream), None)
         with self.lock:
-            start = self._earliest(stream, start_ns)
-            self.wall_prev[key] = end_ns
+            start = self._earliest(stream)
             if op == "wait_event_flag" or (op == "wait_event" and after is None):
                 ts = int(dev.control.event_ts[args[0]])
                 if ts:
@@ -469,7 +436,7 @@ class DeviceModel:
                 start = max(start, after)
             slots, slot = None, 0
             if rec[2] is not None:
-                slots = self.engines.setdefault(rec[2], [0.0] * (tm.DMA_SLOTS if rec[2] == "dma" else 1))
+                slots = self.engines.setdefault(rec[2], [0.0] * (dev.spec.dma_engines if rec[2] == "dma" else 1))
                 slot = min(range(len(slots)), key=lambda i: slots[i])
                 start = max(start, slots[slot])
             end = self._shared_end(transfer, start) if transfer is not None else None
@@ -478,12 +445,9 @@ class DeviceModel:
             if slots is not None:
                 slots[slot] = end
             self.stream_t[key] = end
-            heapq.heappush(self.known, (end_ns, end))
-        seq = next(_ended_rows)
-        row = dev.control.ended[seq % S.ENDED]
-        row[0] = 0
-        row[1:] = (end_ns, end)
-        row[0] = self.client
+        seq = _seq(stream)
+        if seq is not None:          # for a host synchronising on the stream
+            dev.control.stream_mt[stream.slot] = (seq, end)
         if op == "record_event" and dev.events.get(args[0]) == args[1]:
             dev.control.event_ts[args[0]] = self.base(dev.index) + round(end)
             dev.control.event_placed[args[0]] = rec[10][3]      # after event_ts: IPC waiters read it then

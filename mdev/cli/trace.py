@@ -46,8 +46,9 @@ def load(path: str) -> dict:
 
 
 def tasks(data: dict) -> list[dict]:
-    """The task events (one per task; engine-track copies left out)."""
-    return [e for e in data["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "task"]
+    """The task events (one per task; engine-track copies and the host's synchronisations left out)."""
+    return [e for e in data["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "task"
+            and e["args"].get("kind") != "synchronize"]
 
 
 def _union(intervals: list[tuple[float, float]]) -> float:

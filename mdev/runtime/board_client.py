@@ -130,12 +130,13 @@ class DeviceLink:
         self._check_peers(args)
         sock = self._task_sock or self.ensure_main()
         with self.lock:
-            seq = stream.seq + 1
+            # counted before it is sent: a thread that reads how many tasks a stream was given
+            # (trace host records) must never see fewer than have run
+            seq = stream.seq = stream.seq + 1
             try:
                 sock.sendall(protocol.encode(("t", stream.slot, seq, op, args)))
             except OSError as exc:
                 raise self.lost(exc) from exc
-            stream.seq = seq
             return seq
 
     def ensure_main(self) -> socket.socket:

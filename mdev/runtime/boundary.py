@@ -5,12 +5,16 @@
 
 An implementation says what it returns with ``@api(outputs=n)`` where it is defined;
 ``bind(fn, outputs=n)`` wraps it so that it returns ``ret`` alone (n == 0) or
-``(out_1, ..., out_n, ret)``; on failure the outputs are zero/None, ``ret`` is the aclError
+``(out_1, ..., out_n, ret)``; on failure the outputs are zero/None, ``ret`` is the error
 code, and the calling thread's last error and error message are set.  No exception ever
 leaves an API call.  Every face binds through here (``bind_all`` takes every ``@api``
 function of a runtime module), so the rules (which exceptions become which code, how
 messages are kept) are the same for all of them; a face names its bindings with
 ``publish`` so that tools can say which API a user called.
+
+Which code a failure becomes is the face's ``Codes``: ``ACL`` (aclError: pyACL, the C
+runtime) or ``HCCL`` (HcclResult: mdev.hccl, libhccl), where an AclError of the runtime
+maps to its HcclResult (mdev.hccl_types.from_acl).
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ import functools
 import os
 import sys
 import traceback
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Callable
 
 from mdev import errors as E
+from mdev import hccl_types as H
 from mdev.errors import AclError
 from mdev.runtime.core import RUNTIME
 
@@ -33,16 +39,46 @@ MAX_MESSAGES = 64
 PUBLIC_NAMES: dict[Callable, str] = {}
 
 
+@dataclass(frozen=True)
+class Codes:
+    """How a face reports failures: its success code, the code (and message) of an exception
+    the runtime raised on purpose, of bad arguments and of an emulator bug, and code names."""
+    success: int
+    known: Callable[[BaseException], tuple[int, str] | None]
+    bad_argument: int
+    internal: int
+    name: Callable[[int], str]
+    describe: Callable[[int], str]
+
+
+def _acl_failure(exc: BaseException) -> tuple[int, str] | None:
+    return (exc.code, exc.message) if isinstance(exc, AclError) else None
+
+
+def _hccl_failure(exc: BaseException) -> tuple[int, str] | None:
+    if isinstance(exc, H.HcclError):
+        return exc.code, exc.message
+    if isinstance(exc, AclError):
+        return H.from_acl(exc.code), f"{E.error_name(exc.code)}: {exc.message or E.describe(exc.code)}"
+    return None
+
+
+ACL = Codes(E.ACL_SUCCESS, _acl_failure, E.ACL_ERROR_INVALID_PARAM, E.ACL_ERROR_RT_INTERNAL_ERROR,
+            E.error_name, E.describe)
+HCCL = Codes(H.HCCL_SUCCESS, _hccl_failure, H.HCCL_E_PARA, H.HCCL_E_INTERNAL, H.result_name,
+             lambda code: f"{H.result_name(code)} ({code}): {H.error_string(code)}")
+
+
 def _message_list() -> list[str]:
     """The calling thread's messages, or the process's with aclInit's err_msg_mode "1"."""
     return RUNTIME.process_messages if RUNTIME.messages_per_process else RUNTIME.thread.messages
 
 
-def record_error(code: int, message: str) -> None:
+def record_error(code: int, message: str, codes: Codes = ACL) -> None:
     """Set the calling thread's last error and put ``message`` first among its messages."""
     RUNTIME.thread.last_error = code
     messages = _message_list()
-    messages.insert(0, f"{E.error_name(code)}({code}): {message}" if message else E.describe(code))
+    messages.insert(0, f"{codes.name(code)}({code}): {message}" if message else codes.describe(code))
     del messages[MAX_MESSAGES:]
 
 
@@ -70,34 +106,38 @@ def recent_messages() -> str | None:
     return text
 
 
-def bind(fn: Callable, outputs: int = 0, failed=0) -> Callable:
-    """Wrap ``fn``; ``failed`` is the value of each output when the call fails."""
+def bind(fn: Callable, outputs: int = 0, failed=0, codes: Codes = ACL) -> Callable:
+    """Wrap ``fn``; ``failed`` is the value of each output when the call fails, ``codes`` the
+    face's error codes."""
     failure = (failed,) * outputs
+    ok = codes.success
 
     @functools.wraps(fn)
     def api(*args, **kwargs):
         try:
             value = fn(*args, **kwargs)
-        except AclError as exc:
-            code, message = exc.code, exc.message
-            if outputs and getattr(exc, "outputs", None) is not None:
-                record_error(code, message)
-                return (*exc.outputs, code)      # outputs the call gives even when it fails
-        except (TypeError, ValueError, OverflowError) as exc:
-            # wrong number or kind of arguments: pyACL's own parser would refuse them
-            code, message = E.ACL_ERROR_INVALID_PARAM, f"{fn.__name__}: {exc}"
-            if _DEBUG:
-                traceback.print_exc()
-        except Exception as exc:  # an emulator bug must not escape into the user's program
-            code, message = E.ACL_ERROR_RT_INTERNAL_ERROR, f"{fn.__name__}: internal error {exc!r}"
-            traceback.print_exc(file=sys.stderr)
+        except Exception as exc:
+            known = codes.known(exc)
+            if known is not None:
+                code, message = known
+                if outputs and getattr(exc, "outputs", None) is not None:
+                    record_error(code, message, codes)
+                    return (*exc.outputs, code)      # outputs the call gives even when it fails
+            elif isinstance(exc, (TypeError, ValueError, OverflowError)):
+                # wrong number or kind of arguments: pyACL's own parser would refuse them
+                code, message = codes.bad_argument, f"{fn.__name__}: {exc}"
+                if _DEBUG:
+                    traceback.print_exc()
+            else:      # an emulator bug must not escape into the user's program
+                code, message = codes.internal, f"{fn.__name__}: internal error {exc!r}"
+                traceback.print_exc(file=sys.stderr)
         else:
             if outputs == 0:
-                return E.ACL_SUCCESS
+                return ok
             if outputs == 1:
-                return value, E.ACL_SUCCESS
-            return (*value, E.ACL_SUCCESS)
-        record_error(code, message)
+                return value, ok
+            return (*value, ok)
+        record_error(code, message, codes)
         if outputs == 0:
             return code
         return (*failure, code)
@@ -115,14 +155,14 @@ def api(outputs: int = 0, failed=0) -> Callable[[Callable], Callable]:
     return mark
 
 
-def bind_all(*modules: ModuleType, prefix: str = "") -> dict[str, Callable]:
+def bind_all(*modules: ModuleType, prefix: str = "", codes: Codes = ACL) -> dict[str, Callable]:
     """``prefix + name`` -> bound function, for every ``@api`` function the modules define."""
     bound = {}
     for module in modules:
         for name, fn in vars(module).items():
             shape = getattr(fn, "api_shape", None)
             if shape is not None and fn.__module__ == module.__name__:
-                bound[prefix + name] = bind(fn, *shape)
+                bound[prefix + name] = bind(fn, *shape, codes=codes)
     return bound
 
 

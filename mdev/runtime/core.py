@@ -53,6 +53,10 @@ class Stream:
     res_limits: dict = field(default_factory=dict)   # aclrtDevResLimitType -> cores
     destroyed: bool = False
     recorder: object = None            # mdev.runtime.capture: its tasks are stored, not run
+    # what mdev.runtime.trace.before_submit told about the host threads that submit to it
+    host_floor: float = 0.0            # the latest host clock its tasks were submitted under (modelled)
+    floor_rows: int = 0                # host_floor rows written for it
+    host_marks: dict = field(default_factory=dict)   # host thread -> its latest record a task follows
 
     @property
     def is_default(self) -> bool:
@@ -129,6 +133,7 @@ class Runtime:
         self.registered_allocators: dict = {}     # stream handle -> descriptor copy
         self.stream_configs: dict = {}    # aclrtStreamConfigHandle (mdev.runtime.stream_config)
         self.captures: list = []          # captures in progress (mdev.runtime.capture.Capture)
+        self.comms: dict = {}             # collective communicators (mdev.runtime.collectives.comm)
         self._handles = itertools.count(1)
         self.memory = MemoryTable(self)
 

@@ -32,6 +32,7 @@ from mdev.runtime.boundary import api
 from mdev.runtime import hooks
 from mdev.runtime import capture as _graph
 from mdev.runtime import streams
+from mdev.runtime import trace as _trace
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import lookup
 from mdev.runtime.core import Stream
@@ -311,13 +312,21 @@ def query_event(event) -> int:
     if ev.api == EX:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "query_event does not take events from "
                        "create_event_ex_with_flag; use query_event_status")
-    return C.ACL_EVENT_STATUS_COMPLETE if is_complete(ev) else C.ACL_EVENT_STATUS_NOT_READY
+    return C.ACL_EVENT_STATUS_COMPLETE if _found_complete(ev) else C.ACL_EVENT_STATUS_NOT_READY
 
 
 @api(1)
 def query_event_status(event) -> int:
     ev = _queried(event)
-    return C.ACL_EVENT_RECORDED_STATUS_COMPLETE if is_complete(ev) else C.ACL_EVENT_RECORDED_STATUS_NOT_READY
+    return C.ACL_EVENT_RECORDED_STATUS_COMPLETE if _found_complete(ev) else C.ACL_EVENT_RECORDED_STATUS_NOT_READY
+
+
+def _found_complete(ev: Event) -> bool:
+    """A query: a record found done orders the host after it (modelled time, traces)."""
+    done = is_complete(ev)
+    if done and ev.last_record is not None:
+        _trace.synced([ev.last_record])
+    return done
 
 
 @api(1)

@@ -181,7 +181,8 @@ def _release_all() -> None:
                 except AclError:
                     pass
             alloc.segment.close()
-            alloc.segment.unlink()
+            if alloc.ipc_key is None:        # not another process's buffer mapped here
+                alloc.segment.unlink()
     if rt.callbacks is not None:
         rt.callbacks.close()
     board = rt.board

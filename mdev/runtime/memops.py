@@ -182,6 +182,9 @@ def malloc_host(size_: int) -> int:
 @api()
 def free_host(host_ptr: int) -> None:
     alloc = to_free(host_ptr, PINNED, "hostPtr", "malloc_host buffer")
+    if alloc.ipc_key is not None:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{host_ptr:#x} is another process's pinned buffer mapped "
+                       "here (a collective's staging slots): it is not this process's to free")
     if alloc.registered:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{host_ptr:#x} is registered host memory: end the "
                        "registration with host_unregister, not free_host")
@@ -286,13 +289,20 @@ def memcpy_async(dst: int, dest_max: int, src: int, count: int, kind: int, strea
         raise AclError(E.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "asynchronous host-to-host copies are not supported")
     if dst == src:
         return
-    check_reach(st.device, d, s)
     if PAGEABLE in (d.kind, s.kind):
         # documented: with pageable host memory the call returns after the copy is done
+        check_reach(st.device, d, s)
         _graph.check_pageable(st, "memcpy_async")
         streams.wait([st])
         _copy_here(d, s)
         return
+    submit_copy(st, d, s)
+
+
+def submit_copy(st, d: Operand, s: Operand) -> None:
+    """Queue a copy between validated device / pinned operands of equal length on stream ``st``
+    (a runtime Stream), after checking that its device reaches them."""
+    check_reach(st.device, d, s)
     for dp, sp in pairs(d, s):
         streams.submit(st, "copy", dp.location(), sp.location(), dp.nbytes)
 

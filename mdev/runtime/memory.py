@@ -158,8 +158,8 @@ class MemoryTable:
         # mapping the old segment by that name (after finalize + init, or a recycled pid)
         # would copy to and from dead memory
         self._pin_tag = secrets.token_hex(4)
-        self._maps: list[tuple[int, int, str]] = []
-        self._map_starts: list[int] = []
+        # (ranges, their starts) of /proc/self/maps, replaced whole: threads read it at once
+        self._maps: tuple[list[tuple[int, int, str]], list[int]] = ([], [])
         self._pinned_map: tuple | None = ()
         self.usage: dict[tuple[int, int], list[int]] = {}    # (device, module) -> [bytes now, peak]
         self.vmm = None        # this process's VMM state (mdev.runtime.vmm), made on first use
@@ -252,12 +252,13 @@ class MemoryTable:
     def _check_mapped(self, ptr: int, nbytes: int, write: bool, what: str) -> None:
         """Pageable memory must be mapped here: a bad address is an error, not a segfault."""
         for attempt in range(2):
-            if attempt or not self._maps:
+            if attempt or not self._maps[0]:
                 self._read_maps()
-            i = bisect.bisect_right(self._map_starts, ptr) - 1
+            maps, starts = self._maps
+            i = bisect.bisect_right(starts, ptr) - 1
             end, pos = ptr + max(nbytes, 1), ptr
-            while 0 <= i < len(self._maps):
-                start, stop, perms = self._maps[i]
+            while 0 <= i < len(maps):
+                start, stop, perms = maps[i]
                 if not (start <= pos < stop) or "r" not in perms or (write and "w" not in perms):
                     break
                 pos = stop
@@ -275,8 +276,7 @@ class MemoryTable:
                 rng, perms = line.split(None, 2)[:2]
                 lo, hi = rng.split("-")
                 maps.append((int(lo, 16), int(hi, 16), perms))
-        self._maps = maps
-        self._map_starts = [m[0] for m in maps]
+        self._maps = (maps, [m[0] for m in maps])
 
     def view(self, operand: Operand) -> np.ndarray:
         """A uint8 view of the operand's bytes in this process."""
@@ -341,3 +341,25 @@ class MemoryTable:
         board.request("unregister_segment", seg.name)
         seg.close()
         seg.unlink()
+
+    def map_pinned(self, name: str, size: int) -> Allocation:
+        """Another process's pinned buffer on this board (a collective's staging slots), mapped
+        here so that this process's tasks can copy to and from it.  It stays that process's:
+        ``unmap_pinned`` lets go of it, free_host refuses it."""
+        board = self.runtime.attach()
+        if not name.startswith("/" + board.paths.shm_prefix + "pin.") or "/" in name[1:]:
+            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{name!r} is not a pinned buffer of board {board.paths.name}")
+        try:
+            seg = Segment(name)
+        except Exception as exc:
+            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"cannot map pinned buffer {name}: {exc}") from exc
+        if seg.size < size:
+            seg.close()
+            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"pinned buffer {name} holds {seg.size} bytes, not {size}")
+        alloc = Allocation(seg.address, size, PINNED, segment=seg, reserved=size, ipc_key=f"pinned:{name}")
+        self.add(alloc)
+        return alloc
+
+    def unmap_pinned(self, alloc: Allocation) -> None:
+        if self.remove(alloc.ptr) is not None:
+            alloc.segment.close()

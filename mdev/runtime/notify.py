@@ -49,12 +49,16 @@ def create_notify(flag: int = 0) -> int:
     flag = as_int(flag, "flag")
     if flag not in (C.ACL_NOTIFY_DEFAULT, C.ACL_NOTIFY_DEVICE_USE_ONLY):
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"notify flag must be ACL_NOTIFY_DEFAULT or DEVICE_USE_ONLY, got {flag}")
-    device = rt.current_context().device
+    return new_notify(rt.current_context().device, flag).handle
+
+
+def new_notify(device: int, flag: int = C.ACL_NOTIFY_DEFAULT) -> Notify:
+    """A notify on ``device`` (also for the runtime's own use: collectives)."""
     slot, uid = rt.link(device).request("create_notify")
     notify = Notify(rt.new_handle(NOTIFY_HANDLES), device, slot, uid, flag)
     with rt.lock:
         rt.notifies[notify.handle] = notify
-    return notify.handle
+    return notify
 
 
 @api()

@@ -20,6 +20,7 @@ from mdev.runtime import hooks
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import STREAM_HANDLES, Context, Stream
 from mdev.runtime import capture as _graph
+from mdev.runtime import trace as _trace
 from mdev.runtime.validate import as_int, timeout_ms
 
 PRIORITY_GREATEST, PRIORITY_LEAST = 0, 7
@@ -61,6 +62,8 @@ def submit(stream: Stream, op: str, *args) -> int:
         code = int(link.control.stream_err[stream.slot])
         if code:
             raise AclError(code, f"the context of stream {stream.handle:#x} stopped after a task failed")
+    if _trace.host_on:
+        _trace.before_submit(stream)
     if hooks.checker is not None:
         seq = hooks.checker.submit(stream, op, args, link.submit)
     else:
@@ -102,10 +105,21 @@ def is_done(stream: Stream, seq: int) -> bool:
 
 
 def wait_targets(targets: list[tuple[Stream, int]], timeout: int = -1, consume: bool = True) -> None:
-    if hooks.checker is not None:
-        with hooks.checker.syncing(targets):
-            return _wait_targets(targets, timeout, consume)
-    _wait_targets(targets, timeout, consume)
+    try:
+        if hooks.checker is not None:
+            with hooks.checker.syncing(targets):
+                _wait_targets(targets, timeout, consume)
+        else:
+            _wait_targets(targets, timeout, consume)
+    except AclError as exc:
+        if exc.code not in _NOT_REACHED:
+            _trace.synced(targets)      # a task failed, but the streams got there
+        raise
+    _trace.synced(targets)
+
+
+# failures of a synchronisation that did not see its streams get there
+_NOT_REACHED = (E.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, E.ACL_ERROR_RT_SOCKET_CLOSE)
 
 
 def _wait_targets(targets: list[tuple[Stream, int]], timeout: int, consume: bool) -> None:
@@ -227,6 +241,7 @@ def stream_query(stream) -> int:
         return C.ACL_STREAM_STATUS_NOT_READY
     if hooks.checker is not None:
         hooks.checker.synced([(s, s.seq)])      # a stream found idle orders the host after it
+    _trace.synced([(s, s.seq)])
     return C.ACL_STREAM_STATUS_COMPLETE
 
 

@@ -2,6 +2,8 @@
 
     attach (MDEV_TRACE set) --> trace_start(client) on every device of the board
     memops.memcpy / memcpy2d / memset --> host_op --> host-side records (this process)
+    streams: a synchronisation (or a query finding work done) --> synced --> host-side record
+    streams.submit --> before_submit: the host clock for the device's modelled clocks
     finalize / detach / exit --> trace_collect(client) from every device
                              + the host-side records --> Chrome trace JSON
 
@@ -15,11 +17,22 @@ summary`` needs: the board's links (bandwidth, latency) and its peer pairs.
 
 Synchronous copies and memsets (``memcpy``, ``memcpy2d``, ``memset``) run in this process,
 not on a device: while tracing, mdev.runtime.memops hands them to ``host_op``, which times
-them and keeps a host-side record (device ``HOST``, kind memcpy / memset, bytes, route and
-path from the board's topology as a device would record them, wall start / end, and in
-its flow ("h", executing device, ((device, stream id, seq), ...)): how many tasks each
-stream of the process had been given when the operation ended, so that the model starts
-the later ones -- whose device records carry their seq -- after it); they are collected with the devices' records and drawn on a "host" track of their own.
+them and keeps a host-side record (device ``HOST``, stream = the host thread's track, kind
+memcpy / memset, bytes, route and path from the board's topology as a device would record
+them, wall start / end, flow ("h", executing device, ())); they are collected with the
+devices' records and drawn on a "host" track per thread.  A synchronisation
+(``synchronize_stream`` / ``_device`` / ``_event``, a query that found the work done) leaves
+a "synchronize" record whose flow names the tasks it waited for ("h", None, ((device,
+stream id, seq), ...)).  A task a thread submits after one of its host records carries a
+mark (device, stream id, seq, the record's track and wall start; the trace's
+``mdev.holds``): the model starts it after that record.  Host ordering is what each thread
+did, never guessed from wall-clock gaps (a slow host is no synchronisation), and one
+thread's synchronisation does not hold back another thread's work (ranks driven by a
+thread each must not wait for each other through the host).
+
+Under MDEV_MODEL_TIME each thread keeps a host clock: it moves on to the modelled end of
+what a synchronisation waited for and by the link time of each synchronous copy; a task
+submitted after it moved starts no earlier (``before_submit`` tells the task's device).
 
 Records of several init / finalize cycles of one process accumulate; the file is rewritten
 at each collection.  A child process (fork, multiprocessing) that traces too writes
@@ -29,6 +42,7 @@ at each collection.  A child process (fork, multiprocessing) that traces too wri
 from __future__ import annotations
 
 import atexit
+import itertools
 import json
 import os
 import sys
@@ -38,6 +52,7 @@ from typing import Callable
 
 from mdev import timemodel
 from mdev.board import status as S
+from mdev.errors import AclError
 from mdev.runtime import hooks
 from mdev.runtime.core import RUNTIME as rt
 
@@ -52,6 +67,7 @@ HOST_PID = 999            # their process in the Chrome trace
 
 _lock = threading.Lock()
 _records: list = []
+_holds: list = []         # the marks of _records (see before_submit)
 _host: list = []          # host-side records since the last collection
 _meta: dict = {}
 _dropped = 0
@@ -59,13 +75,14 @@ _registered = False
 _topology = None
 host_on = False           # True while synchronous memory operations are recorded or modelled
 _keep = False             # ... recorded (MDEV_TRACE)
-_clock: dict | None = None   # ... modelled (MDEV_MODEL_TIME): see _model_host_op
+_clock: dict | None = None   # ... modelled (MDEV_MODEL_TIME): origin and client (clocks: _HostThread)
 
 
 def _forget_after_fork() -> None:
     """A forked child traces (if at all) its own tasks, into its own file."""
-    global _records, _host, _dropped, _lock, host_on, _keep, _clock
-    _records, _host, _dropped, _lock, host_on, _keep, _clock = [], [], 0, threading.Lock(), False, False, None
+    global _records, _host, _marks, _holds, _dropped, _lock, host_on, _keep, _clock, _thread
+    _records, _host, _marks, _holds, _dropped, _lock = [], [], [], [], 0, threading.Lock()
+    host_on, _keep, _clock, _thread = False, False, None, _HostThread()
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
@@ -106,14 +123,15 @@ def on_attach(board) -> None:
     with _lock:
         topo = _topology = board.topology
         host_on, _keep = keep or origin is not None, keep
-        _clock = None if origin is None else {"origin": origin, "client": board.client_id, "end": 0.0, "ops": 0}
+        _clock = None if origin is None else {"origin": origin, "client": board.client_id}
         _meta.update(board=board.paths.name, topology=topo.name, devices=topo.device_count,
                      node=board.node.index,
                      links={l.id: {"type": l.type, "a": l.a, "b": l.b, "gbps": l.effective_gbps,
                                    "latency_us": l.latency_us} for l in topo.links},
                      peers=[[a, b] for a in board.devices for b in board.devices if topo.can_access_peer(a, b)],
                      socs=[d.soc_name for d in topo.devices],
-                     device_bw=[(d.hbm_gbps, d.d2d_gbps) for d in topo.devices])
+                     device_bw=[(d.hbm_gbps, d.d2d_gbps) for d in topo.devices],
+                     dma_slots=[d.dma_engines for d in topo.devices])
         if not _registered:
             _registered = True
             atexit.register(_at_exit)
@@ -126,8 +144,10 @@ def on_detach(board) -> None:
     if not getattr(board, "tracing", False):
         return
     board.tracing = False
+    global _marks
     with _lock:
         collected, dropped, _host, host_on, _keep, _clock = _host, 0, [], False, False, None
+        marks, _marks = _marks, []
     for device in board.devices:
         try:
             reply = board.link(device).request("trace_collect", board.client_id, True, timeout=30)
@@ -135,11 +155,31 @@ def on_detach(board) -> None:
             continue            # a device that is gone has nothing more to say
         collected += reply["records"]
         dropped += reply["dropped"]
-    _add(collected, dropped)
+    _add(collected, dropped, marks)
+
+
+class _HostThread(threading.local):
+    """A host thread as the model sees it: its host-side records' track, its host clock
+    (MDEV_MODEL_TIME) and its latest host record (the tasks it submits next come after it)."""
+    def __init__(self) -> None:
+        self.track: int | None = None
+        self.end = 0.0
+        self.last: tuple[int, int] | None = None          # (track, wall start) of its latest host record
+
+
+_thread = _HostThread()
+_tracks = itertools.count()
+_marks: list = []        # (device, stream id, seq, host record) -- since the last collection
+
+
+def _me() -> _HostThread:
+    if _thread.track is None:
+        _thread.track = next(_tracks)
+    return _thread
 
 
 def host_op(kind: str, dst, src, nbytes: int, run: Callable[[], None]) -> None:
-    """Run a synchronous memory operation of this process (``run``) and record it: ``dst`` /
+    """Run a synchronous memory operation of this thread (``run``) and record it: ``dst`` /
     ``src`` are its validated operands (mdev.runtime.memory.Operand; ``src`` None for a
     memset)."""
     executing = rt.current_context().device
@@ -150,44 +190,65 @@ def host_op(kind: str, dst, src, nbytes: int, run: Callable[[], None]) -> None:
         route, path = _host_route(executing, dst.parts()[0], src.parts()[0] if src is not None else None)
     except Exception:                       # a record must never fail the operation
         route, path = "", ()
-    with rt.lock:      # the tasks each stream had been given when the operation ended
-        streams = list(rt.streams.values())
-        submitted = tuple((s.device, s.stream_id, s.seq) for s in streams)
-    rec = (HOST, 0, None, kind, nbytes, route, path, start, end, 0, ("h", executing, submitted))
-    with _lock:
-        modelled = (None, None)
-        if _clock is not None:
+    me = _me()
+    rec = (HOST, me.track, None, kind, nbytes, route, path, start, end, 0, ("h", executing, ()))
+    modelled = (None, None)
+    if _clock is not None:                  # the thread's clock runs on by the operation's link time
+        begin = me.end
+        me.end = begin + timemodel._duration_ns(rec, _meta)
+        modelled = (begin, me.end)
+    _keep_host(me, rec + modelled + (None,))
+
+
+def synced(targets: list) -> None:
+    """This thread waited for (stream, seq) ``targets`` (a synchronisation, or a query that
+    found them done): what it submits from now on starts after them.  Modelled, its host
+    clock moves on to their modelled ends (``stream_mt`` of their devices); traced, a
+    host-side "synchronize" record names them, and the trace's model holds back the tasks
+    the thread submits after it the same way."""
+    if not host_on:
+        return
+    now = time.monotonic_ns()
+    me = _me()
+    done = tuple((s.device, s.stream_id, seq) for s, seq in targets if seq)
+    rec = (HOST, me.track, None, "synchronize", 0, "", (), now, now, 0, ("h", None, done))
+    modelled = (None, None)
+    if _clock is not None:
+        for s, seq in targets:
             try:
-                modelled = _model_host_op(rec, streams)
-            except Exception:                   # modelling must never fail the operation
-                pass
-        if _keep:
-            _host.append(rec + modelled + (None,))
+                placed_seq, end = rt.link(s.device).control.stream_mt[s.slot]
+            except AclError:
+                continue                    # a lost device has nothing to say
+            if seq and placed_seq >= seq:
+                me.end = max(me.end, float(end))
+        modelled = (me.end, me.end)         # takes no time, ends with what it waited for
+    _keep_host(me, rec + modelled + (None,))
 
 
-def _model_host_op(rec: tuple, streams: list) -> tuple[float, float]:
-    """Modelled (start, end) of a host-side operation (``rec``) under MDEV_MODEL_TIME, told to
-    the devices: it starts after the previous one and after every task of this process that
-    had ended (wall) before it started (the devices' ``ended`` rings), takes a device copy's
-    link time (timemodel; not sharing bandwidth), and every stream's slot gets a
-    ``host_floor`` row so that the tasks submitted after it start after it (call with
-    _lock held)."""
-    clock = _clock
-    client, begin = clock["client"], clock["end"]
-    for d in rt.attach().devices:
-        rows = rt.link(d).control.ended
-        mask = (rows[:, 0] == client) & (rows[:, 1] <= rec[7])
-        if mask.any():
-            begin = max(begin, float(rows[mask, 2].max()))
-    finish = clock["end"] = begin + timemodel._duration_ns(rec, _meta)
-    k = clock["ops"] % S.HOST_OPS
-    clock["ops"] += 1
-    for s in streams:
-        row = rt.link(s.device).control.host_floor[s.slot, k]
-        row[S.F_CLIENT] = 0                  # devices skip the row while it is rewritten
-        row[S.F_SEQ:] = (s.seq + 1, rec[8], finish)
-        row[S.F_CLIENT] = client
-    return begin, finish
+def _keep_host(me: _HostThread, rec: tuple) -> None:
+    me.last = (rec[1], rec[7])
+    if _keep:
+        with _lock:
+            _host.append(rec)
+
+
+def before_submit(stream) -> None:
+    """Before this thread gives ``stream`` a task: if the thread synchronised or copied since it
+    last did, the task comes after that.  Modelled, the stream's device gets a ``host_floor``
+    row numbered for the task (mdev.board.trace.DeviceModel._after_host) when the thread's
+    clock is ahead of the stream's; traced, a mark ties the task's seq to the host record."""
+    me = _me()
+    if _clock is not None and stream.host_floor < me.end:
+        floor = stream.host_floor = me.end
+        row = rt.link(stream.device).control.host_floor[stream.slot, stream.floor_rows % S.HOST_OPS]
+        stream.floor_rows += 1
+        row[S.F_CLIENT] = 0                 # devices skip the row while it is rewritten
+        row[S.F_SEQ:] = (stream.seq + 1, time.monotonic_ns(), floor)
+        row[S.F_CLIENT] = _clock["client"]
+    if _keep and me.last is not None and stream.host_marks.get(me.track) != me.last:
+        stream.host_marks[me.track] = me.last
+        with _lock:
+            _marks.append((stream.device, stream.stream_id, stream.seq + 1, me.last))
 
 
 def _host_route(executing: int, dst, src) -> tuple[str, tuple]:
@@ -208,14 +269,15 @@ def _host_route(executing: int, dst, src) -> tuple[str, tuple]:
     return "P2P", tuple(topo.path(sdev, dst.device).channels())
 
 
-def _add(records: list, dropped: int) -> None:
+def _add(records: list, dropped: int, marks: list) -> None:
     global _dropped
     path = target()
     with _lock:
         _records.extend(records)
+        _holds.extend([dev, stream, seq, *host] for dev, stream, seq, host in marks)
         _dropped += dropped
         if path is not None:
-            write(path, _records, dict(_meta, dropped=_dropped, pid=os.getpid()))
+            write(path, _records, dict(_meta, dropped=_dropped, pid=os.getpid(), holds=_holds))
 
 
 def _at_exit() -> None:
@@ -290,7 +352,7 @@ def chrome_trace(records: list, meta: dict) -> dict:
     for i, r in enumerate(records):
         dev, stream, engine, kind, nbytes, route, path, start, end, code, flow = r[:11]
         pid = _pid(dev)
-        tracks.setdefault((pid, stream), "host" if dev == HOST else f"stream {stream}")
+        tracks.setdefault((pid, stream), (f"host {stream}" if stream else "host") if dev == HOST else f"stream {stream}")
         name = f"{kind} {route}" if route else kind
         args = {"device": dev, "stream": stream, "engine": engine, "kind": kind, "bytes": nbytes,
                 "route": route, "path": [link for link, _ in path] if path else [],

@@ -1,0 +1,56 @@
+"""Device-side support of collectives (mdev.runtime.collectives): the consistency check.
+
+    rank q's stream:  value_write x 2 -> its own descriptor words (operation, count, ...)
+                      ... first transfer to rank r ... record_notify(ready of rank r)
+    rank r's stream:  wait_notify(ready, guard) -> coll_check(r's words, q's words) -> reduce ...
+
+Each rank writes what it was asked to do into its communicator's header before its first
+transfer of an operation; a peer checks those words against its own once that transfer
+arrived, so ranks that disagree (another count, data type, reduce op, root or operation)
+fail the operation on every rank -- the next synchronisation reports it -- instead of
+mixing buffers of different sizes or waiting forever.  A failed check sets the rank's
+communicator error word (see mdev.board.tasks.CommGuard): its later collective tasks give
+up too.  The check is bookkeeping of the emulator, not data movement: it takes no engine
+and no modelled time.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from mdev import errors as E
+from mdev.board.tasks import COMM_PARA, CommGuard, TaskFault, op
+
+if TYPE_CHECKING:
+    from mdev.board.device import Device
+    from mdev.board.stream import DeviceStream
+
+
+@op(None, quick=lambda args: True)
+def coll_check(device: "Device", stream: "DeviceStream", mine: tuple, peer: tuple, fields: tuple,
+               guard: tuple) -> None:
+    """``fields``: (name, word, shift, bits, labels) of each descriptor field; ``labels`` names
+    its values, or is (); ``guard`` as for a collective's wait (mdev.board.tasks.CommGuard)."""
+    guard = CommGuard(device, *guard)
+    guard.raise_if_failed(peer_alive=True)
+    peer_rank = guard.peer_rank
+    words = 1 + max(f[1] for f in fields)
+    here = [int(w) for w in device.view(mine, 8 * words).view(np.uint64)]
+    there = [int(w) for w in device.view(peer, 8 * words).view(np.uint64)]
+    differ = [f for f in fields if _value(f, here) != _value(f, there)]
+    if differ:
+        guard.set(COMM_PARA, peer_rank)
+        raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, "ranks disagree: " + ", ".join(
+            f"{f[0]} {_label(f, there)} on rank {peer_rank}, {_label(f, here)} here" for f in differ))
+
+
+def _value(field: tuple, words: list[int]) -> int:
+    _, word, shift, bits, _ = field
+    return (words[word] >> shift) & ((1 << bits) - 1)
+
+
+def _label(field: tuple, words: list[int]) -> str:
+    value, labels = _value(field, words), field[4]
+    return labels[value] if value < len(labels) else str(value)

@@ -1,0 +1,32 @@
+"""HCCL's API in Python: ``import mdev.hccl as hccl``.
+
+    hccl.<snake_case of HcclX>  --boundary (HcclResult codes)-->  mdev.runtime.collectives.api
+    comms, ret = hccl.comm_init_all(ndev, devices)               one rank per device, this process
+    root, ret = hccl.get_root_info()                             bytes, HCCL_ROOT_INFO_BYTES long
+    comm, ret = hccl.comm_init_root_info(nranks, root, rank)     this thread's device is the rank's
+    ret = hccl.all_reduce(send, recv, count, dtype, op, comm, stream)   asynchronous on the stream
+
+Names are HCCL's in snake_case (HcclAllReduce -> all_reduce, HcclCommInitAll ->
+comm_init_all, HcclGetRankSize -> get_rank_size), outputs first and the HcclResult ``ret``
+last, as pyACL shapes the CANN runtime; pointers and streams are the ints mdev.acl hands
+out.  ``HCCL_*`` constants carry HCCL's values.  Failures return their HcclResult and never
+raise; the message is kept with the thread's error messages (``acl.get_recent_err_msg()``).
+"""
+
+from __future__ import annotations
+
+from mdev import hccl_types as _types
+from mdev import sanitizer as _sanitizer  # noqa: F401  (MDEV_SANITIZE turns it on at attach / init)
+from mdev.hccl_types import *  # noqa: F401,F403  (HCCL_SUCCESS, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, ...)
+from mdev.runtime import boundary as _boundary
+from mdev.runtime.collectives import api as _api
+
+globals().update(_boundary.bind_all(_api, codes=_boundary.HCCL))
+
+
+def get_error_string(code: int) -> str:
+    """HcclGetErrorString: what an HcclResult means."""
+    return _types.error_string(code)
+
+
+_boundary.publish(globals())

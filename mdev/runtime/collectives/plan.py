@@ -1,0 +1,147 @@
+"""One operation of one rank, as tasks: what the algorithms are written in.
+
+    caller's stream (main) ..... value_write x 2 (descriptor) -> fork --------------> join
+    side stream k                                              wait fork -> ... -> record join
+    tasks: put / take / release (mdev.runtime.collectives.transport), copy, reduce, check
+
+A Plan queues its tasks as the algorithm asks for them; nothing runs on the host after
+that.  Side streams give the concurrency HCCL gets from its slave streams (a mesh drives a
+copy per peer at once); ``parallel`` forks them from the caller's stream and joins them back
+with local notifies, so the operation stays ordered with the stream's other work.  The
+first transfer taken from each peer is followed by the consistency check of both ranks'
+descriptors (mdev.board.collectives).  At the end every channel used is drained.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+from mdev import constants as C
+from mdev.board.systasks import REDUCE_PROD
+from mdev.hccl_types import DATA_TYPE_NAMES, REDUCE_OP_NAMES
+from mdev.runtime import streams
+from mdev.runtime.collectives.comm import DESC, P2P_DESC, Comm, Side
+from mdev.runtime.core import Stream
+from mdev.runtime.memops import submit_copy
+from mdev.runtime.memory import Operand, pairs
+
+# operations as the descriptor numbers them
+KINDS = ("all_reduce", "broadcast", "all_gather", "reduce_scatter", "reduce", "scatter", "all_to_all",
+         "barrier", "send/recv")
+_DTYPE_LABELS = tuple(DATA_TYPE_NAMES.get(i, str(i)) for i in range(max(DATA_TYPE_NAMES) + 1))
+_REDOP_LABELS = tuple(REDUCE_OP_NAMES[i] for i in range(len(REDUCE_OP_NAMES)))
+# (name, word, shift, bits, labels) of the descriptor fields (mdev.board.collectives.coll_check)
+FIELDS = (("operation", 0, 0, 8, KINDS), ("data type", 0, 8, 8, _DTYPE_LABELS),
+          ("reduce op", 0, 16, 8, _REDOP_LABELS), ("root", 0, 24, 24, ()),
+          ("operation number", 0, 48, 16, ()), ("count", 1, 0, 64, ()))
+
+# HcclDataType -> the aclDataType a reduce task computes in; HcclReduceOp -> its kind
+ACL_TYPES = {0: C.ACL_INT8, 1: C.ACL_INT16, 2: C.ACL_INT32, 3: C.ACL_FLOAT16, 4: C.ACL_FLOAT, 5: C.ACL_INT64,
+             6: C.ACL_UINT64, 7: C.ACL_UINT8, 8: C.ACL_UINT16, 9: C.ACL_UINT32, 10: C.ACL_DOUBLE, 11: C.ACL_BF16}
+REDUCE_KINDS = {0: C.ACL_RT_MEMCPY_SDMA_AUTOMATIC_SUM, 1: REDUCE_PROD, 2: C.ACL_RT_MEMCPY_SDMA_AUTOMATIC_MAX,
+                3: C.ACL_RT_MEMCPY_SDMA_AUTOMATIC_MIN}
+
+
+class Plan:
+    """The tasks of one operation of one rank (see the module docstring)."""
+
+    def __init__(self, comm: Comm, main: Stream, dtype: int = 0, op: int = 0) -> None:
+        self.comm, self.main, self.dtype, self.op = comm, main, dtype, op
+        self.drain: dict[int, set[int]] = {}        # id(stream) -> peers whose channel it used
+        self.channels: set[int] = set()
+        self.inboxes: set[int] = set()
+        self.checks: dict[int, tuple[int, int]] = {}   # peer -> (our descriptor, its descriptor) offsets
+
+    def collective(self, kind: str, count: int, root: int = 0) -> None:
+        """Describe a collective (every rank takes part): written before its first transfer,
+        checked against each peer's on the first transfer taken from it."""
+        seq = self.comm.ops
+        self.comm.ops += 1
+        at = DESC + 16 * (seq % 2)
+        self._describe(at, kind, count, root, seq)
+        self.checks = {q: (at, at) for q in range(self.comm.nranks) if q != self.comm.rank}
+
+    def point_to_point(self, peer: int, outgoing: bool, count: int) -> None:
+        """Describe one direction of a transfer with ``peer`` (a send, or a receive)."""
+        key = (peer, outgoing)
+        seq = self.comm.p2p.get(key, 0)
+        self.comm.p2p[key] = seq + 1
+        mine = P2P_DESC + 32 * peer + 16 * (not outgoing)
+        self._describe(mine, "send/recv", count, 0, seq)
+        if not outgoing:
+            self.checks[peer] = (mine, P2P_DESC + 32 * self.comm.rank)     # its outgoing one towards us
+
+    def _describe(self, at: int, kind: str, count: int, root: int, seq: int) -> None:
+        word0 = KINDS.index(kind) | self.dtype << 8 | self.op << 16 | (root & 0xFFFFFF) << 24 | (seq & 0xFFFF) << 48
+        for i, word in enumerate((word0, count)):
+            streams.submit(self.main, "value_write", self.comm.loc(at + 8 * i), word)
+
+    # -- transfers
+    def put(self, st: Stream, peer: int, data: Operand) -> None:
+        self.comm.channels[peer].put(st, data)
+        self.drain.setdefault(id(st), set()).add(peer)
+        self.channels.add(peer)
+
+    def take(self, st: Stream, peer: int, nbytes: int) -> Operand:
+        self.inboxes.add(peer)
+        check = self.checks.pop(peer, None)           # the first transfer from the peer
+        return self.comm.inboxes[peer].take(st, nbytes, self._check(peer, *check) if check else None)
+
+    def release(self, st: Stream, peer: int) -> None:
+        self.comm.inboxes[peer].release(st)
+
+    def _check(self, peer: int, mine: int, theirs: int):
+        comm = self.comm
+        kind, dev, base = comm.peer_headers[peer]
+
+        def check(st: Stream) -> None:
+            streams.submit(st, "coll_check", comm.loc(mine), (kind, dev, base + theirs), FIELDS, comm.guard(peer))
+        return check
+
+    # -- local work
+    def copy(self, st: Stream, dst: Operand, src: Operand) -> None:
+        if dst.nbytes and dst.ptr != src.ptr:
+            submit_copy(st, dst, src)
+
+    def reduce(self, st: Stream, dst: Operand, src: Operand) -> None:
+        """dst = op(dst, src) in the operation's data type."""
+        for d, s in pairs(dst, src):
+            if d.nbytes:
+                streams.submit(st, "reduce", d.location(), s.location(), d.nbytes, REDUCE_KINDS[self.op],
+                               ACL_TYPES[self.dtype])
+
+    # -- concurrency
+    @contextmanager
+    def parallel(self, n: int) -> Iterator[list[Side]]:
+        """``n`` side streams forked from the caller's stream, joined back at the end (each
+        drains the channels it used first)."""
+        sides = [self.comm.side(k) for k in range(n)]
+        for side in sides:
+            side.fork.record(self.main)
+            side.fork.wait(side.stream, self.comm.timeout_s)
+        yield sides
+        for side in sides:
+            self._drain(side.stream)
+            side.join.record(side.stream)
+        for side in sides:
+            side.join.wait(self.main, self.comm.timeout_s)
+
+    def signal(self, side: Side) -> None:
+        """The side has got somewhere the caller's stream waits for (``await_signal``)."""
+        side.mid.record(side.stream)
+
+    def await_signal(self, side: Side, st: Stream | None = None) -> None:
+        side.mid.wait(st or self.main, self.comm.timeout_s)
+
+    def finish(self) -> None:
+        """The operation's last tasks: drain what the caller's stream sent; inboxes start over."""
+        self._drain(self.main)
+        for peer in self.channels:
+            self.comm.channels[peer].finish()
+        for peer in self.inboxes:
+            self.comm.inboxes[peer].finish()
+
+    def _drain(self, st: Stream) -> None:
+        for peer in sorted(self.drain.pop(id(st), ())):
+            self.comm.channels[peer].drain(st)
