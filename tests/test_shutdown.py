@@ -30,23 +30,33 @@ ACLLITE = """
     def add_one(ctx, out: ptr):
         ctx.gm(out, np.uint32, 1)[0] += 1
 
-    class Memory:                       # acllite's AclLiteImage / device buffers
-        def __init__(self, size):
+    class Memory:                       # acllite's AclLiteImage: released by itself or by the resource
+        def __init__(self, resource, size):
             self.ptr, ret = acl.rt.malloc(size, 0)
             assert ret == 0
+            resource.register(self)
+        def destroy(self):
+            if self.ptr:
+                print("free", acl.rt.free(self.ptr), flush=True)
+                self.ptr = None
         def __del__(self):
-            print("free", acl.rt.free(self.ptr), flush=True)
+            self.destroy()
 
     class Resource:                     # acllite's AclLiteResource
         def __init__(self):
             assert acl.init() == 0 and acl.rt.set_device(0) == 0
+            self.resources = []
             self.context, _ = acl.rt.create_context(0)
             self.stream, _ = acl.rt.create_stream()
             self.out, _ = acl.rt.malloc(4096, 0)
             acl.rt.memset(self.out, 4096, 0, 4096)
             for _ in range(20):         # still queued when the interpreter exits
                 add_one[1, self.stream](self.out)
+        def register(self, resource):
+            self.resources.append(resource)
         def __del__(self):
+            for resource in self.resources:     # what it holds goes first
+                resource.destroy()
             print("synchronize_stream", acl.rt.synchronize_stream(self.stream), flush=True)
             print("free", acl.rt.free(self.out), flush=True)
             print("unsupported", acl.mdl.unload(1), acl.op.execute_v2(0), flush=True)
@@ -57,7 +67,7 @@ ACLLITE = """
             print("after finalize", acl.rt.malloc(64, 0)[1], flush=True)
 
     resource = Resource()
-    image = Memory(1 << 20)
+    image = Memory(resource, 1 << 20)
     print("main done", flush=True)
 """
 
