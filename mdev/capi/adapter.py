@@ -27,6 +27,7 @@ from typing import Callable
 from mdev import errors as E
 from mdev import sanitizer as _sanitizer  # noqa: F401  (MDEV_SANITIZE turns it on at attach / init)
 from mdev.capi import cmemory, special
+from mdev.capi.failures import null_output, unsupported
 from mdev.capi.prototypes import CFunction, Param, by_name
 import mdev.runtime
 from mdev.runtime import boundary, names
@@ -86,11 +87,6 @@ def _input(p: Param) -> Callable | None:
     return None
 
 
-def null_output(fn: CFunction, param: str) -> int:
-    boundary.record_error(E.ACL_ERROR_INVALID_PARAM, f"{fn.name}: {param} is NULL")
-    return E.ACL_ERROR_INVALID_PARAM
-
-
 def marshalled(fn: CFunction, impl: Callable) -> Callable:
     """The entry point of ``fn`` over ``impl`` from the prototype (NotMarshallable if it cannot)."""
     if fn.ret.spelling != "aclError":
@@ -123,19 +119,6 @@ def marshalled(fn: CFunction, impl: Callable) -> Callable:
 
     call.__name__ = fn.name
     return call
-
-
-def unsupported(fn: CFunction, why: str) -> Callable:
-    message = f"{fn.name} is not supported by mdev ({why})"
-    code = E.ACL_ERROR_API_NOT_SUPPORT if fn.ret.spelling == "aclError" else 0
-
-    def stub(*args):
-        boundary.record_error(E.ACL_ERROR_API_NOT_SUPPORT, message)
-        return code
-
-    stub.__name__ = fn.name
-    stub.mdev_unsupported = message
-    return stub
 
 
 # ---------------------------------------------------------------------------- entry points
