@@ -5,8 +5,10 @@
     @kernel
     def axpy(ctx, x: ptr, y: ptr, out: ptr, alpha: float32, n: ptr): ...
 
-See :mod:`mdev.kernel.api` (defining and launching), :mod:`mdev.kernel.context` (what a
-block sees), :mod:`mdev.kernel.params` (argument types for packed launches).
+See :mod:`mdev.kernel.api` (defining and launching), :mod:`mdev.kernel.params` (argument
+types for packed launches) and, for what a block sees while it runs on a device,
+:class:`mdev.board.block.BlockContext`.  This package stands on the ground floor: device
+processes unpickle kernels made of these types without loading the host runtime.
 """
 
 from mdev.kernel.api import Kernel, kernel

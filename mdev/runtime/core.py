@@ -104,7 +104,7 @@ class Runtime:
         self.binaries: dict = {}
         self.functions: dict = {}
         self.args_handles: dict = {}
-        self.models: dict = {}            # mdev.graph: model run instances and task groups
+        self.models: dict = {}            # mdev.runtime.models: model run instances and task groups
         self.captures: list = []          # captures in progress (mdev.runtime.capture.Capture)
         self._handles = itertools.count(1)
         self.memory = MemoryTable(self)

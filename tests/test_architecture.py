@@ -1,0 +1,202 @@
+"""The house's floors: imports run one way, every module imports on its own, and a device
+process loads nothing of the host side.
+
+    ground (errors, constants, protocol, memory, timemodel, topology, kernel definitions)
+      ^ board (device side)  ^ runtime (host side)  ^ sanitizer (tool)  ^ faces  ^ cli
+
+The import graph is read from the source with ``ast``: imports inside functions count,
+``if TYPE_CHECKING:`` blocks do not (they never run).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("mdev", "topology")
+
+GROUND = ("mdev.errors", "mdev.constants", "mdev.protocol", "mdev.memory", "mdev.timemodel", "mdev.kernel",
+          "topology")
+FACES = ("mdev.acl", "mdev.capi", "mdev.hccl")
+# (modules, what they must never import)
+FLOORS = [
+    (GROUND, ("mdev.board", "mdev.runtime", "mdev.sanitizer", "mdev.cli", "mdev.shim", *FACES)),
+    (("mdev.board",), ("mdev.runtime", "mdev.sanitizer", "mdev.cli", "mdev.shim", *FACES)),
+    (("mdev.runtime",), ("mdev.sanitizer", "mdev.cli", "mdev.shim", *FACES)),
+    (("mdev.sanitizer",), ("mdev.cli", "mdev.shim", *FACES)),
+] + [((face,), ("mdev.cli", "mdev.shim", *(f for f in FACES if f != face))) for face in FACES]
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _within(name: str, prefixes) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def _known(name: str) -> str | None:
+    """The module of ours that ``name`` (a module or a name inside one) belongs to."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+class _Imports(ast.NodeVisitor):
+    def __init__(self, module: str) -> None:
+        self.module = module
+        self.package = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+        self.found: set[str] = set()
+
+    def visit_If(self, node: ast.If) -> None:
+        if "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.orelse:
+                self.visit(child)
+        else:
+            self.generic_visit(node)
+
+    def visit_Import(self, node: ast.Import) -> None:
+        self.found.update(filter(None, (_known(alias.name) for alias in node.names)))
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.level:
+            base = self.package.split(".")[:len(self.package.split(".")) - node.level + 1]
+            origin = ".".join(base + ([node.module] if node.module else []))
+        else:
+            origin = node.module or ""
+        for alias in node.names:
+            target = _known(f"{origin}.{alias.name}") or _known(origin)
+            if target:
+                self.found.add(target)
+
+
+def _graph() -> dict[str, set[str]]:
+    graph = {}
+    for module, path in MODULES.items():
+        visitor = _Imports(module)
+        visitor.visit(ast.parse(path.read_text(), str(path)))
+        deps = {d for d in visitor.found if d != module}
+        # importing a.b.c runs the packages a and a.b too
+        deps |= {".".join(d.split(".")[:i]) for d in deps for i in range(1, d.count(".") + 1)}
+        graph[module] = {d for d in deps if d in MODULES and d != module and not module.startswith(d + ".")}
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    circles.append(sorted(component))
+    return circles
+
+
+def test_no_import_circle() -> None:
+    assert _circles(_graph()) == []
+
+
+def test_imports_never_point_up() -> None:
+    graph = _graph()
+    upward = sorted(f"{module} -> {dep}" for floor, forbidden in FLOORS for module, deps in graph.items()
+                    if _within(module, floor) for dep in deps if _within(dep, forbidden))
+    assert upward == []
+
+
+def test_the_graph_reader_sees_what_runs() -> None:
+    """The checks above would pass vacuously if the reader missed imports: it sees one made
+    inside a function (acl.rt's __getattr__) and skips a TYPE_CHECKING one (board.block's
+    Device annotation), and the circle finder finds a circle."""
+    graph = _graph()
+    assert "mdev.acl.pyacl_names" in graph["mdev.acl.rt"]
+    assert "mdev.board.device" not in graph["mdev.board.block"]
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def _import_alone(module: str) -> tuple[str, str]:
+    proc = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True,
+                          cwd=ROOT, env={**os.environ, "MDEV_AUTOSTART": "0"}, timeout=120)
+    return module, proc.stderr.strip().splitlines()[-1] if proc.returncode else ""
+
+
+def test_every_module_imports_on_its_own() -> None:
+    """Each module is the first thing a fresh interpreter imports (no circle hides behind
+    an import order that happens to work)."""
+    modules = sorted(m for m in MODULES if m != "mdev.__main__")      # __main__ runs the CLI
+    with ThreadPoolExecutor(4) as pool:
+        failures = [f"{m}: {err}" for m, err in pool.map(_import_alone, modules) if err]
+    assert failures == []
+
+
+def test_a_device_process_loads_no_host_side_module(acl) -> None:
+    """A kernel runs inside the device process: it reports which mdev modules are loaded there."""
+    from mdev.kernel import kernel
+
+    @kernel(vectorized=True)
+    def loaded(ctx, out, n):
+        import sys as _sys
+        names = ",".join(sorted(m for m in _sys.modules if m.startswith("mdev"))).encode()
+        view = ctx.gm(out, np.uint8, n)
+        view[:len(names)] = np.frombuffer(names[:n], np.uint8)
+
+    assert acl.rt.set_device(0) == 0
+    n = 1 << 16
+    out, ret = acl.rt.malloc(n, 0)
+    assert ret == 0
+    assert loaded[1](out, n) == 0
+    assert acl.rt.synchronize_device() == 0
+    host = np.zeros(n, np.uint8)
+    assert acl.rt.memcpy(host.ctypes.data, n, out, n, acl.ACL_MEMCPY_DEVICE_TO_HOST) == 0
+    names = bytes(host).rstrip(b"\0").decode().split(",")
+    assert "mdev.board.device" in names            # the report really came from a device
+    host_side = [m for m in names if _within(m, ("mdev.runtime", "mdev.sanitizer", "mdev.cli", *FACES))]
+    assert host_side == []
