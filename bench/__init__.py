@@ -12,8 +12,9 @@
     bench.graph     host time per task: replay of 1,000 captured small tasks vs issuing them
     bench.trace     small-task rate with timeline tracing (MDEV_TRACE) vs without, cost of writing a trace
     bench.sanitize  small-task rate with the sanitizer (memcheck+racecheck, all checks) vs without
+    bench.capi      the same small-task loops from C (libascendcl.so) and from Python: the C layer's cost
 
 Each group starts its own board (``bench-<pid>-<tag>``) and stops it when done.
 """
 
-GROUPS = ("copies", "tasks", "startup", "kernels", "ipc", "async_tasks", "p2p", "graph", "trace", "sanitize")
+GROUPS = ("copies", "tasks", "startup", "kernels", "ipc", "async_tasks", "p2p", "graph", "trace", "sanitize", "capi")

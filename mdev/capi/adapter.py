@@ -6,13 +6,14 @@
       --> inputs converted (strings, structures, C callbacks: mdev.capi.special)
       --> the runtime implementation, bound (mdev.runtime.boundary): errors become codes,
           the thread's last error and messages are set
-      --> outputs stored through the caller's pointers --> the aclError
+      <-- ret, or (values..., ret): the entry point stores the values through the caller's
+          output pointers (as pyACL returns outputs first, then ret)
 
 Which implementation a C function has follows the shared naming rule (mdev.runtime.names:
 aclrtMalloc -> memops.malloc, aclmdlRIBuildBegin -> models.build_begin).  Most functions
 are marshalled from their prototype alone: numbers and pointers pass as ints, ``const
-char*`` as str, and a non-const pointer to a number or handle is an output, one per value
-the implementation returns.  Those that need more (structures, strings to return, C
+char*`` as str, and a non-const pointer to a number or handle is an output
+(mdev.capi.prototypes), one per value the implementation returns.  Those that need more (structures, strings to return, C
 callbacks, arrays) have a hand-written adapter in :mod:`mdev.capi.special`.  A function
 with neither returns ACL_ERROR_API_NOT_SUPPORT (200001) and a message naming it.
 """
@@ -26,7 +27,7 @@ from typing import Callable
 
 from mdev import errors as E
 from mdev import sanitizer as _sanitizer  # noqa: F401  (MDEV_SANITIZE turns it on at attach / init)
-from mdev.capi import cmemory, special
+from mdev.capi import special
 from mdev.capi.failures import null_output, unsupported
 from mdev.capi.prototypes import CFunction, Param, by_name
 import mdev.runtime
@@ -66,15 +67,6 @@ class NotMarshallable(Exception):
     """The prototype alone does not say how to call the implementation."""
 
 
-def is_output(p: Param) -> bool:
-    t = p.type
-    if t.const_pointee or not t.stars:
-        return False
-    if t.stars == 2 and t.base == "void":
-        return True                        # void** devPtr
-    return t.stars == 1 and t.base not in ("void", "char") and t.pointee().scalar is not None
-
-
 def _input(p: Param) -> Callable | None:
     """How an argument as the C side passes it becomes the implementation's argument."""
     t = p.type
@@ -88,11 +80,14 @@ def _input(p: Param) -> Callable | None:
 
 
 def marshalled(fn: CFunction, impl: Callable) -> Callable:
-    """The entry point of ``fn`` over ``impl`` from the prototype (NotMarshallable if it cannot)."""
+    """The entry point of ``fn`` over ``impl`` from the prototype (NotMarshallable if it cannot).
+
+    It returns what the bound implementation returns, ``ret`` or ``(values..., ret)``: the
+    C entry point stores the values through its output parameters."""
     if fn.ret.spelling != "aclError":
         raise NotMarshallable(f"returns {fn.ret.spelling}")
-    outputs = [(i, cmemory.ctype_of(p.type.pointee()), p.name) for i, p in enumerate(fn.params) if is_output(p)]
-    inputs = [(i, _input(p)) for i, p in enumerate(fn.params) if not is_output(p)]
+    outputs = [(i, p.name) for i, p in enumerate(fn.params) if p.is_output]
+    inputs = [(i, _input(p)) for i, p in enumerate(fn.params) if not p.is_output]
     n_out, failed = impl.api_shape
     if n_out != len(outputs):
         raise NotMarshallable(f"{len(outputs)} output pointers, the implementation returns {n_out} values")
@@ -103,19 +98,17 @@ def marshalled(fn: CFunction, impl: Callable) -> Callable:
     bound = boundary.bind(impl, n_out, failed)
     if not outputs and all(convert is None for _, convert in inputs):
         return bound                       # the C arguments are the implementation's arguments
+    pick = [i for i, _ in inputs]
+    converting = [(k, i, convert) for k, (i, convert) in enumerate(inputs) if convert is not None]
 
     def call(*args):
-        for i, _, name in outputs:
+        for i, name in outputs:
             if not args[i]:
                 return null_output(fn, name)
-        result = bound(*(args[i] if convert is None else convert(args[i]) for i, convert in inputs))
-        if not outputs:
-            return result
-        *values, ret = result
-        if ret == E.ACL_SUCCESS:
-            for (i, kind, _), value in zip(outputs, values):
-                cmemory.store(kind, args[i], value)
-        return ret
+        values = [args[i] for i in pick]
+        for k, i, convert in converting:
+            values[k] = convert(args[i])
+        return bound(*values)
 
     call.__name__ = fn.name
     return call

@@ -1,12 +1,21 @@
 """C entry points written from the prototypes, one per declared function (run at build time).
 
     functions.tsv --prototypes--> CFunction --entry_points()--> <face>_entries.c
-        aclError aclrtMemsetAsync(void* devPtr, size_t maxCount, int32_t value, size_t count,
-                                  aclrtStream stream)
+        aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t* free, size_t* total)
         {
-            return (aclError)mdev_call(&face, 212, 507899ULL, "puiup", MDEV_P(devPtr),
-                                       MDEV_U(maxCount), MDEV_I(value), MDEV_U(count), MDEV_P(stream));
+            mdev_result mdev_r;
+            mdev_call(&mdev_face_acl, 190, 507899ULL, &mdev_r, "ii", "ipp", MDEV_I(attr),
+                      MDEV_P(free), MDEV_P(total));
+            if (mdev_r.stored && mdev_r.ret == 0) {
+                *free = (size_t)mdev_r.out[0];
+                *total = (size_t)mdev_r.out[1];
+            }
+            return (aclError)mdev_r.ret;
         }
+
+Every argument is passed (outputs as addresses too, so the adapter can refuse a NULL one);
+the adapter returns ``ret`` or ``(free, total, ret)``, and the entry point stores the values
+through the output parameters in their own C types.
 
 The file includes the face's own headers, so the compiler checks every definition against
 its declaration: a drifting prototype fails the build instead of breaking the ABI.  A
@@ -24,7 +33,7 @@ import json
 from dataclasses import dataclass
 
 from mdev import errors as E
-from mdev.capi.prototypes import CFunction, CType
+from mdev.capi.prototypes import CFunction, CType, Param
 
 _MACRO = {"i": "MDEV_I", "u": "MDEV_U", "f": "MDEV_F", "p": "MDEV_P", "s": "MDEV_S", "b": "MDEV_B"}
 
@@ -44,35 +53,49 @@ def _fail_value(ret: CType) -> str:
     return "0ULL"
 
 
-def _result(ret: CType, call: str) -> str:
-    if ret.is_void:
-        return f"    (void){call};"
+def _returned(ret: CType, value: str) -> str:
+    """The C return value from ``value`` (the uint64_t the adapter gave)."""
     if ret.stars or ret.passing == "p":
-        return f"    return ({ret.spelling})(uintptr_t){call};"
+        return f"({ret.spelling})(uintptr_t){value}"
     if ret.passing == "f":
-        return f"    return mdev_float({call});"
-    return f"    return ({ret.spelling}){call};"
+        return f"mdev_float({value})"
+    return f"({ret.spelling}){value}"
+
+
+def _store(p: Param, k: int) -> str:
+    """``*param = k-th returned value``, in the pointee's own type."""
+    pointee = p.type.pointee()
+    if pointee.passing == "f":
+        value = f"mdev_double(mdev_r.out[{k}])"
+    elif pointee.stars or pointee.passing == "p":
+        value = f"(uintptr_t)mdev_r.out[{k}]"
+    else:
+        value = f"mdev_r.out[{k}]"
+    return f"        *{p.name} = ({pointee.spelling}){value};"
 
 
 def entry_point(face: str, index: int, fn: CFunction) -> str:
     letters = "".join(p.type.passing for p in fn.params)
     args = [f"{_MACRO[p.type.passing]}({p.name})" for p in fn.params]
-    lines = [fn.declaration, "{"]
+    outputs = fn.outputs
+    kinds = "".join("f" if p.type.pointee().passing == "f" else "i" for p in outputs)
+    lines = [fn.declaration, "{", "    mdev_result mdev_r;"]
     if fn.variadic:
         last = fn.params[-1].name
         lines += ["    va_list mdev_args;", f"    va_start(mdev_args, {last});",
                   f"    char* mdev_text = mdev_format({last}, mdev_args);", "    va_end(mdev_args);"]
         letters += "s"
         args.append("mdev_text")
-    call = (f"mdev_call(&mdev_face_{face}, {index}, {_fail_value(fn.ret)}, \"{letters}\""
-            + "".join(f", {a}" for a in args) + ")")
+    lines.append(f"    mdev_call(&mdev_face_{face}, {index}, {_fail_value(fn.ret)}, &mdev_r, \"{kinds}\", \"{letters}\""
+                 + "".join(f", {a}" for a in args) + ");")
     if fn.variadic:
-        lines += [f"    (void){call};" if fn.ret.is_void else f"    uint64_t mdev_result = {call};",
-                  "    free(mdev_text);"]
-        if not fn.ret.is_void:
-            lines.append(_result(fn.ret, "mdev_result"))
-    else:
-        lines.append(_result(fn.ret, call))
+        lines.append("    free(mdev_text);")
+    if outputs:
+        lines.append("    if (mdev_r.stored && mdev_r.ret == 0) {")
+        lines += [_store(p, k) for k, p in enumerate(outputs)]
+        lines.append("    }")
+    if not fn.ret.is_void:
+        lines.append(f"    return {_returned(fn.ret, 'mdev_r.ret')};")
     lines.append("}")
     return "\n".join(lines)
 

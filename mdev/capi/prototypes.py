@@ -14,7 +14,9 @@ Every parameter crosses the C/Python boundary as one of five *passings*, chosen 
     "s"  const char* (an input string)    -> bytes, or None for NULL
     "b"  structure passed by value        -> bytes (its memory, sizeof bytes)
 
-so the generated C stays free of the meaning of each argument; the adapter gives it.
+so the generated C stays free of the meaning of each argument; the adapter gives it.  The
+one thing the prototype decides for both sides is which parameters are *outputs*
+(:attr:`Param.is_output`): the adapter returns their values, the C entry point stores them.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ class CType:
 
     def pointee(self) -> "CType":
         """The type this pointer points to (``int32_t*`` -> ``int32_t``)."""
-        return CType(self.base, self.base, self.stars - 1, False, self.typedef)
+        return CType(self.base + "*" * (self.stars - 1), self.base, self.stars - 1, False, self.typedef)
 
     @property
     def scalar(self) -> tuple[str, int] | None:
@@ -86,6 +88,17 @@ class Param:
     name: str
     type: CType
 
+    @property
+    def is_output(self) -> bool:
+        """A non-const pointer to one number or handle (``aclrtStream*``, ``size_t*``,
+        ``int32_t* const``) or a ``void**``: where the function stores a value it returns."""
+        t = self.type
+        if t.const_pointee or not t.stars:
+            return False
+        if t.stars == 2 and t.base == "void":
+            return True
+        return t.stars == 1 and t.base not in ("void", "char") and t.pointee().scalar is not None
+
 
 @dataclass(frozen=True)
 class CFunction:
@@ -94,6 +107,10 @@ class CFunction:
     params: tuple[Param, ...]
     variadic: bool
     header: str
+
+    @property
+    def outputs(self) -> tuple[Param, ...]:
+        return tuple(p for p in self.params if p.is_output)
 
     @property
     def declaration(self) -> str:

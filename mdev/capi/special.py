@@ -8,7 +8,10 @@
 
 Each adapter is made by ``factory(fn, impl)`` (``fn`` the prototype, ``impl`` the runtime
 implementation the naming rule found, or None) and takes the arguments as libmdev_embed.so
-passes them (ints, bytes); it returns the C return value.
+passes them (ints, bytes); it returns the C return value, or ``(values..., ret)`` with one
+value per output parameter of the prototype (the entry point stores them), or writes the
+caller's memory itself where the prototype's outputs are not plain values (structures,
+strings).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from mdev.capi.prototypes import CFunction
 from mdev.runtime import boundary, devices, exceptions
 
 ADAPTERS: dict[str, Callable[[CFunction, Callable | None], Callable]] = {}
-_U32, _I32, _U64, _PTR = ctypes.c_uint32, ctypes.c_int32, ctypes.c_uint64, ctypes.c_uint64
+_I32 = ctypes.c_int32
 
 
 def adapts(*names: str):
@@ -125,10 +128,7 @@ def _version(fn, impl):
         failed = null((major, minor, patch))
         if failed is not None:
             return failed
-        for address, value in zip((major, minor, patch),
-                                  (C.ACL_MAJOR_VERSION, C.ACL_MINOR_VERSION, C.ACL_PATCH_VERSION)):
-            cmemory.store(_I32, address, value)
-        return E.ACL_SUCCESS
+        return C.ACL_MAJOR_VERSION, C.ACL_MINOR_VERSION, C.ACL_PATCH_VERSION, E.ACL_SUCCESS
     return call
 
 
@@ -190,10 +190,7 @@ def _ipc_open_event(fn, impl):
         def call(handle: bytes, event):
             if not event:
                 return null_output(fn, "event")
-            value, ret = open_(handle)
-            if ret == E.ACL_SUCCESS:
-                cmemory.store(_PTR, event, value)
-            return ret
+            return open_(handle)
         return call
     return needs(impl, fn, make)
 
@@ -242,10 +239,7 @@ def _exchange_mode(fn, impl):
         def call(mode):
             if not mode:
                 return null_output(fn, "mode")
-            previous, ret = exchange(cmemory.load(_I32, mode))
-            if ret == E.ACL_SUCCESS:
-                cmemory.store(_I32, mode, previous)        # in: the new mode; out: the old one
-            return ret
+            return exchange(cmemory.load(_I32, mode))     # in: the new mode; out: the old one
         return call
     return needs(impl, fn, make)
 
@@ -341,10 +335,7 @@ def _malloc_physical(fn, impl):
         def call(handle, size, prop, flags):
             if not handle:
                 return null_output(fn, "handle")
-            value, ret = malloc(size, mem_prop(prop), flags)
-            if ret == E.ACL_SUCCESS:
-                cmemory.store(_PTR, handle, value)
-            return ret
+            return malloc(size, mem_prop(prop), flags)
         return call
     return needs(impl, fn, make)
 
@@ -355,10 +346,7 @@ def _granularity(fn, impl):
         def call(prop, option, granularity):
             if not granularity:
                 return null_output(fn, "granularity")
-            value, ret = get(mem_prop(prop), option)
-            if ret == E.ACL_SUCCESS:
-                cmemory.store(ctypes.c_size_t, granularity, value)
-            return ret
+            return get(mem_prop(prop), option)
         return call
     return needs(impl, fn, make)
 
@@ -392,9 +380,6 @@ def _get_access(fn, impl):
             if not flags:
                 return null_output(fn, "flag")
             loc = _location(_MemLocation.from_address(location)) if location else None
-            value, ret = get(virt, loc)
-            if ret == E.ACL_SUCCESS:
-                cmemory.store(_U64, flags, value)
-            return ret
+            return get(virt, loc)
         return call
     return needs(impl, fn, make)

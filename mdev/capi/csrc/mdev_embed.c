@@ -172,11 +172,45 @@ static PyObject* argument(char letter, va_list* args)
     }
 }
 
-uint64_t mdev_call(mdev_face* face, int index, uint64_t fail, const char* format, ...)
+static uint64_t word(PyObject* value, char kind)
+{
+    if (kind == 'f') {
+        double real = PyFloat_AsDouble(value);
+        uint64_t bits;
+        memcpy(&bits, &real, sizeof bits);
+        return bits;
+    }
+    return value == Py_None ? 0 : PyLong_AsUnsignedLongLongMask(value);
+}
+
+/* ret, or (values..., ret) with one value per output letter */
+static void unpack(PyObject* value, const char* outputs, mdev_result* result)
+{
+    size_t n = strlen(outputs);
+    if (!PyTuple_Check(value)) {
+        result->ret = word(value, 'i');
+        return;
+    }
+    if ((size_t)PyTuple_GET_SIZE(value) != n + 1 || n > MDEV_MAX_OUTPUTS) {
+        PyErr_Format(PyExc_SystemError, "mdev: %zd values returned for %zu outputs",
+                     PyTuple_GET_SIZE(value) - 1, n);
+        return;
+    }
+    result->ret = word(PyTuple_GET_ITEM(value, n), 'i');
+    for (size_t i = 0; i < n; i++) {
+        result->out[i] = word(PyTuple_GET_ITEM(value, i), outputs[i]);
+    }
+    result->stored = 1;
+}
+
+void mdev_call(mdev_face* face, int index, uint64_t fail, mdev_result* result, const char* outputs,
+               const char* format, ...)
 {
     PyGILState_STATE gil;
+    result->ret = fail;
+    result->stored = 0;
     if (!enter(&gil)) {
-        return fail;
+        return;
     }
     PyObject* argv[MAX_ARGS];
     size_t argc = 0;
@@ -192,22 +226,21 @@ uint64_t mdev_call(mdev_face* face, int index, uint64_t fail, const char* format
         argc++;
     }
     va_end(args);
-    uint64_t result = fail;
     PyObject* value = fn != NULL ? PyObject_Vectorcall(fn, argv, argc, NULL) : NULL;
     if (value != NULL) {
-        result = value == Py_None ? 0 : PyLong_AsUnsignedLongLongMask(value);
+        unpack(value, outputs, result);
         Py_DECREF(value);
     }
     if (PyErr_Occurred()) {   /* an mdev bug, not the caller's error: say so, fail the call */
         fprintf(stderr, "mdev: %s failed inside the emulator:\n", face->names[index]);
         PyErr_Print();
-        result = fail;
+        result->ret = fail;
+        result->stored = 0;
     }
     for (size_t i = 0; i < argc; i++) {
         Py_DECREF(argv[i]);
     }
     PyGILState_Release(gil);
-    return result;
 }
 
 char* mdev_format(const char* format, va_list args)

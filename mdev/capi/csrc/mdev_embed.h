@@ -1,16 +1,19 @@
 /*
  * mdev_embed.h -- how mdev's C libraries call their Python face (libmdev_embed.so).
  *
- *   C program --> aclrtMemsetAsync(...)            (generated entry point, exact prototype)
+ *   C program --> aclrtGetDevice(&id)              (generated entry point, exact prototype)
  *             --> mdev_call(&face, index, ...)     (this library: interpreter, GIL, arguments)
- *             --> face.entry("aclrtMemsetAsync")(*args)   (Python adapter, e.g. mdev.capi.adapter)
+ *             --> face.entry("aclrtGetDevice")(*args)    (Python adapter, e.g. mdev.capi.adapter)
  *             --> mdev.runtime --> board / device processes
+ *             <-- ret, or (value_1, ..., value_n, ret): the entry point stores value_k through
+ *                 its k-th output parameter when ret is 0 (as pyACL returns outputs, then ret)
  *
  * Each argument is passed after a letter of the format string:
  *   'i' long long   'u' unsigned long long   'f' double   'p' an address (unsigned long long)
  *   's' const char* (bytes, or None for NULL)   'b' const void*, size_t (bytes of a struct)
- * The adapter returns an int: the C return value (its bits for a float, an address for a
- * pointer).  When Python cannot run the call, the entry point returns ``fail``.
+ * Each output has a letter of ``outputs``: 'i' an integer or address, 'f' a floating value
+ * (its double's bits).  ``ret`` is the C return value (a float's bits, a pointer's address);
+ * when Python cannot run the call it is ``fail``.
  */
 
 #ifndef MDEV_EMBED_H
@@ -27,8 +30,17 @@ typedef struct mdev_face {
     void** entries;              /* the Python callables, looked up on first use */
 } mdev_face;
 
-__attribute__((visibility("default"))) uint64_t mdev_call(mdev_face* face, int index, uint64_t fail,
-                                                           const char* format, ...);
+#define MDEV_MAX_OUTPUTS 8
+
+typedef struct mdev_result {
+    uint64_t ret;
+    int stored;                          /* the outputs below hold the returned values */
+    uint64_t out[MDEV_MAX_OUTPUTS];
+} mdev_result;
+
+__attribute__((visibility("default"))) void mdev_call(mdev_face* face, int index, uint64_t fail,
+                                                       mdev_result* result, const char* outputs,
+                                                       const char* format, ...);
 
 /* printf-style text of a variadic function's arguments (free() it) */
 __attribute__((visibility("default"), format(printf, 1, 0))) char* mdev_format(const char* format, va_list args);
@@ -45,6 +57,13 @@ static inline float mdev_float(uint64_t bits)
     uint32_t word = (uint32_t)bits;
     float value;
     memcpy(&value, &word, sizeof value);
+    return value;
+}
+
+static inline double mdev_double(uint64_t bits)
+{
+    double value;
+    memcpy(&value, &bits, sizeof value);
     return value;
 }
 
