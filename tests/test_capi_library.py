@@ -6,6 +6,8 @@ against a ``mdev cann-home`` tree) and from a Python program that loads it with 
     threads.c       two threads on two devices at once, each with its own device and error
     ipc_producer.c  + ipc_consumer.c: two executables share memory, an event and a notify
     callback.c      a host function and a reported callback run and call the API
+    kernel.c        a kernel binary (mdev/ops.py) loaded, looked up and launched from C, with
+                    a launch configuration; a faulting kernel reaches an exception callback
     basic.c         a plain program on a board started on demand with the default preset
 
 Each C program prints its failed checks and exits with their count.
@@ -23,6 +25,7 @@ import pytest
 from capi_helpers import board_env, compile_c
 from conftest import PREFIX
 from helpers import extra_board
+from mdev import ops
 from mdev.board import launcher
 from mdev.capi import adapter, prototypes
 from mdev.capi.cann_home import make
@@ -34,17 +37,18 @@ def c_board():
         yield name
 
 
-def run(program, board: str, cwd=None, timeout: float = 120) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(program)], cwd=cwd, env=board_env(board), capture_output=True, text=True,
+def run(program, board: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    proc = subprocess.run([str(program), *args], env=board_env(board), capture_output=True, text=True,
                           timeout=timeout)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
 
 
-@pytest.mark.parametrize("program", ["errors", "threads", "callback", "basic"])
-def test_c_program(program, tmp_path, cann_home, c_board):
+@pytest.mark.parametrize("program, args", [("errors", ()), ("threads", ()), ("callback", ()), ("basic", ()),
+                                           ("kernel", (ops.__file__,))])
+def test_c_program(program, args, tmp_path, cann_home, c_board):
     binary = compile_c(cann_home, f"{program}.c", tmp_path / program)
-    assert "0 failures" in run(binary, c_board).stdout
+    assert "0 failures" in run(binary, c_board, *args).stdout
 
 
 def test_ipc_between_two_executables(tmp_path, cann_home, c_board):

@@ -67,9 +67,11 @@ class NotMarshallable(Exception):
     """The prototype alone does not say how to call the implementation."""
 
 
-def _input(p: Param) -> Callable | None:
+def _input(fn: CFunction, p: Param) -> Callable | None:
     """How an argument as the C side passes it becomes the implementation's argument."""
     t = p.type
+    if (fn.name, p.name) in special.CONVERSIONS:
+        return special.CONVERSIONS[fn.name, p.name]
     if t.passing == "s":
         return special.string
     if not t.stars and t.typedef is not None and t.typedef.kind == "function":
@@ -87,7 +89,7 @@ def marshalled(fn: CFunction, impl: Callable) -> Callable:
     if fn.ret.spelling != "aclError":
         raise NotMarshallable(f"returns {fn.ret.spelling}")
     outputs = [(i, p.name) for i, p in enumerate(fn.params) if p.is_output]
-    inputs = [(i, _input(p)) for i, p in enumerate(fn.params) if not p.is_output]
+    inputs = [(i, _input(fn, p)) for i, p in enumerate(fn.params) if not p.is_output]
     n_out, failed = impl.api_shape
     if n_out != len(outputs):
         raise NotMarshallable(f"{len(outputs)} output pointers, the implementation returns {n_out} values")

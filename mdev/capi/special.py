@@ -6,7 +6,9 @@
     strings and arrays out/in  export keys, PID lists, function names
     plain values               last errors, float16 conversions, versions, exception-info fields
 
-Each adapter is made by ``factory(fn, impl)`` (``fn`` the prototype, ``impl`` the runtime
+A function that only needs some arguments converted (a structure read into the runtime's
+dict, a C callback made callable) keeps the prototype's marshalling and names its
+conversions in ``CONVERSIONS``.  Any other adapter is made by ``factory(fn, impl)`` (``fn`` the prototype, ``impl`` the runtime
 implementation the naming rule found, or None) and takes the arguments as libmdev_embed.so
 passes them (ints, bytes); it returns the C return value, or ``(values..., ret)`` with one
 value per output parameter of the prototype (the entry point stores them), or writes the
@@ -27,9 +29,12 @@ from mdev import errors as E
 from mdev.capi import cmemory
 from mdev.capi.failures import null_output, unsupported
 from mdev.capi.prototypes import CFunction
-from mdev.runtime import boundary, devices, exceptions
+from mdev.runtime import boundary, devices, exceptions, kernels
 
 ADAPTERS: dict[str, Callable[[CFunction, Callable | None], Callable]] = {}
+# (C function, parameter) -> how its C value becomes the implementation's argument, for the
+# functions otherwise marshalled from their prototype (mdev.capi.adapter)
+CONVERSIONS: dict[tuple[str, str], Callable] = {}
 _I32 = ctypes.c_int32
 
 
@@ -147,26 +152,17 @@ def _exception_field(fn, impl):
 
 
 # ---------------------------------------------------------------------------- C callbacks
-def _c_callback(address: int):
+def c_callback(address: int):
     """``void (*)(void*)`` at ``address`` as a Python callable (None for NULL)."""
     return cmemory.c_function(address, None, ctypes.c_void_p) if address else None
 
 
-@adapts("aclrtLaunchCallback")
-def _launch_callback(fn, impl):
-    return needs(impl, fn, lambda launch: lambda cb, user_data, block_type, stream:
-                 launch(_c_callback(cb), user_data, block_type, stream))
-
-
-@adapts("aclrtLaunchHostFunc")
-def _launch_host_func(fn, impl):
-    return needs(impl, fn, lambda launch: lambda stream, cb, args: launch(stream, _c_callback(cb), args))
-
-
-@adapts("aclrtSetExceptionInfoCallback", "aclrtExceptionInfoCallbackRegister",
-        "aclrtExceptionInfoCallbackUnregister")
-def _exception_callback(fn, impl):
-    return needs(impl, fn, lambda register: lambda cb: register(_c_callback(cb)))
+CONVERSIONS.update({
+    ("aclrtLaunchCallback", "fn"): c_callback, ("aclrtLaunchHostFunc", "fn"): c_callback,
+    ("aclrtSetExceptionInfoCallback", "callback"): c_callback,
+    ("aclrtExceptionInfoCallbackRegister", "callback"): c_callback,
+    ("aclrtExceptionInfoCallbackUnregister", "callback"): c_callback,
+})
 
 
 # ---------------------------------------------------------------------------- IPC
@@ -184,15 +180,7 @@ def _ipc_event_handle(fn, impl):
     return needs(impl, fn, make)
 
 
-@adapts("aclrtIpcOpenEventHandle")
-def _ipc_open_event(fn, impl):
-    def make(open_):
-        def call(handle: bytes, event):
-            if not event:
-                return null_output(fn, "event")
-            return open_(handle)
-        return call
-    return needs(impl, fn, make)
+CONVERSIONS[("aclrtIpcOpenEventHandle", "handle")] = bytes       # the structure's 64 bytes
 
 
 def _key_out(fn: CFunction, get: Callable, key: int, length: int, inputs: tuple) -> int:
@@ -271,8 +259,10 @@ def _para(p: _RandomPara) -> dict:
     return {"isAddr": p.isAddr, "valueOrAddr": int.from_bytes(raw, "little") if p.isAddr else raw, "size": p.size}
 
 
-def random_task(address: int) -> dict:
+def random_task(address: int) -> dict | None:
     """aclrtRandomNumTaskInfo at ``address`` as the runtime's dict (mdev.runtime.systasks)."""
+    if not address:
+        return None
     info = _RandomNumTaskInfo.from_address(address)
     params = {member: {field: _para(p) for field, p in zip(fields, getattr(info.paramInfo, member))}
               for member, fields in _RANDOM_MEMBERS.items()}
@@ -283,16 +273,7 @@ def random_task(address: int) -> dict:
             "randomSeed": _para(info.randomSeed), "randomNum": _para(info.randomNum)}
 
 
-@adapts("aclrtRandomNumAsync")
-def _random_num(fn, impl):
-    def make(submit):
-        def call(task_info, stream, reserve):
-            if not task_info:
-                boundary.record_error(E.ACL_ERROR_INVALID_PARAM, f"{fn.name}: taskInfo is NULL")
-                return E.ACL_ERROR_INVALID_PARAM
-            return submit(random_task(task_info), stream, reserve)
-        return call
-    return needs(impl, fn, make)
+CONVERSIONS[("aclrtRandomNumAsync", "taskInfo")] = random_task
 
 
 # ---------------------------------------------------------------------------- VMM properties
@@ -329,26 +310,12 @@ def _store_prop(address: int, prop: dict) -> None:
     p.reserve = prop.get("reserve", 0)
 
 
-@adapts("aclrtMallocPhysical")
-def _malloc_physical(fn, impl):
-    def make(malloc):
-        def call(handle, size, prop, flags):
-            if not handle:
-                return null_output(fn, "handle")
-            return malloc(size, mem_prop(prop), flags)
-        return call
-    return needs(impl, fn, make)
+def location_at(address: int) -> dict | None:
+    return _location(_MemLocation.from_address(address)) if address else None
 
 
-@adapts("aclrtMemGetAllocationGranularity")
-def _granularity(fn, impl):
-    def make(get):
-        def call(prop, option, granularity):
-            if not granularity:
-                return null_output(fn, "granularity")
-            return get(mem_prop(prop), option)
-        return call
-    return needs(impl, fn, make)
+CONVERSIONS.update({("aclrtMallocPhysical", "prop"): mem_prop, ("aclrtMemGetAllocationGranularity", "prop"): mem_prop,
+                    ("aclrtMemGetAccess", "location"): location_at})
 
 
 @adapts("aclrtMemGetAllocationPropertiesFromHandle")
@@ -373,13 +340,142 @@ def _set_access(fn, impl):
     return needs(impl, fn, lambda set_: lambda virt, size, desc, count: set_(virt, size, descs(desc, count), count))
 
 
-@adapts("aclrtMemGetAccess")
-def _get_access(fn, impl):
-    def make(get):
-        def call(virt, location, flags):
-            if not flags:
-                return null_output(fn, "flag")
-            loc = _location(_MemLocation.from_address(location)) if location else None
-            return get(virt, loc)
+# ---------------------------------------------------------------------------- kernels
+class _Attribute(ctypes.Structure):
+    """aclrtLaunchKernelAttr / aclrtBinaryLoadOption: an id and a 16-byte union value."""
+    _fields_ = [("id", ctypes.c_int32), ("value", ctypes.c_uint8 * 16)]
+
+
+class _AttributeList(ctypes.Structure):
+    """aclrtLaunchKernelCfg / aclrtBinaryLoadOptions: a pointer to n of them, and n."""
+    _fields_ = [("items", ctypes.c_uint64), ("count", ctypes.c_size_t)]
+
+
+class _PlaceHolder(ctypes.Structure):
+    _fields_ = [("addrOffset", ctypes.c_uint32), ("dataOffset", ctypes.c_uint32)]
+
+
+# bytes of each launch attribute's union member (4 for the uint32 / enum ones)
+_ATTRIBUTE_BYTES = {C.ACL_RT_LAUNCH_KERNEL_ATTR_BLOCK_TASK_PREFETCH: 1, C.ACL_RT_LAUNCH_KERNEL_ATTR_DATA_DUMP: 1,
+                    C.ACL_RT_LAUNCH_KERNEL_ATTR_ENABLE_PROFILING: 1, C.ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT: 2,
+                    C.ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT_US: 8}
+
+
+def _attributes(address: int, widths: dict) -> list[tuple[int, int]] | None:
+    """(id, value) of each entry of the list at ``address`` (None for NULL)."""
+    if not address:
+        return None
+    listing = _AttributeList.from_address(address)
+    items = (_Attribute * listing.count).from_address(listing.items) if listing.items and listing.count else []
+    return [(a.id, int.from_bytes(bytes(a.value)[:widths.get(a.id, 4)], "little")) for a in items]
+
+
+def launch_cfg(address: int):
+    return _attributes(address, _ATTRIBUTE_BYTES)
+
+
+def load_options(address: int):
+    return _attributes(address, {})
+
+
+CONVERSIONS.update({(name, "cfg"): launch_cfg for name in
+                    ("aclrtLaunchKernelV2", "aclrtLaunchKernelWithConfig")})
+CONVERSIONS.update({("aclrtBinaryLoadFromFile", "options"): load_options,
+                    ("aclrtBinaryLoadFromData", "options"): load_options})
+
+
+@adapts("aclrtLaunchKernelWithHostArgs")
+def _launch_host_args(fn, impl):
+    def holders(address: int, count: int):
+        return [(h.addrOffset, h.dataOffset) for h in (_PlaceHolder * count).from_address(address)] \
+            if address and count else None
+    return needs(impl, fn, lambda launch: lambda func, blocks, stream, cfg, args, size, array, count:
+                 launch(func, blocks, stream, launch_cfg(cfg), args, size, holders(array, count), count))
+
+
+@adapts("aclrtLaunchKernelWithArgsArray")
+def _launch_args_array(fn, impl):
+    """``void** args`` is one host pointer per kernel parameter (as many as the function has)."""
+    count = boundary.bind(kernels.function_get_param_count, 1)
+
+    def make(launch):
+        def call(func, blocks, stream, cfg, args):
+            n, ret = count(func)
+            if ret != E.ACL_SUCCESS:
+                return ret
+            pointers = cmemory.read_array(ctypes.c_uint64, args, n) if args else None
+            return launch(func, blocks, stream, launch_cfg(cfg), pointers)
         return call
     return needs(impl, fn, make)
+
+
+@adapts("aclrtGetFunctionName")
+def _function_name(fn, impl):
+    def make(get):
+        def call(func, max_len, name):
+            if not name:
+                return null_output(fn, "name")
+            value, ret = get(func)
+            if ret == E.ACL_SUCCESS and not cmemory.write_text(name, max_len, value):
+                boundary.record_error(E.ACL_ERROR_INVALID_PARAM, f"{fn.name}: maxLen {max_len} is too small "
+                                      f"for {value!r}")
+                return E.ACL_ERROR_INVALID_PARAM
+            return ret
+        return call
+    return needs(impl, fn, make)
+
+
+# ---------------------------------------------------------------------------- stream attributes
+def _attribute_type(attr: int):
+    """aclrtStreamAttrValue's member for ``attr``: failureMode is 64-bit, the others 32."""
+    return ctypes.c_uint64 if attr == C.ACL_STREAM_ATTR_FAILURE_MODE else ctypes.c_uint32
+
+
+@adapts("aclrtSetStreamAttribute")
+def _set_stream_attribute(fn, impl):
+    return needs(impl, fn, lambda set_: lambda stream, attr, value:
+                 set_(stream, attr, cmemory.load(_attribute_type(attr), value) if value else None))
+
+
+@adapts("aclrtGetStreamAttribute")
+def _get_stream_attribute(fn, impl):
+    def make(get):
+        def call(stream, attr, value):
+            if not value:
+                return null_output(fn, "value")
+            result, ret = get(stream, attr)
+            if ret == E.ACL_SUCCESS:
+                cmemory.write(value, bytes(16))
+                cmemory.write(value, bytes(_attribute_type(attr)(result)))
+            return ret
+        return call
+    return needs(impl, fn, make)
+
+
+# ---------------------------------------------------------------------------- VMM sharing (V2)
+def shareable_at(address: int):
+    """A V2 shareable handle: ``void*`` to the handle (a uint64_t for the default type)."""
+    return cmemory.load(ctypes.c_uint64, address) if address else None
+
+
+CONVERSIONS[("aclrtMemImportFromShareableHandleV2", "shareableHandle")] = shareable_at
+
+
+@adapts("aclrtMemExportToShareableHandleV2")
+def _export_v2(fn, impl):
+    def make(export):
+        def call(handle, flags, share_type, shareable):
+            if not shareable:
+                return null_output(fn, "shareableHandle")
+            value, ret = export(handle, flags, share_type)
+            if ret == E.ACL_SUCCESS:
+                cmemory.write(shareable, bytes(ctypes.c_uint64(value)))
+            return ret
+        return call
+    return needs(impl, fn, make)
+
+
+@adapts("aclrtMemSetPidToShareableHandleV2")
+def _pids_v2(fn, impl):
+    return needs(impl, fn, lambda set_: lambda shareable, share_type, pid, num:
+                 set_(shareable_at(shareable), share_type, _pids(pid, num)))
