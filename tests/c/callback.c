@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 #include "check.h"
 
 #define SIZE 256
@@ -15,7 +16,7 @@ typedef struct {
     int calls;
 } state;
 
-static atomic_int stop;
+static atomic_int subscribed, stop;
 
 static void host_func(void* arg)
 {
@@ -41,6 +42,10 @@ static void* report_thread(void* unused)
 {
     (void)unused;
     OK(aclrtSetDevice(0));
+    while (!atomic_load(&subscribed)) {       /* processing before the subscription is an error */
+        struct timespec tick = {0, 1000 * 1000};
+        nanosleep(&tick, NULL);
+    }
     while (!atomic_load(&stop)) {
         aclError ret = aclrtProcessReport(100);
         EXPECT(ret == ACL_SUCCESS || ret == ACL_ERROR_RT_REPORT_TIMEOUT);
@@ -67,6 +72,7 @@ int main(void)
     pthread_t thread;
     EXPECT(pthread_create(&thread, NULL, report_thread, NULL) == 0);
     OK(aclrtSubscribeReport((uint64_t)thread, stream));
+    atomic_store(&subscribed, 1);
     OK(aclrtLaunchCallback(reported, &s, ACL_CALLBACK_BLOCK, stream));
     OK(aclrtSynchronizeStream(stream));
     EXPECT(s.calls == 2 && s.devices >= 1);
