@@ -14,74 +14,62 @@ import numpy as np
 
 import mdev.acl as acl
 
-ACL_SUCCESS = 0
-ACL_MEM_MALLOC_HUGE_FIRST = 0
-ACL_MEMCPY_HOST_TO_DEVICE = 1
-ACL_MEMCPY_DEVICE_TO_HOST = 2
-ACL_STREAM_STATUS_COMPLETE = 0
-NPY_INT32 = 5
-
+NPY_INT32 = 5                            # NumPy type number, as acl.util.ptr_to_numpy takes it
 DEFAULT_STREAM = 0                       # nullptr: the current context's default stream
 DEVICE_ID = 0
 N = 4096                                 # int32 elements
 
 
-def check_ret(message, ret):
-    if ret != ACL_SUCCESS:
-        raise Exception(f"{message} failed ret={ret}: {acl.get_recent_err_msg()}")
+def check(ret, what):
+    if ret != acl.ACL_SUCCESS:
+        raise RuntimeError(f"{what} failed ret={ret}: {acl.get_recent_err_msg()}")
 
 
 def main():
-    check_ret("acl.init", acl.init())
+    check(acl.init(), "init")
     # set_device creates the default context and its default stream
-    check_ret("acl.rt.set_device", acl.rt.set_device(DEVICE_ID))
+    check(acl.rt.set_device(DEVICE_ID), "set_device")
 
     size = N * 4
     host_in, ret = acl.rt.malloc_host(size)
-    check_ret("acl.rt.malloc_host", ret)
+    check(ret, "malloc_host")
     host_out, ret = acl.rt.malloc_host(size)
-    check_ret("acl.rt.malloc_host", ret)
-    src = acl.util.ptr_to_numpy(host_in, (N,), NPY_INT32)
-    src[:] = np.arange(N, dtype=np.int32)
-    dev_ptr, ret = acl.rt.malloc(size, ACL_MEM_MALLOC_HUGE_FIRST)
-    check_ret("acl.rt.malloc", ret)
+    check(ret, "malloc_host")
+    acl.util.ptr_to_numpy(host_in, (N,), NPY_INT32)[:] = np.arange(N, dtype=np.int32)
+    dev_ptr, ret = acl.rt.malloc(size, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+    check(ret, "malloc")
 
     # all on the default stream, in order: fill with 0x01 bytes, overwrite the first half
     # with host data, copy everything back
-    ret = acl.rt.memset_async(dev_ptr, size, 0x01, size, DEFAULT_STREAM)
-    check_ret("acl.rt.memset_async", ret)
-    ret = acl.rt.memcpy_async(dev_ptr, size, host_in, size // 2, ACL_MEMCPY_HOST_TO_DEVICE, DEFAULT_STREAM)
-    check_ret("acl.rt.memcpy_async H2D", ret)
-    ret = acl.rt.memcpy_async(host_out, size, dev_ptr, size, ACL_MEMCPY_DEVICE_TO_HOST, DEFAULT_STREAM)
-    check_ret("acl.rt.memcpy_async D2H", ret)
+    check(acl.rt.memset_async(dev_ptr, size, 0x01, size, DEFAULT_STREAM), "memset_async")
+    check(acl.rt.memcpy_async(dev_ptr, size, host_in, size // 2, acl.ACL_MEMCPY_HOST_TO_DEVICE, DEFAULT_STREAM),
+          "memcpy_async H2D")
+    check(acl.rt.memcpy_async(host_out, size, dev_ptr, size, acl.ACL_MEMCPY_DEVICE_TO_HOST, DEFAULT_STREAM),
+          "memcpy_async D2H")
 
     # wait for every stream of the current context, the default one included
-    check_ret("acl.rt.synchronize_device", acl.rt.synchronize_device())
+    check(acl.rt.synchronize_device(), "synchronize_device")
     status, ret = acl.rt.stream_query(DEFAULT_STREAM)
-    check_ret("acl.rt.stream_query", ret)
+    check(ret, "stream_query")
+    complete = status == acl.ACL_STREAM_STATUS_COMPLETE
+    print(f"default stream after synchronize_device: {'COMPLETE' if complete else 'NOT READY'}")
 
-    out = acl.util.ptr_to_numpy(host_out, (N,), NPY_INT32)
+    out = acl.util.ptr_to_numpy(host_out, (N,), NPY_INT32).copy()
     expected = np.full(N, 0x01010101, dtype=np.int32)
     expected[:N // 2] = np.arange(N // 2, dtype=np.int32)
-    ok = np.array_equal(out, expected) and status == ACL_STREAM_STATUS_COMPLETE
-    print(f"default stream after synchronize_device: "
-          f"{'COMPLETE' if status == ACL_STREAM_STATUS_COMPLETE else 'NOT READY'}")
     middle = ", ".join(f"{v:#x}" for v in out[N // 2 - 2:N // 2 + 2])
     print(f"out[{N // 2 - 2}:{N // 2 + 2}] = [{middle}]  (host data, then the memset's 0x01 bytes)")
 
-    del src, out
-    check_ret("acl.rt.free", acl.rt.free(dev_ptr))
-    check_ret("acl.rt.free_host", acl.rt.free_host(host_in))
-    check_ret("acl.rt.free_host", acl.rt.free_host(host_out))
+    check(acl.rt.free(dev_ptr), "free")
+    for host in (host_in, host_out):
+        check(acl.rt.free_host(host), "free_host")
     # reset_device destroys the default stream with the default context
-    check_ret("acl.rt.reset_device", acl.rt.reset_device(DEVICE_ID))
-    check_ret("acl.finalize", acl.finalize())
-
-    if not ok:
-        print("default_stream: MISMATCH")
-        return 1
-    print("default_stream: memset_async + 2 memcpy_async on stream 0, synchronize_device, verified: OK")
-    return 0
+    check(acl.rt.reset_device(DEVICE_ID), "reset_device")
+    check(acl.finalize(), "finalize")
+    ok = complete and np.array_equal(out, expected)
+    print(f"default_stream: memset_async + 2 memcpy_async on stream 0, synchronize_device, verified: "
+          f"{'OK' if ok else 'MISMATCH'}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -17,15 +17,15 @@ import mdev.acl as acl
 from mdev import ops
 from mdev.kernel import int64, kernel, ptr
 
-ACL_SUCCESS = 0
-ACL_ERROR_RT_AICORE_EXCEPTION = 507015
-ACL_MEM_MALLOC_HUGE_FIRST = 0
-ACL_MEMCPY_DEVICE_TO_HOST = 2
-
 DEVICE_ID = 0
 N = 256
 
 seen = []
+
+
+def check(ret, what):
+    if ret != acl.ACL_SUCCESS:
+        raise RuntimeError(f"{what} failed ret={ret}: {acl.get_recent_err_msg()}")
 
 
 def exception_callback(info):
@@ -45,23 +45,18 @@ def off_by_one(ctx, x: ptr, n: int64):
     ctx.gm(x, np.float32, n + 1)[:] = 0.0
 
 
-def check_ret(message, ret):
-    if ret != ACL_SUCCESS:
-        raise Exception(f"{message} failed ret={ret}: {acl.get_recent_err_msg()}")
-
-
 def main():
-    check_ret("acl.init", acl.init())
-    check_ret("acl.rt.set_device", acl.rt.set_device(DEVICE_ID))
-    check_ret("set_exception_info_callback", acl.rt.set_exception_info_callback(exception_callback))
+    check(acl.init(), "init")
+    check(acl.rt.set_device(DEVICE_ID), "set_device")
+    check(acl.rt.set_exception_info_callback(exception_callback), "set_exception_info_callback")
     bad, ret = acl.rt.create_stream()
-    check_ret("acl.rt.create_stream", ret)
+    check(ret, "create_stream")
     good, ret = acl.rt.create_stream()
-    check_ret("acl.rt.create_stream", ret)
-    buf, ret = acl.rt.malloc(4 * N, ACL_MEM_MALLOC_HUGE_FIRST)
-    check_ret("acl.rt.malloc", ret)
+    check(ret, "create_stream")
     bad_id, ret = acl.rt.get_stream_id(bad)
-    check_ret("acl.rt.get_stream_id", ret)
+    check(ret, "get_stream_id")
+    buf, ret = acl.rt.malloc(4 * N, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+    check(ret, "malloc")
 
     launch_ret = off_by_one[4, bad](buf, N)
     print(f"launch of the faulty kernel returned {launch_ret}")
@@ -69,29 +64,26 @@ def main():
     print(f"synchronize_stream returned {sync_ret}: {acl.get_recent_err_msg()}")
 
     # the device keeps working: another stream, then the faulting one
-    check_ret("fill launch", ops.fill[4, good](buf, 1.5, N))
-    check_ret("acl.rt.synchronize_stream", acl.rt.synchronize_stream(good))
-    check_ret("scale launch", ops.scale[4, bad](buf, buf, 2.0, N))
-    check_ret("acl.rt.synchronize_stream", acl.rt.synchronize_stream(bad))
+    check(ops.fill[4, good](buf, 1.5, N), "fill launch")
+    check(acl.rt.synchronize_stream(good), "synchronize_stream")
+    check(ops.scale[4, bad](buf, buf, 2.0, N), "scale launch")
+    check(acl.rt.synchronize_stream(bad), "synchronize_stream")
     host = np.zeros(N, np.float32)
-    check_ret("acl.rt.memcpy", acl.rt.memcpy(acl.util.numpy_to_ptr(host), 4 * N, buf, 4 * N,
-                                             ACL_MEMCPY_DEVICE_TO_HOST))
-    still_works = bool((host == 3.0).all())
+    check(acl.rt.memcpy(acl.util.numpy_to_ptr(host), 4 * N, buf, 4 * N, acl.ACL_MEMCPY_DEVICE_TO_HOST), "memcpy")
     print(f"after the fault: fill on another stream and scale on the same stream -> {host[:3]}...")
 
-    check_ret("set_exception_info_callback", acl.rt.set_exception_info_callback(None))
-    check_ret("acl.rt.free", acl.rt.free(buf))
+    check(acl.rt.set_exception_info_callback(None), "set_exception_info_callback")
+    check(acl.rt.free(buf), "free")
     for stream in (bad, good):
-        check_ret("acl.rt.destroy_stream", acl.rt.destroy_stream(stream))
-    check_ret("acl.rt.reset_device", acl.rt.reset_device(DEVICE_ID))
-    check_ret("acl.finalize", acl.finalize())
-    ok = (launch_ret == ACL_SUCCESS and sync_ret == ACL_ERROR_RT_AICORE_EXCEPTION and still_works
-          and seen == [{"device": DEVICE_ID, "stream": bad_id, "task": 1, "error": ACL_ERROR_RT_AICORE_EXCEPTION}])
-    if not ok:
-        print("exception_callback: UNEXPECTED")
-        return 1
-    print("exception_callback: AI Core exception 507015 reported at sync and to the callback, device still serving: OK")
-    return 0
+        check(acl.rt.destroy_stream(stream), "destroy_stream")
+    check(acl.rt.reset_device(DEVICE_ID), "reset_device")
+    check(acl.finalize(), "finalize")
+    fault = acl.ACL_ERROR_RT_AICORE_EXCEPTION
+    ok = (launch_ret == acl.ACL_SUCCESS and sync_ret == fault and (host == 3.0).all()
+          and seen == [{"device": DEVICE_ID, "stream": bad_id, "task": 1, "error": fault}])
+    print(f"exception_callback: AI Core exception 507015 reported at sync and to the callback, device still serving: "
+          f"{'OK' if ok else 'UNEXPECTED'}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -21,18 +21,16 @@ import tempfile
 import mdev.acl as acl
 from mdev import ops
 
-ACL_SUCCESS = 0
-ACL_MEMCPY_HOST_TO_DEVICE, ACL_MEMCPY_DEVICE_TO_HOST = 1, 2
-NPY_FLOAT32 = 11
+NPY_FLOAT32 = 11                        # NumPy type number, as acl.util.ptr_to_numpy takes it
 
 
 def ACL_LOG(fmt, *args):
     print("[INFO]  " + fmt % args)
 
 
-def check_ret(message, ret):
-    if ret != ACL_SUCCESS:
-        raise Exception(f"{message} failed ret={ret}: {acl.get_recent_err_msg()}")
+def check(ret, what):
+    if ret != acl.ACL_SUCCESS:
+        raise RuntimeError(f"{what} failed ret={ret}: {acl.get_recent_err_msg()}")
 
 
 def main():
@@ -41,78 +39,71 @@ def main():
     nbytes = size * 4
     alpha_value = 1.1                   # aclnnAdd: out = self + other * alpha
 
-    check_ret("acl.init", acl.init())
-    check_ret("acl.rt.set_device", acl.rt.set_device(0))
-    self_d, ret = acl.rt.malloc(nbytes, acl.ACL_MEM_MALLOC_HUGE_FIRST)
-    check_ret("acl.rt.malloc", ret)
-    other_d, ret = acl.rt.malloc(nbytes, acl.ACL_MEM_MALLOC_HUGE_FIRST)
-    check_ret("acl.rt.malloc", ret)
-    out_d, ret = acl.rt.malloc(nbytes, acl.ACL_MEM_MALLOC_HUGE_FIRST)
-    check_ret("acl.rt.malloc", ret)
-
+    check(acl.init(), "init")
+    check(acl.rt.set_device(0), "set_device")
+    device = []
+    for _ in range(3):
+        ptr, ret = acl.rt.malloc(nbytes, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+        check(ret, "malloc")
+        device.append(ptr)
+    self_d, other_d, out_d = device
     # pinned host memory (aclrtMallocHost): captured copies need it
-    self_h, ret = acl.rt.malloc_host(nbytes)
-    check_ret("acl.rt.malloc_host", ret)
-    other_h, ret = acl.rt.malloc_host(nbytes)
-    check_ret("acl.rt.malloc_host", ret)
-    self_v = acl.util.ptr_to_numpy(self_h, (size,), NPY_FLOAT32)
-    other_v = acl.util.ptr_to_numpy(other_h, (size,), NPY_FLOAT32)
-    self_v[:] = 0
-    other_v[:] = 1
-
+    pinned = []
+    for value in (0, 1):
+        ptr, ret = acl.rt.malloc_host(nbytes)
+        check(ret, "malloc_host")
+        acl.util.ptr_to_numpy(ptr, (size,), NPY_FLOAT32)[:] = value
+        pinned.append(ptr)
+    self_h, other_h = pinned
+    self_v = acl.util.ptr_to_numpy(self_h, (size,), NPY_FLOAT32)     # each replay's output lands here
     stream, ret = acl.rt.create_stream()
-    check_ret("acl.rt.create_stream", ret)
+    check(ret, "create_stream")
 
     # ======== begin capture ========
-    check_ret("acl.mdl.ri_capture_begin", acl.mdl.ri_capture_begin(stream, acl.ACL_MODEL_RI_CAPTURE_MODE_GLOBAL))
-    check_ret("acl.rt.memcpy_async", acl.rt.memcpy_async(self_d, nbytes, self_h, nbytes, ACL_MEMCPY_HOST_TO_DEVICE,
-                                                         stream))
+    check(acl.mdl.ri_capture_begin(stream, acl.ACL_MODEL_RI_CAPTURE_MODE_GLOBAL), "ri_capture_begin")
+    check(acl.rt.memcpy_async(self_d, nbytes, self_h, nbytes, acl.ACL_MEMCPY_HOST_TO_DEVICE, stream), "memcpy_async")
     # switch to RELAXED to allow the synchronous copy (made once, now)
     mode, ret = acl.mdl.ri_capture_thread_exchange_mode(acl.ACL_MODEL_RI_CAPTURE_MODE_RELAXED)
-    check_ret("acl.mdl.ri_capture_thread_exchange_mode", ret)
-    check_ret("acl.rt.memcpy", acl.rt.memcpy(other_d, nbytes, other_h, nbytes, ACL_MEMCPY_HOST_TO_DEVICE))
+    check(ret, "ri_capture_thread_exchange_mode")
+    check(acl.rt.memcpy(other_d, nbytes, other_h, nbytes, acl.ACL_MEMCPY_HOST_TO_DEVICE), "memcpy")
     mode, ret = acl.mdl.ri_capture_thread_exchange_mode(mode)            # back to GLOBAL
-    check_ret("acl.mdl.ri_capture_thread_exchange_mode", ret)
-    check_ret("axpy (aclnnAdd)", ops.axpy[1, stream](self_d, other_d, out_d, alpha_value, size))
-    check_ret("acl.rt.memcpy_async", acl.rt.memcpy_async(self_h, nbytes, out_d, nbytes, ACL_MEMCPY_DEVICE_TO_HOST,
-                                                         stream))
+    check(ret, "ri_capture_thread_exchange_mode")
+    check(ops.axpy[1, stream](self_d, other_d, out_d, alpha_value, size), "axpy (aclnnAdd)")
+    check(acl.rt.memcpy_async(self_h, nbytes, out_d, nbytes, acl.ACL_MEMCPY_DEVICE_TO_HOST, stream), "memcpy_async")
     # ======== end capture ========
     model, ret = acl.mdl.ri_capture_end(stream)
-    check_ret("acl.mdl.ri_capture_end", ret)
+    check(ret, "ri_capture_end")
 
     # the model's tasks, for debugging (chrome://tracing can open the file)
     json_dir = tempfile.mkdtemp(prefix="mdev-graph-")
     json_path = os.path.join(json_dir, "modelRI.json")
-    check_ret("acl.mdl.ri_debug_json_print", acl.mdl.ri_debug_json_print(model, json_path, 0))
+    check(acl.mdl.ri_debug_json_print(model, json_path, 0), "ri_debug_json_print")
     with open(json_path) as f:
         kinds = [t["type"] for t in json.load(f)["model"]["tasks"]]
     print(f"modelRI.json: {len(kinds)} captured tasks: {', '.join(kinds)}")
     os.remove(json_path)
     os.rmdir(json_dir)
 
-    # execute the model several times
+    # execute the model several times: each replay adds alpha once more
     lines = []
-    for i in range(8):
-        check_ret("acl.mdl.ri_execute_async", acl.mdl.ri_execute_async(model, stream))
-        check_ret("acl.rt.synchronize_stream", acl.rt.synchronize_stream(stream))
+    for _ in range(8):
+        check(acl.mdl.ri_execute_async(model, stream), "ri_execute_async")
+        check(acl.rt.synchronize_stream(stream), "synchronize_stream")
         ACL_LOG("%f %f %f %f %f %f %f %f\n", *self_v[:8])
         lines.append(" ".join("%f" % x for x in self_v))
 
-    check_ret("acl.mdl.ri_destroy", acl.mdl.ri_destroy(model))
-    check_ret("acl.rt.destroy_stream", acl.rt.destroy_stream(stream))
-    for ptr in (self_d, other_d, out_d):
-        check_ret("acl.rt.free", acl.rt.free(ptr))
-    for ptr in (self_h, other_h):
-        check_ret("acl.rt.free_host", acl.rt.free_host(ptr))
-    check_ret("acl.rt.reset_device", acl.rt.reset_device(0))
-    check_ret("acl.finalize", acl.finalize())
-
-    expected = [" ".join([f"{i * 1.1:.6f}"] * 8) for i in range(1, 9)]
-    if lines != expected:
-        print("graph_capture_add: MISMATCH")
-        return 1
-    print("graph_capture_add: captured once, replayed 8 times, outputs 1.1 .. 8.8 as in the guide: OK")
-    return 0
+    check(acl.mdl.ri_destroy(model), "ri_destroy")
+    check(acl.rt.destroy_stream(stream), "destroy_stream")
+    for ptr in device:
+        check(acl.rt.free(ptr), "free")
+    for ptr in pinned:
+        check(acl.rt.free_host(ptr), "free_host")
+    check(acl.rt.reset_device(0), "reset_device")
+    check(acl.finalize(), "finalize")
+    ok = lines == [" ".join([f"{i * 1.1:.6f}"] * 8) for i in range(1, 9)]
+    print(f"graph_capture_add: captured once, replayed 8 times, outputs 1.1 .. 8.8 as in the guide: "
+          f"{'OK' if ok else 'MISMATCH'}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

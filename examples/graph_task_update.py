@@ -25,130 +25,121 @@ import sys
 import mdev.acl as acl
 from mdev import ops
 
-ACL_SUCCESS = 0
-ACL_MEMCPY_HOST_TO_DEVICE, ACL_MEMCPY_DEVICE_TO_HOST = 1, 2
-NPY_FLOAT32 = 11
-GLOBAL = 0
+NPY_FLOAT32 = 11                        # NumPy type number, as acl.util.ptr_to_numpy takes it
+SIZE = 4 * 2                            # float32 elements
+NBYTES = SIZE * 4
+ALPHA, UPDATE_ALPHA = 1.1, 5.5
 
 
 def ACL_LOG(fmt, *args):
     print("[INFO]  " + fmt % args)
 
 
-def check_ret(message, ret):
-    if ret != ACL_SUCCESS:
-        raise Exception(f"{message} failed ret={ret}: {acl.get_recent_err_msg()}")
+def check(ret, what):
+    if ret != acl.ACL_SUCCESS:
+        raise RuntimeError(f"{what} failed ret={ret}: {acl.get_recent_err_msg()}")
 
 
 def alloc(nbytes):
     ptr, ret = acl.rt.malloc(nbytes, acl.ACL_MEM_MALLOC_HUGE_FIRST)
-    check_ret("acl.rt.malloc", ret)
+    check(ret, "malloc")
     return ptr
 
 
-def pinned(nbytes, size, value):
-    ptr, ret = acl.rt.malloc_host(nbytes)
-    check_ret("acl.rt.malloc_host", ret)
-    view = acl.util.ptr_to_numpy(ptr, (size,), NPY_FLOAT32)
-    view[:] = value
-    return ptr, view
-
-
-def capture(d, h, size, nbytes, stream, alpha, event=None):
+def capture(d, h, stream, event=None):
     """The guide's capture; with ``event``, the wait/reset in front of the group."""
     self_d, other_d, out_d, tmp_d = d
     self_h, other_h, out_h = h
-    check_ret("acl.mdl.ri_capture_begin", acl.mdl.ri_capture_begin(stream, GLOBAL))
-    check_ret("acl.rt.memcpy_async", acl.rt.memcpy_async(self_d, nbytes, self_h, nbytes, ACL_MEMCPY_HOST_TO_DEVICE,
-                                                         stream))
-    check_ret("acl.rt.memcpy_async", acl.rt.memcpy_async(other_d, nbytes, other_h, nbytes,
-                                                         ACL_MEMCPY_HOST_TO_DEVICE, stream))
-    check_ret("axpy", ops.axpy[1, stream](self_d, other_d, tmp_d, alpha, size))           # outtmp
+    check(acl.mdl.ri_capture_begin(stream, acl.ACL_MODEL_RI_CAPTURE_MODE_GLOBAL), "ri_capture_begin")
+    for dst, src in ((self_d, self_h), (other_d, other_h)):
+        check(acl.rt.memcpy_async(dst, NBYTES, src, NBYTES, acl.ACL_MEMCPY_HOST_TO_DEVICE, stream), "memcpy_async")
+    check(ops.axpy[1, stream](self_d, other_d, tmp_d, ALPHA, SIZE), "axpy")           # outtmp
     if event is not None:
         # wait for the update stream, then reset the external event for the next replay
-        check_ret("acl.rt.stream_wait_event", acl.rt.stream_wait_event(stream, event))
-        check_ret("acl.rt.reset_event", acl.rt.reset_event(event, stream))
-    check_ret("acl.mdl.ri_capture_task_grp_begin", acl.mdl.ri_capture_task_grp_begin(stream))
-    check_ret("axpy", ops.axpy[1, stream](tmp_d, other_d, out_d, alpha, size))             # out
+        check(acl.rt.stream_wait_event(stream, event), "stream_wait_event")
+        check(acl.rt.reset_event(event, stream), "reset_event")
+    check(acl.mdl.ri_capture_task_grp_begin(stream), "ri_capture_task_grp_begin")
+    check(ops.axpy[1, stream](tmp_d, other_d, out_d, ALPHA, SIZE), "axpy")             # out
     handle, ret = acl.mdl.ri_capture_task_grp_end(stream)
-    check_ret("acl.mdl.ri_capture_task_grp_end", ret)
-    check_ret("acl.rt.memcpy_async", acl.rt.memcpy_async(out_h, nbytes, out_d, nbytes, ACL_MEMCPY_DEVICE_TO_HOST,
-                                                         stream))
+    check(ret, "ri_capture_task_grp_end")
+    check(acl.rt.memcpy_async(out_h, NBYTES, out_d, NBYTES, acl.ACL_MEMCPY_DEVICE_TO_HOST, stream), "memcpy_async")
     model, ret = acl.mdl.ri_capture_end(stream)
-    check_ret("acl.mdl.ri_capture_end", ret)
+    check(ret, "ri_capture_end")
     return model, handle
 
 
+def update(handle, update_stream, tmp_d, other_d, out_d, new_alpha=None):
+    """Replace the task group's launch by one with ``new_alpha`` (None: an empty update)."""
+    check(acl.mdl.ri_capture_task_update_begin(update_stream, handle), "ri_capture_task_update_begin")
+    if new_alpha is not None:
+        check(ops.axpy[1, update_stream](tmp_d, other_d, out_d, new_alpha, SIZE), "axpy")
+        ACL_LOG("update alpha value of aclnnAdd")
+    check(acl.mdl.ri_capture_task_update_end(update_stream), "ri_capture_task_update_end")
+
+
+def execute(model, stream, out_v, fmt):
+    """Run the model, wait for it, log and return out[0]."""
+    check(acl.mdl.ri_execute_async(model, stream), "ri_execute_async")
+    check(acl.rt.synchronize_stream(stream), "synchronize_stream")
+    ACL_LOG(fmt, out_v[0])
+    return round(float(out_v[0]), 4)
+
+
 def main():
-    size = 4 * 2
-    nbytes = size * 4
-    alpha_value, update_alpha_value = 1.1, 5.5
-
-    check_ret("acl.init", acl.init())
-    check_ret("acl.rt.set_device", acl.rt.set_device(0))
-    d = [alloc(nbytes) for _ in range(4)]
+    check(acl.init(), "init")
+    check(acl.rt.set_device(0), "set_device")
+    d = [alloc(NBYTES) for _ in range(4)]
     self_d, other_d, out_d, tmp_d = d
-    self_h, _ = pinned(nbytes, size, 0)
-    other_h, _ = pinned(nbytes, size, 1)
-    out_h, out_v = pinned(nbytes, size, 0)
-    h = (self_h, other_h, out_h)
-
+    h = []
+    for value in (0, 1, 0):             # self, other, out
+        ptr, ret = acl.rt.malloc_host(NBYTES)
+        check(ret, "malloc_host")
+        acl.util.ptr_to_numpy(ptr, (SIZE,), NPY_FLOAT32)[:] = value
+        h.append(ptr)
+    out_v = acl.util.ptr_to_numpy(h[2], (SIZE,), NPY_FLOAT32)
     stream1, ret = acl.rt.create_stream()
-    check_ret("acl.rt.create_stream", ret)
+    check(ret, "create_stream")
     update_stream, ret = acl.rt.create_stream()
-    check_ret("acl.rt.create_stream", ret)
+    check(ret, "create_stream")
     results = []
 
     # -- 1. concurrent update, with an external event
     event, ret = acl.rt.create_event_with_flag(acl.ACL_EVENT_EXTERNAL)
-    check_ret("acl.rt.create_event_with_flag", ret)
-    model, handle = capture(d, h, size, nbytes, stream1, alpha_value, event)
+    check(ret, "create_event_with_flag")
+    model, handle = capture(d, h, stream1, event)
     for i in range(2):
         ACL_LOG("execute model, loop: %d", i)
-        check_ret("acl.mdl.ri_execute_async", acl.mdl.ri_execute_async(model, stream1))
-        check_ret("acl.mdl.ri_capture_task_update_begin", acl.mdl.ri_capture_task_update_begin(update_stream, handle))
-        if i == 1:
-            check_ret("axpy", ops.axpy[1, update_stream](tmp_d, other_d, out_d, update_alpha_value, size))
-            ACL_LOG("update alpha value of aclnnAdd")
-        check_ret("acl.mdl.ri_capture_task_update_end", acl.mdl.ri_capture_task_update_end(update_stream))
+        check(acl.mdl.ri_execute_async(model, stream1), "ri_execute_async")
+        update(handle, update_stream, tmp_d, other_d, out_d, UPDATE_ALPHA if i == 1 else None)
         # tell stream1 the update is in: it continues after its event wait
-        check_ret("acl.rt.record_event", acl.rt.record_event(event, update_stream))
-        check_ret("acl.rt.synchronize_stream", acl.rt.synchronize_stream(update_stream))
-        check_ret("acl.rt.synchronize_stream", acl.rt.synchronize_stream(stream1))
+        check(acl.rt.record_event(event, update_stream), "record_event")
+        check(acl.rt.synchronize_stream(update_stream), "synchronize_stream")
+        check(acl.rt.synchronize_stream(stream1), "synchronize_stream")
         ACL_LOG("%f %f %f %f %f %f %f %f\n", *out_v[:8])
         results.append(round(float(out_v[0]), 4))
-    check_ret("acl.mdl.ri_destroy", acl.mdl.ri_destroy(model))
-    check_ret("acl.rt.destroy_event", acl.rt.destroy_event(event))
+    check(acl.mdl.ri_destroy(model), "ri_destroy")
+    check(acl.rt.destroy_event(event), "destroy_event")
 
     # -- 2. update first, then execute
-    model, handle = capture(d, h, size, nbytes, stream1, alpha_value)
-    check_ret("acl.mdl.ri_execute_async", acl.mdl.ri_execute_async(model, stream1))
-    check_ret("acl.rt.synchronize_stream", acl.rt.synchronize_stream(stream1))
-    ACL_LOG("sequential, before the update: %f", out_v[0])
-    results.append(round(float(out_v[0]), 4))
-    check_ret("acl.mdl.ri_capture_task_update_begin", acl.mdl.ri_capture_task_update_begin(update_stream, handle))
-    check_ret("axpy", ops.axpy[1, update_stream](tmp_d, other_d, out_d, update_alpha_value, size))
-    check_ret("acl.mdl.ri_capture_task_update_end", acl.mdl.ri_capture_task_update_end(update_stream))
-    check_ret("acl.rt.synchronize_stream", acl.rt.synchronize_stream(update_stream))
-    check_ret("acl.mdl.ri_execute_async", acl.mdl.ri_execute_async(model, stream1))
-    check_ret("acl.rt.synchronize_stream", acl.rt.synchronize_stream(stream1))
-    ACL_LOG("sequential, after the update:  %f", out_v[0])
-    results.append(round(float(out_v[0]), 4))
-    check_ret("acl.mdl.ri_destroy", acl.mdl.ri_destroy(model))
+    model, handle = capture(d, h, stream1)
+    results.append(execute(model, stream1, out_v, "sequential, before the update: %f"))
+    update(handle, update_stream, tmp_d, other_d, out_d, UPDATE_ALPHA)
+    check(acl.rt.synchronize_stream(update_stream), "synchronize_stream")
+    results.append(execute(model, stream1, out_v, "sequential, after the update:  %f"))
+    check(acl.mdl.ri_destroy(model), "ri_destroy")
 
-    for s in (stream1, update_stream):
-        check_ret("acl.rt.destroy_stream", acl.rt.destroy_stream(s))
+    for stream in (stream1, update_stream):
+        check(acl.rt.destroy_stream(stream), "destroy_stream")
     for ptr in d:
-        check_ret("acl.rt.free", acl.rt.free(ptr))
+        check(acl.rt.free(ptr), "free")
     for ptr in h:
-        check_ret("acl.rt.free_host", acl.rt.free_host(ptr))
-    check_ret("acl.rt.reset_device", acl.rt.reset_device(0))
-    check_ret("acl.finalize", acl.finalize())
-    if results != [2.2, 6.6, 2.2, 6.6]:
-        print(f"graph_task_update: MISMATCH {results}")
-        return 1
-    print("graph_task_update: alpha 1.1 -> 5.5, concurrent (external event) and sequential updates verified: OK")
-    return 0
+        check(acl.rt.free_host(ptr), "free_host")
+    check(acl.rt.reset_device(0), "reset_device")
+    check(acl.finalize(), "finalize")
+    ok = results == [2.2, 6.6, 2.2, 6.6]
+    print(f"graph_task_update: alpha 1.1 -> 5.5, concurrent (external event) and sequential updates verified: "
+          f"{'OK' if ok else f'MISMATCH {results}'}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -27,16 +27,7 @@ import numpy as np
 
 import mdev.acl as acl
 
-ACL_SUCCESS = 0
-ACL_MEM_MALLOC_HUGE_FIRST = 0
-ACL_MEMCPY_HOST_TO_DEVICE = 1
-ACL_MEMCPY_DEVICE_TO_HOST = 2
-ACL_MEMCPY_DEVICE_TO_DEVICE = 3
-ACL_CALLBACK_NO_BLOCK = 0
-ACL_CALLBACK_BLOCK = 1
-ACL_ERROR_RT_REPORT_TIMEOUT = 507012
-NPY_FLOAT32 = 11
-
+NPY_FLOAT32 = 11               # NumPy type number, as acl.util.ptr_to_numpy takes it
 DEVICE_ID = 0
 COUNT = 1 << 16
 SIZE = COUNT * 4
@@ -46,9 +37,9 @@ g_run_flag = True
 g_log = []
 
 
-def check_ret(message, ret):
-    if ret != ACL_SUCCESS:
-        raise Exception(f"{message} failed ret={ret}: {acl.get_recent_err_msg()}")
+def check(ret, what):
+    if ret != acl.ACL_SUCCESS:
+        raise RuntimeError(f"{what} failed ret={ret}: {acl.get_recent_err_msg()}")
 
 
 # -------------------------------------------------------------------------- part 1
@@ -62,43 +53,42 @@ def my_host_callback(args):
 
 
 def part1(stream):
-    dev_in, ret = acl.rt.malloc(SIZE, ACL_MEM_MALLOC_HUGE_FIRST)
-    check_ret("acl.rt.malloc", ret)
-    dev_out, ret = acl.rt.malloc(SIZE, ACL_MEM_MALLOC_HUGE_FIRST)
-    check_ret("acl.rt.malloc", ret)
+    dev_in, ret = acl.rt.malloc(SIZE, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+    check(ret, "malloc")
+    dev_out, ret = acl.rt.malloc(SIZE, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+    check(ret, "malloc")
     host, ret = acl.rt.malloc_host(SIZE)
-    check_ret("acl.rt.malloc_host", ret)
+    check(ret, "malloc_host")
     acl.util.ptr_to_numpy(host, (COUNT,), NPY_FLOAT32)[:] = np.arange(COUNT, dtype=np.float32)
 
-    check_ret("acl.rt.memcpy_async", acl.rt.memcpy_async(dev_in, SIZE, host, SIZE, ACL_MEMCPY_HOST_TO_DEVICE, stream))
+    check(acl.rt.memcpy_async(dev_in, SIZE, host, SIZE, acl.ACL_MEMCPY_HOST_TO_DEVICE, stream), "memcpy_async H2D")
     # "device work": copy dev_in -> dev_out and back to the host buffer
-    check_ret("acl.rt.memcpy_async", acl.rt.memcpy_async(dev_out, SIZE, dev_in, SIZE, ACL_MEMCPY_DEVICE_TO_DEVICE, stream))
-    check_ret("acl.rt.memcpy_async", acl.rt.memcpy_async(host, SIZE, dev_out, SIZE, ACL_MEMCPY_DEVICE_TO_HOST, stream))
-    check_ret("acl.rt.launch_host_func", acl.rt.launch_host_func(stream, my_host_callback, (host, COUNT)))
+    check(acl.rt.memcpy_async(dev_out, SIZE, dev_in, SIZE, acl.ACL_MEMCPY_DEVICE_TO_DEVICE, stream), "memcpy_async")
+    check(acl.rt.memcpy_async(host, SIZE, dev_out, SIZE, acl.ACL_MEMCPY_DEVICE_TO_HOST, stream), "memcpy_async D2H")
+    check(acl.rt.launch_host_func(stream, my_host_callback, (host, COUNT)), "launch_host_func")
     # runs only after my_host_callback returned: it uploads the doubled values
-    check_ret("acl.rt.memcpy_async", acl.rt.memcpy_async(dev_out, SIZE, host, SIZE, ACL_MEMCPY_HOST_TO_DEVICE, stream))
-    check_ret("acl.rt.synchronize_stream", acl.rt.synchronize_stream(stream))
+    check(acl.rt.memcpy_async(dev_out, SIZE, host, SIZE, acl.ACL_MEMCPY_HOST_TO_DEVICE, stream), "memcpy_async H2D")
+    check(acl.rt.synchronize_stream(stream), "synchronize_stream")
 
-    check = np.zeros(COUNT, np.float32)
-    ret = acl.rt.memcpy(acl.util.numpy_to_ptr(check), SIZE, dev_out, SIZE, ACL_MEMCPY_DEVICE_TO_HOST)
-    check_ret("acl.rt.memcpy", ret)
-    ok = bool((check == 2 * np.arange(COUNT, dtype=np.float32)).all())
+    result = np.zeros(COUNT, np.float32)
+    check(acl.rt.memcpy(acl.util.numpy_to_ptr(result), SIZE, dev_out, SIZE, acl.ACL_MEMCPY_DEVICE_TO_HOST), "memcpy")
+    ok = bool((result == 2 * np.arange(COUNT, dtype=np.float32)).all())
     print(g_log[-1])
     print(f"part 1: the copy after launch_host_func saw the callback's result: {'OK' if ok else 'WRONG'}")
     for ptr in (dev_in, dev_out):
-        check_ret("acl.rt.free", acl.rt.free(ptr))
-    check_ret("acl.rt.free_host", acl.rt.free_host(host))
+        check(acl.rt.free(ptr), "free")
+    check(acl.rt.free_host(host), "free_host")
     return ok
 
 
 # -------------------------------------------------------------------------- part 2
 def report_thread_func(args_list):
     context, timeout = args_list
-    check_ret("acl.rt.set_context", acl.rt.set_context(context))
+    check(acl.rt.set_context(context), "set_context")
     timeouts = 0
     while g_run_flag:
         ret = acl.rt.process_report(timeout)
-        if ret == ACL_ERROR_RT_REPORT_TIMEOUT:
+        if ret == acl.ACL_ERROR_RT_REPORT_TIMEOUT:
             timeouts += 1              # nothing to run within the timeout: loop again
     g_log.append(f"report thread: {timeouts} idle timeouts")
 
@@ -107,23 +97,25 @@ def batch_callback(user_data):
     g_log.append(("callback", user_data, threading.get_ident()))
 
 
-def part2(context, stream):
+def part2(stream):
     global g_run_flag
+    context, ret = acl.rt.get_context()          # the report thread works in this context
+    check(ret, "get_context")
     tid, ret = acl.util.start_thread(report_thread_func, [context, REPORT_TIMEOUT_MS])
-    check_ret("acl.util.start_thread", ret)
-    check_ret("acl.rt.subscribe_report", acl.rt.subscribe_report(tid, stream))
-    dev, ret = acl.rt.malloc(SIZE, ACL_MEM_MALLOC_HUGE_FIRST)
-    check_ret("acl.rt.malloc", ret)
+    check(ret, "start_thread")
+    check(acl.rt.subscribe_report(tid, stream), "subscribe_report")
+    dev, ret = acl.rt.malloc(SIZE, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+    check(ret, "malloc")
     for batch in range(4):
-        check_ret("acl.rt.memset_async", acl.rt.memset_async(dev, SIZE, batch, SIZE, stream))
-        block = ACL_CALLBACK_BLOCK if batch % 2 == 0 else ACL_CALLBACK_NO_BLOCK
-        check_ret("acl.rt.launch_callback", acl.rt.launch_callback(batch_callback, batch, block, stream))
-    check_ret("acl.rt.synchronize_stream", acl.rt.synchronize_stream(stream))
+        check(acl.rt.memset_async(dev, SIZE, batch, SIZE, stream), "memset_async")
+        block = acl.ACL_CALLBACK_BLOCK if batch % 2 == 0 else acl.ACL_CALLBACK_NO_BLOCK
+        check(acl.rt.launch_callback(batch_callback, batch, block, stream), "launch_callback")
+    check(acl.rt.synchronize_stream(stream), "synchronize_stream")
     time.sleep(0.2)                # NO_BLOCK callbacks may still be running: let them finish
-    check_ret("acl.rt.unsubscribe_report", acl.rt.unsubscribe_report(tid, stream))
+    check(acl.rt.unsubscribe_report(tid, stream), "unsubscribe_report")
     g_run_flag = False
-    check_ret("acl.util.stop_thread", acl.util.stop_thread(tid))
-    check_ret("acl.rt.free", acl.rt.free(dev))
+    check(acl.util.stop_thread(tid), "stop_thread")
+    check(acl.rt.free(dev), "free")
 
     calls = [entry for entry in g_log if isinstance(entry, tuple)]
     batches = sorted(batch for _, batch, _ in calls)
@@ -135,24 +127,20 @@ def part2(context, stream):
 
 
 def main():
-    check_ret("acl.init", acl.init())
-    check_ret("acl.rt.set_device", acl.rt.set_device(DEVICE_ID))
-    context, ret = acl.rt.get_context()
-    check_ret("acl.rt.get_context", ret)
+    check(acl.init(), "init")
+    check(acl.rt.set_device(DEVICE_ID), "set_device")
     stream, ret = acl.rt.create_stream()
-    check_ret("acl.rt.create_stream", ret)
+    check(ret, "create_stream")
 
     ok1 = part1(stream)
-    ok2 = part2(context, stream)
+    ok2 = part2(stream)
 
-    check_ret("acl.rt.destroy_stream", acl.rt.destroy_stream(stream))
-    check_ret("acl.rt.reset_device", acl.rt.reset_device(DEVICE_ID))
-    check_ret("acl.finalize", acl.finalize())
-    if not (ok1 and ok2):
-        print("host_callback: FAILED")
-        return 1
-    print("host_callback: launch_host_func and report-thread callbacks verified: OK")
-    return 0
+    check(acl.rt.destroy_stream(stream), "destroy_stream")
+    check(acl.rt.reset_device(DEVICE_ID), "reset_device")
+    check(acl.finalize(), "finalize")
+    ok = ok1 and ok2
+    print(f"host_callback: launch_host_func and report-thread callbacks verified: {'OK' if ok else 'FAILED'}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

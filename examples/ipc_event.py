@@ -27,133 +27,112 @@ import numpy as np
 
 import mdev.acl as acl
 
-ACL_SUCCESS = 0
-ACL_MEM_MALLOC_HUGE_FIRST = 0
-ACL_MEM_MALLOC_NORMAL_ONLY = 2
-ACL_MEMCPY_HOST_TO_DEVICE = 1
-ACL_MEMCPY_DEVICE_TO_HOST = 2
-ACL_MEMCPY_DEVICE_TO_DEVICE = 3
-ACL_EVENT_IPC = 0x40
-ACL_STREAM_WAIT_VALUE_EQ = 1
-ACL_STREAM_STATUS_COMPLETE = 0
-ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION = 0x1
-ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS = 0x1
-NPY_INT32 = 5
-
+NPY_INT32 = 5                            # NumPy type number, as acl.util.ptr_to_numpy takes it
 COUNT = 4 << 20                          # int32 elements: 16 MiB
 SIZE = COUNT * 4
 
 
-def check_ret(message, ret):
-    if ret != ACL_SUCCESS:
-        raise Exception(f"{message} failed ret={ret}: {acl.get_recent_err_msg()}")
+def check(ret, what):
+    if ret != acl.ACL_SUCCESS:
+        raise RuntimeError(f"{what} failed ret={ret}: {acl.get_recent_err_msg()}")
+
+
+def release(key, event, stream, device_buffer, device):
+    """Both processes end alike: the shared memory closed (by the consumer first), the rest released."""
+    check(acl.rt.ipc_mem_close(key), "ipc_mem_close")
+    check(acl.rt.destroy_event(event), "destroy_event")
+    check(acl.rt.free(device_buffer), "free")
+    check(acl.rt.destroy_stream(stream), "destroy_stream")
+    check(acl.rt.reset_device(device), "reset_device")
 
 
 # ---------------------------------------------------------------------------- consumer
 def consumer(device):
-    def send(*words):
-        print(*words, flush=True)
-
-    check_ret("acl.init", acl.init())
-    check_ret("acl.rt.set_device", acl.rt.set_device(device))
-    _, handle_hex, key = sys.stdin.readline().split()
+    """Child process: one line per message, from the producer on stdin, to it on stdout."""
+    check(acl.init(), "init")
+    check(acl.rt.set_device(device), "set_device")
+    handle_hex, key = sys.stdin.readline().split()
     event, ret = acl.rt.ipc_open_event_handle(bytes.fromhex(handle_hex))
-    check_ret("acl.rt.ipc_open_event_handle", ret)
-    shared, ret = acl.rt.ipc_mem_import_by_key(key, ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS)
-    check_ret("acl.rt.ipc_mem_import_by_key", ret)
+    check(ret, "ipc_open_event_handle")
+    shared, ret = acl.rt.ipc_mem_import_by_key(key, acl.ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS)
+    check(ret, "ipc_mem_import_by_key")
     stream, ret = acl.rt.create_stream()
-    check_ret("acl.rt.create_stream", ret)
-    local, ret = acl.rt.malloc(SIZE, ACL_MEM_MALLOC_HUGE_FIRST)
-    check_ret("acl.rt.malloc", ret)
+    check(ret, "create_stream")
+    local, ret = acl.rt.malloc(SIZE, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+    check(ret, "malloc")
 
-    check_ret("acl.rt.stream_wait_event", acl.rt.stream_wait_event(stream, event))
-    check_ret("memcpy_async shared -> local",
-              acl.rt.memcpy_async(local, SIZE, shared, SIZE, ACL_MEMCPY_DEVICE_TO_DEVICE, stream))
+    check(acl.rt.stream_wait_event(stream, event), "stream_wait_event")
+    check(acl.rt.memcpy_async(local, SIZE, shared, SIZE, acl.ACL_MEMCPY_DEVICE_TO_DEVICE, stream), "memcpy_async D2D")
     status, ret = acl.rt.stream_query(stream)
-    check_ret("acl.rt.stream_query", ret)
-    send("queued", "COMPLETE" if status == ACL_STREAM_STATUS_COMPLETE else "NOT_READY")
+    check(ret, "stream_query")
+    print("COMPLETE" if status == acl.ACL_STREAM_STATUS_COMPLETE else "NOT_READY", flush=True)   # queued
 
-    check_ret("acl.rt.synchronize_stream", acl.rt.synchronize_stream(stream))
+    check(acl.rt.synchronize_stream(stream), "synchronize_stream")
     seen = np.empty(COUNT, np.int32)
-    check_ret("memcpy D2H", acl.rt.memcpy(acl.util.numpy_to_ptr(seen), SIZE, local, SIZE,
-                                          ACL_MEMCPY_DEVICE_TO_HOST))
-    ok = np.array_equal(seen, np.arange(COUNT, dtype=np.int32) + 7)
-    check_ret("acl.rt.ipc_mem_close", acl.rt.ipc_mem_close(key))
-    check_ret("acl.rt.destroy_event", acl.rt.destroy_event(event))
-    check_ret("acl.rt.free", acl.rt.free(local))
-    check_ret("acl.rt.destroy_stream", acl.rt.destroy_stream(stream))
-    check_ret("acl.rt.reset_device", acl.rt.reset_device(device))
-    check_ret("acl.finalize", acl.finalize())
-    send("done", "OK" if ok else "WRONG")
+    check(acl.rt.memcpy(acl.util.numpy_to_ptr(seen), SIZE, local, SIZE, acl.ACL_MEMCPY_DEVICE_TO_HOST), "memcpy D2H")
+    release(key, event, stream, local, device)
+    check(acl.finalize(), "finalize")
+    print("OK" if np.array_equal(seen, np.arange(COUNT, dtype=np.int32) + 7) else "WRONG", flush=True)   # done
 
 
 # ---------------------------------------------------------------------------- producer
 def main():
-    check_ret("acl.init", acl.init())
+    check(acl.init(), "init")
     count, ret = acl.rt.get_device_count()
-    check_ret("acl.rt.get_device_count", ret)
+    check(ret, "get_device_count")
     device, peer = 0, (1 if count > 1 else 0)
-    check_ret("acl.rt.set_device", acl.rt.set_device(device))
+    check(acl.rt.set_device(device), "set_device")
     stream, ret = acl.rt.create_stream()
-    check_ret("acl.rt.create_stream", ret)
-
-    shared, ret = acl.rt.malloc(SIZE, ACL_MEM_MALLOC_HUGE_FIRST)
-    check_ret("acl.rt.malloc", ret)
-    gate, ret = acl.rt.malloc(4096, ACL_MEM_MALLOC_NORMAL_ONLY)
-    check_ret("acl.rt.malloc", ret)
-    check_ret("acl.rt.memset", acl.rt.memset(gate, 8, 0, 8))
+    check(ret, "create_stream")
+    shared, ret = acl.rt.malloc(SIZE, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+    check(ret, "malloc")
+    gate, ret = acl.rt.malloc(4096, acl.ACL_MEM_MALLOC_NORMAL_ONLY)
+    check(ret, "malloc")
+    check(acl.rt.memset(gate, 8, 0, 8), "memset")
     pinned, ret = acl.rt.malloc_host(SIZE)
-    check_ret("acl.rt.malloc_host", ret)
+    check(ret, "malloc_host")
     acl.util.ptr_to_numpy(pinned, (COUNT,), NPY_INT32)[:] = np.arange(COUNT, dtype=np.int32) + 7
 
-    event, ret = acl.rt.create_event_ex_with_flag(ACL_EVENT_IPC)
-    check_ret("acl.rt.create_event_ex_with_flag(ACL_EVENT_IPC)", ret)
+    event, ret = acl.rt.create_event_ex_with_flag(acl.ACL_EVENT_IPC)
+    check(ret, "create_event_ex_with_flag(ACL_EVENT_IPC)")
     handle, ret = acl.rt.ipc_get_event_handle(event)
-    check_ret("acl.rt.ipc_get_event_handle", ret)
-    key, ret = acl.rt.ipc_mem_get_export_key(shared, SIZE, 65, ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION)
-    check_ret("acl.rt.ipc_mem_get_export_key", ret)
+    check(ret, "ipc_get_event_handle")
+    key, ret = acl.rt.ipc_mem_get_export_key(shared, SIZE, 65, acl.ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION)
+    check(ret, "ipc_mem_get_export_key")
 
     # the producing work, held behind a gate we open later, then the record
-    check_ret("acl.rt.value_wait", acl.rt.value_wait(gate, 1, ACL_STREAM_WAIT_VALUE_EQ, stream))
-    check_ret("memcpy_async H2D", acl.rt.memcpy_async(shared, SIZE, pinned, SIZE, ACL_MEMCPY_HOST_TO_DEVICE, stream))
-    check_ret("acl.rt.record_event", acl.rt.record_event(event, stream))
+    check(acl.rt.value_wait(gate, 1, acl.ACL_STREAM_WAIT_VALUE_EQ, stream), "value_wait")
+    check(acl.rt.memcpy_async(shared, SIZE, pinned, SIZE, acl.ACL_MEMCPY_HOST_TO_DEVICE, stream), "memcpy_async H2D")
+    check(acl.rt.record_event(event, stream), "record_event")
     print(f"[producer] device {device}: produce + record_event queued behind a closed gate")
 
     child = subprocess.Popen([sys.executable, __file__, "consumer", str(peer)],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
-        child.stdin.write(f"handles {bytes(handle).hex()} {key}\n")
-        child.stdin.flush()
-        queued = child.stdout.readline().split()
-        print(f"[consumer] device {peer}: stream_wait_event + copy queued, its stream is {queued[1]}")
+        print(bytes(handle).hex(), key, file=child.stdin, flush=True)
+        queued = child.stdout.readline().strip()
+        print(f"[consumer] device {peer}: stream_wait_event + copy queued, its stream is {queued}")
         one = np.array([1], np.uint64)
-        check_ret("open the gate", acl.rt.memcpy(gate, 8, acl.util.numpy_to_ptr(one), 8, ACL_MEMCPY_HOST_TO_DEVICE))
-        done = child.stdout.readline().split()
-        print(f"[consumer] synchronize_stream returned after our record; data {done[1]}")
+        check(acl.rt.memcpy(gate, 8, acl.util.numpy_to_ptr(one), 8, acl.ACL_MEMCPY_HOST_TO_DEVICE), "open the gate")
+        done = child.stdout.readline().strip()
+        print(f"[consumer] synchronize_stream returned after our record; data {done}")
     except BaseException:
-        child.kill()
+        child.kill()                     # never leave the consumer waiting for us
         child.wait()
         raise
     if child.wait(60) != 0:
-        raise Exception(f"the consumer failed (exit {child.returncode})")
+        raise RuntimeError(f"the consumer failed (exit {child.returncode})")
 
-    check_ret("acl.rt.synchronize_stream", acl.rt.synchronize_stream(stream))
-    check_ret("acl.rt.ipc_mem_close", acl.rt.ipc_mem_close(key))
-    check_ret("acl.rt.destroy_event", acl.rt.destroy_event(event))
-    for ptr in (shared, gate):
-        check_ret("acl.rt.free", acl.rt.free(ptr))
-    check_ret("acl.rt.free_host", acl.rt.free_host(pinned))
-    check_ret("acl.rt.destroy_stream", acl.rt.destroy_stream(stream))
-    check_ret("acl.rt.reset_device", acl.rt.reset_device(device))
-    check_ret("acl.finalize", acl.finalize())
-    ok = queued[1] == "NOT_READY" and done[1] == "OK"
+    check(acl.rt.synchronize_stream(stream), "synchronize_stream")
+    check(acl.rt.free(gate), "free")
+    check(acl.rt.free_host(pinned), "free_host")
+    release(key, event, stream, shared, device)
+    check(acl.finalize(), "finalize")
+    ok = queued == "NOT_READY" and done == "OK"
     print(f"ipc_event: device {peer} stream waited for device {device}'s record in another process: "
           f"{'OK' if ok else 'FAILED'}")
     return 0 if ok else 1
 
 
-if __name__ == "__main__":
-    if len(sys.argv) > 2 and sys.argv[1] == "consumer":
-        consumer(int(sys.argv[2]))
-        sys.exit(0)
-    sys.exit(main())
+if __name__ == "__main__":                   # the child process runs this file again, as "consumer"
+    sys.exit(consumer(int(sys.argv[2])) if sys.argv[1:2] == ["consumer"] else main())

@@ -28,142 +28,115 @@ import numpy as np
 
 import mdev.acl as acl
 
-ACL_SUCCESS = 0
-ACL_MEM_MALLOC_HUGE_FIRST = 0
-ACL_MEMCPY_HOST_TO_DEVICE = 1
-ACL_MEMCPY_DEVICE_TO_HOST = 2
-ACL_MEMCPY_DEVICE_TO_DEVICE = 3
-ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT = 0x0
-ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION = 0x1
-ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS = 0x1
 IPC_KEY_LEN = 65
-
 COUNT = 1 << 20                          # int32 elements: 4 MiB, whole 2 MiB pages
 SIZE = COUNT * 4
 
 
-def check_ret(message, ret):
-    if ret != ACL_SUCCESS:
-        raise Exception(f"{message} failed ret={ret}: {acl.get_recent_err_msg()}")
+def check(ret, what):
+    if ret != acl.ACL_SUCCESS:
+        raise RuntimeError(f"{what} failed ret={ret}: {acl.get_recent_err_msg()}")
+
+
+def to_device(dev, array):
+    check(acl.rt.memcpy(dev, SIZE, acl.util.numpy_to_ptr(array), SIZE, acl.ACL_MEMCPY_HOST_TO_DEVICE), "memcpy H2D")
+
+
+def to_host(dev):
+    out = np.empty(COUNT, np.int32)
+    check(acl.rt.memcpy(acl.util.numpy_to_ptr(out), SIZE, dev, SIZE, acl.ACL_MEMCPY_DEVICE_TO_HOST), "memcpy D2H")
+    return out
 
 
 # ---------------------------------------------------------------------------- importer
 def importer(device):
-    """Child process: messages to the exporter on stdout, log lines on stderr."""
-    def send(*words):
-        print(*words, flush=True)
-
-    check_ret("acl.init", acl.init())
-    check_ret("acl.rt.set_device", acl.rt.set_device(device))
+    """Child process: one line per message, from the exporter on stdin, to it on stdout."""
+    check(acl.init(), "init")
+    check(acl.rt.set_device(device), "set_device")
     pid, ret = acl.rt.device_get_bare_tgid()
-    check_ret("acl.rt.device_get_bare_tgid", ret)
-    send("pid", pid)
+    check(ret, "device_get_bare_tgid")
+    print(pid, flush=True)
 
-    key = sys.stdin.readline().split()[1]
-    shared, ret = acl.rt.ipc_mem_import_by_key(key, ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS)
-    check_ret("acl.rt.ipc_mem_import_by_key", ret)
+    key = sys.stdin.readline().strip()
+    shared, ret = acl.rt.ipc_mem_import_by_key(key, acl.ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS)
+    check(ret, "ipc_mem_import_by_key")
     stream, ret = acl.rt.create_stream()
-    check_ret("acl.rt.create_stream", ret)
-    local, ret = acl.rt.malloc(SIZE, ACL_MEM_MALLOC_HUGE_FIRST)
-    check_ret("acl.rt.malloc", ret)
+    check(ret, "create_stream")
+    local, ret = acl.rt.malloc(SIZE, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+    check(ret, "malloc")
 
-    check_ret("memcpy_async shared -> local",
-              acl.rt.memcpy_async(local, SIZE, shared, SIZE, ACL_MEMCPY_DEVICE_TO_DEVICE, stream))
-    check_ret("acl.rt.synchronize_stream", acl.rt.synchronize_stream(stream))
-    seen = np.empty(COUNT, np.int32)
-    check_ret("memcpy D2H", acl.rt.memcpy(acl.util.numpy_to_ptr(seen), SIZE, local, SIZE,
-                                          ACL_MEMCPY_DEVICE_TO_HOST))
+    def device_copy(dst, src):
+        check(acl.rt.memcpy_async(dst, SIZE, src, SIZE, acl.ACL_MEMCPY_DEVICE_TO_DEVICE, stream), "memcpy_async D2D")
+        check(acl.rt.synchronize_stream(stream), "synchronize_stream")
+
+    # the shared memory takes device copies only: read and write it through our own memory
+    device_copy(local, shared)
+    seen = to_host(local)
     if not np.array_equal(seen, np.arange(COUNT, dtype=np.int32)):
-        raise Exception("the importer read wrong data")
-
-    doubled = seen * 2
-    check_ret("memcpy H2D", acl.rt.memcpy(local, SIZE, acl.util.numpy_to_ptr(doubled), SIZE,
-                                          ACL_MEMCPY_HOST_TO_DEVICE))
-    check_ret("memcpy_async local -> shared",
-              acl.rt.memcpy_async(shared, SIZE, local, SIZE, ACL_MEMCPY_DEVICE_TO_DEVICE, stream))
-    check_ret("acl.rt.synchronize_stream", acl.rt.synchronize_stream(stream))
-    send("done")
+        raise RuntimeError("the importer read wrong data")
+    to_device(local, seen * 2)
+    device_copy(shared, local)
+    print("done", flush=True)
 
     sys.stdin.readline()                 # "close": the exporter has checked our writes
-    check_ret("acl.rt.ipc_mem_close", acl.rt.ipc_mem_close(key))
-    check_ret("acl.rt.free", acl.rt.free(local))
-    check_ret("acl.rt.destroy_stream", acl.rt.destroy_stream(stream))
-    check_ret("acl.rt.reset_device", acl.rt.reset_device(device))
-    check_ret("acl.finalize", acl.finalize())
-    send("closed")
+    check(acl.rt.ipc_mem_close(key), "ipc_mem_close")
+    check(acl.rt.free(local), "free")
+    check(acl.rt.destroy_stream(stream), "destroy_stream")
+    check(acl.rt.reset_device(device), "reset_device")
+    check(acl.finalize(), "finalize")
+    print("closed", flush=True)
 
 
 # ---------------------------------------------------------------------------- exporter
 def share_once(device, peer, validate_pid):
     child = subprocess.Popen([sys.executable, __file__, "importer", str(peer)],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-
-    def send(*words):
-        child.stdin.write(" ".join(map(str, words)) + "\n")
-        child.stdin.flush()
-
-    def expect(word):
-        line = child.stdout.readline().split()
-        if not line or line[0] != word:
-            child.kill()
-            raise Exception(f"importer said {line!r}, expected {word!r} (exit {child.wait()})")
-        return line[1:]
-
     try:
-        dev, ret = acl.rt.malloc(SIZE, ACL_MEM_MALLOC_HUGE_FIRST)
-        check_ret("acl.rt.malloc", ret)
+        dev, ret = acl.rt.malloc(SIZE, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+        check(ret, "malloc")
         data = np.arange(COUNT, dtype=np.int32)
-        check_ret("memcpy H2D", acl.rt.memcpy(dev, SIZE, acl.util.numpy_to_ptr(data), SIZE,
-                                              ACL_MEMCPY_HOST_TO_DEVICE))
-        pid = int(expect("pid")[0])
-        flags = (ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT if validate_pid
-                 else ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION)
+        to_device(dev, data)
+        pid = int(child.stdout.readline())
+        flags = (acl.ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT if validate_pid
+                 else acl.ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION)
         key, ret = acl.rt.ipc_mem_get_export_key(dev, SIZE, IPC_KEY_LEN, flags)
-        check_ret("acl.rt.ipc_mem_get_export_key", ret)
+        check(ret, "ipc_mem_get_export_key")
         if validate_pid:
-            check_ret("acl.rt.ipc_mem_set_import_pid", acl.rt.ipc_mem_set_import_pid(key, [pid]))
-        send("key", key)
+            check(acl.rt.ipc_mem_set_import_pid(key, [pid]), "ipc_mem_set_import_pid")
+        print(key, file=child.stdin, flush=True)
 
-        expect("done")
-        back = np.empty(COUNT, np.int32)
-        check_ret("memcpy D2H", acl.rt.memcpy(acl.util.numpy_to_ptr(back), SIZE, dev, SIZE,
-                                              ACL_MEMCPY_DEVICE_TO_HOST))
-        ok = np.array_equal(back, data * 2)
-        send("close")
-        expect("closed")
-        check_ret("acl.rt.ipc_mem_close", acl.rt.ipc_mem_close(key))
-        check_ret("acl.rt.free", acl.rt.free(dev))
+        child.stdout.readline()          # "done": the importer wrote into our memory
+        ok = np.array_equal(to_host(dev), data * 2)
+        print("close", file=child.stdin, flush=True)
+        child.stdout.readline()          # "closed": importers close the key first
+        check(acl.rt.ipc_mem_close(key), "ipc_mem_close")
+        check(acl.rt.free(dev), "free")
     except BaseException:
         child.kill()                     # never leave the importer waiting for us
         child.wait()
         raise
     if child.wait(60) != 0:
-        raise Exception(f"the importer failed (exit {child.returncode})")
-    mode = "with PID validation (pid %d listed)" % pid if validate_pid else "without PID validation"
+        raise RuntimeError(f"the importer failed (exit {child.returncode})")
+    mode = f"with PID validation (pid {pid} listed)" if validate_pid else "without PID validation"
     print(f"  {mode}: device {peer} read {SIZE >> 20} MiB of device {device} and wrote it back doubled: "
           f"{'OK' if ok else 'WRONG'}")
     return ok
 
 
 def main():
-    check_ret("acl.init", acl.init())
+    check(acl.init(), "init")
     count, ret = acl.rt.get_device_count()
-    check_ret("acl.rt.get_device_count", ret)
+    check(ret, "get_device_count")
     device, peer = 0, (1 if count > 1 else 0)
-    check_ret("acl.rt.set_device", acl.rt.set_device(device))
+    check(acl.rt.set_device(device), "set_device")
     print(f"exporter pid {acl.rt.device_get_bare_tgid()[0]} on device {device}, importer on device {peer}")
-    ok = all([share_once(device, peer, validate_pid=True), share_once(device, peer, validate_pid=False)])
-    check_ret("acl.rt.reset_device", acl.rt.reset_device(device))
-    check_ret("acl.finalize", acl.finalize())
-    if not ok:
-        print("ipc_memory: FAILED")
-        return 1
-    print(f"ipc_memory: device {device} -> device {peer}, with and without PID validation: OK")
-    return 0
+    rounds = [share_once(device, peer, validate_pid) for validate_pid in (True, False)]
+    check(acl.rt.reset_device(device), "reset_device")
+    check(acl.finalize(), "finalize")
+    ok = all(rounds)
+    print(f"ipc_memory: device {device} -> device {peer}, with and without PID validation: {'OK' if ok else 'FAILED'}")
+    return 0 if ok else 1
 
 
-if __name__ == "__main__":
-    if len(sys.argv) > 2 and sys.argv[1] == "importer":
-        importer(int(sys.argv[2]))
-        sys.exit(0)
-    sys.exit(main())
+if __name__ == "__main__":                   # the child process runs this file again, as "importer"
+    sys.exit(importer(int(sys.argv[2])) if sys.argv[1:2] == ["importer"] else main())

@@ -16,27 +16,21 @@ import numpy as np
 
 import mdev.acl as acl
 
-# constants, as pyACL samples define them (values from acl_rt.h / acl_base.h)
-ACL_SUCCESS = 0
-ACL_MEM_MALLOC_HUGE_FIRST = 0
-ACL_MEMCPY_HOST_TO_DEVICE = 1
-ACL_MEMCPY_DEVICE_TO_HOST = 2
-
 DEVICE_ID = 0
 N = 16                                   # float32 elements, as in the guide's sample
 
 
-def check_ret(message, ret):
-    if ret != ACL_SUCCESS:
-        raise Exception(f"{message} failed ret={ret}: {acl.get_recent_err_msg()}")
+def check(ret, what):
+    """Every ACL call returns an error code: ACL_SUCCESS (0) or the reason it failed."""
+    if ret != acl.ACL_SUCCESS:
+        raise RuntimeError(f"{what} failed ret={ret}: {acl.get_recent_err_msg()}")
 
 
 def main():
     # STEP 1: initialise and select the device
     ret = acl.init()
-    check_ret("acl.init", ret)
-    ret = acl.rt.set_device(DEVICE_ID)
-    check_ret("acl.rt.set_device", ret)
+    check(ret, "init")
+    check(acl.rt.set_device(DEVICE_ID), "set_device")
 
     # STEP 2: host data (ordinary pageable memory: a numpy array)
     host_in = np.arange(N, dtype=np.float32)
@@ -44,23 +38,20 @@ def main():
     nbytes = host_in.nbytes
 
     # STEP 3: device memory
-    dev_ptr, ret = acl.rt.malloc(nbytes, ACL_MEM_MALLOC_HUGE_FIRST)
-    check_ret("acl.rt.malloc", ret)
+    dev_ptr, ret = acl.rt.malloc(nbytes, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+    check(ret, "malloc")
 
-    # STEP 4: host -> device
-    ret = acl.rt.memcpy(dev_ptr, nbytes, acl.util.numpy_to_ptr(host_in), nbytes,
-                        ACL_MEMCPY_HOST_TO_DEVICE)
-    check_ret("acl.rt.memcpy H2D", ret)
+    # STEP 4: host -> device (dst, dst size, src, count, kind)
+    check(acl.rt.memcpy(dev_ptr, nbytes, acl.util.numpy_to_ptr(host_in), nbytes, acl.ACL_MEMCPY_HOST_TO_DEVICE),
+          "memcpy H2D")
 
     # STEP 5: "compute" on the device: clear the second half of the buffer
     half = nbytes // 2
-    ret = acl.rt.memset(dev_ptr + half, nbytes - half, 0, nbytes - half)
-    check_ret("acl.rt.memset", ret)
+    check(acl.rt.memset(dev_ptr + half, nbytes - half, 0, nbytes - half), "memset")
 
     # STEP 6: device -> host
-    ret = acl.rt.memcpy(acl.util.numpy_to_ptr(host_out), nbytes, dev_ptr, nbytes,
-                        ACL_MEMCPY_DEVICE_TO_HOST)
-    check_ret("acl.rt.memcpy D2H", ret)
+    check(acl.rt.memcpy(acl.util.numpy_to_ptr(host_out), nbytes, dev_ptr, nbytes, acl.ACL_MEMCPY_DEVICE_TO_HOST),
+          "memcpy D2H")
 
     # STEP 7: check on the host
     expected = host_in.copy()
@@ -69,19 +60,13 @@ def main():
     print("  ", host_out)
     ok = np.array_equal(host_out, expected)
 
-    # STEP 8: release resources
-    ret = acl.rt.free(dev_ptr)
-    check_ret("acl.rt.free", ret)
-    ret = acl.rt.reset_device(DEVICE_ID)
-    check_ret("acl.rt.reset_device", ret)
-    ret = acl.finalize()
-    check_ret("acl.finalize", ret)
-
-    if not ok:
-        print(f"memory_usage: MISMATCH, expected {expected}")
-        return 1
-    print(f"memory_usage: {N} float32 round-tripped through device {DEVICE_ID}, memset verified: OK")
-    return 0
+    # STEP 8: release resources, in reverse order of creation
+    check(acl.rt.free(dev_ptr), "free")
+    check(acl.rt.reset_device(DEVICE_ID), "reset_device")
+    check(acl.finalize(), "finalize")
+    verdict = "OK" if ok else f"MISMATCH, expected {expected}"
+    print(f"memory_usage: {N} float32 round-tripped through device {DEVICE_ID}, memset verified: {verdict}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

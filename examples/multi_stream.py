@@ -11,91 +11,71 @@ synchronises each one and checks both results.
 import sys
 import time
 
-import numpy as np
-
 import mdev.acl as acl
 
-ACL_SUCCESS = 0
-ACL_MEM_MALLOC_HUGE_FIRST = 0
-ACL_MEMCPY_HOST_TO_DEVICE = 1
-ACL_MEMCPY_DEVICE_TO_HOST = 2
-ACL_STREAM_STATUS_COMPLETE = 0
-NPY_UINT8 = 2
-
+NPY_UINT8 = 2                            # NumPy type number, as acl.util.ptr_to_numpy takes it
 DEVICE_ID = 0
 SIZE = 32 << 20                          # bytes per stream
 
 
-def check_ret(message, ret):
-    if ret != ACL_SUCCESS:
-        raise Exception(f"{message} failed ret={ret}: {acl.get_recent_err_msg()}")
+def check(ret, what):
+    if ret != acl.ACL_SUCCESS:
+        raise RuntimeError(f"{what} failed ret={ret}: {acl.get_recent_err_msg()}")
 
 
-def status_name(status):
-    return "COMPLETE" if status == ACL_STREAM_STATUS_COMPLETE else "NOT_READY"
+def states(work):
+    """stream_query of every stream: it answers at once, whether the stream is done or not."""
+    names = []
+    for stream, *_ in work:
+        status, ret = acl.rt.stream_query(stream)
+        check(ret, "stream_query")
+        names.append("COMPLETE" if status == acl.ACL_STREAM_STATUS_COMPLETE else "NOT_READY")
+    return names
 
 
 def main():
-    check_ret("acl.init", acl.init())
-    check_ret("acl.rt.set_device", acl.rt.set_device(DEVICE_ID))
+    check(acl.init(), "init")
+    check(acl.rt.set_device(DEVICE_ID), "set_device")
 
     work = []                            # (stream, host_in, dev, host_out, fill byte)
     for fill in (0x11, 0x22):
         stream, ret = acl.rt.create_stream()
-        check_ret("acl.rt.create_stream", ret)
+        check(ret, "create_stream")
         host_in, ret = acl.rt.malloc_host(SIZE)
-        check_ret("acl.rt.malloc_host", ret)
+        check(ret, "malloc_host")
         host_out, ret = acl.rt.malloc_host(SIZE)
-        check_ret("acl.rt.malloc_host", ret)
-        dev, ret = acl.rt.malloc(SIZE, ACL_MEM_MALLOC_HUGE_FIRST)
-        check_ret("acl.rt.malloc", ret)
+        check(ret, "malloc_host")
+        dev, ret = acl.rt.malloc(SIZE, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+        check(ret, "malloc")
         acl.util.ptr_to_numpy(host_in, (SIZE,), NPY_UINT8)[:] = fill
         acl.util.ptr_to_numpy(host_out, (SIZE,), NPY_UINT8)[:] = 0
         work.append((stream, host_in, dev, host_out, fill))
 
     t0 = time.perf_counter()
     for stream, host_in, dev, host_out, _ in work:
-        ret = acl.rt.memcpy_async(dev, SIZE, host_in, SIZE, ACL_MEMCPY_HOST_TO_DEVICE, stream)
-        check_ret("acl.rt.memcpy_async H2D", ret)
-        ret = acl.rt.memcpy_async(host_out, SIZE, dev, SIZE, ACL_MEMCPY_DEVICE_TO_HOST, stream)
-        check_ret("acl.rt.memcpy_async D2H", ret)
-
+        check(acl.rt.memcpy_async(dev, SIZE, host_in, SIZE, acl.ACL_MEMCPY_HOST_TO_DEVICE, stream), "memcpy_async H2D")
+        check(acl.rt.memcpy_async(host_out, SIZE, dev, SIZE, acl.ACL_MEMCPY_DEVICE_TO_HOST, stream), "memcpy_async D2H")
     # the copies run in the background: query does not wait
-    states = []
+    print("right after submission: stream 1 {}, stream 2 {}".format(*states(work)))
     for stream, *_ in work:
-        status, ret = acl.rt.stream_query(stream)
-        check_ret("acl.rt.stream_query", ret)
-        states.append(status_name(status))
-    print(f"right after submission: stream 1 {states[0]}, stream 2 {states[1]}")
-
-    for stream, *_ in work:
-        check_ret("acl.rt.synchronize_stream", acl.rt.synchronize_stream(stream))
+        check(acl.rt.synchronize_stream(stream), "synchronize_stream")
     elapsed = time.perf_counter() - t0
-    states = []
-    for stream, *_ in work:
-        status, ret = acl.rt.stream_query(stream)
-        check_ret("acl.rt.stream_query", ret)
-        states.append(status_name(status))
-    print(f"after synchronize_stream: stream 1 {states[0]}, stream 2 {states[1]}")
+    after = states(work)
+    print("after synchronize_stream: stream 1 {}, stream 2 {}".format(*after))
 
-    ok = all(s == "COMPLETE" for s in states)
+    verified = []
     for stream, host_in, dev, host_out, fill in work:
-        out = acl.util.ptr_to_numpy(host_out, (SIZE,), NPY_UINT8)
-        ok = ok and bool((out == fill).all())
-        del out
-        check_ret("acl.rt.free", acl.rt.free(dev))
-        check_ret("acl.rt.free_host", acl.rt.free_host(host_in))
-        check_ret("acl.rt.free_host", acl.rt.free_host(host_out))
-        check_ret("acl.rt.destroy_stream", acl.rt.destroy_stream(stream))
-    check_ret("acl.rt.reset_device", acl.rt.reset_device(DEVICE_ID))
-    check_ret("acl.finalize", acl.finalize())
-
-    if not ok:
-        print("multi_stream: MISMATCH")
-        return 1
+        verified.append(bool((acl.util.ptr_to_numpy(host_out, (SIZE,), NPY_UINT8) == fill).all()))
+        check(acl.rt.free(dev), "free")
+        for host in (host_in, host_out):
+            check(acl.rt.free_host(host), "free_host")
+        check(acl.rt.destroy_stream(stream), "destroy_stream")
+    check(acl.rt.reset_device(DEVICE_ID), "reset_device")
+    check(acl.finalize(), "finalize")
+    ok = after == ["COMPLETE", "COMPLETE"] and all(verified)
     print(f"multi_stream: 2 streams x (H2D + D2H of {SIZE >> 20} MiB) in {elapsed * 1e3:.0f} ms, "
-          f"both buffers verified: OK")
-    return 0
+          f"both buffers verified: {'OK' if ok else 'MISMATCH'}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

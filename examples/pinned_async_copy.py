@@ -16,68 +16,57 @@ import numpy as np
 
 import mdev.acl as acl
 
-ACL_SUCCESS = 0
-ACL_MEM_MALLOC_NORMAL_ONLY = 2
-ACL_MEMCPY_HOST_TO_DEVICE = 1
-ACL_MEMCPY_DEVICE_TO_HOST = 2
 NPY_FLOAT32 = 11                         # NumPy type number taken by acl.util.ptr_to_numpy
-
 DEVICE_ID = 0
 N = 1 << 20                              # 1 Mi float32 = 4 MiB
 
 
-def check_ret(message, ret):
-    if ret != ACL_SUCCESS:
-        raise Exception(f"{message} failed ret={ret}: {acl.get_recent_err_msg()}")
+def check(ret, what):
+    if ret != acl.ACL_SUCCESS:
+        raise RuntimeError(f"{what} failed ret={ret}: {acl.get_recent_err_msg()}")
 
 
 def main():
-    check_ret("acl.init", acl.init())
-    check_ret("acl.rt.set_device", acl.rt.set_device(DEVICE_ID))
+    check(acl.init(), "init")
+    check(acl.rt.set_device(DEVICE_ID), "set_device")
     stream, ret = acl.rt.create_stream()
-    check_ret("acl.rt.create_stream", ret)
+    check(ret, "create_stream")
 
     size = N * 4
-    # page-locked host buffers
-    host_src, ret = acl.rt.malloc_host(size)
-    check_ret("acl.rt.malloc_host", ret)
-    host_dst, ret = acl.rt.malloc_host(size)
-    check_ret("acl.rt.malloc_host", ret)
-    # fill the source through a numpy view of the pinned buffer (no copy)
-    src = acl.util.ptr_to_numpy(host_src, (N,), NPY_FLOAT32)
-    src[:] = np.arange(N, dtype=np.float32) * 0.5
-    dst = acl.util.ptr_to_numpy(host_dst, (N,), NPY_FLOAT32)
-    dst[:] = -1.0
-
-    dev_ptr, ret = acl.rt.malloc(size, ACL_MEM_MALLOC_NORMAL_ONLY)
-    check_ret("acl.rt.malloc", ret)
+    pinned = []                          # page-locked host buffers: source, destination
+    for fill in (np.arange(N, dtype=np.float32) * 0.5, -1.0):
+        host, ret = acl.rt.malloc_host(size)
+        check(ret, "malloc_host")
+        # fill it through a numpy view of the pinned buffer (no copy)
+        acl.util.ptr_to_numpy(host, (N,), NPY_FLOAT32)[:] = fill
+        pinned.append(host)
+    host_src, host_dst = pinned
+    dev_ptr, ret = acl.rt.malloc(size, acl.ACL_MEM_MALLOC_NORMAL_ONLY)
+    check(ret, "malloc")
 
     # asynchronous H2D then D2H on one stream: they run in order on the device
-    ret = acl.rt.memcpy_async(dev_ptr, size, host_src, size, ACL_MEMCPY_HOST_TO_DEVICE, stream)
-    check_ret("acl.rt.memcpy_async H2D", ret)
-    ret = acl.rt.memcpy_async(host_dst, size, dev_ptr, size, ACL_MEMCPY_DEVICE_TO_HOST, stream)
-    check_ret("acl.rt.memcpy_async D2H", ret)
+    check(acl.rt.memcpy_async(dev_ptr, size, host_src, size, acl.ACL_MEMCPY_HOST_TO_DEVICE, stream),
+          "memcpy_async H2D")
+    check(acl.rt.memcpy_async(host_dst, size, dev_ptr, size, acl.ACL_MEMCPY_DEVICE_TO_HOST, stream),
+          "memcpy_async D2H")
+    # the host is free until here: wait for both copies
+    check(acl.rt.synchronize_stream(stream), "synchronize_stream")
 
-    # wait for both copies
-    check_ret("acl.rt.synchronize_stream", acl.rt.synchronize_stream(stream))
-
+    src, dst = (acl.util.ptr_to_numpy(host, (N,), NPY_FLOAT32) for host in pinned)
     ok = np.array_equal(dst, src)
     print(f"pinned dst after the round trip: {dst[:4]} ... {dst[-1]}")
-
     del src, dst                         # views of the pinned buffers go before the buffers
-    check_ret("acl.rt.free", acl.rt.free(dev_ptr))
-    check_ret("acl.rt.free_host", acl.rt.free_host(host_src))
-    check_ret("acl.rt.free_host", acl.rt.free_host(host_dst))
-    check_ret("acl.rt.destroy_stream", acl.rt.destroy_stream(stream))
-    check_ret("acl.rt.reset_device", acl.rt.reset_device(DEVICE_ID))
-    check_ret("acl.finalize", acl.finalize())
 
-    if not ok:
-        print("pinned_async_copy: MISMATCH")
-        return 1
-    print(f"pinned_async_copy: {size >> 20} MiB pinned -> device {DEVICE_ID} -> pinned "
-          f"with memcpy_async on one stream, verified: OK")
-    return 0
+    check(acl.rt.free(dev_ptr), "free")
+    for host in pinned:
+        check(acl.rt.free_host(host), "free_host")
+    check(acl.rt.destroy_stream(stream), "destroy_stream")
+    check(acl.rt.reset_device(DEVICE_ID), "reset_device")
+    check(acl.finalize(), "finalize")
+    verdict = "OK" if ok else "MISMATCH"
+    print(f"pinned_async_copy: {size >> 20} MiB pinned -> device {DEVICE_ID} -> pinned with memcpy_async on one "
+          f"stream, verified: {verdict}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -21,14 +21,6 @@ import mdev.acl as acl
 from mdev import ops
 from mdev.kernel import float32, kernel, ptr
 
-ACL_SUCCESS = 0
-ACL_MEM_MALLOC_HUGE_FIRST = 0
-ACL_MEMCPY_HOST_TO_DEVICE = 1
-ACL_MEMCPY_DEVICE_TO_HOST = 2
-ACL_DEV_ATTR_VECTOR_CORE_NUM = 201
-ACL_RT_DEV_RES_CUBE_CORE = 0
-ACL_RT_DEV_RES_VECTOR_CORE = 1
-
 DEVICE_ID = 0
 NUM_BLOCKS = 8
 
@@ -42,52 +34,54 @@ def count_concurrent(ctx, counters: ptr, hold_s: float32):
     ctx.atomic_add(counters, -1)
 
 
-def check_ret(message, ret):
-    if ret != ACL_SUCCESS:
-        raise Exception(f"{message} failed ret={ret}: {acl.get_recent_err_msg()}")
+def check(ret, what):
+    if ret != acl.ACL_SUCCESS:
+        raise RuntimeError(f"{what} failed ret={ret}: {acl.get_recent_err_msg()}")
 
 
-def value(result, message):
+def value(result, what):
+    """The value of a (value, ret) result, once ret is checked."""
     *out, ret = result
-    check_ret(message, ret)
+    check(ret, what)
     return out[0]
 
 
+def copy(dst, src, nbytes, kind):
+    check(acl.rt.memcpy(dst, nbytes, src, nbytes, kind), "memcpy")
+
+
 def max_concurrent(stream, blocks):
-    counters, ret = acl.rt.malloc(8 * (blocks + 1), ACL_MEM_MALLOC_HUGE_FIRST)
-    check_ret("acl.rt.malloc", ret)
-    check_ret("acl.rt.memset", acl.rt.memset(counters, 8 * (blocks + 1), 0, 8 * (blocks + 1)))
-    check_ret("count_concurrent launch", count_concurrent[blocks, stream](counters, 0.1))
-    check_ret("acl.rt.synchronize_stream", acl.rt.synchronize_stream(stream))
+    counters, ret = acl.rt.malloc(8 * (blocks + 1), acl.ACL_MEM_MALLOC_HUGE_FIRST)
+    check(ret, "malloc")
+    check(acl.rt.memset(counters, 8 * (blocks + 1), 0, 8 * (blocks + 1)), "memset")
+    check(count_concurrent[blocks, stream](counters, 0.1), "count_concurrent launch")
+    check(acl.rt.synchronize_stream(stream), "synchronize_stream")
     seen = np.zeros(blocks + 1, np.int64)
-    check_ret("acl.rt.memcpy", acl.rt.memcpy(acl.util.numpy_to_ptr(seen), seen.nbytes, counters, seen.nbytes,
-                                             ACL_MEMCPY_DEVICE_TO_HOST))
-    check_ret("acl.rt.free", acl.rt.free(counters))
+    copy(acl.util.numpy_to_ptr(seen), counters, seen.nbytes, acl.ACL_MEMCPY_DEVICE_TO_HOST)
+    check(acl.rt.free(counters), "free")
     return int(seen[1:].max())
 
 
 def main():
-    check_ret("acl.init", acl.init())
-    check_ret("acl.rt.set_device", acl.rt.set_device(DEVICE_ID))
-    vector_cores = value(acl.rt.get_device_info(DEVICE_ID, ACL_DEV_ATTR_VECTOR_CORE_NUM), "get_device_info")
-    print(f"device {DEVICE_ID}: {vector_cores} vector cores; "
-          f"limit now {value(acl.rt.get_device_res_limit(DEVICE_ID, ACL_RT_DEV_RES_VECTOR_CORE), 'get')}")
+    check(acl.init(), "init")
+    check(acl.rt.set_device(DEVICE_ID), "set_device")
+    vector_cores = value(acl.rt.get_device_info(DEVICE_ID, acl.ACL_DEV_ATTR_VECTOR_CORE_NUM), "get_device_info")
+    limit = value(acl.rt.get_device_res_limit(DEVICE_ID, acl.ACL_RT_DEV_RES_VECTOR_CORE), "get_device_res_limit")
+    print(f"device {DEVICE_ID}: {vector_cores} vector cores; limit now {limit}")
 
     # process-level limit for the device
-    check_ret("set_device_res_limit", acl.rt.set_device_res_limit(DEVICE_ID, ACL_RT_DEV_RES_CUBE_CORE, NUM_BLOCKS))
-    check_ret("set_device_res_limit",
-              acl.rt.set_device_res_limit(DEVICE_ID, ACL_RT_DEV_RES_VECTOR_CORE, NUM_BLOCKS))
-    cube = value(acl.rt.get_device_res_limit(DEVICE_ID, ACL_RT_DEV_RES_CUBE_CORE), "get_device_res_limit")
+    for kind in (acl.ACL_RT_DEV_RES_CUBE_CORE, acl.ACL_RT_DEV_RES_VECTOR_CORE):
+        check(acl.rt.set_device_res_limit(DEVICE_ID, kind, NUM_BLOCKS), "set_device_res_limit")
+    cube = value(acl.rt.get_device_res_limit(DEVICE_ID, acl.ACL_RT_DEV_RES_CUBE_CORE), "get_device_res_limit")
     print(f"process limit: {cube} cube cores, {NUM_BLOCKS} vector cores")
 
     # stream-level limit, adopted by this thread
     stream, ret = acl.rt.create_stream()
-    check_ret("acl.rt.create_stream", ret)
-    check_ret("set_stream_res_limit", acl.rt.set_stream_res_limit(stream, ACL_RT_DEV_RES_CUBE_CORE, NUM_BLOCKS))
-    check_ret("set_stream_res_limit",
-              acl.rt.set_stream_res_limit(stream, ACL_RT_DEV_RES_VECTOR_CORE, NUM_BLOCKS * 2))
-    check_ret("use_stream_res_in_current_thread", acl.rt.use_stream_res_in_current_thread(stream))
-    tiling = value(acl.rt.get_res_in_current_thread(ACL_RT_DEV_RES_VECTOR_CORE), "get_res_in_current_thread")
+    check(ret, "create_stream")
+    for kind, cores in ((acl.ACL_RT_DEV_RES_CUBE_CORE, NUM_BLOCKS), (acl.ACL_RT_DEV_RES_VECTOR_CORE, NUM_BLOCKS * 2)):
+        check(acl.rt.set_stream_res_limit(stream, kind, cores), "set_stream_res_limit")
+    check(acl.rt.use_stream_res_in_current_thread(stream), "use_stream_res_in_current_thread")
+    tiling = value(acl.rt.get_res_in_current_thread(acl.ACL_RT_DEV_RES_VECTOR_CORE), "get_res_in_current_thread")
     print(f"stream limit {NUM_BLOCKS * 2} vector cores, adopted by this thread: "
           f"get_res_in_current_thread -> {tiling}")
 
@@ -96,18 +90,18 @@ def main():
     x = np.arange(n, dtype=np.float32)
     bufs = []
     for _ in range(3):
-        dev, ret = acl.rt.malloc(x.nbytes, ACL_MEM_MALLOC_HUGE_FIRST)
-        check_ret("acl.rt.malloc", ret)
-        check_ret("acl.rt.memcpy", acl.rt.memcpy(dev, x.nbytes, acl.util.numpy_to_ptr(x), x.nbytes,
-                                                 ACL_MEMCPY_HOST_TO_DEVICE))
+        dev, ret = acl.rt.malloc(x.nbytes, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+        check(ret, "malloc")
+        copy(dev, acl.util.numpy_to_ptr(x), x.nbytes, acl.ACL_MEMCPY_HOST_TO_DEVICE)
         bufs.append(dev)
-    check_ret("axpy launch", ops.axpy[tiling, stream](bufs[0], bufs[1], bufs[2], 2.0, n))
-    check_ret("acl.rt.synchronize_stream", acl.rt.synchronize_stream(stream))
+    check(ops.axpy[tiling, stream](bufs[0], bufs[1], bufs[2], 2.0, n), "axpy launch")
+    check(acl.rt.synchronize_stream(stream), "synchronize_stream")
     result = np.zeros(n, np.float32)
-    check_ret("acl.rt.memcpy", acl.rt.memcpy(acl.util.numpy_to_ptr(result), x.nbytes, bufs[2], x.nbytes,
-                                             ACL_MEMCPY_DEVICE_TO_HOST))
+    copy(acl.util.numpy_to_ptr(result), bufs[2], x.nbytes, acl.ACL_MEMCPY_DEVICE_TO_HOST)
     axpy_ok = np.array_equal(result, 3 * x)
     print(f"axpy over {tiling} blocks: out = x + 2 * y verified: {axpy_ok}")
+    for dev in bufs:
+        check(acl.rt.free(dev), "free")
 
     # more blocks than the limit: waves of at most the limit
     on_stream = max_concurrent(stream, 40)
@@ -115,25 +109,20 @@ def main():
     print(f"40 blocks on the limited stream: at most {on_stream} at once; "
           f"on the default stream (process limit): at most {on_default}")
 
-    check_ret("unuse_stream_res_in_current_thread", acl.rt.unuse_stream_res_in_current_thread(stream))
-    check_ret("reset_stream_res_limit", acl.rt.reset_stream_res_limit(stream))
-    check_ret("reset_device_res_limit", acl.rt.reset_device_res_limit(DEVICE_ID))
-    back = value(acl.rt.get_res_in_current_thread(ACL_RT_DEV_RES_VECTOR_CORE), "get_res_in_current_thread")
+    check(acl.rt.unuse_stream_res_in_current_thread(stream), "unuse_stream_res_in_current_thread")
+    check(acl.rt.reset_stream_res_limit(stream), "reset_stream_res_limit")
+    check(acl.rt.reset_device_res_limit(DEVICE_ID), "reset_device_res_limit")
+    back = value(acl.rt.get_res_in_current_thread(acl.ACL_RT_DEV_RES_VECTOR_CORE), "get_res_in_current_thread")
     print(f"after reset: get_res_in_current_thread -> {back} (the hardware count)")
 
-    for dev in bufs:
-        check_ret("acl.rt.free", acl.rt.free(dev))
-    check_ret("acl.rt.destroy_stream", acl.rt.destroy_stream(stream))
-    check_ret("acl.rt.reset_device", acl.rt.reset_device(DEVICE_ID))
-    check_ret("acl.finalize", acl.finalize())
+    check(acl.rt.destroy_stream(stream), "destroy_stream")
+    check(acl.rt.reset_device(DEVICE_ID), "reset_device")
+    check(acl.finalize(), "finalize")
     ok = (axpy_ok and tiling == NUM_BLOCKS * 2 and on_stream == NUM_BLOCKS * 2 and on_default == NUM_BLOCKS
           and back == vector_cores)
-    if not ok:
-        print("resource_limit: UNEXPECTED")
-        return 1
     print(f"resource_limit: precedence stream ({NUM_BLOCKS * 2}) > process ({NUM_BLOCKS}) > hardware "
-          f"({vector_cores}), launches ran in waves: OK")
-    return 0
+          f"({vector_cores}), launches ran in waves: {'OK' if ok else 'UNEXPECTED'}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -18,46 +18,41 @@ import numpy as np
 import mdev.acl as acl
 from mdev import sanitizer
 
-ACL_SUCCESS = 0
-ACL_MEM_MALLOC_HUGE_FIRST = 0
-ACL_MEMCPY_HOST_TO_DEVICE = 1
-ACL_MEMCPY_DEVICE_TO_HOST = 2
-ACL_EVENT_SYNC = 0x1
-NPY_UINT8 = 2
-
+NPY_UINT8 = 2                            # NumPy type number, as acl.util.ptr_to_numpy takes it
 SIZE = 1 << 20
 
 
-def check_ret(message, ret):
-    if ret != ACL_SUCCESS:
-        raise Exception(f"{message} failed ret={ret}: {acl.get_recent_err_msg()}")
+def check(ret, what):
+    if ret != acl.ACL_SUCCESS:
+        raise RuntimeError(f"{what} failed ret={ret}: {acl.get_recent_err_msg()}")
 
 
 def fill_and_read(stream1, stream2, dev, src, dst, event, synchronised):
     """stream1: host -> device; stream2: device -> host; an event between them, or not."""
-    check_ret("memcpy_async H2D", acl.rt.memcpy_async(dev, SIZE, src, SIZE, ACL_MEMCPY_HOST_TO_DEVICE, stream1))
+    check(acl.rt.memcpy_async(dev, SIZE, src, SIZE, acl.ACL_MEMCPY_HOST_TO_DEVICE, stream1), "memcpy_async H2D")
     if synchronised:
-        check_ret("acl.rt.record_event", acl.rt.record_event(event, stream1))
-        check_ret("acl.rt.stream_wait_event", acl.rt.stream_wait_event(stream2, event))
-    check_ret("memcpy_async D2H", acl.rt.memcpy_async(dst, SIZE, dev, SIZE, ACL_MEMCPY_DEVICE_TO_HOST, stream2))
-    check_ret("acl.rt.synchronize_device", acl.rt.synchronize_device())
+        check(acl.rt.record_event(event, stream1), "record_event")
+        check(acl.rt.stream_wait_event(stream2, event), "stream_wait_event")
+    check(acl.rt.memcpy_async(dst, SIZE, dev, SIZE, acl.ACL_MEMCPY_DEVICE_TO_HOST, stream2), "memcpy_async D2H")
+    check(acl.rt.synchronize_device(), "synchronize_device")
 
 
 def main():
-    check_ret("acl.init", acl.init())
-    check_ret("acl.rt.set_device", acl.rt.set_device(0))
-    stream1, ret = acl.rt.create_stream()
-    check_ret("acl.rt.create_stream", ret)
-    stream2, ret = acl.rt.create_stream()
-    check_ret("acl.rt.create_stream", ret)
-    event, ret = acl.rt.create_event_ex_with_flag(ACL_EVENT_SYNC)
-    check_ret("acl.rt.create_event_ex_with_flag", ret)
-    dev, ret = acl.rt.malloc(SIZE, ACL_MEM_MALLOC_HUGE_FIRST)
-    check_ret("acl.rt.malloc", ret)
+    check(acl.init(), "init")
+    check(acl.rt.set_device(0), "set_device")
+    streams = []
+    for _ in range(2):
+        stream, ret = acl.rt.create_stream()
+        check(ret, "create_stream")
+        streams.append(stream)
+    event, ret = acl.rt.create_event_ex_with_flag(acl.ACL_EVENT_SYNC)
+    check(ret, "create_event_ex_with_flag")
+    dev, ret = acl.rt.malloc(SIZE, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+    check(ret, "malloc")
     src, ret = acl.rt.malloc_host(SIZE)
-    check_ret("acl.rt.malloc_host", ret)
+    check(ret, "malloc_host")
     dst, ret = acl.rt.malloc_host(SIZE)
-    check_ret("acl.rt.malloc_host", ret)
+    check(ret, "malloc_host")
     acl.util.ptr_to_numpy(src, (SIZE,), NPY_UINT8)[:] = np.arange(SIZE) % 253
     out = acl.util.ptr_to_numpy(dst, (SIZE,), NPY_UINT8)
 
@@ -65,7 +60,7 @@ def main():
     for synchronised in (False, True):
         out[:] = 0
         sanitizer.enable("racecheck")
-        fill_and_read(stream1, stream2, dev, src, dst, event, synchronised)
+        fill_and_read(*streams, dev, src, dst, event, synchronised)
         reports = sanitizer.disable()
         right = bool((out == np.arange(SIZE) % 253).all())
         name = "with the event" if synchronised else "without the event"
@@ -75,21 +70,19 @@ def main():
             print(f"    {' ' * len(report.kind)}  {report.lines[2]}")
         found[synchronised] = reports
 
-    check_ret("acl.rt.free", acl.rt.free(dev))
-    check_ret("acl.rt.free_host", acl.rt.free_host(src))
-    check_ret("acl.rt.free_host", acl.rt.free_host(dst))
-    check_ret("acl.rt.destroy_event", acl.rt.destroy_event(event))
-    for stream in (stream1, stream2):
-        check_ret("acl.rt.destroy_stream", acl.rt.destroy_stream(stream))
-    check_ret("acl.rt.reset_device", acl.rt.reset_device(0))
-    check_ret("acl.finalize", acl.finalize())
+    check(acl.rt.free(dev), "free")
+    for host in (src, dst):
+        check(acl.rt.free_host(host), "free_host")
+    check(acl.rt.destroy_event(event), "destroy_event")
+    for stream in streams:
+        check(acl.rt.destroy_stream(stream), "destroy_stream")
+    check(acl.rt.reset_device(0), "reset_device")
+    check(acl.finalize(), "finalize")
     racy, fixed = found[False], found[True]
-    if [r.kind for r in racy] != ["read-after-write hazard"] or fixed:
-        print("sanitizer_race: UNEXPECTED REPORTS")
-        return 1
+    ok = [r.kind for r in racy] == ["read-after-write hazard"] and not fixed
     print("sanitizer_race: racecheck named the missing event between the two copies, the fixed program "
-          "drew no report: OK")
-    return 0
+          f"drew no report: {'OK' if ok else 'UNEXPECTED REPORTS'}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -16,48 +16,39 @@ import time
 
 import mdev.acl as acl
 
-ACL_SUCCESS = 0
-ACL_MEM_MALLOC_HUGE_FIRST = 0
-ACL_STREAM_FAST_LAUNCH = 0x1
-ACL_EVENT_TIME_LINE = 0x8
-
 DEVICE_ID = 0
 BIG = 128 << 20
 SMALL = 4096
 
 
-def check_ret(message, ret):
-    if ret != ACL_SUCCESS:
-        raise Exception(f"{message} failed ret={ret}: {acl.get_recent_err_msg()}")
-
-
-def timeline_event():
-    event, ret = acl.rt.create_event_ex_with_flag(ACL_EVENT_TIME_LINE)
-    check_ret("acl.rt.create_event_ex_with_flag", ret)
-    return event
+def check(ret, what):
+    if ret != acl.ACL_SUCCESS:
+        raise RuntimeError(f"{what} failed ret={ret}: {acl.get_recent_err_msg()}")
 
 
 def one_round(busy, low, high, big, small):
     """Returns {name: timestamp}, or None when the round could not show priorities: a small
     task found an engine free at once, or reached the device after an engine freed."""
-    names = ("busy0", "busy1", "low_queued", "low", "high_queued", "high")
-    events = {name: timeline_event() for name in names}
+    events = {}
+    for name in ("busy0", "busy1", "low_queued", "low", "high_queued", "high"):
+        events[name], ret = acl.rt.create_event_ex_with_flag(acl.ACL_EVENT_TIME_LINE)
+        check(ret, "create_event_ex_with_flag")
     for i, stream in enumerate(busy):
-        check_ret("acl.rt.memset_async", acl.rt.memset_async(big[i], BIG, i + 1, BIG, stream))
-        check_ret("acl.rt.record_event", acl.rt.record_event(events[f"busy{i}"], stream))
+        check(acl.rt.memset_async(big[i], BIG, i + 1, BIG, stream), "memset_async")
+        check(acl.rt.record_event(events[f"busy{i}"], stream), "record_event")
     time.sleep(0.01)                             # let both large memsets take an engine
     for name, stream, value in (("low", low, 7), ("high", high, 0)):
         # the *_queued record runs when the device reaches the small memset (needs no engine)
-        check_ret("acl.rt.record_event", acl.rt.record_event(events[f"{name}_queued"], stream))
-        check_ret("acl.rt.memset_async", acl.rt.memset_async(small, SMALL, value, SMALL, stream))
-        check_ret("acl.rt.record_event", acl.rt.record_event(events[name], stream))
+        check(acl.rt.record_event(events[f"{name}_queued"], stream), "record_event")
+        check(acl.rt.memset_async(small, SMALL, value, SMALL, stream), "memset_async")
+        check(acl.rt.record_event(events[name], stream), "record_event")
     for stream in (*busy, low, high):
-        check_ret("acl.rt.synchronize_stream", acl.rt.synchronize_stream(stream))
+        check(acl.rt.synchronize_stream(stream), "synchronize_stream")
     stamps = {}
     for name, event in events.items():
         stamps[name], ret = acl.rt.event_get_timestamp(event)
-        check_ret("acl.rt.event_get_timestamp", ret)
-        check_ret("acl.rt.destroy_event", acl.rt.destroy_event(event))
+        check(ret, "event_get_timestamp")
+        check(acl.rt.destroy_event(event), "destroy_event")
     # the round shows priorities only if both small tasks were waiting for an engine
     # when the first one freed (a loaded host may submit the second one too late)
     first_busy_end = min(stamps["busy0"], stamps["busy1"])
@@ -66,40 +57,36 @@ def one_round(busy, low, high, big, small):
 
 
 def main():
-    check_ret("acl.init", acl.init())
-    check_ret("acl.rt.set_device", acl.rt.set_device(DEVICE_ID))
+    check(acl.init(), "init")
+    check(acl.rt.set_device(DEVICE_ID), "set_device")
     least, greatest, ret = acl.rt.device_get_stream_priority_range()
-    check_ret("acl.rt.device_get_stream_priority_range", ret)
+    check(ret, "device_get_stream_priority_range")
     print(f"stream priorities: greatest {greatest}, least {least}")
 
-    busy = []
+    busy = []                                    # two streams of the default priority
     for _ in range(2):
         stream, ret = acl.rt.create_stream()
-        check_ret("acl.rt.create_stream", ret)
+        check(ret, "create_stream")
         busy.append(stream)
-    high, ret = acl.rt.create_stream_with_config(greatest, ACL_STREAM_FAST_LAUNCH)
-    check_ret("acl.rt.create_stream_with_config", ret)
-    low, ret = acl.rt.create_stream_with_config(least, ACL_STREAM_FAST_LAUNCH)
-    check_ret("acl.rt.create_stream_with_config", ret)
-    for name, stream in (("high", high), ("low", low)):
-        priority, ret = acl.rt.stream_get_priority(stream)
-        check_ret("acl.rt.stream_get_priority", ret)
+    prioritised = {}
+    for name, wanted in (("high", greatest), ("low", least)):
+        prioritised[name], ret = acl.rt.create_stream_with_config(wanted, acl.ACL_STREAM_FAST_LAUNCH)
+        check(ret, "create_stream_with_config")
+        priority, ret = acl.rt.stream_get_priority(prioritised[name])
+        check(ret, "stream_get_priority")
         print(f"{name} stream: priority {priority}")
-
-    big = []
-    for _ in range(2):
-        ptr, ret = acl.rt.malloc(BIG, ACL_MEM_MALLOC_HUGE_FIRST)
-        check_ret("acl.rt.malloc", ret)
-        big.append(ptr)
-    small, ret = acl.rt.malloc(SMALL, ACL_MEM_MALLOC_HUGE_FIRST)
-    check_ret("acl.rt.malloc", ret)
+    high, low = prioritised["high"], prioritised["low"]
+    buffers = []
+    for size in (BIG, BIG, SMALL):
+        ptr, ret = acl.rt.malloc(size, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+        check(ret, "malloc")
+        buffers.append(ptr)
     for stream in (*busy, low, high):            # warm up: every stream has run a task
-        check_ret("acl.rt.launch_host_func", acl.rt.launch_host_func(stream, len, ()))
-        check_ret("acl.rt.synchronize_stream", acl.rt.synchronize_stream(stream))
+        check(acl.rt.launch_host_func(stream, len, ()), "launch_host_func")
+        check(acl.rt.synchronize_stream(stream), "synchronize_stream")
 
-    stamps = None
     for _ in range(5):
-        stamps = one_round(busy, low, high, big, small)
+        stamps = one_round(busy, low, high, buffers[:2], buffers[2])
         if stamps is not None:
             break
     if stamps is None:
@@ -110,21 +97,17 @@ def main():
         print(f"  {name:6s} completed at +{stamps[name] - first_busy_end:7d} us "
               f"(relative to the first large memset's end)")
 
-    for ptr in (*big, small):
-        check_ret("acl.rt.free", acl.rt.free(ptr))
+    for ptr in buffers:
+        check(acl.rt.free(ptr), "free")
     for stream in (*busy, low, high):
-        check_ret("acl.rt.destroy_stream", acl.rt.destroy_stream(stream))
-    check_ret("acl.rt.reset_device", acl.rt.reset_device(DEVICE_ID))
-    check_ret("acl.finalize", acl.finalize())
-
+        check(acl.rt.destroy_stream(stream), "destroy_stream")
+    check(acl.rt.reset_device(DEVICE_ID), "reset_device")
+    check(acl.finalize(), "finalize")
     high_first = stamps["high"] < stamps["low"]
     print(f"both small tasks waited for a large memset to end (no pre-emption); high-priority work "
           f"ran before low-priority work queued earlier: {high_first}")
-    if not high_first:
-        print("stream_priority: UNEXPECTED ORDER")
-        return 1
-    print("stream_priority: high priority first, no pre-emption: OK")
-    return 0
+    print(f"stream_priority: {'high priority first, no pre-emption: OK' if high_first else 'UNEXPECTED ORDER'}")
+    return 0 if high_first else 1
 
 
 if __name__ == "__main__":

@@ -19,62 +19,56 @@ import numpy as np
 
 import mdev.acl as acl
 
-ACL_SUCCESS = 0
-ACL_MEM_MALLOC_HUGE_FIRST = 0
-ACL_MEMCPY_HOST_TO_DEVICE = 1
-ACL_MEMCPY_DEVICE_TO_HOST = 2
-ACL_MEMCPY_DEVICE_TO_DEVICE = 3
-NPY_UINT8 = 2
-
+NPY_UINT8 = 2                            # NumPy type number, as acl.util.ptr_to_numpy takes it
 SIZE = 8 << 20                           # 8 MiB per device
 STRIPE = 4096                            # bytes the device overwrites with memset_async
 
 
-def check_ret(message, ret):
-    if ret != ACL_SUCCESS:
-        raise Exception(f"{message} failed ret={ret}: {acl.get_recent_err_msg()}")
+def check(ret, what):
+    if ret != acl.ACL_SUCCESS:
+        raise RuntimeError(f"{what} failed ret={ret}: {acl.get_recent_err_msg()}")
 
 
 def job(device, barrier, results):
-    check_ret("acl.rt.set_device", acl.rt.set_device(device))
+    check(acl.rt.set_device(device), "set_device")
     barrier.wait()                      # every thread has set a different device by now
     current, ret = acl.rt.get_device()
-    check_ret("acl.rt.get_device", ret)
+    check(ret, "get_device")
     stream, ret = acl.rt.create_stream()
-    check_ret("acl.rt.create_stream", ret)
-    dev_a, ret = acl.rt.malloc(SIZE, ACL_MEM_MALLOC_HUGE_FIRST)
-    check_ret("acl.rt.malloc", ret)
-    dev_b, ret = acl.rt.malloc(SIZE, ACL_MEM_MALLOC_HUGE_FIRST)
-    check_ret("acl.rt.malloc", ret)
+    check(ret, "create_stream")
+    dev_a, ret = acl.rt.malloc(SIZE, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+    check(ret, "malloc")
+    dev_b, ret = acl.rt.malloc(SIZE, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+    check(ret, "malloc")
     host, ret = acl.rt.malloc_host(SIZE)
-    check_ret("acl.rt.malloc_host", ret)
+    check(ret, "malloc_host")
     view = acl.util.ptr_to_numpy(host, (SIZE,), NPY_UINT8)
     expected = np.random.default_rng(device).integers(0, 256, SIZE, dtype=np.uint8)
     view[:] = expected
     expected[:STRIPE] = 0xA0 + device
 
     t0 = time.perf_counter()
-    check_ret("memcpy_async H2D", acl.rt.memcpy_async(dev_a, SIZE, host, SIZE, ACL_MEMCPY_HOST_TO_DEVICE, stream))
-    check_ret("memcpy_async D2D", acl.rt.memcpy_async(dev_b, SIZE, dev_a, SIZE, ACL_MEMCPY_DEVICE_TO_DEVICE, stream))
-    check_ret("memset_async", acl.rt.memset_async(dev_b, SIZE, 0xA0 + device, STRIPE, stream))
-    check_ret("memcpy_async D2H", acl.rt.memcpy_async(host, SIZE, dev_b, SIZE, ACL_MEMCPY_DEVICE_TO_HOST, stream))
-    check_ret("acl.rt.synchronize_stream", acl.rt.synchronize_stream(stream))
+    check(acl.rt.memcpy_async(dev_a, SIZE, host, SIZE, acl.ACL_MEMCPY_HOST_TO_DEVICE, stream), "memcpy_async H2D")
+    check(acl.rt.memcpy_async(dev_b, SIZE, dev_a, SIZE, acl.ACL_MEMCPY_DEVICE_TO_DEVICE, stream), "memcpy_async D2D")
+    check(acl.rt.memset_async(dev_b, SIZE, 0xA0 + device, STRIPE, stream), "memset_async")
+    check(acl.rt.memcpy_async(host, SIZE, dev_b, SIZE, acl.ACL_MEMCPY_DEVICE_TO_HOST, stream), "memcpy_async D2H")
+    check(acl.rt.synchronize_stream(stream), "synchronize_stream")
     elapsed = time.perf_counter() - t0
-
     same = bool(np.array_equal(view, expected))
+
     del view
-    check_ret("acl.rt.free", acl.rt.free(dev_a))
-    check_ret("acl.rt.free", acl.rt.free(dev_b))
-    check_ret("acl.rt.free_host", acl.rt.free_host(host))
-    check_ret("acl.rt.destroy_stream", acl.rt.destroy_stream(stream))
-    check_ret("acl.rt.reset_device", acl.rt.reset_device(device))
+    for ptr in (dev_a, dev_b):
+        check(acl.rt.free(ptr), "free")
+    check(acl.rt.free_host(host), "free_host")
+    check(acl.rt.destroy_stream(stream), "destroy_stream")
+    check(acl.rt.reset_device(device), "reset_device")
     results[device] = (current, same, elapsed)
 
 
 def main():
-    check_ret("acl.init", acl.init())
+    check(acl.init(), "init")
     count, ret = acl.rt.get_device_count()
-    check_ret("acl.rt.get_device_count", ret)
+    check(ret, "get_device_count")
     barrier = threading.Barrier(count)
     results, errors = {}, []
 
@@ -94,22 +88,17 @@ def main():
         print(error)
 
     ok = not errors and len(results) == count
-    for device in sorted(results):
-        current, same, elapsed = results[device]
+    for device, (current, same, elapsed) in sorted(results.items()):
         ok &= same and current == device
         print(f"thread device-{device}: get_device -> {current}, 4 tasks on its stream in "
               f"{elapsed * 1e3:.1f} ms, data {'verified' if same else 'MISMATCH'}")
     # the main thread never set a device: it has no current device
     _, ret = acl.rt.get_device()
     print(f"main thread: get_device -> ret {ret} (no device of its own)")
-    check_ret("acl.finalize", acl.finalize())
-
-    if not ok:
-        print("thread_per_device: FAILED")
-        return 1
+    check(acl.finalize(), "finalize")
     print(f"thread_per_device: {count} threads, each drove its own device, "
-          f"{SIZE >> 20} MiB per device verified: OK")
-    return 0
+          f"{SIZE >> 20} MiB per device verified: {'OK' if ok else 'FAILED'}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

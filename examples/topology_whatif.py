@@ -23,67 +23,63 @@ import numpy as np
 
 import mdev.acl as acl
 
-ACL_SUCCESS = 0
-ACL_MEM_MALLOC_HUGE_FIRST = 0
-ACL_MEMCPY_HOST_TO_DEVICE = 1
-ACL_MEMCPY_DEVICE_TO_HOST = 2
-ACL_MEMCPY_DEVICE_TO_DEVICE = 3
-TOPO_NAMES = {0x01: "HCCS", 0x02: "PIX", 0x04: "PIB", 0x08: "PHB", 0x10: "SYS", 0x20: "SIO", 0x40: "HCCS_SW"}
+TOPO_NAMES = {getattr(acl, f"ACL_RT_DEVS_TOPOLOGY_{name}"): name         # link classes of get_devices_topo
+              for name in ("HCCS", "PIX", "PIB", "PHB", "SYS", "SIO", "HCCS_SW")}
 PRESETS = ("hccs8", "islands8")
 SIZE = 1 << 20
 
 
-def check_ret(message, ret):
-    if ret != ACL_SUCCESS:
-        raise Exception(f"{message} failed ret={ret}: {acl.get_recent_err_msg()}")
+def check(ret, what):
+    if ret != acl.ACL_SUCCESS:
+        raise RuntimeError(f"{what} failed ret={ret}: {acl.get_recent_err_msg()}")
 
 
 # ---------------------------------------------------------------------------- the probe
 def probe():
     """Run on whatever board MDEV_BOARD / MDEV_TOPOLOGY give; print one JSON line."""
-    check_ret("acl.init", acl.init())
+    def fill(device):                    # device's buffer holds its own pattern, device + 1
+        pattern = np.full(SIZE, device + 1, np.uint8)
+        check(acl.rt.memcpy(bufs[device], SIZE, acl.util.numpy_to_ptr(pattern), SIZE, acl.ACL_MEMCPY_HOST_TO_DEVICE),
+              "memcpy H2D")
+
+    check(acl.init(), "init")
     n, ret = acl.rt.get_device_count()
-    check_ret("acl.rt.get_device_count", ret)
+    check(ret, "get_device_count")
     bufs = {}
     for d in range(n):
-        check_ret("acl.rt.set_device", acl.rt.set_device(d))
-        bufs[d], ret = acl.rt.malloc(SIZE, ACL_MEM_MALLOC_HUGE_FIRST)
-        check_ret("acl.rt.malloc", ret)
-        data = np.full(SIZE, d + 1, np.uint8)
-        ret = acl.rt.memcpy(bufs[d], SIZE, acl.util.numpy_to_ptr(data), SIZE, ACL_MEMCPY_HOST_TO_DEVICE)
-        check_ret("acl.rt.memcpy H2D", ret)
+        check(acl.rt.set_device(d), "set_device")
+        bufs[d], ret = acl.rt.malloc(SIZE, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+        check(ret, "malloc")
+        fill(d)
     pairs = {}
     for a in range(n):
         for b in range(n):
             if a == b:
                 continue
             can, ret = acl.rt.device_can_access_peer(a, b)
-            check_ret("acl.rt.device_can_access_peer", ret)
+            check(ret, "device_can_access_peer")
             topo, ret = acl.rt.get_devices_topo(a, b)
-            check_ret("acl.rt.get_devices_topo", ret)
-            check_ret("acl.rt.set_device", acl.rt.set_device(a))
+            check(ret, "get_devices_topo")
+            check(acl.rt.set_device(a), "set_device")
             enable_ret = acl.rt.device_enable_peer_access(b, 0)      # 0, or 207000 where not allowed
             copied = False
-            if enable_ret == ACL_SUCCESS:
+            if enable_ret == acl.ACL_SUCCESS:
                 # device a pushes its 1 MiB into device b's buffer, which is then checked
-                ret = acl.rt.memcpy(bufs[b], SIZE, bufs[a], SIZE, ACL_MEMCPY_DEVICE_TO_DEVICE)
-                check_ret("acl.rt.memcpy D2D", ret)
+                check(acl.rt.memcpy(bufs[b], SIZE, bufs[a], SIZE, acl.ACL_MEMCPY_DEVICE_TO_DEVICE), "memcpy D2D")
                 back = np.zeros(SIZE, np.uint8)
-                ret = acl.rt.memcpy(acl.util.numpy_to_ptr(back), SIZE, bufs[b], SIZE, ACL_MEMCPY_DEVICE_TO_HOST)
-                check_ret("acl.rt.memcpy D2H", ret)
+                check(acl.rt.memcpy(acl.util.numpy_to_ptr(back), SIZE, bufs[b], SIZE, acl.ACL_MEMCPY_DEVICE_TO_HOST),
+                      "memcpy D2H")
                 copied = bool((back == a + 1).all())
-                fix = np.full(SIZE, b + 1, np.uint8)             # restore device b's own pattern
-                ret = acl.rt.memcpy(bufs[b], SIZE, acl.util.numpy_to_ptr(fix), SIZE, ACL_MEMCPY_HOST_TO_DEVICE)
-                check_ret("acl.rt.memcpy H2D", ret)
-                check_ret("acl.rt.device_disable_peer_access", acl.rt.device_disable_peer_access(b))
+                fill(b)                          # restore device b's own pattern
+                check(acl.rt.device_disable_peer_access(b), "device_disable_peer_access")
             else:
                 acl.get_recent_err_msg()
             pairs[f"{a},{b}"] = {"can": can, "topo": topo, "enable": enable_ret, "copied": copied}
     for d in range(n):
-        check_ret("acl.rt.set_device", acl.rt.set_device(d))
-        check_ret("acl.rt.free", acl.rt.free(bufs[d]))
-        check_ret("acl.rt.reset_device_force", acl.rt.reset_device_force(d))
-    check_ret("acl.finalize", acl.finalize())
+        check(acl.rt.set_device(d), "set_device")
+        check(acl.rt.free(bufs[d]), "free")
+        check(acl.rt.reset_device_force(d), "reset_device_force")
+    check(acl.finalize(), "finalize")
     print(json.dumps({"devices": n, "soc": acl.get_soc_name(), "pairs": pairs}))
     return 0
 
@@ -94,7 +90,7 @@ def run_on(preset, board):
     proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--probe"], env=env,
                           capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
-        raise Exception(f"probe on {preset} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        raise RuntimeError(f"probe on {preset} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -141,12 +137,9 @@ def main():
     cross = results["islands8"]["pairs"]["0,4"]
     print(f"\nislands8 across the islands (0 -> 4): {TOPO_NAMES.get(cross['topo'])}, "
           f"device_enable_peer_access ret = {cross['enable']}")
-    if not ok:
-        print("topology_whatif: INCONSISTENT")
-        return 1
     print(f"topology_whatif: same probe, hccs8 {usable['hccs8']} P2P pairs, islands8 {usable['islands8']} "
-          f"(cross-island pairs refused with 207000): OK")
-    return 0
+          f"(cross-island pairs refused with 207000): {'OK' if ok else 'INCONSISTENT'}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

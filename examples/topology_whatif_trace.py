@@ -21,6 +21,7 @@ try:
 except ImportError:                       # plain python: use mdev directly
     import mdev.acl as acl
 
+# pyACL exports no constants: the program defines the ones it uses
 ACL_SUCCESS = 0
 ACL_MEM_MALLOC_HUGE_FIRST = 0
 ACL_MEMCPY_HOST_TO_DEVICE, ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_DEVICE_TO_DEVICE = 1, 2, 3
@@ -29,77 +30,78 @@ NPY_UINT8 = 2
 SIZE = 8 << 20
 
 
-def check(what, ret):
+def check(ret, what):
     if ret != ACL_SUCCESS:
         raise SystemExit(f"{what} failed ret={ret}: {acl.get_recent_err_msg()}")
 
 
 def main():
-    check("init", acl.init())
+    check(acl.init(), "init")
     count, ret = acl.rt.get_device_count()
-    check("get_device_count", ret)
+    check(ret, "get_device_count")
     last = count - 1
     peer, ret = acl.rt.device_can_access_peer(0, last)
-    check("device_can_access_peer", ret)
+    check(ret, "device_can_access_peer")
 
-    check("set_device", acl.rt.set_device(last))
+    check(acl.rt.set_device(last), "set_device")
     stream_last, ret = acl.rt.create_stream()
-    check("create_stream", ret)
+    check(ret, "create_stream")
     dst, ret = acl.rt.malloc(SIZE, ACL_MEM_MALLOC_HUGE_FIRST)
-    check("malloc", ret)
+    check(ret, "malloc")
     notify, ret = acl.rt.create_notify(0)
-    check("create_notify", ret)
+    check(ret, "create_notify")
     if peer:
-        check("enable_peer_access", acl.rt.device_enable_peer_access(0, 0))
+        check(acl.rt.device_enable_peer_access(0, 0), "enable_peer_access")
 
-    check("set_device", acl.rt.set_device(0))
+    # device 0: streams A and B, buffers a and b, the pinned data and the event between A and B
+    check(acl.rt.set_device(0), "set_device")
     if peer:
-        check("enable_peer_access", acl.rt.device_enable_peer_access(last, 0))
-    stream_a, ret = acl.rt.create_stream()
-    check("create_stream", ret)
-    stream_b, ret = acl.rt.create_stream()
-    check("create_stream", ret)
-    a, ret = acl.rt.malloc(SIZE, ACL_MEM_MALLOC_HUGE_FIRST)
-    check("malloc", ret)
-    b, ret = acl.rt.malloc(SIZE, ACL_MEM_MALLOC_HUGE_FIRST)
-    check("malloc", ret)
+        check(acl.rt.device_enable_peer_access(last, 0), "enable_peer_access")
+    streams, buffers = [], []
+    for _ in range(2):
+        stream, ret = acl.rt.create_stream()
+        check(ret, "create_stream")
+        buffer, ret = acl.rt.malloc(SIZE, ACL_MEM_MALLOC_HUGE_FIRST)
+        check(ret, "malloc")
+        streams.append(stream)
+        buffers.append(buffer)
+    (stream_a, stream_b), (a, b) = streams, buffers
     host, ret = acl.rt.malloc_host(SIZE)
-    check("malloc_host", ret)
+    check(ret, "malloc_host")
     data = acl.util.ptr_to_numpy(host, (SIZE,), NPY_UINT8)
     data[:] = np.arange(SIZE) % 251
     expected = data.copy()
     event, ret = acl.rt.create_event_ex_with_flag(ACL_EVENT_SYNC)
-    check("create_event", ret)
+    check(ret, "create_event")
 
-    check("h2d", acl.rt.memcpy_async(a, SIZE, host, SIZE, ACL_MEMCPY_HOST_TO_DEVICE, stream_a))
-    check("record_event", acl.rt.record_event(event, stream_a))
-    check("stream_wait_event", acl.rt.stream_wait_event(stream_b, event))
-    check("d2d", acl.rt.memcpy_async(b, SIZE, a, SIZE, ACL_MEMCPY_DEVICE_TO_DEVICE, stream_b))
+    check(acl.rt.memcpy_async(a, SIZE, host, SIZE, ACL_MEMCPY_HOST_TO_DEVICE, stream_a), "h2d")
+    check(acl.rt.record_event(event, stream_a), "record_event")
+    check(acl.rt.stream_wait_event(stream_b, event), "stream_wait_event")
+    check(acl.rt.memcpy_async(b, SIZE, a, SIZE, ACL_MEMCPY_DEVICE_TO_DEVICE, stream_b), "d2d")
     if peer:
-        check("p2p", acl.rt.memcpy_async(dst, SIZE, b, SIZE, ACL_MEMCPY_DEVICE_TO_DEVICE, stream_b))
-        check("sync", acl.rt.synchronize_stream(stream_b))
+        check(acl.rt.memcpy_async(dst, SIZE, b, SIZE, ACL_MEMCPY_DEVICE_TO_DEVICE, stream_b), "p2p")
+        check(acl.rt.synchronize_stream(stream_b), "sync")
         how = "P2P"
     else:
-        check("memset host", acl.rt.memset_async(host, SIZE, 0, SIZE, stream_b))
-        check("d2h", acl.rt.memcpy_async(host, SIZE, b, SIZE, ACL_MEMCPY_DEVICE_TO_HOST, stream_b))
-        check("record_notify", acl.rt.record_notify(notify, stream_b))
-        check("set_device", acl.rt.set_device(last))
-        check("wait_notify", acl.rt.wait_and_reset_notify(notify, stream_last, 30))
-        check("h2d", acl.rt.memcpy_async(dst, SIZE, host, SIZE, ACL_MEMCPY_HOST_TO_DEVICE, stream_last))
-        check("sync", acl.rt.synchronize_stream(stream_last))
-        check("set_device", acl.rt.set_device(0))
+        check(acl.rt.memset_async(host, SIZE, 0, SIZE, stream_b), "memset host")
+        check(acl.rt.memcpy_async(host, SIZE, b, SIZE, ACL_MEMCPY_DEVICE_TO_HOST, stream_b), "d2h")
+        check(acl.rt.record_notify(notify, stream_b), "record_notify")
+        check(acl.rt.set_device(last), "set_device")
+        check(acl.rt.wait_and_reset_notify(notify, stream_last, 30), "wait_notify")
+        check(acl.rt.memcpy_async(dst, SIZE, host, SIZE, ACL_MEMCPY_HOST_TO_DEVICE, stream_last), "h2d")
+        check(acl.rt.synchronize_stream(stream_last), "sync")
+        check(acl.rt.set_device(0), "set_device")
         how = "staged through pinned host memory"
-    check("memset host", acl.rt.memset(host, SIZE, 0, SIZE))
-    check("set_device", acl.rt.set_device(last))
-    check("d2h", acl.rt.memcpy_async(host, SIZE, dst, SIZE, ACL_MEMCPY_DEVICE_TO_HOST, stream_last))
-    check("sync", acl.rt.synchronize_stream(stream_last))
+    check(acl.rt.memset(host, SIZE, 0, SIZE), "memset host")
+    check(acl.rt.set_device(last), "set_device")
+    check(acl.rt.memcpy_async(host, SIZE, dst, SIZE, ACL_MEMCPY_DEVICE_TO_HOST, stream_last), "d2h")
+    check(acl.rt.synchronize_stream(stream_last), "sync")
     if not np.array_equal(data, expected):
         raise SystemExit("topology_whatif_trace: data mismatch")
-    check("free", acl.rt.free(dst))
-    for ptr in (a, b):
-        check("free", acl.rt.free(ptr))
-    check("free_host", acl.rt.free_host(host))
-    check("finalize", acl.finalize())
+    for ptr in (dst, a, b):
+        check(acl.rt.free(ptr), "free")
+    check(acl.rt.free_host(host), "free_host")
+    check(acl.finalize(), "finalize")
     print(f"topology_whatif_trace: 8 MiB device 0 -> device {last} ({how}), verified: OK")
     return 0
 

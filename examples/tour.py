@@ -20,43 +20,40 @@ import time
 import numpy as np
 
 import mdev.acl as acl
-from mdev.acl import (ACL_DEV_ATTR_AICORE_CORE_NUM, ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE, ACL_HBM_MEM,
-                      ACL_MEM_MALLOC_HUGE_FIRST, ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE,
-                      ACL_SUCCESS)
 
-NPY_UINT8 = 2
+NPY_UINT8 = 2                            # NumPy type number, as acl.util.ptr_to_numpy takes it
 MiB, GiB = 1 << 20, 1 << 30
 
 
-def check_ret(message, ret):
-    if ret != ACL_SUCCESS:
-        raise Exception(f"{message} failed ret={ret}: {acl.get_recent_err_msg()}")
+def check(ret, what):
+    if ret != acl.ACL_SUCCESS:
+        raise RuntimeError(f"{what} failed ret={ret}: {acl.get_recent_err_msg()}")
 
 
 def show_board():
     count, ret = acl.rt.get_device_count()
-    check_ret("acl.rt.get_device_count", ret)
+    check(ret, "get_device_count")
     print(f"[1] board: {count} x {acl.get_soc_name()}")
     for dev in range(count):
-        hbm, ret = acl.rt.get_device_info(dev, ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE)
-        check_ret("acl.rt.get_device_info", ret)
-        cores, ret = acl.rt.get_device_info(dev, ACL_DEV_ATTR_AICORE_CORE_NUM)
-        check_ret("acl.rt.get_device_info", ret)
+        hbm, ret = acl.rt.get_device_info(dev, acl.ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE)
+        check(ret, "get_device_info")
+        cores, ret = acl.rt.get_device_info(dev, acl.ACL_DEV_ATTR_AICORE_CORE_NUM)
+        check(ret, "get_device_info")
         print(f"      device {dev}: HBM {hbm / GiB:g} GiB, {cores} AI cores")
     return count
 
 
 def round_trip(dev, context):
-    check_ret("acl.rt.set_context", acl.rt.set_context(context))     # work on device ``dev``
+    check(acl.rt.set_context(context), "set_context")     # work on device ``dev``
     data = np.arange(1 << 16, dtype=np.float32) * (dev + 1)
     back = np.empty_like(data)
-    ptr, ret = acl.rt.malloc(data.nbytes, ACL_MEM_MALLOC_HUGE_FIRST)
-    check_ret("acl.rt.malloc", ret)
-    check_ret("acl.rt.memcpy H2D", acl.rt.memcpy(ptr, data.nbytes, acl.util.numpy_to_ptr(data),
-                                                 data.nbytes, ACL_MEMCPY_HOST_TO_DEVICE))
-    check_ret("acl.rt.memcpy D2H", acl.rt.memcpy(acl.util.numpy_to_ptr(back), back.nbytes, ptr,
-                                                 data.nbytes, ACL_MEMCPY_DEVICE_TO_HOST))
-    check_ret("acl.rt.free", acl.rt.free(ptr))
+    ptr, ret = acl.rt.malloc(data.nbytes, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+    check(ret, "malloc")
+    check(acl.rt.memcpy(ptr, data.nbytes, acl.util.numpy_to_ptr(data), data.nbytes, acl.ACL_MEMCPY_HOST_TO_DEVICE),
+          "memcpy H2D")
+    check(acl.rt.memcpy(acl.util.numpy_to_ptr(back), back.nbytes, ptr, data.nbytes, acl.ACL_MEMCPY_DEVICE_TO_HOST),
+          "memcpy D2H")
+    check(acl.rt.free(ptr), "free")
     ok = np.array_equal(back, data)
     print(f"      device {dev}: {data.nbytes >> 10} KiB at {ptr:#x}, back on the host "
           f"{'identical' if ok else 'DIFFERENT'}")
@@ -64,75 +61,78 @@ def round_trip(dev, context):
 
 
 def mem_info_demo():
-    free0, total, ret = acl.rt.get_mem_info(ACL_HBM_MEM)
-    check_ret("acl.rt.get_mem_info", ret)
-    ptr, ret = acl.rt.malloc(256 * MiB, ACL_MEM_MALLOC_HUGE_FIRST)
-    check_ret("acl.rt.malloc", ret)
-    free1, _, ret = acl.rt.get_mem_info(ACL_HBM_MEM)
-    check_ret("acl.rt.get_mem_info", ret)
-    check_ret("acl.rt.free", acl.rt.free(ptr))
-    free2, _, ret = acl.rt.get_mem_info(ACL_HBM_MEM)
-    check_ret("acl.rt.get_mem_info", ret)
+    def hbm_free():
+        free, total, ret = acl.rt.get_mem_info(acl.ACL_HBM_MEM)
+        check(ret, "get_mem_info")
+        return free, total
+
+    free0, total = hbm_free()
+    ptr, ret = acl.rt.malloc(256 * MiB, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+    check(ret, "malloc")
+    free1, _ = hbm_free()
+    check(acl.rt.free(ptr), "free")
+    free2, _ = hbm_free()
     print(f"[3] device 0 HBM free: {free0 / MiB:,.0f} MiB of {total / MiB:,.0f} MiB; "
           f"after malloc(256 MiB) {free1 / MiB:,.0f} MiB; after free {free2 / MiB:,.0f} MiB")
     return free0 - free1 >= 256 * MiB and free2 == free0
 
 
 def error_demo():
-    ptr, ret = acl.rt.malloc(4096, ACL_MEM_MALLOC_HUGE_FIRST)
-    check_ret("acl.rt.malloc", ret)
+    ptr, ret = acl.rt.malloc(4096, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+    check(ret, "malloc")
     host = np.zeros(8192, dtype=np.uint8)
     # 8 KiB into a 4 KiB allocation: refused with an error code, nothing is written
-    ret = acl.rt.memcpy(ptr, 8192, acl.util.numpy_to_ptr(host), 8192, ACL_MEMCPY_HOST_TO_DEVICE)
+    ret = acl.rt.memcpy(ptr, 8192, acl.util.numpy_to_ptr(host), 8192, acl.ACL_MEMCPY_HOST_TO_DEVICE)
     print(f"[4] memcpy of 8 KiB into a 4 KiB allocation: ret = {ret}")
     print(f"      acl.get_recent_err_msg(): {acl.get_recent_err_msg()}")
-    check_ret("acl.rt.free", acl.rt.free(ptr))
-    return ret != ACL_SUCCESS
+    check(acl.rt.free(ptr), "free")
+    return ret != acl.ACL_SUCCESS
 
 
 def multi_stream_demo(streams=4, size=64 * MiB):
     chunk = size // streams
-    host_in, ret = acl.rt.malloc_host(size)
-    check_ret("acl.rt.malloc_host", ret)
-    host_out, ret = acl.rt.malloc_host(size)
-    check_ret("acl.rt.malloc_host", ret)
-    dev, ret = acl.rt.malloc(size, ACL_MEM_MALLOC_HUGE_FIRST)
-    check_ret("acl.rt.malloc", ret)
+    pinned = []
+    for _ in range(2):
+        host, ret = acl.rt.malloc_host(size)
+        check(ret, "malloc_host")
+        pinned.append(host)
+    host_in, host_out = pinned
+    dev, ret = acl.rt.malloc(size, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+    check(ret, "malloc")
     src = acl.util.ptr_to_numpy(host_in, (size,), NPY_UINT8)
     src.reshape(-1, 256)[:] = np.arange(256, dtype=np.uint8)      # 0, 1, ..., 255, 0, 1, ...
     handles = []
     for _ in range(streams):
         stream, ret = acl.rt.create_stream()
-        check_ret("acl.rt.create_stream", ret)
+        check(ret, "create_stream")
         handles.append(stream)
 
     t0 = time.perf_counter()
     for i, stream in enumerate(handles):        # chunk i travels on stream i
         off = i * chunk
-        check_ret("acl.rt.memcpy_async H2D", acl.rt.memcpy_async(
-            dev + off, chunk, host_in + off, chunk, ACL_MEMCPY_HOST_TO_DEVICE, stream))
-        check_ret("acl.rt.memcpy_async D2H", acl.rt.memcpy_async(
-            host_out + off, chunk, dev + off, chunk, ACL_MEMCPY_DEVICE_TO_HOST, stream))
+        check(acl.rt.memcpy_async(dev + off, chunk, host_in + off, chunk, acl.ACL_MEMCPY_HOST_TO_DEVICE, stream),
+              "memcpy_async H2D")
+        check(acl.rt.memcpy_async(host_out + off, chunk, dev + off, chunk, acl.ACL_MEMCPY_DEVICE_TO_HOST, stream),
+              "memcpy_async D2H")
     for stream in handles:
-        check_ret("acl.rt.synchronize_stream", acl.rt.synchronize_stream(stream))
+        check(acl.rt.synchronize_stream(stream), "synchronize_stream")
     elapsed = time.perf_counter() - t0
 
-    out = acl.util.ptr_to_numpy(host_out, (size,), NPY_UINT8)
-    ok = np.array_equal(out, src)
+    ok = np.array_equal(acl.util.ptr_to_numpy(host_out, (size,), NPY_UINT8), src)
     print(f"[5] {size >> 20} MiB pinned -> device 0 -> pinned as {streams} streams x {chunk >> 20} MiB "
           f"(async H2D + D2H each): {elapsed * 1e3:.0f} ms, {'verified' if ok else 'MISMATCH'}")
-    del src, out
+    del src
     for stream in handles:
-        check_ret("acl.rt.destroy_stream", acl.rt.destroy_stream(stream))
-    check_ret("acl.rt.free", acl.rt.free(dev))
-    check_ret("acl.rt.free_host", acl.rt.free_host(host_in))
-    check_ret("acl.rt.free_host", acl.rt.free_host(host_out))
+        check(acl.rt.destroy_stream(stream), "destroy_stream")
+    check(acl.rt.free(dev), "free")
+    for host in pinned:
+        check(acl.rt.free_host(host), "free_host")
     return ok
 
 
 def main():
     t0 = time.perf_counter()
-    check_ret("acl.init", acl.init())
+    check(acl.init(), "init")
     count = show_board()
     if count < 2:
         print("tour: this board has a single device; use one with two or more (e.g. MDEV_TOPOLOGY=laptop2)")
@@ -140,19 +140,19 @@ def main():
     # one set_device per device; set_context switches the calling thread between them
     contexts = []
     for dev in (0, 1):
-        check_ret("acl.rt.set_device", acl.rt.set_device(dev))
+        check(acl.rt.set_device(dev), "set_device")
         context, ret = acl.rt.get_context()
-        check_ret("acl.rt.get_context", ret)
+        check(ret, "get_context")
         contexts.append(context)
     print("[2] host -> device -> host round trips")
     ok = all([round_trip(0, contexts[0]), round_trip(1, contexts[1])])
-    check_ret("acl.rt.set_context", acl.rt.set_context(contexts[0]))  # device 0 from here on
+    check(acl.rt.set_context(contexts[0]), "set_context")  # device 0 from here on
     ok = mem_info_demo() and ok
     ok = error_demo() and ok
     ok = multi_stream_demo() and ok
     for dev in (1, 0):
-        check_ret("acl.rt.reset_device", acl.rt.reset_device(dev))
-    check_ret("acl.finalize", acl.finalize())
+        check(acl.rt.reset_device(dev), "reset_device")
+    check(acl.finalize(), "finalize")
     print(f"tour: {'all steps OK' if ok else 'SOME STEPS FAILED'} in {time.perf_counter() - t0:.2f} s")
     return 0 if ok else 1
 

@@ -18,97 +18,82 @@ import numpy as np
 
 import mdev.acl as acl
 
-ACL_SUCCESS = 0
-ACL_MEM_MALLOC_HUGE_FIRST = 0
-ACL_MEMCPY_DEVICE_TO_HOST = 2
-ACL_STREAM_WAIT_VALUE_GEQ = 0x0
-ACL_STREAM_WAIT_VALUE_EQ = 0x1
-ACL_STREAM_WAIT_VALUE_AND = 0x2
-NPY_UINT8 = 2
-
 DEVICE_ID = 0
 SIZE = 1 << 20
 
 
-def check_ret(message, ret):
-    if ret != ACL_SUCCESS:
-        raise Exception(f"{message} failed ret={ret}: {acl.get_recent_err_msg()}")
+def check(ret, what):
+    if ret != acl.ACL_SUCCESS:
+        raise RuntimeError(f"{what} failed ret={ret}: {acl.get_recent_err_msg()}")
 
 
 def read_u64(ptr):
     out = np.zeros(1, np.uint64)
-    check_ret("acl.rt.memcpy", acl.rt.memcpy(acl.util.numpy_to_ptr(out), 8, ptr, 8, ACL_MEMCPY_DEVICE_TO_HOST))
+    check(acl.rt.memcpy(acl.util.numpy_to_ptr(out), 8, ptr, 8, acl.ACL_MEMCPY_DEVICE_TO_HOST), "memcpy")
     return int(out[0])
 
 
 def main():
-    check_ret("acl.init", acl.init())
-    check_ret("acl.rt.set_device", acl.rt.set_device(DEVICE_ID))
+    check(acl.init(), "init")
+    check(acl.rt.set_device(DEVICE_ID), "set_device")
     streams = []
     for _ in range(3):
         stream, ret = acl.rt.create_stream()
-        check_ret("acl.rt.create_stream", ret)
+        check(ret, "create_stream")
         streams.append(stream)
     stream1, stream2, stream3 = streams
-    sync_mem, ret = acl.rt.malloc(64, ACL_MEM_MALLOC_HUGE_FIRST)   # 8-byte aligned words
-    check_ret("acl.rt.malloc", ret)
-    check_ret("acl.rt.memset", acl.rt.memset(sync_mem, 64, 0, 64))  # initialise the sync words
-    data, ret = acl.rt.malloc(SIZE, ACL_MEM_MALLOC_HUGE_FIRST)
-    check_ret("acl.rt.malloc", ret)
+    sync_mem, ret = acl.rt.malloc(64, acl.ACL_MEM_MALLOC_HUGE_FIRST)   # 8-byte aligned words
+    check(ret, "malloc")
+    check(acl.rt.memset(sync_mem, 64, 0, 64), "memset")  # initialise the sync words
+    data, ret = acl.rt.malloc(SIZE, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+    check(ret, "malloc")
     host, ret = acl.rt.malloc_host(SIZE)
-    check_ret("acl.rt.malloc_host", ret)
+    check(ret, "malloc_host")
 
     # 1. handshake: stream1 consumes what stream2 produced, then tells stream2 it is done
-    check_ret("acl.rt.value_wait", acl.rt.value_wait(sync_mem, 1, ACL_STREAM_WAIT_VALUE_EQ, stream1))
-    ret = acl.rt.memcpy_async(host, SIZE, data, SIZE, ACL_MEMCPY_DEVICE_TO_HOST, stream1)
-    check_ret("acl.rt.memcpy_async", ret)
-    check_ret("acl.rt.value_write", acl.rt.value_write(sync_mem, 2, 0, stream1))
-    check_ret("acl.rt.memset_async", acl.rt.memset_async(data, SIZE, 0x5C, SIZE, stream2))
-    check_ret("acl.rt.value_write", acl.rt.value_write(sync_mem, 1, 0, stream2))
-    check_ret("acl.rt.value_wait", acl.rt.value_wait(sync_mem, 2, ACL_STREAM_WAIT_VALUE_EQ, stream2))
+    check(acl.rt.value_wait(sync_mem, 1, acl.ACL_STREAM_WAIT_VALUE_EQ, stream1), "value_wait")
+    check(acl.rt.memcpy_async(host, SIZE, data, SIZE, acl.ACL_MEMCPY_DEVICE_TO_HOST, stream1), "memcpy_async")
+    check(acl.rt.value_write(sync_mem, 2, 0, stream1), "value_write")
+    check(acl.rt.memset_async(data, SIZE, 0x5C, SIZE, stream2), "memset_async")
+    check(acl.rt.value_write(sync_mem, 1, 0, stream2), "value_write")
+    check(acl.rt.value_wait(sync_mem, 2, acl.ACL_STREAM_WAIT_VALUE_EQ, stream2), "value_wait")
     for stream in (stream1, stream2):
-        check_ret("acl.rt.synchronize_stream", acl.rt.synchronize_stream(stream))
-    view = acl.util.ptr_to_numpy(host, (SIZE,), NPY_UINT8)
-    handshake_ok = bool((view == 0x5C).all()) and read_u64(sync_mem) == 2
-    del view
+        check(acl.rt.synchronize_stream(stream), "synchronize_stream")
+    handshake_ok = acl.util.ptr_to_bytes(host, SIZE) == bytes([0x5C]) * SIZE and read_u64(sync_mem) == 2
     print(f"1. handshake: stream1 read stream2's data after value 1, stream2 resumed after value 2: "
           f"{'OK' if handshake_ok else 'WRONG'}")
 
     # 2. progress counter: GEQ releases stream3 once the counter reaches 3
     counter = sync_mem + 8
     marker = sync_mem + 16
-    check_ret("acl.rt.value_wait", acl.rt.value_wait(counter, 3, ACL_STREAM_WAIT_VALUE_GEQ, stream3))
-    check_ret("acl.rt.value_write", acl.rt.value_write(marker, 0xC0FFEE, 0, stream3))
+    check(acl.rt.value_wait(counter, 3, acl.ACL_STREAM_WAIT_VALUE_GEQ, stream3), "value_wait")
+    check(acl.rt.value_write(marker, 0xC0FFEE, 0, stream3), "value_write")
     for step in (1, 2, 3):
-        ret = acl.rt.memset_async(data, SIZE, step, SIZE, stream2)
-        check_ret("acl.rt.memset_async", ret)
-        check_ret("acl.rt.value_write", acl.rt.value_write(counter, step, 0, stream2))
-    check_ret("acl.rt.synchronize_stream", acl.rt.synchronize_stream(stream3))
+        check(acl.rt.memset_async(data, SIZE, step, SIZE, stream2), "memset_async")
+        check(acl.rt.value_write(counter, step, 0, stream2), "value_write")
+    check(acl.rt.synchronize_stream(stream3), "synchronize_stream")
     counter_ok = read_u64(counter) == 3 and read_u64(marker) == 0xC0FFEE
     print(f"2. counter: stream3 waited for counter >= 3, then ran: {'OK' if counter_ok else 'WRONG'}")
 
     # 3. a memset is a write like any other: setting bit 2 releases an AND wait on 0b100
     flags = sync_mem + 24
-    check_ret("acl.rt.value_wait", acl.rt.value_wait(flags, 0b100, ACL_STREAM_WAIT_VALUE_AND, stream1))
-    check_ret("acl.rt.value_write", acl.rt.value_write(marker, 7, 0, stream1))
-    check_ret("acl.rt.memset_async", acl.rt.memset_async(flags, 1, 0b100, 1, stream3))
-    check_ret("acl.rt.synchronize_stream", acl.rt.synchronize_stream(stream1))
+    check(acl.rt.value_wait(flags, 0b100, acl.ACL_STREAM_WAIT_VALUE_AND, stream1), "value_wait")
+    check(acl.rt.value_write(marker, 7, 0, stream1), "value_write")
+    check(acl.rt.memset_async(flags, 1, 0b100, 1, stream3), "memset_async")
+    check(acl.rt.synchronize_stream(stream1), "synchronize_stream")
     memset_ok = read_u64(marker) == 7
     print(f"3. memset_async of the flag word released the AND wait: {'OK' if memset_ok else 'WRONG'}")
 
-    check_ret("acl.rt.free_host", acl.rt.free_host(host))
-    check_ret("acl.rt.free", acl.rt.free(data))
-    check_ret("acl.rt.free", acl.rt.free(sync_mem))
+    check(acl.rt.free_host(host), "free_host")
+    for ptr in (data, sync_mem):
+        check(acl.rt.free(ptr), "free")
     for stream in streams:
-        check_ret("acl.rt.destroy_stream", acl.rt.destroy_stream(stream))
-    check_ret("acl.rt.reset_device", acl.rt.reset_device(DEVICE_ID))
-    check_ret("acl.finalize", acl.finalize())
-
-    if not (handshake_ok and counter_ok and memset_ok):
-        print("value_write_wait: FAILED")
-        return 1
-    print("value_write_wait: handshake, counter and memset release verified: OK")
-    return 0
+        check(acl.rt.destroy_stream(stream), "destroy_stream")
+    check(acl.rt.reset_device(DEVICE_ID), "reset_device")
+    check(acl.finalize(), "finalize")
+    ok = handshake_ok and counter_ok and memset_ok
+    print(f"value_write_wait: handshake, counter and memset release verified: {'OK' if ok else 'FAILED'}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

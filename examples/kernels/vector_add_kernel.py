@@ -12,19 +12,20 @@ import numpy as np
 from mdev.kernel import int64, kernel, ptr
 
 
-@kernel
-def add_custom(ctx, x: ptr, y: ptr, z: ptr, n: int64):
+def block_share(ctx, n):
+    """The elements of n this block handles: an equal share, the last block takes the rest."""
     per_block = n // ctx.block_num
     lo = ctx.block_idx * per_block
-    hi = n if ctx.block_idx == ctx.block_num - 1 else lo + per_block
-    z_gm = ctx.gm(z, np.float32, n)
-    z_gm[lo:hi] = ctx.gm(x, np.float32, n)[lo:hi] + ctx.gm(y, np.float32, n)[lo:hi]
+    return slice(lo, n if ctx.block_idx == ctx.block_num - 1 else lo + per_block)
+
+
+@kernel
+def add_custom(ctx, x: ptr, y: ptr, z: ptr, n: int64):
+    share = block_share(ctx, n)
+    ctx.gm(z, np.float32, n)[share] = ctx.gm(x, np.float32, n)[share] + ctx.gm(y, np.float32, n)[share]
 
 
 @kernel
 def sub_custom(ctx, x: ptr, y: ptr, z: ptr, n: int64):
-    per_block = n // ctx.block_num
-    lo = ctx.block_idx * per_block
-    hi = n if ctx.block_idx == ctx.block_num - 1 else lo + per_block
-    z_gm = ctx.gm(z, np.float32, n)
-    z_gm[lo:hi] = ctx.gm(x, np.float32, n)[lo:hi] - ctx.gm(y, np.float32, n)[lo:hi]
+    share = block_share(ctx, n)
+    ctx.gm(z, np.float32, n)[share] = ctx.gm(x, np.float32, n)[share] - ctx.gm(y, np.float32, n)[share]
