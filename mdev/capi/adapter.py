@@ -34,7 +34,7 @@ import mdev.runtime
 from mdev.runtime import boundary, names
 
 # runtime modules whose functions have another C prefix than aclrt*
-_MODULE_GROUPS = {"lifecycle": "", "models": "mdl"}
+_MODULE_GROUPS = {"lifecycle": "", "sysinfo": "", "models": "mdl"}
 _MODULE_PREFIX = {"models": "ri_"}
 
 
@@ -46,7 +46,10 @@ def implementations() -> dict[tuple[str, str], Callable]:
         group = _MODULE_GROUPS.get(info.name, "rt")
         for name, fn in vars(module).items():
             if getattr(fn, "api_shape", None) is not None and fn.__module__ == module.__name__:
-                found[group, _MODULE_PREFIX.get(info.name, "") + name] = fn
+                key = (group, _MODULE_PREFIX.get(info.name, "") + name)
+                if key in found:
+                    raise RuntimeError(f"{key} is implemented twice: {found[key].__module__}, {module.__name__}")
+                found[key] = fn
     return found
 
 

@@ -1,7 +1,9 @@
 """The C caller's memory and functions, seen from Python (ctypes).
 
     input value / array   --> load(type, address), read_array(type, address, n)
-    structure or string out <-- write(address, data), write_text(address, capacity, value)
+    structure or string out <-- write(address, data), write_text(address, capacity, value),
+                                store_struct(address, kind, values): a runtime dict into a
+                                ctypes structure (C field names or their snake_case)
     C function pointer    --> c_function(address, signature): a Python callable calling it
 
 An address is the caller's pointer as an int: the adapter receives every pointer that way
@@ -13,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import re
 
 
 def load(kind, address: int):
@@ -44,3 +47,33 @@ def c_function(address: int, restype, *argtypes):
     fn = ctypes.CFUNCTYPE(restype, *argtypes)(address)
     fn.c_address = address
     return fn
+
+
+def text(address: int) -> str:
+    """The NUL-terminated string at ``address``, decoded as file names are."""
+    return os.fsdecode(ctypes.string_at(address))
+
+
+def _snake(field: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", field).lower()
+
+
+def _fill(target, values: dict) -> None:
+    for name, kind in target._fields_:
+        value = values.get(name, values.get(_snake(name)))
+        if isinstance(value, dict):
+            _fill(getattr(target, name), value)
+        elif isinstance(value, (str, bytes, list)) and issubclass(kind, ctypes.Array):
+            data = os.fsencode(value) if isinstance(value, str) else bytes(value)
+            offset = getattr(type(target), name).offset
+            ctypes.memmove(ctypes.addressof(target) + offset, data, min(len(data), ctypes.sizeof(kind) - 1
+                                                                      if isinstance(value, str) else ctypes.sizeof(kind)))
+        elif isinstance(value, (int, float)) and not issubclass(kind, (ctypes.Array, ctypes.Structure, ctypes.Union)):
+            setattr(target, name, value)
+
+
+def store_struct(address: int, kind, values: dict) -> None:
+    """The ``kind`` structure at ``address``, zeroed, then filled from ``values`` (nested dicts
+    for nested structures; strings NUL-terminated; fields without a value stay zero)."""
+    ctypes.memset(address, 0, ctypes.sizeof(kind))
+    _fill(kind.from_address(address), values)

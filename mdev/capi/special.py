@@ -19,6 +19,7 @@ strings).
 from __future__ import annotations
 
 import ctypes
+import importlib
 import os
 import struct
 import threading
@@ -26,6 +27,7 @@ from typing import Callable
 
 from mdev import constants as C
 from mdev import errors as E
+from mdev.errors import AclError
 from mdev.capi import cmemory
 from mdev.capi.failures import null_output, unsupported
 from mdev.capi.prototypes import CFunction
@@ -166,20 +168,6 @@ CONVERSIONS.update({
 
 
 # ---------------------------------------------------------------------------- IPC
-@adapts("aclrtIpcGetEventHandle")
-def _ipc_event_handle(fn, impl):
-    def make(get):
-        def call(event, handle):
-            if not handle:
-                return null_output(fn, "handle")
-            data, ret = get(event)
-            if ret == E.ACL_SUCCESS:
-                cmemory.write(handle, data[:C.ACL_IPC_EVENT_HANDLE_SIZE])
-            return ret
-        return call
-    return needs(impl, fn, make)
-
-
 CONVERSIONS[("aclrtIpcOpenEventHandle", "handle")] = bytes       # the structure's 64 bytes
 
 
@@ -303,33 +291,12 @@ def mem_prop(address: int) -> dict | None:
             "location": _location(p.location), "reserve": p.reserve}
 
 
-def _store_prop(address: int, prop: dict) -> None:
-    p = _PhysicalMemProp.from_address(address)
-    p.handleType, p.allocationType, p.memAttr = prop["handleType"], prop["allocationType"], prop["memAttr"]
-    p.location.id, p.location.type = prop["location"]["id"], prop["location"]["type"]
-    p.reserve = prop.get("reserve", 0)
-
-
 def location_at(address: int) -> dict | None:
     return _location(_MemLocation.from_address(address)) if address else None
 
 
 CONVERSIONS.update({("aclrtMallocPhysical", "prop"): mem_prop, ("aclrtMemGetAllocationGranularity", "prop"): mem_prop,
                     ("aclrtMemGetAccess", "location"): location_at})
-
-
-@adapts("aclrtMemGetAllocationPropertiesFromHandle")
-def _properties(fn, impl):
-    def make(get):
-        def call(handle, prop):
-            if not prop:
-                return null_output(fn, "prop")
-            value, ret = get(handle)
-            if ret == E.ACL_SUCCESS:
-                _store_prop(prop, value)
-            return ret
-        return call
-    return needs(impl, fn, make)
 
 
 @adapts("aclrtMemSetAccess")
@@ -479,3 +446,176 @@ def _export_v2(fn, impl):
 def _pids_v2(fn, impl):
     return needs(impl, fn, lambda set_: lambda shareable, share_type, pid, num:
                  set_(shareable_at(shareable), share_type, _pids(pid, num)))
+
+
+# ---------------------------------------------------------------------------- structures out
+class _MemUceInfo(ctypes.Structure):
+    _fields_ = [("addr", ctypes.c_uint64), ("len", ctypes.c_size_t), ("reserved", ctypes.c_size_t * 14)]
+
+
+class _UceInfoArray(ctypes.Structure):
+    _fields_ = [("arraySize", ctypes.c_size_t), ("memUceInfoArray", _MemUceInfo * 20)]
+
+
+class _ErrorDetail(ctypes.Union):
+    _fields_ = [("uceInfo", _UceInfoArray), ("aicoreErrType", ctypes.c_int32)]
+
+
+class _ErrorInfo(ctypes.Structure):
+    _fields_ = [("tryRepair", ctypes.c_uint8), ("hasDetail", ctypes.c_uint8), ("reserved", ctypes.c_uint8 * 2),
+                ("errorType", ctypes.c_int32), ("detail", _ErrorDetail)]
+
+
+class _UtilizationInfo(ctypes.Structure):
+    _fields_ = [("cubeUtilization", ctypes.c_int32), ("vectorUtilization", ctypes.c_int32),
+                ("aicpuUtilization", ctypes.c_int32), ("memoryUtilization", ctypes.c_int32),
+                ("utilizationExtend", ctypes.c_uint64)]
+
+
+class _Uuid(ctypes.Structure):
+    _fields_ = [("bytes", ctypes.c_char * 16)]
+
+
+class _CANNPackageVersion(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_char * C.ACL_PKG_VERSION_MAX_SIZE)] + [
+        (name, ctypes.c_char * C.ACL_PKG_VERSION_PARTS_MAX_SIZE)
+        for name in ("majorVersion", "minorVersion", "releaseVersion", "patchVersion")] + [
+        ("reserved", ctypes.c_char * C.ACL_PKG_VERSION_MAX_SIZE)]
+
+
+# C function -> (its structure output parameter, the structure): the implementation returns
+# a dict of the fields (or the structure's bytes) and takes the other parameters
+STRUCT_OUTPUTS = {
+    "aclrtIpcGetEventHandle": ("handle", ctypes.c_char * C.ACL_IPC_EVENT_HANDLE_SIZE),
+    "aclrtMemGetAllocationPropertiesFromHandle": ("prop", _PhysicalMemProp),
+    "aclrtGetErrorVerbose": ("errorInfo", _ErrorInfo),
+    "aclrtGetDeviceUtilizationRate": ("utilizationInfo", _UtilizationInfo),
+    "aclrtDeviceGetUuid": ("uuid", _Uuid),
+    "aclsysGetCANNVersion": ("version", _CANNPackageVersion),
+}
+
+
+@adapts(*STRUCT_OUTPUTS)
+def _struct_output(fn, impl):
+    param, kind = STRUCT_OUTPUTS[fn.name]
+    at = [p.name for p in fn.params].index(param)
+
+    def make(get):
+        def call(*args):
+            if not args[at]:
+                return null_output(fn, param)
+            value, ret = get(*(a for i, a in enumerate(args) if i != at))
+            if ret == E.ACL_SUCCESS:
+                if isinstance(value, bytes):
+                    cmemory.write(args[at], value[:ctypes.sizeof(kind)])
+                else:
+                    cmemory.store_struct(args[at], kind, value)
+            return ret
+        return call
+    return needs(impl, fn, make)
+
+
+# ---------------------------------------------------------------------------- system information
+def c_text(address: int) -> str | None:
+    """A ``char*`` input string (NULL: None)."""
+    return cmemory.text(address) if address else None
+
+
+CONVERSIONS[("aclsysGetVersionNum", "pkgName")] = c_text
+
+
+@adapts("aclsysGetVersionStr")
+def _version_str(fn, impl):
+    def make(get):
+        def call(pkg_name, version_str):
+            if not version_str:
+                return null_output(fn, "versionStr")
+            value, ret = get(c_text(pkg_name))
+            if ret == E.ACL_SUCCESS:
+                cmemory.write_text(version_str, C.ACL_PKG_VERSION_MAX_SIZE, value)
+            return ret
+        return call
+    return needs(impl, fn, make)
+
+
+_cann_attributes: list = []      # the array aclGetCannAttributeList points to, for the process
+
+
+@adapts("aclGetCannAttributeList")
+def _attribute_list(fn, impl):
+    null = outputs_then(fn, "cannAttrList", "num")
+
+    def make(get):
+        def call(attr_list, num):
+            failed = null((attr_list, num))
+            if failed is not None:
+                return failed
+            attrs, count, ret = get()
+            if ret != E.ACL_SUCCESS:
+                return ret
+            if not _cann_attributes:
+                _cann_attributes.append((ctypes.c_int32 * len(attrs))(*attrs))
+            cmemory.write(attr_list, bytes(ctypes.c_uint64(ctypes.addressof(_cann_attributes[0]))))
+            return count, ret                     # num: the prototype's output
+        return call
+    return needs(impl, fn, make)
+
+
+# C functions returning a value (no aclError): (runtime module, function); a failure is 0
+VALUE_FUNCTIONS = {"aclDataTypeSize": ("sysinfo", "data_type_size"),
+                   "aclrtAllocatorCreateDesc": ("allocators", "allocator_create_desc")}
+
+
+def _runtime_function(module: str, name: str) -> Callable | None:
+    try:
+        return getattr(importlib.import_module(f"mdev.runtime.{module}"), name)
+    except (ImportError, AttributeError):
+        return None
+
+
+@adapts(*VALUE_FUNCTIONS)
+def _value_function(fn, impl):
+    target = _runtime_function(*VALUE_FUNCTIONS[fn.name])
+    if target is None:
+        return unsupported(fn, "not emulated yet")
+
+    def call(*args):
+        try:
+            return target(*args)
+        except AclError as exc:
+            boundary.record_error(exc.code, exc.message)
+            return 0
+    return call
+
+
+@adapts("aclAppLog")
+def _app_log(fn, impl):
+    record = _runtime_function("applog", "record")
+    if record is None:
+        return unsupported(fn, "not emulated yet")
+
+    def call(level, func, file, line, fmt, text):
+        record(level, string(text) or "", string(func) or "", string(file) or "", line)
+        return 0
+    return call
+
+
+# ---------------------------------------------------------------------------- labels, allocators
+@adapts("aclrtCreateLabelList")
+def _label_list(fn, impl):
+    """``aclrtLabel* labels`` is an input array of ``num`` labels."""
+    def make(create):
+        def call(labels, num, label_list):
+            if not label_list:
+                return null_output(fn, "labelList")
+            value, ret = create(cmemory.read_array(ctypes.c_uint64, labels, num) if labels else None, num)
+            if ret == E.ACL_SUCCESS:
+                cmemory.write(label_list, bytes(ctypes.c_uint64(value)))
+            return ret
+        return call
+    return needs(impl, fn, make)
+
+
+# a C allocator callback stays a C function pointer: the runtime keeps it and hands it back
+CONVERSIONS.update({(f"aclrtAllocatorSet{what}FuncToDesc", "func"): int
+                    for what in ("Alloc", "Free", "AllocAdvise", "GetAddrFromBlock")})
