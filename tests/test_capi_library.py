@@ -15,6 +15,7 @@ Each C program prints its failed checks and exits with their count.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import sys
@@ -140,3 +141,22 @@ def test_marshalled_outputs_match_the_implementations():
             adapter.marshalled(fn, impl)
         except adapter.NotMarshallable as exc:
             assert "structure" in str(exc) or "callback" in str(exc) or "output" in str(exc), (fn.name, exc)
+
+
+def test_adapter_structures_have_the_header_layouts():
+    """The ctypes mirrors the adapter reads and writes agree with the headers' layouts (the
+    sizes and offsets test_capi_headers checks against the compiler)."""
+    from test_capi_headers import OFFSETS, SIZES
+    from mdev.capi import special
+
+    mirrors = {"aclrtRandomNumTaskInfo": special._RandomNumTaskInfo, "aclrtRandomParaInfo": special._RandomPara,
+               "aclrtErrorInfo": special._ErrorInfo, "aclrtUtilizationInfo": special._UtilizationInfo,
+               "aclrtUuid": special._Uuid, "aclCANNPackageVersion": special._CANNPackageVersion,
+               "aclrtPhysicalMemProp": special._PhysicalMemProp, "aclrtMemAccessDesc": special._MemAccessDesc,
+               "aclrtMemLocation": special._MemLocation, "aclrtLaunchKernelAttr": special._Attribute,
+               "aclrtBinaryLoadOption": special._Attribute, "aclrtLaunchKernelCfg": special._AttributeList,
+               "aclrtBinaryLoadOptions": special._AttributeList, "aclrtMemUceInfo": special._MemUceInfo}
+    assert {name: ctypes.sizeof(kind) for name, kind in mirrors.items()} == {name: SIZES[name] for name in mirrors}
+    for (struct_name, field), offset in OFFSETS.items():
+        if struct_name in mirrors:
+            assert getattr(mirrors[struct_name], field).offset == offset, (struct_name, field)

@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+from dataclasses import dataclass
 from pathlib import Path
 
 import mdev
@@ -28,11 +29,24 @@ from mdev.capi import generate, include_dir, prototypes
 
 CSRC = Path(__file__).resolve().parent / "csrc"
 FLAGS = ["-std=c11", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wall", "-Wextra", "-Werror"]
-ACL_FACE = generate.Face("acl", "mdev.capi.adapter", ("acl/acl.h", "acl/acl_rt_allocator.h"),
-                         prototypes.functions())
-LIBRARY = "libascendcl.so"
-ALIASES = ("libacl_rt.so", "libacl_rt_impl.so")
 EMBED = "libmdev_embed.so"
+
+
+@dataclass(frozen=True)
+class Library:
+    """A shared library over one face: its entry points, its name and the names it also answers to."""
+    face: generate.Face
+    name: str
+    aliases: tuple[str, ...] = ()
+
+
+# libhccl.so over mdev.hccl would be one more Library here (its face: HCCL's functions,
+# headers and adapter module)
+LIBRARIES = (
+    Library(generate.Face("acl", "mdev.capi.adapter", ("acl/acl.h", "acl/acl_rt_allocator.h"),
+                          prototypes.functions()),
+            "libascendcl.so", ("libacl_rt.so", "libacl_rt_impl.so")),
+)
 
 
 class BuildError(Exception):
@@ -71,18 +85,20 @@ def build(lib_dir: Path, src_dir: Path) -> bool:
         "mdev_config.h": generate.config_header(sys.executable, root),
         "mdev_embed.h": (CSRC / "mdev_embed.h").read_text(),
         "mdev_embed.c": (CSRC / "mdev_embed.c").read_text(),
-        "acl_entries.c": generate.entry_points(ACL_FACE),
     }
     cc = compiler()
-    embed_cmd = [cc, *FLAGS, *py_compile, f"-I{src_dir}", str(src_dir / "mdev_embed.c"),
-                 "-o", str(lib_dir / EMBED), f"-Wl,-soname,{EMBED}", *py_link]
-    acl_cmd = [cc, *FLAGS, f"-I{include_dir()}", f"-I{src_dir}", str(src_dir / "acl_entries.c"),
-               "-o", str(lib_dir / LIBRARY), f"-Wl,-soname,{LIBRARY}", f"-L{lib_dir}", "-lmdev_embed",
-               "-Wl,-rpath,$ORIGIN"]
-    stamp = hashlib.sha256(repr((sorted(sources.items()), embed_cmd, acl_cmd,
-                                 (include_dir() / "acl" / "acl_rt.h").read_text())).encode()).hexdigest()
+    commands = [([cc, *FLAGS, *py_compile, f"-I{src_dir}", str(src_dir / "mdev_embed.c"),
+                  "-o", str(lib_dir / EMBED), f"-Wl,-soname,{EMBED}", *py_link], EMBED)]
+    for library in LIBRARIES:
+        source = f"{library.face.name}_entries.c"
+        sources[source] = generate.entry_points(library.face)
+        commands.append(([cc, *FLAGS, f"-I{include_dir()}", f"-I{src_dir}", str(src_dir / source),
+                          "-o", str(lib_dir / library.name), f"-Wl,-soname,{library.name}", f"-L{lib_dir}",
+                          "-lmdev_embed", "-Wl,-rpath,$ORIGIN"], library.name))
+    headers = sorted((p.name, p.read_text()) for p in include_dir().rglob("*.h"))
+    stamp = hashlib.sha256(repr((sorted(sources.items()), commands, headers)).encode()).hexdigest()
     stamp_file = lib_dir / ".mdev-build"
-    wanted = [lib_dir / name for name in (EMBED, LIBRARY, *ALIASES)]
+    wanted = [lib_dir / name for name in (EMBED, *(n for lib in LIBRARIES for n in (lib.name, *lib.aliases)))]
     if stamp_file.exists() and stamp_file.read_text() == stamp and all(p.exists() for p in wanted):
         return False
     lib_dir.mkdir(parents=True, exist_ok=True)
@@ -90,7 +106,7 @@ def build(lib_dir: Path, src_dir: Path) -> bool:
     for name, text in sources.items():
         (src_dir / name).write_text(text)
     # build under temporary names, then rename: a program running from the tree keeps its copy
-    for command, name in ((embed_cmd, EMBED), (acl_cmd, LIBRARY)):
+    for command, name in commands:
         final = lib_dir / name
         tmp = lib_dir / f".{name}.{os.getpid()}"
         command = [str(tmp) if part == str(final) else part for part in command]
@@ -99,10 +115,11 @@ def build(lib_dir: Path, src_dir: Path) -> bool:
             os.replace(tmp, final)
         finally:
             tmp.unlink(missing_ok=True)
-    for alias in ALIASES:
-        link = lib_dir / alias
-        if link.is_symlink() or link.exists():
-            link.unlink()
-        link.symlink_to(LIBRARY)
+    for library in LIBRARIES:
+        for alias in library.aliases:
+            link = lib_dir / alias
+            if link.is_symlink() or link.exists():
+                link.unlink()
+            link.symlink_to(library.name)
     stamp_file.write_text(stamp)
     return True

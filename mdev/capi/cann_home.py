@@ -83,8 +83,8 @@ def make(home: Path | None = None, log=print) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     shutil.copytree(include_dir(), home / "include", dirs_exist_ok=True)
     built = build.build(home / "lib64", home / "src")
-    log(f"mdev cann-home: {'built' if built else 'up to date:'} {home / 'lib64' / build.LIBRARY} "
-        f"({', '.join(build.ALIASES)}), Python {sys.executable}")
+    names = ", ".join(f"{lib.name} ({', '.join(lib.aliases)})" for lib in build.LIBRARIES)
+    log(f"mdev cann-home: {'built' if built else 'up to date:'} {home / 'lib64'}: {names}; Python {sys.executable}")
     (home / "bin").mkdir(exist_ok=True)
     (home / "bin" / "setenv.bash").write_text(setenv_script(home))
     (home / "set_env.sh").write_text(f". {shlex.quote(str(home / 'bin' / 'setenv.bash'))}\n")
