@@ -2,7 +2,8 @@
 
     bench.copies    256 MiB H2D / D2H / D2D, async and sync, against numpy.copyto
     bench.tasks     small async task throughput, synchronisation round trips vs a bare pipe
-    bench.startup   8-device board cold start + first set_device(0), device process footprint
+    bench.startup   8-device board cold start + first set_device(0), device process footprint;
+                    start, stop and PSS/USS per device at 8, 64, 384, 1024 devices, cloudmatrix384
     bench.kernels   empty-kernel launch rate (1 and 48 blocks), 16M float32 vector add vs np.add
     bench.ipc       a second process reads 256 MiB exported from another device (IPC key, VMM)
     bench.async_tasks  event record/wait chains across 2 streams vs small tasks, query_event_status

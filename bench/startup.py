@@ -8,6 +8,14 @@
     in-process     (extra) ``launcher.start`` of the board, then attach + ``set_device(0)``
     footprint      (extra) RSS / USS of each idle device process (psutil), beside the
                    supervisor process they are forked from
+    board size     start (every device up: ``eager``), stop, and PSS / USS per idle device for
+                   boards of 8 (hccs8), 64, 384 and 1024 devices (a CloudMatrix384-class
+                   supernode of 16-device nodes, 64 MiB HBM each), beside a bare
+                   ``python -c pass`` fork+exec and the 8-device board of the same run.
+                   Targets: a device's PSS at 1024 devices within 1.5x of its PSS at 8
+                   (its fixed cost does not grow with the board), 1024 devices up in < 60 s.
+                   Then the cloudmatrix384 preset as users start it (a node's devices start
+                   at its first attach): board start, and attaching to its last node.
 """
 
 from __future__ import annotations
@@ -124,8 +132,101 @@ def footprint() -> list[Result]:
     ]
 
 
+SIZES = (8, 64, 384, 1024)
+SCALE_HBM = 64 * MiB
+
+
+def _sized(devices: int):
+    """A board of ``devices`` devices: hccs8 for 8, else a supernode of 16-device nodes."""
+    import topology
+
+    from mdev.board import launcher
+    if devices <= 8:
+        return launcher.resolve_topology("hccs8", devices=devices, hbm=SCALE_HBM)
+    layout = topology.resized(topology.resolve("cloudmatrix384"), hbm_bytes=SCALE_HBM).to_dict()
+    layout["cluster"]["nodes"] = devices // layout["devices"]["count"]
+    return topology.from_dict(layout, f"supernode-{devices}")
+
+
+def _bare_process() -> float:
+    """Median wall time of a fork+exec of ``python -c pass``: what any process start costs."""
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _measure(devices: int) -> dict:
+    import psutil
+
+    from mdev.board import launcher
+    topo = _sized(devices)
+    name = board_name(f"size{devices}")
+    t0 = time.perf_counter()
+    launcher.start(name, topo, eager=True)
+    t1 = time.perf_counter()
+    try:
+        status = launcher.status(name)
+        pss, uss = [], []
+        for dev in status["devices"]:
+            info = psutil.Process(dev["pid"]).memory_full_info()
+            pss.append(info.pss)
+            uss.append(info.uss)
+        sup = psutil.Process(status["pid"]).memory_full_info()
+    finally:
+        t2 = time.perf_counter()
+        stop_board(name)
+        t3 = time.perf_counter()
+    return {"start": t1 - t0, "stop": t3 - t2, "pss": statistics.mean(pss), "uss": statistics.mean(uss),
+            "total": sum(pss) + sup.pss, "nodes": topo.node_count}
+
+
+def board_size() -> list[Result]:
+    bare = _bare_process()
+    runs = {n: _measure(n) for n in SIZES}       # one board at a time: this machine is small
+    base = runs[SIZES[0]]
+    out = []
+    for n, r in runs.items():
+        target = ("value", "<", 60.0) if n == SIZES[-1] else None
+        out.append(Result(f"start {n} devices ({r['nodes']} node{'s' * (r['nodes'] > 1)}, all up)",
+                          r["start"], "s", bare * 1e3, "ms", "python -c pass", r["start"] / bare, target,
+                          note=f"stop {r['stop']:.2f} s; {r['start'] / n * 1e3:.1f} ms per device"))
+    for n, r in runs.items():
+        target = ("ratio", "<=", 1.5) if n == SIZES[-1] else None
+        out.append(Result(f"device PSS at {n} devices", r["pss"] / MiB, "MiB", base["pss"] / MiB, "MiB",
+                          f"at {SIZES[0]}", r["pss"] / base["pss"], target,
+                          note=f"USS {r['uss'] / MiB:.2f} MiB; board (supervisor + devices) PSS "
+                               f"{r['total'] / MiB:.0f} MiB"))
+    return out + _preset_as_started()
+
+
+def _preset_as_started() -> list[Result]:
+    """cloudmatrix384 as `mdev board start` runs it: nodes start at their first attach."""
+    from mdev.board import launcher
+    name = board_name("cm384")
+    t0 = time.perf_counter()
+    launcher.start(name, launcher.resolve_topology("cloudmatrix384", hbm=SCALE_HBM))
+    t1 = time.perf_counter()
+    try:
+        env = dict(os.environ, MDEV_BOARD=name, MDEV_NODE="47", MDEV_AUTOSTART="0")
+        t2 = time.perf_counter()
+        out = subprocess.run([sys.executable, "-c", "import mdev.acl as acl; print(acl.rt.get_device_count()[0])"],
+                             env=env, capture_output=True, text=True, timeout=120, check=True)
+        t3 = time.perf_counter()
+        if out.stdout.strip() != "16":
+            raise RuntimeError(f"node 47 shows {out.stdout!r} devices")
+    finally:
+        stop_board(name)
+    bare = _bare_process()
+    return [Result("cloudmatrix384 start (768 devices, nodes on demand)", t1 - t0, "s"),
+            Result("first process on its node 47 (starts 16 devices)", t3 - t2, "s", bare, "s",
+                   "python -c pass", (t3 - t2) / bare)]
+
+
 def main() -> list[Result]:
-    results = cold_start() + in_process() + footprint()
+    results = cold_start() + in_process() + footprint() + board_size()
     print_table("Board start-up and footprint (%s)" % TOPOLOGY, results)
     return results
 

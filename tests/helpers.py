@@ -29,11 +29,12 @@ def shm_entries(name: str) -> list[str]:
 
 
 @contextlib.contextmanager
-def extra_board(suffix: str, preset: str = "laptop2", hbm: int = 64 * MiB, devices: int | None = None):
+def extra_board(suffix: str, preset: str = "laptop2", hbm: int = 64 * MiB, devices: int | None = None,
+                eager: bool = False):
     """A board of its own, named ``PREFIX + suffix``; stopped (and checked clean) on exit."""
     name = PREFIX + suffix
     topo = launcher.resolve_topology(preset, devices=devices, hbm=hbm)
-    launcher.start(name, topo, owner_pid=os.getpid())      # gone with us if the run dies
+    launcher.start(name, topo, owner_pid=os.getpid(), eager=eager)      # gone with us if the run dies
     try:
         yield name
     finally:

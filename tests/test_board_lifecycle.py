@@ -59,7 +59,7 @@ def test_cli_start_status_smi_stop():
         out = mdev_cli("board", "start", "--name", name, "--topology", "laptop2", "--hbm", "64MiB")
         assert out.returncode == 0, out.stderr
         assert f"board {name!r} started: 2 x Ascend910B1" in out.stdout
-        assert len(shm_entries(name)) == 4                       # hbm + control page per device
+        assert len(shm_entries(name)) == 5                       # hbm + control page per device, board page
         again = mdev_cli("board", "start", "--name", name, "--topology", "laptop2")
         assert again.returncode == 0 and "already running" in again.stdout
 

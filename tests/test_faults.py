@@ -60,7 +60,7 @@ def smi_state(text: str, device: int) -> str:
 
 def events_on(name: str, device: int) -> int:
     """Live events of a device, from its control page."""
-    page = S.ControlPage(Segment(BoardPaths(name).control(device)), len(launcher.status(name)["devices"]))
+    page = S.ControlPage(Segment(BoardPaths(name).control(device)))
     try:
         return int(page.header[S.H_EVENTS])
     finally:
@@ -394,8 +394,9 @@ def test_killed_supervisor_gives_a_clear_error_and_board_start_recovers(monkeypa
         assert "started" in proc.stdout
         new = launcher.status(name)
         assert new["pid"] != info["pid"] and all(d["state"] == "ok" for d in new["devices"])
-        assert sorted(shm_entries(name)) == sorted(f"{BoardPaths(name).shm_prefix}{k}{i}"
-                                                   for k in ("hbm", "ctl") for i in range(2))
+        assert sorted(shm_entries(name)) == sorted([f"{BoardPaths(name).shm_prefix}{k}{i}"
+                                                    for k in ("hbm", "ctl") for i in range(2)]
+                                                   + [f"{BoardPaths(name).shm_prefix}board"])
         # the process detaches from the dead board (finalize) and works on the new one
         from mdev.runtime.lifecycle import detach
         detach()

@@ -16,7 +16,7 @@ from topology import TopologyError
 from topology.model import TOPO_CLASS
 from topology.render import render_matrix, render_p2p, render_path, render_summary
 
-PRESETS = ["hccs16", "hccs8", "islands8", "laptop2", "pcie4"]
+PRESETS = ["a2-4x8", "cloudmatrix384", "hccs16", "hccs8", "islands8", "laptop2", "pcie4"]
 
 # A minimal valid board: two devices joined by HCCS, both on one root complex.
 SMALL = """
@@ -99,7 +99,7 @@ def test_preset_device_profiles(presets):
     d = presets["hccs8"].device(7)
     assert (d.soc_name, d.hbm_bytes, d.aicore, d.cube, d.vector, d.aicpu, d.l2_bytes, d.npu_arch) == (
         "Ascend910B1", 64 << 30, 24, 24, 48, 6, 192 << 20, 2201)
-    assert [presets[n].device_count for n in PRESETS] == [16, 8, 8, 2, 4]
+    assert [presets[n].device_count for n in PRESETS] == [32, 768, 16, 8, 8, 2, 4]
     assert presets["laptop2"].device(1).hbm_bytes == 4 << 30
 
 

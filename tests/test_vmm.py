@@ -22,7 +22,7 @@ from peer import Peer
 E_PARAM, E_INVALID, E_NO_PERMISSION, E_NOT_SUPPORT = 107000, 100000, 207006, 207000
 E_ALLOC, E_DEVICE_ID, E_AICORE = 207001, 107001, 507015
 G2M = 2 * MiB
-VMM_BASE, VMM_END = (1 << 48) + (1 << 47), 1 << 49
+VMM_BASE, VMM_END = (1 << 49), (1 << 49) + (1 << 47)
 RW = 0x3                                      # ACL_RT_MEM_ACCESS_FLAGS_READWRITE
 NO_PID = 0x1                                  # ACL_RT_VMM_EXPORT_FLAG_DISABLE_PID_VALIDATION
 

@@ -3,6 +3,8 @@
     import topology
     topo = topology.resolve("hccs8")          # a preset name or a path to a .toml file
     topo.path(0, 1).bottleneck_gbps, topo.can_access_peer(0, 4), topo.host_path(3)
+    cm = topology.resolve("cloudmatrix384")   # a cluster: 48 nodes of 16 devices
+    cm.node_count, cm.node(47).devices, cm.global_device(47, 15), cm.local_device(767)
 
 The file format is documented in FORMAT.md next to this file.
 """
@@ -11,12 +13,12 @@ from __future__ import annotations
 import os
 
 from .loader import TopologyError, from_dict, load, loads, parse_size, resized
-from .model import TOPO_CLASS, Device, Link, Node, Path
+from .model import TOPO_CLASS, ClusterNode, Device, Link, Node, Path
 from .routing import Topology
 from .presets import default_preset, list_presets, preset_path
 
 __all__ = [
-    "Device", "Link", "Node", "Path", "TOPO_CLASS", "Topology", "TopologyError",
+    "ClusterNode", "Device", "Link", "Node", "Path", "TOPO_CLASS", "Topology", "TopologyError",
     "default_preset", "from_dict", "list_presets", "load", "loads", "parse_size",
     "preset_path", "resized", "resolve",
 ]

@@ -1,6 +1,10 @@
 """Topology files in: TOML text -> dict -> validated Topology (``Topology.to_dict`` is the
 way back: from_dict(t.to_dict()) gives an equal Topology).
 
+A file with a [cluster] table describes one server (its devices, parts and links, checked
+as a board of its own) and how many copies of it the board has, joined by the fabric the
+table describes; topology.cluster makes the copies.
+
 Every problem raises TopologyError naming the file, the field and what is wrong; the
 schema itself is documented in FORMAT.md.
 """
@@ -13,8 +17,9 @@ import tomllib
 from dataclasses import replace
 from typing import Any, Callable
 
+from . import cluster
 from .model import DEVICE, DEVICE_FIELDS, FORMAT_VERSION, LINK_ENDS, NODE_KINDS, Device, Link, Node, device_node
-from .routing import Topology, find_route
+from .routing import Topology, unreachable_pair
 
 
 
@@ -51,7 +56,18 @@ def loads(text: str, filename: str = "<string>") -> Topology:
 
 def from_dict(d: dict[str, Any], filename: str = "<dict>") -> Topology:
     top = _Table(filename, "", d, ("format", "name", "description", "source",
-                                   "p2p_across_host", "devices", "nodes", "links"))
+                                   "p2p_across_host", "devices", "nodes", "links", "cluster"))
+    server = _server(top)
+    if not top.has("cluster"):
+        return server
+    board = cluster.expand(server, _cluster(top, server), filename)
+    _check_board(board, top)
+    return board
+
+
+def _server(top: _Table) -> Topology:
+    """The board of the file's top level: the whole board, or one server of a cluster."""
+    filename = top.filename
     version = top.integer("format", FORMAT_VERSION)
     if version != FORMAT_VERSION:
         raise top.error("format", f"unsupported version {version} (this mdev reads {FORMAT_VERSION})")
@@ -60,7 +76,7 @@ def from_dict(d: dict[str, Any], filename: str = "<dict>") -> Topology:
     devices = _devices(top)
     nodes = {d.name: Node(d.name, DEVICE) for d in devices}
     nodes.update(_nodes(top, nodes))
-    topo = Topology(**header, devices=devices, nodes=nodes, links=_links(top, nodes),
+    topo = Topology(**header, devices=devices, nodes=nodes, links=_links(top, nodes, default_ids=True),
                     filename=filename)
     _check_connected(topo, top)
     return topo
@@ -245,17 +261,23 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 _DEVICE_NAME = re.compile(r"npu(\d+)")
 
 
+def _node_name(t: _Table, *taken: dict[str, Node]) -> str:
+    """The entry's name: well formed, not a device's, not one of ``taken``."""
+    name = t.text("name")
+    if not _NAME.fullmatch(name) or _DEVICE_NAME.fullmatch(name):
+        raise t.error("name", f"{name!r} is not a valid node name (letters, digits, _ . -; "
+                              "npu<N> is reserved for devices)")
+    if any(name in names for names in taken):
+        raise t.error("name", f"duplicate node name {name!r}")
+    return name
+
+
 def _nodes(top: _Table, existing: dict[str, Node]) -> dict[str, Node]:
     nodes: dict[str, Node] = {}
     numa_ids: dict[int, str] = {}
     for i, entry in enumerate(top.tables("nodes")):
         t = _Table(top.filename, f"nodes[{i}]", entry, ("name", "kind", "numa", "cpus", "description"))
-        name = t.text("name")
-        if not _NAME.fullmatch(name) or _DEVICE_NAME.fullmatch(name):
-            raise t.error("name", f"{name!r} is not a valid node name (letters, digits, _ . -; "
-                                  "npu<N> is reserved for devices)")
-        if name in nodes or name in existing:
-            raise t.error("name", f"duplicate node name {name!r}")
+        name = _node_name(t, nodes, existing)
         kind = t.text("kind")
         if kind not in NODE_KINDS:
             raise t.error("kind", f"must be one of {', '.join(NODE_KINDS)}, got {kind!r}")
@@ -282,11 +304,13 @@ _LINK_KEYS = ("id", "a", "b", "mesh", "type", "bandwidth_gbps", "latency_us", "c
               "efficiency", "bidirectional", "description")
 
 
-def _links(top: _Table, nodes: dict[str, Node]) -> list[Link]:
+def _links(owner: _Table, nodes: dict[str, Node], default_ids: bool) -> list[Link]:
+    """The links of ``owner``'s "links" array; without ``default_ids`` a link the file gave
+    no id keeps id "" (cluster fabric entries: their ids come with the copies)."""
     links: list[Link] = []
     defined_by: dict[str, str] = {}
-    for i, entry in enumerate(top.tables("links")):
-        t = _Table(top.filename, f"links[{i}]", entry, _LINK_KEYS)
+    for i, entry in enumerate(owner.tables("links")):
+        t = _Table(owner.filename, f"{owner.at('links')}[{i}]", entry, _LINK_KEYS)
         link_type = t.text("type")
         if link_type not in LINK_ENDS:
             raise t.error("type", f"must be one of {', '.join(LINK_ENDS)}, got {link_type!r}")
@@ -307,7 +331,7 @@ def _links(top: _Table, nodes: dict[str, Node]) -> list[Link]:
                               f"duplicate link id {link_id!r} (also {defined_by[link_id]}); "
                               "give parallel links distinct ids, or use count for a bundle")
             defined_by[link_id] = t.where
-            links.append(Link(id=link_id, a=a, b=b, **props))
+            links.append(Link(id=link_id if default_ids or t.has("id") else "", a=a, b=b, **props))
     return links
 
 
@@ -383,11 +407,50 @@ def _check_connected(topo: Topology, top: _Table) -> None:
             raise top.error("links", f"{d.name} has no path to the host (a numa node)") from None
         numa = topo.nodes[path.dst].numa
         topo.devices[d.id] = replace(d, numa_node=numa, host_gbps=path.bottleneck_gbps)
-    names = [d.name for d in topo.devices]
-    for a in names:
-        for b in names:
-            if a != b and find_route(topo, a, {b}) is None:
-                raise top.error("links", f"no route from {a} to {b}")
+    _check_reachable(topo, top, "links")
+
+
+def _check_reachable(topo: Topology, top: _Table, field: str) -> None:
+    pair = unreachable_pair(topo)
+    if pair is not None:
+        raise top.error(field, f"no route from {pair[0]} to {pair[1]}")
+
+
+# ---------------------------------------------------------------------------- cluster
+
+_SWITCH_KINDS = ("hccs_switch", "ub_switch", "roce_switch", "pcie_switch")
+
+
+def _cluster(top: _Table, server: Topology) -> cluster.ClusterSpec:
+    """The [cluster] table: how many copies of the server, and the fabric joining them."""
+    t = _Table(top.filename, "cluster", top.data["cluster"], ("nodes", "description", "switches", "links"))
+    count = t.integer("nodes", minimum=1)
+    switches: dict[str, Node] = {}
+    for i, entry in enumerate(t.tables("switches")):
+        s = _Table(top.filename, f"cluster.switches[{i}]", entry, ("name", "kind", "description"))
+        name = _node_name(s, switches, server.nodes)
+        kind = s.text("kind")
+        if kind not in _SWITCH_KINDS:
+            raise s.error("kind", f"must be one of {', '.join(_SWITCH_KINDS)} (host parts belong to "
+                                  f"each server), got {kind!r}")
+        switches[name] = Node(name, kind, description=s.text("description", ""))
+    links = _links(t, {**server.nodes, **switches}, default_ids=False)
+    used = {n for link in links for n in (link.a, link.b)}
+    for i, name in enumerate(switches):
+        if name not in used:
+            raise t.error(f"switches[{i}]", f"switch {name!r} has no links")
+    return cluster.ClusterSpec(count, t.text("description", ""), tuple(switches.values()), tuple(links))
+
+
+def _check_board(board: Topology, top: _Table) -> None:
+    """What only the whole cluster shows: link ids unique across the copies, and every
+    device reaching every other over the fabric."""
+    seen: set[str] = set()
+    for link in board.links:
+        if link.id in seen:
+            raise top.error("cluster.links", f"duplicate link id {link.id!r} once the servers are copied")
+        seen.add(link.id)
+    _check_reachable(board, top, "cluster.links")
 
 
 def resized(topo: Topology, devices: int | None = None, hbm_bytes: int | None = None) -> Topology:
@@ -401,11 +464,22 @@ def resized(topo: Topology, devices: int | None = None, hbm_bytes: int | None = 
         d["devices"]["hbm"] = hbm_bytes
         for override in d["devices"].get("override", []):
             override.pop("hbm", None)
+    if devices is not None and "cluster" in d:
+        size = d["devices"]["count"]
+        if devices > size:
+            if devices % size or devices > topo.device_count:
+                raise TopologyError(topo.name, "devices.count",
+                                    f"a cluster shrinks by whole nodes of {size} devices (up to "
+                                    f"{topo.device_count}), or to one node's first 1..{size}; not {devices}")
+            d["cluster"]["nodes"] = devices // size
+            devices = None
+        else:
+            del d["cluster"]          # the first devices of node 0: a one-server board
     if devices is not None:
-        if not 1 <= devices <= topo.device_count:
+        if not 1 <= devices <= d["devices"]["count"]:
             raise TopologyError(topo.name, "devices.count",
                                 f"can shrink the board to 1..{topo.device_count} devices, not {devices}")
-        gone = {f"npu{i}" for i in range(devices, topo.device_count)}
+        gone = {f"npu{i}" for i in range(devices, d["devices"]["count"])}
         d["devices"]["count"] = devices
         d["devices"]["override"] = [o for o in d["devices"].get("override", []) if o["id"] < devices]
         d["links"] = [link for link in d["links"] if link["a"] not in gone and link["b"] not in gone]

@@ -1,6 +1,10 @@
 """Routing over a Topology: device<->device and device<->host paths, and how a path is
 classified (matrix label, aclrtGetDevicesTopo class, peer-access capability).
 
+Device indices are board-global (see model: cluster nodes).  A route between devices of
+two cluster nodes is a real route over the inter-node links (what staged transports and
+modelled time use), but it is never P2P-capable: peer access does not cross servers.
+
 Rules (FORMAT.md, "Routing"): fewest hops first, then the widest bottleneck, then the lowest
 latency, then link ids (for determinism). Devices are endpoints only: they never forward
 traffic for others. Results are cached on the Topology.
@@ -27,17 +31,19 @@ class Topology(TopologyModel):
         return host_path(self, dev, numa)
 
     def can_access_peer(self, a: int, b: int) -> bool:
-        """aclrtDeviceCanAccessPeer: False for a == b (not a peer), else the path's p2p."""
+        """aclrtDeviceCanAccessPeer: False for a == b (not a peer), else the path's p2p
+        (always False across cluster nodes)."""
         return a != b and self.path(a, b).p2p
 
     def topo_class(self, a: int, b: int) -> int:
         """aclrtGetDevicesTopo value for the pair (0 for a == b)."""
         return self.path(a, b).topo_class
 
-    def matrix(self) -> list[list[str]]:
-        """Label of every device pair, rows = source device, "X" on the diagonal."""
-        n = self.device_count
-        return [[self.path(a, b).label for b in range(n)] for a in range(n)]
+    def matrix(self, node: int | None = None) -> list[list[str]]:
+        """Label of every device pair, rows = source device, "X" on the diagonal: of the
+        whole board, or of cluster node ``node``'s devices (in local order)."""
+        devices = range(self.device_count) if node is None else self.node(node).devices
+        return [[self.path(a, b).label for b in devices] for a in devices]
 
 
 def device_path(topo: TopologyModel, a: int, b: int) -> Path:
@@ -48,7 +54,8 @@ def device_path(topo: TopologyModel, a: int, b: int) -> Path:
             topo._cache[key] = Path(src, dst, (src,), (), "X", 0, False,
                                     topo.device(a).d2d_gbps, 0.0)
         else:
-            topo._cache[key] = _make_path(topo, _require(topo, src, {dst}, dst), peer=True)
+            same_node = topo.node_of(a) == topo.node_of(b)
+            topo._cache[key] = _make_path(topo, _require(topo, src, {dst}, dst), peer=same_node)
     return topo._cache[key]
 
 
@@ -98,9 +105,11 @@ def classify(topo: TopologyModel, nodes: list[str] | tuple[str, ...], links: lis
         return "SYS"
     if "host" in types or "root_complex" in inner or "numa" in inner:
         return "PHB"
+    if "roce" in types:
+        return "ROCE"
     if "pcie" in types:
         return "PXB" if inner.count("pcie_switch") > 1 else "PIX"
-    if "hccs_switch" in inner:
+    if "hccs_switch" in inner or "ub_switch" in inner:
         return "HCCS_SW"
     return "SIO" if types == {"sio"} else "HCCS"
 
@@ -144,3 +153,50 @@ def _rank(route: Route) -> tuple:
     _, links = route
     return (-min(l.effective_gbps for l in links), sum(l.latency_us for l in links),
             [l.id for l in links])
+
+
+def unreachable_pair(topo: TopologyModel) -> tuple[str, str] | None:
+    """Two devices with no route from the first to the second, or None if every device
+    reaches every other.
+
+    Devices do not forward, so a pair is connected when they share a link or both touch
+    one connected part of the rest of the graph (switches, host side).  With every link
+    bidirectional those parts are plain components, which keeps the check linear in the
+    board's size (a 768-device supernode loads in every host process); a board with
+    one-way links is checked pair by pair."""
+    devices = [d.name for d in topo.devices]
+    if not all(link.bidirectional for link in topo.links):
+        for a in devices:
+            for b in devices:
+                if a != b and find_route(topo, a, {b}) is None:
+                    return a, b
+        return None
+    parent = {n: n for n, node in topo.nodes.items() if node.kind != DEVICE}
+
+    def root(n: str) -> str:
+        while parent[n] != n:
+            parent[n] = parent[parent[n]]
+            n = parent[n]
+        return n
+
+    touches: dict[str, set[str]] = {d: set() for d in devices}
+    direct: dict[str, set[str]] = {d: set() for d in devices}
+    for link in topo.links:
+        a_dev, b_dev = link.a in touches, link.b in touches
+        if a_dev and b_dev:
+            direct[link.a].add(link.b)
+            direct[link.b].add(link.a)
+        elif not (a_dev or b_dev):
+            parent[root(link.a)] = root(link.b)
+    for link in topo.links:
+        if (link.a in touches) != (link.b in touches):
+            dev, other = (link.a, link.b) if link.a in touches else (link.b, link.a)
+            touches[dev].add(other)
+    parts = {d: {root(n) for n in near} for d, near in touches.items()}
+    if devices and set.intersection(*parts.values()):
+        return None                      # one part every device touches joins them all
+    for a in devices:
+        for b in devices:
+            if a != b and b not in direct[a] and not parts[a] & parts[b]:
+                return a, b
+    return None

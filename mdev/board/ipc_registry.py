@@ -3,7 +3,8 @@
     exporter --export(kind, device, detail, validate)--> key (unguessable)
     exporter --set_pids(key, pids)-->                    whitelist
     importer --import(key)--> detail   (refused: unknown or closed key, pid not listed,
-                                        importing one's own export where that is not allowed)
+                                        importing one's own export where that is not allowed,
+                                        a device of another cluster node)
     importer/exporter --close(key)-->  an importer detaches; the exporter closes the key
 
 Kinds: "mem" (IPC memory: device, offset, size), "event" (device, slot, uid), "notify"
@@ -59,8 +60,12 @@ class IpcRegistry:
             raise AclError(E.ACL_ERROR_RT_NO_PERMISSION, "only the exporting process may set the import pids")
         entry.pids.update(int(p) for p in pids)
 
-    def import_(self, client: int, pid: int, key: str, kind: str) -> dict:
+    def import_(self, client: int, pid: int, key: str, kind: str, reachable=lambda device: True) -> dict:
+        """``reachable(device)``: the importer's node holds the device (an IPC key from
+        another server names nothing there, as on a real cluster)."""
         entry = self._get(key, kind)
+        if not reachable(entry.device):
+            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"the IPC key {key[:70]!r} names a device of another node")
         if entry.closed:
             raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "the IPC key was closed (or its exporter is gone)")
         if entry.owner == client and kind == "vmm":

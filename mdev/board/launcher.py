@@ -2,7 +2,9 @@
 
 Starting runs the supervisor as a detached process (its own session, so the board
 outlives the program that started it on demand) and waits until it is ready to serve.
-A file lock makes concurrent starters of the same board agree on one supervisor.
+A file lock makes concurrent starters of the same board agree on one supervisor.  The
+board description goes by file (``BoardPaths.topology``, in the private runtime
+directory): a big board's would not fit a command line, and attaching hosts read it there.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from contextlib import contextmanager
 
 from mdev import protocol
 from mdev.board.naming import BoardPaths
+from mdev.memory import address
 
 START_TIMEOUT = 60.0
 
@@ -79,26 +82,32 @@ def _start_lock(paths: BoardPaths):
 
 
 def start(name: str | None = None, topo=None, on_demand: bool = False,
-          idle_timeout: float | None = None, owner_pid: int | None = None) -> tuple[BoardPaths, bool]:
+          idle_timeout: float | None = None, owner_pid: int | None = None,
+          eager: bool = False) -> tuple[BoardPaths, bool]:
     """Start board ``name`` unless it runs already; returns (paths, started_now).
 
     With ``owner_pid`` the board stops by itself once that process is gone (test suites:
-    an interrupted run leaves no board behind)."""
+    an interrupted run leaves no board behind).  A cluster board starts a node's devices
+    when a host first attaches to the node, or all of them now with ``eager``."""
     paths = BoardPaths(name)
     with _start_lock(paths):
         if is_running(paths):
             return paths, False
         topo = topo or resolve_topology()
+        _check_size(topo)
         if idle_timeout is None:
             idle_timeout = float(os.environ.get("MDEV_IDLE_TIMEOUT", "5"))
+        write_topology(paths, topo)
         r, w = os.pipe()
         cmd = [sys.executable, "-m", "mdev.board.supervisor", "--name", paths.name,
-               "--topology-json", json.dumps(topo.to_dict()), "--ready-fd", str(w),
+               "--topology-file", str(paths.topology), "--ready-fd", str(w),
                "--idle-timeout", str(idle_timeout)]
         if on_demand:
             cmd.append("--on-demand")
         if owner_pid:
             cmd += ["--owner-pid", str(owner_pid)]
+        if eager:
+            cmd.append("--eager")
         log = open(paths.log, "ab")
         try:
             proc = subprocess.Popen(cmd, pass_fds=(w,), start_new_session=True,
@@ -114,6 +123,36 @@ def start(name: str | None = None, topo=None, on_demand: bool = False,
             proc.kill()
             raise BoardError(f"board {paths.name!r} failed to start; see {paths.log}")
     return paths, True
+
+
+def _check_size(topo) -> None:
+    """What the emulated address space can hold (mdev.memory.address)."""
+    if topo.device_count > address.MAX_DEVICES:
+        raise BoardError(f"{topo.name}: {topo.device_count} devices; a board holds at most {address.MAX_DEVICES}")
+    big = max(d.hbm_bytes for d in topo.devices)
+    if big > address.DEVICE_SPAN:
+        raise BoardError(f"{topo.name}: {big} bytes of HBM on a device; at most {address.DEVICE_SPAN}")
+
+
+def write_topology(paths: BoardPaths, topo) -> None:
+    """The board description, where the supervisor and attaching hosts read it (0600,
+    replaced whole: a reader never sees half a file)."""
+    tmp = paths.topology.with_name(f"{paths.topology.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(topo.to_dict(), f)
+    os.replace(tmp, paths.topology)
+
+
+def read_topology(paths: BoardPaths):
+    """The Topology a running board was started with."""
+    import topology
+
+    try:
+        text = paths.topology.read_text()
+    except OSError as exc:
+        raise BoardError(f"board {paths.name!r} is not running (no description at {paths.topology})") from exc
+    return topology.from_dict(json.loads(text), f"<board {paths.name}>")
 
 
 def _wait_readable(fd: int, timeout: float) -> bool:

@@ -37,6 +37,8 @@ class BoardPaths:
         self.key = Path(f"{base}.key")
         self.lock = Path(f"{base}.lock")
         self.log = Path(f"{base}.log")
+        # the board description the supervisor runs (launcher writes it, hosts read it)
+        self.topology = Path(f"{base}.topology.json")
         self.shm_prefix = f"mdev.{os.getuid()}.{self.name}."
 
     def device_socket(self, device: int) -> str:
@@ -47,6 +49,10 @@ class BoardPaths:
 
     def control(self, device: int) -> str:
         return f"/{self.shm_prefix}ctl{device}"
+
+    def board_page(self) -> str:
+        """Board-wide state, one row per device (mdev.board.status.BoardPage)."""
+        return f"/{self.shm_prefix}board"
 
     def pinned(self, pid: int, serial: int | str) -> str:
         return f"/{self.shm_prefix}pin.{pid}.{serial}"

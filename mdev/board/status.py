@@ -1,4 +1,5 @@
-"""The control page of a device: state every process can read without a round trip.
+"""The control page of a device, and the board page: state every process can read
+without a round trip.
 
 The device process is the only writer (except where noted); host processes map the page
 read-mostly and answer queries from it:
@@ -12,9 +13,11 @@ read-mostly and answer queries from it:
     event_reset[slot]   event_done at the event's latest executed reset (flag semantics)
     event_issued[slot]  records issued by the owning host (written by that host: IPC waiters
                         in other processes read their wait target from it)
-    notify_rec[n, d]    records of notify n executed by device d (one writer per cell)
-    notify_taken[n]     sum of notify_rec at the last released wait (binary flag: set
-                        while the records outnumber it)
+    notify_rec[n]       records of notify n executed, by any device of the board: a
+                        recorder adds one under the cell's lock (record_lock), as many
+                        devices may record one notify
+    notify_taken[n]     notify_rec at the last released wait (binary flag: set while the
+                        records outnumber it)
     page_live[p]        1 while HBM page p (4 KiB) belongs to a live allocation
 
 While a host traces or models time (mdev.board.trace), the device also keeps, for every
@@ -26,8 +29,8 @@ device of the board to read:
                         start / end, NaN while running): live bandwidth sharing
     ended[r]            ring of (client, wall end, modelled end) of its placed tasks: host
                         ordering across devices
-    notify_mt[n, d]     (client, record count, modelled end) of the latest record of notify n
-                        by device d (written by device d)
+    notify_mt[n, r]     (client, record count, modelled end) of notify n's record whose
+                        count is r modulo NOTIFY_MT_RING (written by the recording device)
     event_placed[slot]  event_done count whose modelled time event_ts holds (IPC waiters of
                         other devices wait for it, not for the record's wall timestamp)
     host_floor[s, k]    (client, seq, wall end, modelled end) of the latest HOST_OPS
@@ -38,9 +41,19 @@ device of the board to read:
 
 Aligned 8-byte stores are atomic on the platforms we run on, so readers never see torn
 values; they may see slightly old ones, which is what a query of a running device means.
+
+Nothing here grows with the board: a device of a 1024-device board has the same page as
+one of an 8-device board (the HBM page map aside), and reads only the pages of devices it
+works with.  What every device needs of every other lives on the board page instead (the
+supervisor creates it; device d writes row d):
+
+    hbm_used[d]         bytes allocated on device d: the /dev/shm backing check of a
+                        malloc sums the row instead of reading every device's page
 """
 
 from __future__ import annotations
+
+from contextlib import AbstractContextManager
 
 import numpy as np
 
@@ -63,6 +76,7 @@ MAX_PATH = 8
 X_SEQ, X_CLIENT, X_BYTES, X_LATENCY, X_START, X_END, X_CHANNELS = range(7)    # X_CHANNELS: count, then codes
 X_FIELDS = X_CHANNELS + 1 + MAX_PATH
 HOST_OPS = 4
+NOTIFY_MT_RING = 8            # notify records whose modelled end a waiter can still look up
 F_CLIENT, F_SEQ, F_WALL_END, F_END = range(4)          # a host_floor row, valid while F_CLIENT != 0
 
 # header fields (int64 each)
@@ -74,7 +88,7 @@ STATE_STARTING, STATE_ALIVE, STATE_FAULTED, STATE_STOPPED = 0, 1, 2, 3
 STATE_NAMES = {0: "starting", 1: "ok", 2: "faulted", 3: "stopped"}
 
 
-def _layout(devices: int) -> list[tuple[str, tuple, type]]:
+def _layout() -> list[tuple[str, tuple, type]]:
     return [
         ("header", (HEADER_FIELDS,), np.int64),
         ("stream_done", (MAX_STREAMS,), np.uint64),
@@ -84,13 +98,12 @@ def _layout(devices: int) -> list[tuple[str, tuple, type]]:
         ("event_done", (MAX_EVENTS,), np.uint64),
         ("event_reset", (MAX_EVENTS,), np.uint64),
         ("event_issued", (MAX_EVENTS,), np.uint64),
-        # notify records: one cell per recording device, so writers never share a cell
-        ("notify_rec", (MAX_NOTIFIES, devices), np.uint64),
+        ("notify_rec", (MAX_NOTIFIES,), np.uint64),
         ("notify_taken", (MAX_NOTIFIES,), np.uint64),
         ("writes", (WRITES, W_END + 1), np.uint64),
         ("transfers", (TRANSFERS, X_FIELDS), np.float64),
         ("ended", (ENDED, 3), np.float64),
-        ("notify_mt", (MAX_NOTIFIES, devices, 3), np.float64),
+        ("notify_mt", (MAX_NOTIFIES, NOTIFY_MT_RING, 3), np.float64),
         ("host_floor", (MAX_STREAMS, HOST_OPS, 4), np.float64),
         ("event_placed", (MAX_EVENTS,), np.uint64),
     ]
@@ -99,19 +112,21 @@ def _layout(devices: int) -> list[tuple[str, tuple, type]]:
 PAGE = 4096
 
 
-def size_for(devices: int, hbm_bytes: int) -> int:
-    fixed = sum(int(np.prod(shape)) * np.dtype(dt).itemsize for _, shape, dt in _layout(devices))
+def size_for(hbm_bytes: int) -> int:
+    fixed = sum(int(np.prod(shape)) * np.dtype(dt).itemsize for _, shape, dt in _layout())
     return fixed + -(-hbm_bytes // PAGE)
 
 
 class ControlPage:
     """Typed views over a device's control segment."""
 
-    def __init__(self, segment: Segment, devices: int) -> None:
+    def __init__(self, segment: Segment) -> None:
         self.segment = segment
         offset = 0
-        for name, shape, dtype in _layout(devices):
+        for name, shape, dtype in _layout():
             count = int(np.prod(shape))
+            if name == "notify_rec":
+                self._notify_rec_at = offset
             view = segment.array[offset:offset + count * np.dtype(dtype).itemsize]
             setattr(self, name, view.view(dtype).reshape(shape))
             offset += count * np.dtype(dtype).itemsize
@@ -122,3 +137,20 @@ class ControlPage:
     @property
     def state(self) -> int:
         return int(self.header[H_STATE])
+
+    def record_lock(self, slot: int) -> AbstractContextManager:
+        """Excludes the other recorders of notify ``slot`` (any process) while one adds to
+        its count; threads of one process must exclude each other as well."""
+        return self.segment.locked(self._notify_rec_at + 8 * slot, 8)
+
+
+class BoardPage:
+    """Typed views over the board page (one int64 per device)."""
+
+    def __init__(self, segment: Segment) -> None:
+        self.segment = segment
+        self.hbm_used = segment.array.view(np.int64)
+
+    @staticmethod
+    def size_for(devices: int) -> int:
+        return 8 * devices

@@ -1,23 +1,24 @@
 """The board supervisor: starts the device processes and keeps the board's books.
 
     host processes --(attach / status / segments / stop)--> supervisor
-                                                              |  fork at start
-                                                              v
+                                                              |  fork (mdev.board.fleet): at
+                                                              |  start, or a cluster node's
+                                                              v  at its first attach
                                               device 0 ... device N-1 processes
 
-Hosts talk to devices directly; the supervisor only hands out client ids and the board
-description, remembers each client's pinned segments (unlinked when the client dies),
-watches client liveness, restarts a dead device on request (telling its peers to drop
-their mappings of the dead one's memory), and stops the board on request or, for a board
-started on demand, once it has been idle for a while.  On stop it removes every segment and socket
-of the board.
+Hosts talk to devices directly; the supervisor only hands out client ids (and knows each
+client's cluster node: IPC does not cross nodes), remembers each client's pinned
+segments (unlinked when the client dies), watches client liveness, restarts a dead
+device on request (telling its peers to drop their mappings of the dead one's memory),
+and stops the board on request or, for a board started on demand, once it has been idle
+for a while.  On stop it removes every segment and socket of the board.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
-import multiprocessing
 import os
 import secrets
 import selectors
@@ -34,8 +35,8 @@ import psutil
 from mdev import protocol
 from mdev import errors as E
 from mdev.errors import AclError
-from mdev.board import device as device_process
 from mdev.board import status as S
+from mdev.board.fleet import Fleet
 from mdev.board.ipc_registry import IpcRegistry
 from mdev.board.naming import BoardPaths
 from mdev.memory import segment
@@ -50,11 +51,12 @@ class Client:
         self.command = ""
         self.segments: set[str] = set()
         self.peer_pid = 0
+        self.node = 0           # the cluster node the host process runs on
 
 
 class Supervisor:
     def __init__(self, paths: BoardPaths, topo, on_demand: bool, idle_timeout: float,
-                 owner_pid: int | None = None) -> None:
+                 owner_pid: int | None = None, eager: bool = False) -> None:
         self.paths = paths
         self.owner_pid = owner_pid      # stop when this process is gone (test suites)
         self.topo = topo
@@ -62,7 +64,9 @@ class Supervisor:
         self.idle_timeout = idle_timeout
         self.authkey = secrets.token_bytes(32)
         self.clients: dict[socket.socket, Client] = {}
-        self.devices: list[multiprocessing.Process] = []
+        self.fleet = Fleet(paths, topo, self.authkey)
+        self.listener: socket.socket | None = None
+        self.eager = eager or topo.node_count == 1     # else a node starts at its first attach
         self._next_client = 1
         self.ipc = IpcRegistry()
         self._peers_told: set[int] = set()     # dead devices whose peers dropped their mappings
@@ -73,25 +77,18 @@ class Supervisor:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        cleanup(self.paths)
+        cleanup(self.paths, topology=False)     # the launcher's description is this board's
         fd = os.open(self.paths.key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(self.authkey.hex())
-        ctx = multiprocessing.get_context("fork")
-        readers = []
-        for index in range(self.topo.device_count):
-            r, w = os.pipe()
-            proc = ctx.Process(target=device_process.main, name=f"mdev-{self.paths.name}-dev{index}",
-                               args=(self.paths, index, self.topo, self.authkey, w), daemon=False)
-            proc.start()
-            os.close(w)
-            self.devices.append(proc)
-            readers.append(r)
-        for index, r in enumerate(readers):
-            ok = os.read(r, 1)
-            os.close(r)
-            if not ok:
-                raise RuntimeError(f"device {index} failed to start (see {self.paths.log})")
+        self.board_page = S.BoardPage(segment.Segment(self.paths.board_page(),
+                                                      S.BoardPage.size_for(self.topo.device_count), create=True))
+        # device processes are forked from here: frozen objects are never traversed by a
+        # child's garbage collector, so their pages stay shared copy-on-write
+        gc.freeze()
+        if self.eager:
+            for node in range(self.topo.node_count):
+                self.fleet.start_node(node)
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old = os.umask(0o177)
         try:
@@ -124,19 +121,9 @@ class Supervisor:
     def shutdown(self) -> None:
         for client in list(self.clients.values()):
             self._drop(client)
-        for proc in self.devices:
-            if proc.is_alive():
-                proc.terminate()
-        deadline = time.monotonic() + 5
-        for proc in self.devices:
-            proc.join(max(0.0, deadline - time.monotonic()))
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-        try:
+        self.fleet.stop()
+        if self.listener is not None:      # None: the board failed before it listened
             self.listener.close()
-        except OSError:
-            pass
         cleanup(self.paths)
 
     def stop(self, *_) -> None:
@@ -189,21 +176,25 @@ class Supervisor:
             segment.unlink(name)
         if client.segments:
             # devices keep the pinned buffers they copied with mapped, and a mapping keeps
-            # the pages in RAM after the unlink: have them let go
-            self._tell_devices("forget_segment", [(name,) for name in sorted(client.segments)])
+            # the pages in RAM after the unlink: have them let go (only the client's node
+            # ran its tasks)
+            self._tell_devices("forget_segment", [(name,) for name in sorted(client.segments)],
+                               self.topo.node(client.node).devices)
         self.ipc.drop_client(client.id)
         if not self.clients:
             self._idle_since = time.monotonic()
 
-    def _tell_devices(self, op: str, calls: list[tuple]) -> None:
-        """Send every device the request ``op`` once per argument tuple of ``calls``, from a
-        thread of its own: a busy device must not hold up this loop."""
-        thread = threading.Thread(target=self._send_devices, args=(op, calls), name=f"tell-{op}", daemon=True)
+    def _tell_devices(self, op: str, calls: list[tuple], devices: range | None = None) -> None:
+        """Send every started device (of ``devices``) the request ``op`` once per argument
+        tuple of ``calls``, from a thread of its own: a busy device must not hold up this loop."""
+        targets = [i for i, _ in self.fleet.running() if devices is None or i in devices]
+        thread = threading.Thread(target=self._send_devices, args=(op, calls, targets), name=f"tell-{op}",
+                                  daemon=True)
         thread.start()
         self._tellers = [t for t in self._tellers if t.is_alive()] + [thread]
 
-    def _send_devices(self, op: str, calls: list[tuple]) -> None:
-        for index in range(self.topo.device_count):
+    def _send_devices(self, op: str, calls: list[tuple], targets: list[int]) -> None:
+        for index in targets:
             try:
                 channel = protocol.connect(self.paths.device_socket(index), self.authkey,
                                            ("hello", 0, os.getpid(), "rpc", "supervisor"))
@@ -225,27 +216,16 @@ class Supervisor:
             if client.pid and not psutil.pid_exists(client.pid):
                 self._drop(client)
 
-    def _spawn_device(self, index: int, close_fds: tuple = ()) -> multiprocessing.Process:
-        """Fork device ``index`` and wait until it serves (raises if it does not come up)."""
-        r, w = os.pipe()
-        proc = multiprocessing.get_context("fork").Process(
-            target=_device_child, name=f"mdev-{self.paths.name}-dev{index}",
-            args=(close_fds, self.paths, index, self.topo, self.authkey, w), daemon=False)
-        proc.start()
-        os.close(w)
-        try:
-            ok = _read_ready(r, 30.0)
-        finally:
-            os.close(r)
-        if not ok:
-            proc.kill()
-            proc.join(5)
-            raise AclError(E.ACL_ERROR_RT_DRV_INTERNAL_ERROR,
-                           f"device {index} failed to restart (see {self.paths.log})")
-        return proc
+    def _inherited_fds(self) -> tuple:
+        """What a device forked now must close: the board's listener, the clients' sockets.
+        Tellers finish first: a child must not keep one's connection open either."""
+        for thread in self._tellers:
+            thread.join(10.0)
+        return tuple([self.listener.fileno(), self.selector.fileno()]
+                     + [c.sock.fileno() for c in self.clients.values()])
 
     def _check_devices(self) -> None:
-        for index, proc in enumerate(self.devices):
+        for index, proc in self.fleet.running():
             if not proc.is_alive():
                 self._mark_faulted(index)
 
@@ -255,7 +235,7 @@ class Supervisor:
         Peer devices drop their mappings of its segments (once per death): a mapping keeps
         an unlinked segment's memory alive, and they re-open the successor's on next use."""
         try:
-            page = S.ControlPage(segment.Segment(self.paths.control(index)), self.topo.device_count)
+            page = S.ControlPage(segment.Segment(self.paths.control(index)))
             page.header[S.H_STATE] = S.STATE_FAULTED
             page.segment.close()
         except Exception:
@@ -265,11 +245,17 @@ class Supervisor:
             self._tell_devices("forget_peer", [(index,)])
 
     # ------------------------------------------------------------------ requests
-    def rpc_attach(self, client: Client, pid: int, command: str) -> dict:
-        client.id, client.pid, client.command = self._next_client, pid, command
+    def rpc_attach(self, client: Client, pid: int, command: str, node: int = 0) -> dict:
+        """A host process joins, running on cluster node ``node`` (it reads the board's
+        description from its file, BoardPaths.topology)."""
+        if not isinstance(node, int) or not 0 <= node < self.topo.node_count:
+            raise AclError(E.ACL_ERROR_RT_INVALID_DEVICEID,
+                           f"board {self.paths.name!r} has nodes 0..{self.topo.node_count - 1}, not {node!r}")
+        if not self.fleet.node_started(node):
+            self.fleet.start_node(node, self._inherited_fds())
+        client.id, client.pid, client.command, client.node = self._next_client, pid, command, node
         self._next_client += 1
-        return {"client": client.id, "topology": self.topo.to_dict(), "board": self.paths.name,
-                "devices": self.topo.device_count}
+        return {"client": client.id, "board": self.paths.name, "devices": self.topo.device_count}
 
     def rpc_register_segment(self, client: Client, name: str) -> None:
         client.segments.add(name)
@@ -279,28 +265,32 @@ class Supervisor:
 
     def rpc_status(self, client: Client) -> dict:
         devices = []
-        for index, proc in enumerate(self.devices):
-            try:
-                page = S.ControlPage(segment.Segment(self.paths.control(index)), self.topo.device_count)
-                h = page.header.copy()
-                page.segment.close()
-                state = S.STATE_NAMES.get(int(h[S.H_STATE]), "?")
-            except Exception:
-                h, state = None, "lost"
-            if not proc.is_alive():
-                state = "faulted"
+        for index, proc in enumerate(self.fleet.procs):
+            h, state = None, "off"          # off: its node has no host yet
+            if proc is not None:
+                try:
+                    page = S.ControlPage(segment.Segment(self.paths.control(index)))
+                    h = page.header.copy()
+                    page.segment.close()
+                    state = S.STATE_NAMES.get(int(h[S.H_STATE]), "?")
+                except Exception:
+                    h, state = None, "lost"
+                if not proc.is_alive():
+                    state = "faulted"
             spec = self.topo.device(index)
+            node, local = self.topo.local_device(index)
             devices.append({
-                "id": index, "soc": spec.soc_name, "pid": proc.pid, "state": state,
+                "id": index, "node": node, "local": local, "soc": spec.soc_name, "pid": proc.pid if proc else 0,
+                "state": state,
                 "hbm_total": spec.hbm_bytes,
                 "hbm_used": int(h[S.H_HBM_USED]) if h is not None else 0,
                 "streams": int(h[S.H_STREAMS]) if h is not None else 0,
                 "tasks_done": int(h[S.H_TASKS_DONE]) if h is not None else 0,
             })
-        clients = [{"id": c.id, "pid": c.pid, "command": c.command} for c in self.clients.values()
-                   if c.pid]
-        return {"board": self.paths.name, "topology": self.topo.name, "pid": os.getpid(),
-                "on_demand": self.on_demand, "started": self.started, "devices": devices,
+        clients = [{"id": c.id, "pid": c.pid, "command": c.command, "node": c.node}
+                   for c in self.clients.values() if c.pid]
+        return {"board": self.paths.name, "topology": self.topo.name, "nodes": self.topo.node_count,
+                "pid": os.getpid(), "on_demand": self.on_demand, "started": self.started, "devices": devices,
                 "clients": clients}
 
     def rpc_ipc_export(self, client: Client, kind: str, device: int, detail: tuple, validate_pid: bool) -> str:
@@ -310,7 +300,8 @@ class Supervisor:
         self.ipc.set_pids(client.id, key, pids)
 
     def rpc_ipc_import(self, client: Client, key: str, kind: str) -> dict:
-        return self.ipc.import_(client.id, client.peer_pid, key, kind)
+        return self.ipc.import_(client.id, client.peer_pid, key, kind,
+                                lambda device: self.topo.node_of(device) == client.node)
 
     def rpc_ipc_close(self, client: Client, key: str) -> str:
         return self.ipc.close(client.id, key)
@@ -321,9 +312,12 @@ class Supervisor:
         its HBM and control page are unlinked (hosts still mapping the old control page see
         it FAULTED; peer devices have dropped their mappings of both and map the new ones on
         next use), and IPC keys of its memory, events and notifies are closed."""
-        if not isinstance(index, int) or not 0 <= index < len(self.devices):
+        if not isinstance(index, int) or not 0 <= index < self.topo.device_count:
             raise AclError(E.ACL_ERROR_RT_INVALID_DEVICEID, f"device {index!r} does not exist")
-        proc = self.devices[index]
+        proc = self.fleet.procs[index]
+        if proc is None:
+            self.fleet.start_node(self.topo.node_of(index), self._inherited_fds())
+            return self.fleet.procs[index].pid
         if proc.is_alive():
             return proc.pid
         proc.join(0)
@@ -338,39 +332,20 @@ class Supervisor:
         # peers may have re-mapped the dead segments since the fault was found: unlinked now,
         # their memory goes with these last mappings
         self._tell_devices("forget_peer", [(index,)])
-        # the child must not keep the board's listener, the clients' sockets or a teller's
-        # connection open (a device would never see those close)
-        for thread in self._tellers:
-            thread.join(10.0)
-        fds = [self.listener.fileno(), self.selector.fileno()] + [c.sock.fileno() for c in self.clients.values()]
-        self.devices[index] = self._spawn_device(index, tuple(fds))
+        pid = self.fleet.respawn(index, self._inherited_fds()).pid
         self._peers_told.discard(index)
-        return self.devices[index].pid
+        return pid
 
     def rpc_stop(self, client: Client) -> None:
         self._running = False
 
 
-def _device_child(close_fds: tuple, *args) -> None:
-    for fd in close_fds:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-    device_process.main(*args)
-
-
-def _read_ready(fd: int, timeout: float) -> bool:
-    import select
-    readable, _, _ = select.select([fd], [], [], timeout)
-    return bool(readable) and bool(os.read(fd, 1))
-
-
-def cleanup(paths: BoardPaths) -> None:
-    """Remove every segment and socket a board of this name left behind."""
+def cleanup(paths: BoardPaths, topology: bool = True) -> None:
+    """Remove every segment and socket a board of this name left behind (and its
+    description, unless ``topology`` is False: a starting board's is new)."""
     for name in paths.segments():
         segment.unlink(name)
-    for path in paths.sockets() + [str(paths.key)]:
+    for path in paths.sockets() + [str(paths.key)] + ([str(paths.topology)] if topology else []):
         try:
             os.unlink(path)
         except FileNotFoundError:
@@ -382,15 +357,18 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(prog="mdev-supervisor")
     parser.add_argument("--name", required=True)
-    parser.add_argument("--topology-json", required=True, help="board description as JSON")
+    parser.add_argument("--topology-file", required=True, help="board description (JSON, Topology.to_dict)")
     parser.add_argument("--on-demand", action="store_true")
     parser.add_argument("--idle-timeout", type=float, default=5.0)
     parser.add_argument("--ready-fd", type=int)
     parser.add_argument("--owner-pid", type=int, help="stop when this process exits")
+    parser.add_argument("--eager", action="store_true", help="start every node's devices now, not at "
+                                                             "the node's first attach")
     args = parser.parse_args(argv)
     paths = BoardPaths(args.name)
-    topo = topology.from_dict(json.loads(args.topology_json), "<board>")
-    sup = Supervisor(paths, topo, args.on_demand, args.idle_timeout, args.owner_pid)
+    with open(args.topology_file, encoding="utf-8") as f:
+        topo = topology.from_dict(json.load(f), "<board>")
+    sup = Supervisor(paths, topo, args.on_demand, args.idle_timeout, args.owner_pid, args.eager)
     signal.signal(signal.SIGTERM, sup.stop)
     signal.signal(signal.SIGINT, sup.stop)
     try:

@@ -133,8 +133,9 @@ def wait_event_flag(device: "Device", stream: "DeviceStream", slot: int, uid: in
 @op(None, quick=_always)
 def record_notify(device: "Device", stream: "DeviceStream", owner: int, slot: int) -> None:
     page = device.peer_control(owner)
-    with device.lock:   # several streams of this device may record the same notify
-        page.notify_rec[slot, device.index] += 1
+    # several streams of this device, and other devices, may record the same notify
+    with device.lock, page.record_lock(slot):
+        page.notify_rec[slot] += 1
     device.wake()
 
 
@@ -147,7 +148,7 @@ def wait_notify(device: "Device", stream: "DeviceStream", slot: int, uid: int, t
         lock, so of several streams waiting on one notify exactly one takes a record."""
         if device.notifies.get(slot) != uid:
             return True          # destroyed: the wait is released
-        recorded = c.notify_rec[slot].sum()
+        recorded = c.notify_rec[slot]
         if recorded > c.notify_taken[slot]:
             c.notify_taken[slot] = recorded   # auto-reset: one record, one wait
             return True

@@ -138,7 +138,7 @@ class Recorder:
     def _releaser(self, client: int, src: tuple, test: Callable[[int], bool]) -> tuple | None:
         mem, off = src[1] + 1, src[2]
         newest: dict[bool, tuple] = {}           # is a kernel -> (start, device, row index, row)
-        for d in range(self.device.topo.device_count):
+        for d in self.device.node_devices:
             rows = self.device.peer_control(d).writes.copy()
             live = (rows[:, S.W_SEQ] != 0) & (rows[:, S.W_CLIENT] == client)
             exact = live & (rows[:, S.W_MEM] == mem) & (rows[:, S.W_LO] <= off) & (rows[:, S.W_HI] > off)
@@ -246,7 +246,7 @@ class Recorder:
             return engine, 0, "", (), ("e", dev.index, args[0], int(c.event_done[args[0]]))
         if op == "record_notify":
             page = dev.peer_control(args[0])
-            return engine, 0, "", (), ("n", args[0], args[1], int(page.notify_rec[args[1]].sum()))
+            return engine, 0, "", (), ("n", args[0], args[1], int(page.notify_rec[args[1]]))
         if op == "wait_notify":
             return engine, 0, "", (), ("n", dev.index, args[0], int(c.notify_taken[args[0]]))
         return engine, 0, "", (), None
@@ -376,7 +376,7 @@ class DeviceModel:
         if mask.any():
             latest = float(rows[mask, S.F_END].max())
         if idle:
-            for d in range(self.device.topo.device_count):
+            for d in self.device.node_devices:
                 rows = self.device.peer_control(d).host_floor.reshape(-1, 4)
                 mask = (rows[:, S.F_CLIENT] == self.client) & (rows[:, S.F_WALL_END] <= start_ns)
                 if mask.any():
@@ -386,7 +386,7 @@ class DeviceModel:
     def _ended_elsewhere(self, start_ns: int) -> float:
         """Latest modelled end of this client's tasks of other devices that ended (wall) by ``start_ns``."""
         latest = 0.0
-        for d in range(self.device.topo.device_count):
+        for d in self.device.node_devices:
             if d != self.device.index:
                 rows = self.device.peer_control(d).ended
                 mask = (rows[:, 0] == self.client) & (rows[:, 1] <= start_ns)
@@ -489,7 +489,7 @@ class DeviceModel:
             dev.control.event_placed[args[0]] = rec[10][3]      # after event_ts: IPC waiters read it then
             self.event_mt[args[:2]] = (rec[10][3], end)
         elif op == "record_notify" and rec[10] is not None:
-            cell = dev.peer_control(args[0]).notify_mt[args[1], dev.index]
+            cell = dev.peer_control(args[0]).notify_mt[args[1], rec[10][3] % S.NOTIFY_MT_RING]
             cell[0] = 0
             cell[1:] = (rec[10][3], end)
             cell[0] = self.client
@@ -504,7 +504,7 @@ class DeviceModel:
             return None                          # the ring moved on (cannot happen in practice)
         mine[S.X_START] = start
         others, me = [], None
-        for d in range(self.device.topo.device_count):
+        for d in self.device.node_devices:
             rows = self.device.peer_control(d).transfers.copy()
             mask = (rows[:, S.X_SEQ] != 0) & (rows[:, S.X_CLIENT] == self.client) & \
                 (np.isnan(rows[:, S.X_END]) | (rows[:, S.X_END] > start))

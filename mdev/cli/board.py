@@ -22,6 +22,9 @@ def add_parser(sub) -> None:
     start.add_argument("--topology", help="topology file or preset name (default: the 8-device preset)")
     start.add_argument("--devices", type=int, help="number of devices (overrides the topology)")
     start.add_argument("--hbm", type=_size, help="HBM per device, e.g. 32GiB (overrides the topology)")
+    start.add_argument("--eager", action="store_true",
+                       help="a cluster: start every node's devices now (default: a node's devices start "
+                            "when the first process attaches to it)")
     start.set_defaults(handler=cmd_start)
     for name, handler, text in (("status", cmd_status, "show a running board"),
                                 ("stop", cmd_stop, "stop a board and remove its segments")):
@@ -30,15 +33,21 @@ def add_parser(sub) -> None:
         q.set_defaults(handler=handler)
     smi = sub.add_parser("smi", help="device table of a running board, like npu-smi info")
     smi.add_argument("--name", help="board name")
+    smi.add_argument("--node", type=int, default=0, metavar="K",
+                     help="cluster node whose devices the table shows (default 0); a cluster also "
+                          "gets a summary of every node")
     smi.set_defaults(handler=cmd_smi)
 
 
 def cmd_start(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     topo = launcher.resolve_topology(args.topology, args.devices, args.hbm)
-    paths, started = launcher.start(args.name, topo)
+    paths, started = launcher.start(args.name, topo, eager=args.eager)
     if started:
-        print(f"board {paths.name!r} started: {topo.device_count} x {topo.device(0).soc_name} "
+        nodes = ""
+        if topo.node_count > 1:
+            nodes = f" in {topo.node_count} nodes" + ("" if args.eager else ", each started at its first attach")
+        print(f"board {paths.name!r} started: {topo.device_count} x {topo.device(0).soc_name}{nodes} "
               f"({topo.name}) in {time.perf_counter() - t0:.2f} s")
     else:
         print(f"board {paths.name!r} is already running")
@@ -70,7 +79,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     up = time.time() - info["started"]
     print(f"board {info['board']!r}: topology {info['topology']}, supervisor pid {info['pid']}, "
           f"up {up:.0f} s{' (started on demand)' if info['on_demand'] else ''}")
-    print(f"{len(info['devices'])} devices, {len(info['clients'])} attached processes")
+    nodes = f" in {info['nodes']} nodes" if info["nodes"] > 1 else ""
+    print(f"{len(info['devices'])} devices{nodes}, {len(info['clients'])} attached processes")
     return 0
 
 
@@ -84,20 +94,50 @@ def cmd_smi(args: argparse.Namespace) -> int:
     info = _status(args.name)
     if info is None:
         return 1
+    node = args.node
+    if not 0 <= node < info["nodes"]:
+        print(f"board {info['board']!r} has nodes 0..{info['nodes'] - 1}, not {node}")
+        return 1
     rule = "+" + "-" * 78 + "+"
     print(rule)
     print(f"| mdev smi        board {info['board']:<20} topology {info['topology']:<25}|")
+    if info["nodes"] > 1:
+        _node_summary(info, rule)
+        devices = [d for d in info["devices"] if d["node"] == node]
+        first, last = devices[0]["id"], devices[-1]["id"]
+        title = f"node {node}: board devices npu{first}-{last}, seen on the node as 0-{len(devices) - 1}"
+        print(f"| {title:<77}|")
+    else:
+        devices = info["devices"]
     print(rule)
-    print(f"| {'NPU':<4}{'Name':<14}{'Health':<9}{'HBM-Usage(MB)':<18}{'Streams':<9}{'Tasks':<12}{'PID':<10}|")
+    print(f"| {'NPU':<4}{'Name':<16}{'Health':<9}{'HBM-Usage(MB)':<18}{'Streams':<9}{'Tasks':<10}{'PID':<10}|")
     print(rule)
-    for d in info["devices"]:
+    for d in devices:
         usage = f"{_mb(d['hbm_used'])} / {_mb(d['hbm_total'])}"
-        print(f"| {d['id']:<4}{d['soc']:<14}{d['state']:<9}{usage:<18}{d['streams']:<9}"
-              f"{d['tasks_done']:<12}{d['pid']:<10}|")
+        print(f"| {d['local']:<4}{d['soc']:<16}{d['state']:<9}{usage:<18}{d['streams']:<9}"
+              f"{d['tasks_done']:<10}{d['pid']:<10}|")
     print(rule)
     print(f"| {'Process id':<12}{'Command':<66}|")
     print(rule)
-    for c in info["clients"] or [{"pid": "-", "command": "no processes attached"}]:
+    clients = [c for c in info["clients"] if c["node"] == node]
+    for c in clients or [{"pid": "-", "command": "no processes attached"}]:
         print(f"| {str(c['pid']):<12}{c['command'][:66]:<66}|")
     print(rule)
     return 0
+
+
+def _node_summary(info: dict, rule: str) -> None:
+    """One line per cluster node: devices up, HBM in use, attached processes."""
+    print(rule)
+    print(f"| {'Node':<6}{'Devices':<9}{'Health':<14}{'HBM-Usage(MB)':<22}{'Processes':<26}|")
+    print(rule)
+    for k in range(info["nodes"]):
+        devices = [d for d in info["devices"] if d["node"] == k]
+        ok = sum(d["state"] == "ok" for d in devices)
+        if all(d["state"] == "off" for d in devices):
+            health = "off"          # started at the node's first attach
+        else:
+            health = "ok" if ok == len(devices) else f"{ok}/{len(devices)} ok"
+        usage = f"{_mb(sum(d['hbm_used'] for d in devices))} / {_mb(sum(d['hbm_total'] for d in devices))}"
+        procs = sum(c["node"] == k for c in info["clients"])
+        print(f"| {k:<6}{len(devices):<9}{health:<14}{usage:<22}{procs:<26}|")

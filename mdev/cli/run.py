@@ -1,7 +1,7 @@
 """``mdev run``: run an unmodified pyACL program against an emulated board.
 
-    mdev run [--board NAME] [--topology FILE|PRESET] [--devices K] [--hbm SIZE] [--trace FILE] [--model-time]
-             [--sanitize [CHECKS]] [--error-exitcode N] prog.py [args...]
+    mdev run [--board NAME] [--topology FILE|PRESET] [--devices K] [--hbm SIZE] [--node K] [--trace FILE]
+             [--model-time] [--sanitize [CHECKS]] [--error-exitcode N] prog.py [args...]
     mdev run [...] -m package.module [args...]
     mdev shim-path                      the directory that makes ``import acl`` mean mdev.acl
     mdev install-shim [--site DIR]      opt in for good: a .pth file in this environment
@@ -11,6 +11,9 @@ the shim directory, so its ``import acl`` yields :mod:`mdev.acl`.  Nothing is in
 ``mdev run`` a real pyACL (or none) is what ``import acl`` finds.  The exit status is the
 program's (128 + N when a signal N ends it); with ``--sanitize``, a program that exits 0 but
 drew sanitizer reports exits with ``--error-exitcode`` (1 unless given).
+
+``--node K`` runs the program on cluster node K of the board (sets ``MDEV_NODE``): it sees
+that node's devices, numbered from 0.
 
 Board choice: ``--board`` (else ``$MDEV_BOARD``, else ``default``).  With ``--topology``,
 ``--devices`` or ``--hbm`` and no ``--board``, the board is named after that topology
@@ -43,6 +46,8 @@ def add_parser(sub) -> None:
     p.add_argument("--topology", help="topology file or preset name of the board")
     p.add_argument("--devices", type=int, help="number of devices (overrides the topology)")
     p.add_argument("--hbm", type=_size, help="HBM per device, e.g. 1GiB (overrides the topology)")
+    p.add_argument("--node", type=int, metavar="K", help="run on cluster node K of the board: the program "
+                   "sees that node's devices as 0..n-1 (sets MDEV_NODE; default 0)")
     p.add_argument("--trace", metavar="FILE", help="write a timeline trace of the program's tasks "
                    "(Chrome trace / Perfetto JSON; sets MDEV_TRACE)")
     p.add_argument("--model-time", action="store_true", help="modelled time: task durations from the "
@@ -174,6 +179,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 1
     try:
         env = child_environment(board, args.topology)
+        if getattr(args, "node", None) is not None:
+            env["MDEV_NODE"] = str(args.node)
         if getattr(args, "trace", None):
             env["MDEV_TRACE"] = os.path.abspath(args.trace)
             env.pop("MDEV_TRACE_OWNER", None)       # the program is the trace's owner

@@ -9,7 +9,7 @@ import argparse
 import sys
 
 import topology
-from topology.render import render_matrix, render_p2p, render_path, render_summary
+from topology.render import render_matrix, render_nodes, render_p2p, render_path, render_summary
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -24,6 +24,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("file", nargs="?", metavar="FILE|PRESET",
                    help=f"topology file or preset name (default: {topology.default_preset()})")
     p.add_argument("--p2p", action="store_true", help="print the peer-access matrix instead")
+    p.add_argument("--node", type=int, default=0, metavar="K",
+                   help="cluster node whose devices the matrix shows (default 0)")
     p.set_defaults(handler=cmd_show)
 
     p = sub.add_parser("check", help="validate topology files")
@@ -32,8 +34,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
     p = sub.add_parser("path", help="print the route between two devices, or a device and the host")
     p.add_argument("file", metavar="FILE|PRESET")
-    p.add_argument("a", metavar="A", help="device index (3 or npu3)")
-    p.add_argument("b", metavar="B", help="device index, or 'host' for the device's host path")
+    p.add_argument("a", metavar="A", help="board device index (3 or npu3), or NODE:DEVICE (2:3)")
+    p.add_argument("b", metavar="B", help="a device like A, or 'host' for A's host path")
     p.set_defaults(handler=cmd_path)
     return parser
 
@@ -53,8 +55,15 @@ def cmd_show(args: argparse.Namespace) -> int:
         topo = topology.resolve(args.file)
     except topology.TopologyError as e:
         return _fail(e)
-    body = render_p2p(topo) if getattr(args, "p2p", False) else render_matrix(topo)
-    print(f"{render_summary(topo)}\n\n{body}")
+    node = getattr(args, "node", 0)
+    if not 0 <= node < topo.node_count:
+        return _fail(ValueError(f"{topo.name} has nodes 0..{topo.node_count - 1}, not {node}"))
+    body = render_p2p(topo, node) if getattr(args, "p2p", False) else render_matrix(topo, node)
+    parts = [render_summary(topo)]
+    if topo.node_count > 1:
+        parts += [f"Nodes:\n{render_nodes(topo)}", f"Node {node} (its host processes see devices "
+                                                     f"0..{topo.node(node).count - 1}):"]
+    print("\n\n".join(parts + [body]))
     return 0
 
 
@@ -66,7 +75,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         except topology.TopologyError as e:
             status = _fail(e)
             continue
-        print(f"ok: {spec} ({topo.device_count} devices, {len(topo.links)} links)")
+        nodes = f" in {topo.node_count} nodes of {topo.node(0).count}" if topo.node_count > 1 else ""
+        print(f"ok: {spec} ({topo.device_count} devices{nodes}, {len(topo.links)} links)")
     return status
 
 
@@ -77,11 +87,19 @@ def cmd_path(args: argparse.Namespace) -> int:
         path = topo.host_path(a) if args.b.lower() == "host" else topo.path(a, _device(topo, args.b))
     except (topology.TopologyError, ValueError) as e:
         return _fail(e)
-    print(render_path(path))
+    print(render_path(path, topo))
     return 0
 
 
 def _device(topo: topology.Topology, text: str) -> int:
+    """A board device index from "3", "npu3" or "NODE:DEVICE" (a node's local device)."""
+    node, sep, local = text.partition(":")
+    if sep:
+        try:
+            return topo.global_device(int(node), int(local))
+        except (ValueError, IndexError):
+            raise ValueError(f"{text!r} is not a device of {topo.name} (nodes 0..{topo.node_count - 1}, "
+                             f"devices 0..{topo.node(0).count - 1} each)") from None
     digits = text.lower().removeprefix("npu")
     if not digits.isdigit() or int(digits) >= topo.device_count:
         raise ValueError(f"{text!r} is not a device of {topo.name} (0..{topo.device_count - 1})")

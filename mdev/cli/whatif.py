@@ -1,7 +1,7 @@
 """``mdev whatif``: run one program on several topologies and compare them side by side.
 
     mdev whatif prog.py --topology hccs8 --topology islands8 [--hbm 1GiB] [--devices K]
-                        [--trace-dir DIR] [--args "--batch 4"]
+                        [--node K] [--trace-dir DIR] [--args "--batch 4"]
 
 Each topology gets its own board (``whatif-<pid>-<i>-<name>``), started for the run and
 stopped after it; the program runs under ``mdev run --trace`` there, unmodified.  The table
@@ -9,7 +9,9 @@ compares: exit status, wall makespan (first task start .. last task end, from th
 modelled makespan (the program runs with MDEV_MODEL_TIME=1: durations from the topology's
 links, see mdev.timemodel), bytes per route (H2D / D2H / P2P
 / D2D) and per link type, the busiest link, and which device pairs may use peer access
-(``can_access_peer`` of the topology).  With ``--trace-dir`` both traces are kept there.
+(``can_access_peer`` of the topology, among the devices of the node the program runs on).
+With ``--node K`` the program runs on cluster node K of each board (node 0 of a board
+that has fewer nodes).  With ``--trace-dir`` both traces are kept there.
 """
 
 from __future__ import annotations
@@ -40,17 +42,27 @@ def add_parser(sub) -> None:
                    help="a topology to run on (give it twice or more)")
     p.add_argument("--devices", type=int, help="number of devices (overrides every topology)")
     p.add_argument("--hbm", type=_size, help="HBM per device, e.g. 1GiB (overrides every topology)")
+    p.add_argument("--node", type=int, default=0, metavar="K",
+                   help="run the program on cluster node K of each board (default 0; node 0 where a board has fewer)")
     p.add_argument("--trace-dir", help="keep the traces there (<i>-<topology>.json)")
     p.add_argument("--args", default="", help="arguments of the program, one string (shell-split)")
     p.add_argument("--timeout", type=float, default=600, help="seconds per run (default 600)")
     p.set_defaults(handler=cmd_whatif)
 
 
-def peer_pairs(topo) -> tuple[int, int, list[tuple[int, int]]]:
-    n = topo.device_count
+def peer_pairs(topo, node: int = 0) -> tuple[int, int, list[tuple[int, int]]]:
+    """Pairs of node ``node``'s devices (local ids) that may use peer access both ways."""
+    devices = topo.node(node).devices
+    n = len(devices)
     pairs = [(a, b) for a in range(n) for b in range(a + 1, n)]
-    usable = [(a, b) for a, b in pairs if topo.can_access_peer(a, b) and topo.can_access_peer(b, a)]
+    usable = [(a, b) for a, b in pairs
+              if topo.can_access_peer(devices[a], devices[b]) and topo.can_access_peer(devices[b], devices[a])]
     return len(usable), len(pairs), usable
+
+
+def run_node(topo, node: int) -> int:
+    """The node a --node run uses on ``topo``: that one, or node 0 if the board has fewer."""
+    return node if node < topo.node_count else 0
 
 
 def _run_one(i: int, spec: str, args, trace_file: str) -> dict:
@@ -62,8 +74,10 @@ def _run_one(i: int, spec: str, args, trace_file: str) -> dict:
         cmd += ["--devices", str(args.devices)]
     if args.hbm is not None:
         cmd += ["--hbm", str(args.hbm)]
-    cmd += ["--trace", trace_file, "--model-time", args.prog, *shlex.split(args.args)]
-    print(f"== {spec}: {topo.name}, {topo.device_count} devices (board {name})", flush=True)
+    node = run_node(topo, getattr(args, "node", 0))
+    cmd += ["--node", str(node), "--trace", trace_file, "--model-time", args.prog, *shlex.split(args.args)]
+    where = f", on node {node} of {topo.node_count} ({topo.node(node).count} devices)" if topo.node_count > 1 else ""
+    print(f"== {spec}: {topo.name}, {topo.device_count} devices{where} (board {name})", flush=True)
     try:
         code = subprocess.run(cmd, timeout=args.timeout).returncode
     except subprocess.TimeoutExpired:
@@ -73,7 +87,7 @@ def _run_one(i: int, spec: str, args, trace_file: str) -> dict:
             launcher.stop(name)
         except Exception:
             pass
-    result = {"spec": spec, "topo": topo, "code": code, "trace": None}
+    result = {"spec": spec, "topo": topo, "node": node, "code": code, "trace": None}
     if os.path.exists(trace_file):
         result["trace"] = trace_cli.analyse(trace_cli.load(trace_file))
     return result
@@ -89,7 +103,11 @@ def table(results: list[dict]) -> str:
     def t(r, fn, default="-"):
         return fn(r["trace"]) if r["trace"] is not None else default
 
-    row("board", lambda r: f"{r['topo'].name} ({r['topo'].device_count} x {r['topo'].device(0).soc_name})")
+    def board(r):
+        topo = r["topo"]
+        nodes = f" = {topo.node_count} nodes x {topo.node(0).count}, on node {r['node']}" if topo.node_count > 1 else ""
+        return f"{topo.name} ({topo.device_count} x {topo.device(0).soc_name}{nodes})"
+    row("board", board)
     row("exit status", lambda r: str(r["code"]))
     row("tasks traced", lambda r: t(r, lambda a: str(a["tasks"])))
     row("wall makespan", lambda r: t(r, lambda a: fmt_t(a["span_us"])))
@@ -110,7 +128,7 @@ def table(results: list[dict]) -> str:
     row("busiest link", lambda r: t(r, busiest))
 
     def peers(r):
-        usable, total, pairs = peer_pairs(r["topo"])
+        usable, total, pairs = peer_pairs(r["topo"], r["node"])
         text = f"{usable}/{total} pairs"
         if 0 < usable < total and usable <= 6:
             text += ": " + " ".join(f"{a}-{b}" for a, b in pairs)

@@ -3,6 +3,12 @@
 Device pointers are plain integers that can never be real host addresses: device ``d``
 owns ``[DEVICE_BASE + d * DEVICE_SPAN, +DEVICE_SPAN)``, above 2**48, where x86-64 and
 arm64 user space never map anything.  So any pointer can be classified by value alone.
+``d`` is the board-global device index (a cluster's node k, local device i: see
+topology.model), so pointers of every node's devices are distinct and a device process
+can name any device's memory.
+
+    [2**48, 2**49)            1024 devices x 256 GiB
+    [2**49, 2**49 + 2**47)    each host process's VMM virtual addresses
 """
 
 from __future__ import annotations
@@ -12,10 +18,11 @@ import ctypes
 from mdev import constants as C
 
 DEVICE_BASE = 1 << 48
-DEVICE_SPAN = 1 << 40          # 1 TiB of address space per device
-MAX_DEVICES = 128
+DEVICE_SPAN = 1 << 38          # 256 GiB of address space per device: the most HBM a device may have
+MAX_DEVICES = 1024             # devices of a board, every node's
 # above the device ranges: each host process's VMM virtual addresses (reserve_mem_address)
-VMM_BASE, VMM_END = DEVICE_BASE + MAX_DEVICES * DEVICE_SPAN, 1 << 49
+VMM_BASE = DEVICE_BASE + MAX_DEVICES * DEVICE_SPAN
+VMM_END = VMM_BASE + (1 << 47)
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 NORMAL_PAGE, HUGE_PAGE, GIANT_PAGE = 4 * KiB, 2 * MiB, 1 * GiB

@@ -8,10 +8,17 @@ pages are touched.
 
 from __future__ import annotations
 
+import fcntl
 import mmap
+import os
+import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import posix_ipc
+
+_FLOCK = "hhqqixxxx"      # struct flock: type, whence, start, len, pid (Linux, LP64)
 
 
 class Segment:
@@ -28,6 +35,21 @@ class Segment:
         self.name = name
         self.array = np.frombuffer(self._mmap, dtype=np.uint8)
         self.address = self.array.ctypes.data
+        self._lock_fd = -1
+
+    @contextmanager
+    def locked(self, start: int, length: int) -> Iterator[None]:
+        """Hold an exclusive lock on bytes [start, start+length) against every other
+        process's ``locked`` of them (an open-file-description lock: it belongs to this
+        mapping, so closing another descriptor of the file never drops it).  Threads of one
+        process do not exclude each other through it."""
+        if self._lock_fd < 0:
+            self._lock_fd = os.open(f"/dev/shm{self.name}", os.O_RDWR | os.O_CLOEXEC)
+        fcntl.fcntl(self._lock_fd, fcntl.F_OFD_SETLKW, struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, start, length, 0))
+        try:
+            yield
+        finally:
+            fcntl.fcntl(self._lock_fd, fcntl.F_OFD_SETLKW, struct.pack(_FLOCK, fcntl.F_UNLCK, os.SEEK_SET, start, length, 0))
 
     def release(self, start: int, length: int) -> None:
         """Give the pages of [start, start+length) back to the OS; they read as zero again."""
@@ -39,6 +61,9 @@ class Segment:
 
     def close(self) -> None:
         """Unmap.  Views handed out to users keep the mapping alive until they die."""
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
         self.array = None
         try:
             self._mmap.close()

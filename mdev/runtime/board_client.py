@@ -4,6 +4,11 @@
     user thread --submit()---> process-wide socket (ordered per stream) --> device process
     user thread --reads------> device control page (shm): stream progress, errors, usage
 
+A host process runs on one cluster node of the board (``MDEV_NODE``, default 0) and sees
+only that node's devices: the runtime numbers them 0..n-1 for the user, and everything
+below the API (links, pointers, control pages, tasks) uses their board indices
+(``BoardClient.devices``; see topology.model for the mapping).
+
 The per-thread sockets let several threads block in synchronisation calls at once
 without a dispatcher thread in between; the single task socket keeps every stream's
 tasks in submission order.  A link is bound to one device process: once that process is
@@ -23,7 +28,6 @@ from typing import Callable
 
 import psutil
 
-import topology
 from mdev import protocol
 from mdev import errors as E
 from mdev.errors import AclError
@@ -48,7 +52,7 @@ class DeviceLink:
         self.board = board
         self.index = index
         try:
-            self.control = S.ControlPage(Segment(board.paths.control(index)), board.device_count)
+            self.control = S.ControlPage(Segment(board.paths.control(index)))
         except Exception as exc:   # the device is being restarted, or the board is gone
             raise self.lost(exc) from exc
         self.pid = int(self.control.header[S.H_PID])     # the device process this link talks to
@@ -244,10 +248,21 @@ class DeviceLink:
                 seg.close()
 
 
+def node_from_environment() -> int:
+    """The cluster node this process runs on: ``MDEV_NODE`` (default 0)."""
+    text = os.environ.get("MDEV_NODE", "").strip() or "0"
+    try:
+        return int(text)
+    except ValueError:
+        raise AclError(E.ACL_ERROR_RT_INVALID_DEVICEID, f"MDEV_NODE={text!r} is not a node number") from None
+
+
 class BoardClient:
-    """Attachment of this process to a board (started on demand when absent)."""
+    """Attachment of this process to a board (started on demand when absent), as a host
+    process of one of its cluster nodes."""
 
     def __init__(self, name: str | None = None) -> None:
+        node = node_from_environment()
         self.paths = BoardPaths(name)
         try:
             channel = launcher.connect(self.paths, _command_line())
@@ -259,10 +274,11 @@ class BoardClient:
         self._channel = channel
         self._lock = threading.Lock()
         self.authkey = launcher.read_key(self.paths)
-        info = self.request("attach", os.getpid(), _command_line())
+        info = self.request("attach", os.getpid(), _command_line(), node)
         self.client_id: int = info["client"]
-        self.topology = topology.from_dict(info["topology"], f"<board {self.paths.name}>")
-        self.device_count: int = info["devices"]
+        self.topology = launcher.read_topology(self.paths)
+        self.node = self.topology.node(node)
+        self.devices: range = self.node.devices     # board indices of the devices it sees
         self._links: dict[int, DeviceLink] = {}
 
     def request(self, op: str, *args):

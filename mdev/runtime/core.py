@@ -1,7 +1,12 @@
 """Process-wide runtime state and the per-thread state of the calling thread.
 
 One ``Runtime`` per host process holds the board attachment, the init and set-device
-reference counts, contexts, streams and the memory table.  Each thread has its own
+reference counts, contexts, streams and the memory table.
+
+Device numbers: the API takes and returns the device ids of this process's cluster node
+(0..n-1); inside the runtime a device is its board index (``check_device`` turns the one
+into the other, ``local_device`` turns it back), which is what links, pointers, contexts,
+streams and tasks carry.  On node 0, and on every one-node board, the two are equal.  Each thread has its own
 current context (hence current device), last error and error messages, as the CANN
 runtime specifies.  Handles given to users are integers that are never reused, so a stale
 handle is recognised instead of aliasing a newer object.
@@ -124,18 +129,25 @@ class Runtime:
         return self.board
 
     def device_count(self) -> int:
-        return self.attach().device_count
+        """Devices this process sees: its node's."""
+        return len(self.attach().devices)
 
     def link(self, device: int):
         return self.attach().link(device)
 
     def check_device(self, device) -> int:
+        """The board index of the user's device id ``device`` (of this process's node)."""
         if not isinstance(device, int) or isinstance(device, bool):
             raise AclError(E.ACL_ERROR_INVALID_PARAM, f"device id must be an int, got {device!r}")
-        if not 0 <= device < self.device_count():
-            raise AclError(E.ACL_ERROR_RT_INVALID_DEVICEID,
-                           f"device {device} does not exist (board has {self.device_count()})")
-        return device
+        devices = self.attach().devices
+        if not 0 <= device < len(devices):
+            where = f"node {self.board.node.index} has" if self.board.topology.node_count > 1 else "board has"
+            raise AclError(E.ACL_ERROR_RT_INVALID_DEVICEID, f"device {device} does not exist ({where} {len(devices)})")
+        return devices[device]
+
+    def local_device(self, device: int) -> int:
+        """The user's device id of board device ``device`` (one of this process's node)."""
+        return device - self.attach().devices.start
 
     def new_handle(self, base: int) -> int:
         return base + next(self._handles)

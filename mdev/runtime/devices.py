@@ -113,7 +113,7 @@ def reset_device(device_id: int) -> None:
         count = rt.device_refs.get(device, 0)
         if count <= 0:
             raise AclError(E.ACL_ERROR_RT_CONTEXT_RELEASE_ERROR,
-                           f"device {device} was reset more often than it was set")
+                           f"device {device_id} was reset more often than it was set")
         rt.device_refs[device] = count - 1
         if count == 1:
             if _dead_link(device):
@@ -128,7 +128,7 @@ def reset_device_force(device_id: int) -> None:
     with rt.lock:
         if rt.device_refs.get(device, 0) <= 0 and not _dead_link(device):
             raise AclError(E.ACL_ERROR_RT_CONTEXT_RELEASE_ERROR,
-                           f"device {device} holds no default context to reset")
+                           f"device {device_id} holds no default context to reset")
         rt.device_refs[device] = 0
         rt.force_reset.add(device)
         if _dead_link(device):
@@ -200,7 +200,7 @@ def get_device() -> int:
     ctx = rt.thread.context
     if (ctx is None or ctx.destroyed) and rt.default_device is not None:
         return rt.default_device
-    return rt.current_context().device
+    return rt.local_device(rt.current_context().device)
 
 
 @api(1)
@@ -220,9 +220,12 @@ def set_ts_device(ts_id: int) -> None:
 
 
 def get_soc_name() -> str:
-    return rt.attach().topology.device(0).soc_name
+    board = rt.attach()
+    return board.topology.device(board.devices[0]).soc_name
 
 
+# getters of (board device index, its topology.Device); a cluster node is a server of the
+# super-pod, the device's board index its id across the super-pod, its local id its chip
 _DEVICE_INFO = {
     C.ACL_DEV_ATTR_AICPU_CORE_NUM: lambda d, s: s.aicpu,
     C.ACL_DEV_ATTR_AICORE_CORE_NUM: lambda d, s: s.aicore,
@@ -231,9 +234,9 @@ _DEVICE_INFO = {
     C.ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE: lambda d, s: s.hbm_bytes,
     C.ACL_DEV_ATTR_L2_CACHE_SIZE: lambda d, s: s.l2_bytes,
     C.ACL_DEV_ATTR_SMP_ID: lambda d, s: 0,
-    C.ACL_DEV_ATTR_PHY_CHIP_ID: lambda d, s: d,
+    C.ACL_DEV_ATTR_PHY_CHIP_ID: lambda d, s: rt.local_device(d),
     C.ACL_DEV_ATTR_SUPER_POD_DEVICE_ID: lambda d, s: d,
-    C.ACL_DEV_ATTR_SUPER_POD_SERVER_ID: lambda d, s: 0,
+    C.ACL_DEV_ATTR_SUPER_POD_SERVER_ID: lambda d, s: rt.attach().node.index,
     C.ACL_DEV_ATTR_SUPER_POD_ID: lambda d, s: 0,
     C.ACL_DEV_ATTR_CUST_OP_PRIVILEGE: lambda d, s: 0,
     C.ACL_DEV_ATTR_MAINBOARD_ID: lambda d, s: 0,
@@ -391,9 +394,10 @@ def get_sys_param_opt(opt: int) -> int:
 
 # ---------------------------------------------------------------------------- peer access
 def _pair(device_id: int, peer_device_id: int) -> tuple[int, int]:
+    """Board indices of a device and its peer (user ids of this process's node)."""
     device, peer = rt.check_device(device_id), rt.check_device(peer_device_id)
     if device == peer:
-        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"device {device} is its own peer")
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"device {device_id} is its own peer")
     return device, peer
 
 
@@ -408,25 +412,27 @@ def device_enable_peer_access(peer_device_id: int, flags: int) -> None:
     """Let the current device reach ``peer`` (one direction; the peer needs its own call)."""
     if as_int(flags, "flags") != 0:
         raise AclError(E.ACL_ERROR_FEATURE_UNSUPPORTED, f"flags must be 0, got {flags}")
-    device, peer = _pair(rt.current_context().device, peer_device_id)
+    current = rt.local_device(rt.current_context().device)
+    device, peer = _pair(current, peer_device_id)
     topo = rt.attach().topology
     if not topo.can_access_peer(device, peer):
         route = topo.path(device, peer)
         raise AclError(E.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
-                       f"devices {device} and {peer} are connected through {route.label}, which does not "
-                       f"allow peer access on topology {topo.name!r}")
+                       f"devices {current} and {peer_device_id} are connected through {route.label}, which does "
+                       f"not allow peer access on topology {topo.name!r}")
     with rt.lock:
         if (device, peer) in rt.peer_access:
-            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"peer access {device} -> {peer} is already enabled")
+            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"peer access {current} -> {peer_device_id} is already enabled")
         rt.peer_access.add((device, peer))
 
 
 @api()
 def device_disable_peer_access(peer_device_id: int) -> None:
-    device, peer = _pair(rt.current_context().device, peer_device_id)
+    current = rt.local_device(rt.current_context().device)
+    device, peer = _pair(current, peer_device_id)
     with rt.lock:
         if (device, peer) not in rt.peer_access:
-            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"peer access {device} -> {peer} is not enabled")
+            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"peer access {current} -> {peer_device_id} is not enabled")
         rt.peer_access.discard((device, peer))
 
 

@@ -34,7 +34,7 @@ def _on_exception(link, message: tuple) -> None:
     callbacks = _callbacks()
     if not callbacks:
         return
-    info = message[1]
+    info = dict(message[1], device=rt.local_device(message[1]["device"]))   # the user's device id
     handle = next(_handles)
     with _lock:
         _infos[handle] = info

@@ -97,7 +97,7 @@ def on_attach(board) -> None:
     if not keep and origin is None:
         return
     try:
-        for device in range(board.device_count):
+        for device in board.devices:        # this process's tasks run on its node's devices only
             board.link(device).request("trace_start", board.client_id, keep, origin)
     except Exception as exc:   # tracing must never stop the program
         print(f"mdev: MDEV_TRACE / MDEV_MODEL_TIME: cannot start: {exc}", file=sys.stderr)
@@ -107,11 +107,11 @@ def on_attach(board) -> None:
         topo = _topology = board.topology
         host_on, _keep = keep or origin is not None, keep
         _clock = None if origin is None else {"origin": origin, "client": board.client_id, "end": 0.0, "ops": 0}
-        _meta.update(board=board.paths.name, topology=topo.name, devices=board.device_count,
+        _meta.update(board=board.paths.name, topology=topo.name, devices=topo.device_count,
+                     node=board.node.index,
                      links={l.id: {"type": l.type, "a": l.a, "b": l.b, "gbps": l.effective_gbps,
                                    "latency_us": l.latency_us} for l in topo.links},
-                     peers=[[a, b] for a in range(topo.device_count) for b in range(topo.device_count)
-                            if topo.can_access_peer(a, b)],
+                     peers=[[a, b] for a in board.devices for b in board.devices if topo.can_access_peer(a, b)],
                      socs=[d.soc_name for d in topo.devices],
                      device_bw=[(d.hbm_gbps, d.d2d_gbps) for d in topo.devices])
         if not _registered:
@@ -128,7 +128,7 @@ def on_detach(board) -> None:
     board.tracing = False
     with _lock:
         collected, dropped, _host, host_on, _keep, _clock = _host, 0, [], False, False, None
-    for device in range(board.device_count):
+    for device in board.devices:
         try:
             reply = board.link(device).request("trace_collect", board.client_id, True, timeout=30)
         except Exception:
@@ -174,7 +174,7 @@ def _model_host_op(rec: tuple, streams: list) -> tuple[float, float]:
     _lock held)."""
     clock = _clock
     client, begin = clock["client"], clock["end"]
-    for d in range(_topology.device_count):
+    for d in rt.attach().devices:
         rows = rt.link(d).control.ended
         mask = (rows[:, 0] == client) & (rows[:, 1] <= rec[7])
         if mask.any():

@@ -1,6 +1,6 @@
 """Virtual memory management: reserve address ranges, allocate physical memory, map one onto the other.
 
-    reserve_mem_address --> VA range in this process's VMM window [2**48 + 2**47, 2**49)
+    reserve_mem_address --> VA range in this process's VMM window [2**49, 2**49 + 2**47)
     malloc_physical     --> handle: a block of a device's HBM (the device's "malloc")
     map_mem(va, handle) --> the VA range reaches that block; every memory API takes the VA
     export / import     --> the same block in another process: a shareable uint64 through the
@@ -32,7 +32,7 @@ from mdev.runtime.memory import DEVICE, Allocation, Operand
 from mdev.runtime.validate import as_int, size
 
 PHYSICAL_HANDLES = 0x7_0000_0000
-VMM_BASE, VMM_END = address.VMM_BASE, address.VMM_END        # [2**48 + 2**47, 2**49)
+VMM_BASE, VMM_END = address.VMM_BASE, address.VMM_END        # [2**49, 2**49 + 2**47)
 KiB, MiB, GiB = address.KiB, address.MiB, address.GiB
 SHARE_PREFIX = "mdev-vmm-"
 
@@ -284,7 +284,7 @@ def malloc_physical(size_: int, prop, flags: int) -> int:
     if nbytes % grain:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"size {nbytes} is not a multiple of the allocation "
                        f"granularity {grain} (mem_get_allocation_granularity)")
-    device = p["location"]["id"]
+    device = rt.check_device(p["location"]["id"])
     policy = C.ACL_MEM_MALLOC_HUGE1G_ONLY if grain == GiB else C.ACL_MEM_MALLOC_HUGE_ONLY
     ptr = rt.link(device).request("malloc", nbytes, nbytes, grain, policy)
     ph = Physical(rt.new_handle(PHYSICAL_HANDLES), device, ptr - address.device_base(device), nbytes, p)
@@ -578,7 +578,7 @@ def mem_import_from_shareable_handle(shareable, device_id: int) -> int:
         board.request("ipc_close", key)
         raise
     prop = {"handleType": C.ACL_MEM_HANDLE_TYPE_NONE, "allocationType": C.ACL_MEM_ALLOCATION_TYPE_PINNED,
-            "memAttr": attr, "location": {"type": C.ACL_MEM_LOCATION_TYPE_DEVICE, "id": device}, "reserve": 0}
+            "memAttr": attr, "location": {"type": C.ACL_MEM_LOCATION_TYPE_DEVICE, "id": device_id}, "reserve": 0}
     ph = Physical(rt.new_handle(PHYSICAL_HANDLES), home, offset, nbytes, prop, key=key)
     with sp.lock:
         sp.handles[ph.handle] = ph
@@ -612,4 +612,4 @@ def mem_import_from_shareable_handle_v2(shareable, share_type: int, flags: int) 
     """The V2 import makes the handle on the calling thread's current device."""
     _share_type(share_type)
     _zero(flags, "flags")
-    return mem_import_from_shareable_handle(shareable, rt.current_context().device)
+    return mem_import_from_shareable_handle(shareable, rt.local_device(rt.current_context().device))
