@@ -147,15 +147,15 @@ def test_adapter_structures_have_the_header_layouts():
     """The ctypes mirrors the adapter reads and writes agree with the headers' layouts (the
     sizes and offsets test_capi_headers checks against the compiler)."""
     from test_capi_headers import OFFSETS, SIZES
-    from mdev.capi import special
+    from mdev.capi import structs as s
 
-    mirrors = {"aclrtRandomNumTaskInfo": special._RandomNumTaskInfo, "aclrtRandomParaInfo": special._RandomPara,
-               "aclrtErrorInfo": special._ErrorInfo, "aclrtUtilizationInfo": special._UtilizationInfo,
-               "aclrtUuid": special._Uuid, "aclCANNPackageVersion": special._CANNPackageVersion,
-               "aclrtPhysicalMemProp": special._PhysicalMemProp, "aclrtMemAccessDesc": special._MemAccessDesc,
-               "aclrtMemLocation": special._MemLocation, "aclrtLaunchKernelAttr": special._Attribute,
-               "aclrtBinaryLoadOption": special._Attribute, "aclrtLaunchKernelCfg": special._AttributeList,
-               "aclrtBinaryLoadOptions": special._AttributeList, "aclrtMemUceInfo": special._MemUceInfo}
+    mirrors = {"aclrtRandomNumTaskInfo": s.RandomNumTaskInfo, "aclrtRandomParaInfo": s.RandomPara,
+               "aclrtErrorInfo": s.ErrorInfo, "aclrtUtilizationInfo": s.UtilizationInfo, "aclrtUuid": s.Uuid,
+               "aclCANNPackageVersion": s.CANNPackageVersion, "aclrtPhysicalMemProp": s.PhysicalMemProp,
+               "aclrtMemAccessDesc": s.MemAccessDesc, "aclrtMemLocation": s.MemLocation,
+               "aclrtLaunchKernelAttr": s.Attribute, "aclrtBinaryLoadOption": s.Attribute,
+               "aclrtLaunchKernelCfg": s.AttributeList, "aclrtBinaryLoadOptions": s.AttributeList,
+               "aclrtMemUceInfo": s.MemUceInfo, "aclrtIpcEventHandle": s.IpcEventHandle}
     assert {name: ctypes.sizeof(kind) for name, kind in mirrors.items()} == {name: SIZES[name] for name in mirrors}
     for (struct_name, field), offset in OFFSETS.items():
         if struct_name in mirrors:
