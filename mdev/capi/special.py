@@ -31,7 +31,7 @@ from mdev.errors import AclError
 from mdev.capi import cmemory, structs
 from mdev.capi.failures import null_output, unsupported
 from mdev.capi.prototypes import CFunction
-from mdev.runtime import boundary, devices, exceptions, kernels
+from mdev.runtime import boundary, devices, exceptions, kernels, models
 
 ADAPTERS: dict[str, Callable[[CFunction, Callable | None], Callable]] = {}
 # (C function, parameter) -> how its C value becomes the implementation's argument, for the
@@ -179,6 +179,11 @@ _EXCEPTION_FIELDS = {
 @adapts(*_EXCEPTION_FIELDS)
 def _exception_field(fn, impl):
     return _EXCEPTION_FIELDS[fn.name]
+
+
+@adapts("aclrtActiveStream")
+def _active_stream(fn, impl):
+    return boundary.bind(models.active_stream)     # a model's function under an aclrt name
 
 
 # C functions returning a value (no aclError): (runtime module, function); a failure is 0
