@@ -3,7 +3,8 @@ against a ``mdev cann-home`` tree) and from a Python program that loads it with 
 
     errors.c        real codes and messages: NULL outputs, wrong sizes, bad device pointers,
                     use before aclInit / without a device, the last error, an unsupported call
-    threads.c       two threads on two devices at once, each with its own device and error
+    threads.c       two threads on two devices at once, each with its own device and error; a
+                    thread blocked in a synchronisation while the main thread releases it
     ipc_producer.c  + ipc_consumer.c: two executables share memory, an event and a notify
     callback.c      a host function and a reported callback run and call the API
     kernel.c        a kernel binary (mdev/ops.py) loaded, looked up and launched from C, with

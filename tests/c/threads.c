@@ -1,6 +1,11 @@
 /* threads.c -- two threads, one device each, submitting and synchronising at the same time:
- * each keeps its own current device and last error; neither blocks the other. */
+ * each keeps its own current device and last error; neither blocks the other.  Then a thread
+ * blocked in aclrtSynchronizeStream does not keep the main thread from releasing it (a
+ * blocking call holds no lock the API's other callers need). */
+#define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
 #include "check.h"
 
 #define ROUNDS 50
@@ -43,6 +48,48 @@ static void* run(void* arg)
     return NULL;
 }
 
+typedef struct {
+    aclrtStream stream;
+    atomic_int syncing;
+    aclError ret;
+} blocked;
+
+static void* wait_for_release(void* arg)
+{
+    blocked* b = arg;
+    aclrtSetDevice(0);
+    atomic_store(&b->syncing, 1);
+    b->ret = aclrtSynchronizeStream(b->stream);    /* held by a value wait until main writes */
+    aclrtResetDevice(0);
+    return NULL;
+}
+
+static void release_from_main(void)
+{
+    OK(aclrtSetDevice(0));
+    void* word = NULL;
+    OK(aclrtMalloc(&word, 64, ACL_MEM_MALLOC_HUGE_FIRST));
+    OK(aclrtMemset(word, 64, 0, 64));
+    blocked b = {NULL, 0, -1};
+    aclrtStream releaser = NULL;
+    OK(aclrtCreateStream(&b.stream));
+    OK(aclrtCreateStream(&releaser));
+    OK(aclrtValueWait(word, 1, ACL_STREAM_WAIT_VALUE_EQ, b.stream));
+    pthread_t thread;
+    EXPECT(pthread_create(&thread, NULL, wait_for_release, &b) == 0);
+    while (!atomic_load(&b.syncing)) {
+        struct timespec tick = {0, 1000 * 1000};
+        nanosleep(&tick, NULL);
+    }
+    OK(aclrtValueWrite(word, 1, 0, releaser));
+    pthread_join(thread, NULL);
+    EXPECT(b.ret == ACL_SUCCESS);
+    OK(aclrtDestroyStream(releaser));
+    OK(aclrtDestroyStream(b.stream));
+    OK(aclrtFree(word));
+    OK(aclrtResetDevice(0));
+}
+
 int main(void)
 {
     OK(aclInit(NULL));
@@ -61,6 +108,7 @@ int main(void)
     int32_t device = -1;
     EXPECT_RET(aclrtGetDevice(&device), ACL_ERROR_RT_CONTEXT_NULL);
     aclrtGetLastError(ACL_RT_THREAD_LEVEL);
+    release_from_main();
     OK(aclFinalize());
     printf("threads: %d failures\n", failures);
     return failures;
