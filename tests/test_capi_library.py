@@ -5,7 +5,8 @@ against a ``mdev cann-home`` tree) and from a Python program that loads it with 
                     use before aclInit / without a device, the last error, an unsupported call
     threads.c       two threads on two devices at once, each with its own device and error; a
                     thread blocked in a synchronisation while the main thread releases it
-    ipc_producer.c  + ipc_consumer.c: two executables share memory, an event and a notify
+    ipc_producer.c  + ipc_consumer.c: two executables share memory, an event and a notify;
+                    the same producer with a Python (mdev.acl) consumer
     callback.c      a host function and a reported callback run and call the API
     kernel.c        a kernel binary (mdev/ops.py) loaded, looked up and launched from C, with
                     a launch configuration; a faulting kernel reaches an exception callback
@@ -24,7 +25,7 @@ import textwrap
 
 import pytest
 
-from capi_helpers import board_env, compile_c
+from capi_helpers import ROOT, board_env, compile_c
 from conftest import PREFIX
 from helpers import extra_board
 from mdev import ops
@@ -62,6 +63,44 @@ def test_ipc_between_two_executables(tmp_path, cann_home, c_board):
     outputs = [p.communicate(timeout=120)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], "\n".join(outputs)
     assert "producer: 0 failures" in outputs[0] and "consumer: 0 failures" in outputs[1]
+
+
+# the consumer's side of tests/c/ipc_consumer.c, in Python (handles.bin: ipc.h's struct handles)
+PYTHON_CONSUMER = """
+import os, time
+import numpy as np
+import mdev.acl as acl
+while not os.path.exists("handles.bin"):
+    time.sleep(0.01)
+raw = open("handles.bin", "rb").read()
+mem_key, notify_key = (raw[i:i + 128].split(b"\\0")[0].decode() for i in (0, 128))
+assert acl.init() == 0 and acl.rt.set_device(0) == 0
+stream, _ = acl.rt.create_stream()
+dev, ret = acl.rt.ipc_mem_import_by_key(mem_key, 0)
+event, ret2 = acl.rt.ipc_open_event_handle(raw[256:320])
+notify, ret3 = acl.rt.notify_import_by_key(notify_key, 0)
+assert (ret, ret2, ret3) == (0, 0, 0), acl.get_recent_err_msg()
+assert acl.rt.stream_wait_event(stream, event) == 0 and acl.rt.synchronize_stream(stream) == 0
+host = np.zeros(8192, np.uint8)
+assert acl.rt.memcpy(acl.util.numpy_to_ptr(host), 8192, dev, 8192, acl.ACL_MEMCPY_DEVICE_TO_HOST) == 0
+assert (host == 0xAB).all()
+assert acl.rt.memset_async(dev, 8192, 0xCD, 8192, stream) == 0
+assert acl.rt.record_notify(notify, stream) == 0 and acl.rt.synchronize_stream(stream) == 0
+print("python consumer done")
+"""
+
+
+def test_ipc_between_a_c_and_a_python_program(tmp_path, cann_home, c_board):
+    """The C producer's memory key, event handle and notify key open in a Python program
+    (mdev.acl): both faces share one board's objects."""
+    producer = compile_c(cann_home, "ipc_producer.c", tmp_path / "producer")
+    env = board_env(c_board, PYTHONPATH=str(ROOT))         # this checkout's mdev, run from tmp_path
+    procs = [subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True)
+             for command in ([str(producer)], [sys.executable, "-c", PYTHON_CONSUMER])]
+    outputs = [p.communicate(timeout=120)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], "\n".join(outputs)
+    assert "producer: 0 failures" in outputs[0] and "python consumer done" in outputs[1]
 
 
 def test_default_board_started_on_demand(tmp_path, cann_home):
