@@ -25,7 +25,6 @@ import inspect
 import pkgutil
 from typing import Callable
 
-from mdev import errors as E
 from mdev import sanitizer as _sanitizer  # noqa: F401  (MDEV_SANITIZE turns it on at attach / init)
 from mdev.capi import special
 from mdev.capi.failures import null_output, unsupported
