@@ -3,7 +3,7 @@
     C program --> aclrtMalloc(&ptr, size, policy)                    (generated entry point)
       --> libmdev_embed.so: ints / bytes, GIL held --> entry("aclrtMalloc")(ptr_addr, size, policy)
       --> NULL output? 100000 and a message, before anything is done
-      --> inputs converted (strings, structures, C callbacks: mdev.capi.special)
+      --> inputs converted (strings; structures and C callbacks by mdev.capi.special)
       --> the runtime implementation, bound (mdev.runtime.boundary): errors become codes,
           the thread's last error and messages are set
       <-- ret, or (values..., ret): the entry point stores the values through the caller's
@@ -13,8 +13,9 @@ Which implementation a C function has follows the shared naming rule (mdev.runti
 aclrtMalloc -> memops.malloc, aclmdlRIBuildBegin -> models.build_begin).  Most functions
 are marshalled from their prototype alone: numbers and pointers pass as ints, ``const
 char*`` as str, and a non-const pointer to a number or handle is an output
-(mdev.capi.prototypes), one per value the implementation returns.  Those that need more (structures, strings to return, C
-callbacks, arrays) have a hand-written adapter in :mod:`mdev.capi.special`.  A function
+(mdev.capi.prototypes), one per value the implementation returns; a structure or callback
+argument takes the conversion mdev.capi.special names for it.  Functions that need more
+(strings or structures to return, arrays) have a hand-written adapter there.  A function
 with neither returns ACL_ERROR_API_NOT_SUPPORT (200001) and a message naming it.
 """
 
