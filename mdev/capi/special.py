@@ -291,6 +291,28 @@ def _struct_output(fn, impl):
     return writes_out(fn, impl, param, lambda *args: args[:at] + args[at + 1:], write)
 
 
+@adapts("aclrtGetMemUceInfo")
+def _uce_info(fn, impl):
+    """Up to ``arraySize`` entries into the caller's array; ``retSize`` says how many."""
+    def make(get):
+        def call(device, array, array_size, ret_size):
+            if not ret_size:
+                return null_output(fn, "retSize")
+            entries, ret = get(device, array_size)
+            if ret != E.ACL_SUCCESS:
+                return ret
+            for k, entry in enumerate(entries[:array_size]):
+                cmemory.store_struct(array + k * ctypes.sizeof(structs.MemUceInfo), structs.MemUceInfo, entry)
+            return min(len(entries), array_size), ret
+        return call
+    return needs(impl, fn, make)
+
+
+@adapts("aclrtMemUceRepair")
+def _uce_repair(fn, impl):
+    return needs(impl, fn, lambda repair: lambda device, array, count: repair(device, structs.uce_infos(array, count)))
+
+
 @adapts("aclrtMemSetAccess")
 def _set_access(fn, impl):
     return needs(impl, fn, lambda set_: lambda virt, size, desc, count:

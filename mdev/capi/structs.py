@@ -172,3 +172,9 @@ def launch_cfg(address: int) -> list[tuple[int, int]] | None:
 
 def load_options(address: int) -> list[tuple[int, int]] | None:
     return _attributes(address, {})
+
+
+def uce_infos(address: int, count: int) -> list[dict]:
+    """aclrtMemUceInfo[count] at ``address`` as dicts (addr, len)."""
+    return [{"addr": u.addr, "len": u.len} for u in (MemUceInfo * count).from_address(address)] \
+        if address and count else []

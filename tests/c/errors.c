@@ -54,9 +54,9 @@ int main(void)
     /* a stream handle that names nothing */
     EXPECT_RET(aclrtSynchronizeStream((aclrtStream)(uintptr_t)0x1234), ACL_ERROR_INVALID_PARAM);
 
-    /* a function mdev does not emulate says so, by name */
-    EXPECT_RET(aclrtMemUceRepair(0, NULL, 0), ACL_ERROR_API_NOT_SUPPORT);
-    EXPECT_MESSAGE("aclrtMemUceRepair is not supported by mdev");
+    /* a function mdev does not emulate (profiling) says so, by name */
+    EXPECT_RET(aclrtProfTrace(NULL, 0, NULL), ACL_ERROR_API_NOT_SUPPORT);
+    EXPECT_MESSAGE("aclrtProfTrace is not supported by mdev");
 
     OK(aclrtFree(dev));
     EXPECT_RET(aclrtFree(dev), ACL_ERROR_RT_PARAM_INVALID);
