@@ -195,7 +195,9 @@ def test_adapter_structures_have_the_header_layouts():
                "aclrtMemAccessDesc": s.MemAccessDesc, "aclrtMemLocation": s.MemLocation,
                "aclrtLaunchKernelAttr": s.Attribute, "aclrtBinaryLoadOption": s.Attribute,
                "aclrtLaunchKernelCfg": s.AttributeList, "aclrtBinaryLoadOptions": s.AttributeList,
-               "aclrtMemUceInfo": s.MemUceInfo, "aclrtIpcEventHandle": s.IpcEventHandle}
+               "aclrtMemUceInfo": s.MemUceInfo, "aclrtIpcEventHandle": s.IpcEventHandle,
+               "aclrtMallocAttribute": s.MallocAttribute, "aclrtMallocConfig": s.AttributeList,
+               "aclrtPtrAttributes": s.PtrAttributes}
     assert {name: ctypes.sizeof(kind) for name, kind in mirrors.items()} == {name: SIZES[name] for name in mirrors}
     for (struct_name, field), offset in OFFSETS.items():
         if struct_name in mirrors:

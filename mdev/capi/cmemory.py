@@ -1,6 +1,6 @@
 """The C caller's memory and functions, seen from Python (ctypes).
 
-    input value / array   --> load(type, address), read_array(type, address, n)
+    input value / array   --> load(type, address), read(address, n), read_array(type, address, n)
     structure or string out <-- write(address, data), write_text(address, capacity, value),
                                 store_struct(address, kind, values): a runtime dict into a
                                 ctypes structure (C field names or their snake_case)
@@ -20,6 +20,10 @@ import re
 
 def load(kind, address: int):
     return kind.from_address(address).value
+
+
+def read(address: int, size: int) -> bytes:
+    return ctypes.string_at(address, size)
 
 
 def write(address: int, data: bytes) -> None:
@@ -64,10 +68,14 @@ def _fill(target, values: dict) -> None:
         if isinstance(value, dict):
             _fill(getattr(target, name), value)
         elif isinstance(value, (str, bytes, list)) and issubclass(kind, ctypes.Array):
+            if isinstance(value, list) and kind._type_ is not ctypes.c_char:
+                array = getattr(target, name)
+                for i, item in enumerate(value[:len(array)]):
+                    array[i] = item
+                continue
             data = os.fsencode(value) if isinstance(value, str) else bytes(value)
-            offset = getattr(type(target), name).offset
-            ctypes.memmove(ctypes.addressof(target) + offset, data, min(len(data), ctypes.sizeof(kind) - 1
-                                                                      if isinstance(value, str) else ctypes.sizeof(kind)))
+            room = ctypes.sizeof(kind) - (1 if isinstance(value, str) else 0)      # a string keeps its NUL
+            ctypes.memmove(ctypes.addressof(target) + getattr(type(target), name).offset, data, min(len(data), room))
         elif isinstance(value, (int, float)) and not issubclass(kind, (ctypes.Array, ctypes.Structure, ctypes.Union)):
             setattr(target, name, value)
 

@@ -188,7 +188,8 @@ def _active_stream(fn, impl):
 
 # C functions returning a value (no aclError): (runtime module, function); a failure is 0
 VALUE_FUNCTIONS = {"aclDataTypeSize": ("sysinfo", "data_type_size"),
-                   "aclrtAllocatorCreateDesc": ("allocators", "allocator_create_desc")}
+                   "aclrtAllocatorCreateDesc": ("allocators", "allocator_create_desc"),
+                   "aclrtCreateStreamConfigHandle": ("stream_config", "create_stream_config_handle")}
 
 
 @adapts(*VALUE_FUNCTIONS)
@@ -229,6 +230,8 @@ CONVERSIONS.update({
     ("aclrtExceptionInfoCallbackRegister", "callback"): c_callback,
     ("aclrtExceptionInfoCallbackUnregister", "callback"): c_callback,
 })
+CONVERSIONS[("aclrtRegStreamStateCallback", "callback")] = lambda address: (
+    cmemory.c_function(address, None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p) if address else None)
 # a C allocator callback stays a C function pointer: the runtime keeps it and hands it back
 CONVERSIONS.update({(f"aclrtAllocatorSet{what}FuncToDesc", "func"): int
                     for what in ("Alloc", "Free", "AllocAdvise", "GetAddrFromBlock")})
@@ -264,6 +267,12 @@ CONVERSIONS.update({
     ("aclrtBinaryLoadFromData", "options"): structs.load_options,
     ("aclrtMemImportFromShareableHandleV2", "shareableHandle"): _shareable_at,
     ("aclsysGetVersionNum", "pkgName"): c_text,
+    ("aclrtMallocWithCfg", "cfg"): structs.malloc_cfg,
+    ("aclrtMallocForTaskScheduler", "cfg"): structs.malloc_cfg,
+    ("aclrtMallocHostWithCfg", "cfg"): structs.malloc_cfg,
+    # a stream configuration is a handle the runtime made (an aclrtStreamConfigHandle* to C)
+    ("aclrtDestroyStreamConfigHandle", "handle"): int,
+    ("aclrtCreateStreamV2", "handle"): int,
 })
 
 # C function -> (its structure output parameter, the structure): the implementation returns
@@ -275,6 +284,7 @@ STRUCT_OUTPUTS = {
     "aclrtGetDeviceUtilizationRate": ("utilizationInfo", structs.UtilizationInfo),
     "aclrtDeviceGetUuid": ("uuid", structs.Uuid),
     "aclsysGetCANNVersion": ("version", structs.CANNPackageVersion),
+    "aclrtPointerGetAttributes": ("attributes", structs.PtrAttributes),
 }
 
 
@@ -311,6 +321,14 @@ def _uce_info(fn, impl):
 @adapts("aclrtMemUceRepair")
 def _uce_repair(fn, impl):
     return needs(impl, fn, lambda repair: lambda device, array, count: repair(device, structs.uce_infos(array, count)))
+
+
+@adapts("aclrtSetStreamConfigOpt")
+def _stream_config_opt(fn, impl):
+    """``attrValue`` points to a value of ``valueSize`` bytes (a size_t or a uint32_t)."""
+    def value(address: int, size: int):
+        return int.from_bytes(cmemory.read(address, min(size, 8)), "little") if address else None
+    return needs(impl, fn, lambda set_: lambda handle, attr, address, size: set_(handle, attr, value(address, size), size))
 
 
 @adapts("aclrtMemSetAccess")
@@ -418,6 +436,13 @@ def _label_list(fn, impl):
     return writes_out(fn, impl, "labelList",
                       lambda labels, num, out: (cmemory.read_array(_U64, labels, num) if labels else None, num),
                       _word)
+
+
+@adapts("aclrtNotifyBatchReset")
+def _notify_batch_reset(fn, impl):
+    """``aclrtNotify* notifies`` is an input array of ``num`` notifies."""
+    return needs(impl, fn, lambda reset: lambda notifies, num:
+                 reset(cmemory.read_array(_U64, notifies, num) if notifies else None, num))
 
 
 def _pids(address: int, count: int) -> list[int]:

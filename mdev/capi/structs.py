@@ -6,6 +6,7 @@
         aclrtMemLocation, aclrtMemAccessDesc[n], aclrtPlaceHolderInfo[n]
         aclrtLaunchKernelCfg          -> launch_cfg()           [(attribute id, value)]
         aclrtBinaryLoadOptions        -> load_options()
+    aclrtMallocConfig             -> malloc_cfg()           (mdev.runtime.memops' dict)
     runtime dict --cmemory.store_struct--> the caller's structure  (outputs: the mirrors below)
 
 Only layouts are here; tests/test_capi_library.py checks them against the compiler's.
@@ -56,6 +57,14 @@ class Attribute(ctypes.Structure):
 class AttributeList(ctypes.Structure):
     """aclrtLaunchKernelCfg / aclrtBinaryLoadOptions: a pointer to n of them, and n."""
     _fields_ = [("items", ctypes.c_uint64), ("count", ctypes.c_size_t)]
+
+
+class MallocAttribute(ctypes.Structure):
+    _fields_ = [("attr", ctypes.c_int32), ("value", ctypes.c_uint8 * 8)]
+
+
+class PtrAttributes(ctypes.Structure):
+    _fields_ = [("location", MemLocation), ("pageSize", ctypes.c_uint32), ("rsv", ctypes.c_uint32 * 4)]
 
 
 class PlaceHolder(ctypes.Structure):
@@ -178,3 +187,18 @@ def uce_infos(address: int, count: int) -> list[dict]:
     """aclrtMemUceInfo[count] at ``address`` as dicts (addr, len)."""
     return [{"addr": u.addr, "len": u.len} for u in (MemUceInfo * count).from_address(address)] \
         if address and count else []
+
+
+# bytes of each malloc attribute's union member
+_MALLOC_ATTRIBUTE_BYTES = {C.ACL_RT_MEM_ATTR_MODULE_ID: 2}
+
+
+def malloc_cfg(address: int) -> dict | None:
+    """aclrtMallocConfig at ``address``: {"attrs": [{"attr", "value"}], "numAttrs"} (None for NULL)."""
+    if not address:
+        return None
+    listing = AttributeList.from_address(address)
+    items = (MallocAttribute * listing.count).from_address(listing.items) if listing.items and listing.count else []
+    attrs = [{"attr": a.attr, "value": int.from_bytes(bytes(a.value)[:_MALLOC_ATTRIBUTE_BYTES.get(a.attr, 4)], "little")}
+             for a in items]
+    return {"attrs": attrs, "numAttrs": listing.count}
