@@ -438,6 +438,33 @@ def _label_list(fn, impl):
                       _word)
 
 
+@adapts("aclrtMemcpyBatch", "aclrtMemcpyBatchV2", "aclrtMemcpyBatchAsync", "aclrtMemcpyBatchAsyncV2")
+def _memcpy_batch(fn, impl):
+    """The arrays (numBatches copies, numAttrs attributes) are read from the caller; failIndex
+    (where the prototype has it) is written whether the batch succeeds or not."""
+    names = [p.name for p in fn.params]
+
+    def make(copy):
+        def call(*args):
+            a = dict(zip(names, args))
+            if "failIndex" in a and not a["failIndex"]:
+                return null_output(fn, "failIndex")
+            n, k = a["numBatches"], a["numAttrs"]
+
+            def words(name: str, count: int):
+                return cmemory.read_array(_U64, a[name], count) if a[name] else None
+            result = copy(words("dsts", n), words("destMaxs", n), words("srcs", n), words("sizes", n), n,
+                          structs.batch_attrs(a["attrs"], k), words("attrsIndexes", k), k,
+                          *((a["stream"],) if "stream" in a else ()))
+            if "failIndex" not in a:
+                return result
+            index, ret = result
+            _word(a["failIndex"], index)
+            return ret
+        return call
+    return needs(impl, fn, make)
+
+
 @adapts("aclrtNotifyBatchReset")
 def _notify_batch_reset(fn, impl):
     """``aclrtNotify* notifies`` is an input array of ``num`` notifies."""

@@ -7,6 +7,7 @@
         aclrtLaunchKernelCfg          -> launch_cfg()           [(attribute id, value)]
         aclrtBinaryLoadOptions        -> load_options()
     aclrtMallocConfig             -> malloc_cfg()           (mdev.runtime.memops' dict)
+    aclrtMemcpyBatchAttr[n]       -> batch_attrs()
     runtime dict --cmemory.store_struct--> the caller's structure  (outputs: the mirrors below)
 
 Only layouts are here; tests/test_capi_library.py checks them against the compiler's.
@@ -57,6 +58,10 @@ class Attribute(ctypes.Structure):
 class AttributeList(ctypes.Structure):
     """aclrtLaunchKernelCfg / aclrtBinaryLoadOptions: a pointer to n of them, and n."""
     _fields_ = [("items", ctypes.c_uint64), ("count", ctypes.c_size_t)]
+
+
+class MemcpyBatchAttr(ctypes.Structure):
+    _fields_ = [("dstLoc", MemLocation), ("srcLoc", MemLocation), ("rsv", ctypes.c_uint8 * 16)]
 
 
 class MallocAttribute(ctypes.Structure):
@@ -202,3 +207,9 @@ def malloc_cfg(address: int) -> dict | None:
     attrs = [{"attr": a.attr, "value": int.from_bytes(bytes(a.value)[:_MALLOC_ATTRIBUTE_BYTES.get(a.attr, 4)], "little")}
              for a in items]
     return {"attrs": attrs, "numAttrs": listing.count}
+
+
+def batch_attrs(address: int, count: int) -> list[dict]:
+    """aclrtMemcpyBatchAttr[count] at ``address`` as {"dstLoc", "srcLoc"} dicts."""
+    return [{"dstLoc": _location(a.dstLoc), "srcLoc": _location(a.srcLoc)}
+            for a in (MemcpyBatchAttr * count).from_address(address)] if address and count else []
