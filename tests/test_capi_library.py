@@ -197,7 +197,9 @@ def test_adapter_structures_have_the_header_layouts():
                "aclrtLaunchKernelCfg": s.AttributeList, "aclrtBinaryLoadOptions": s.AttributeList,
                "aclrtMemUceInfo": s.MemUceInfo, "aclrtIpcEventHandle": s.IpcEventHandle,
                "aclrtMallocAttribute": s.MallocAttribute, "aclrtMallocConfig": s.AttributeList,
-               "aclrtPtrAttributes": s.PtrAttributes, "aclrtMemcpyBatchAttr": s.MemcpyBatchAttr}
+               "aclrtPtrAttributes": s.PtrAttributes, "aclrtMemcpyBatchAttr": s.MemcpyBatchAttr,
+               "aclrtCntNotifyRecordInfo": s.CntNotifyRecordInfo, "aclrtCntNotifyWaitInfo": s.CntNotifyWaitInfo,
+               "aclrtMemUsageInfo": s.MemUsageInfo}
     assert {name: ctypes.sizeof(kind) for name, kind in mirrors.items()} == {name: SIZES[name] for name in mirrors}
     for (struct_name, field), offset in OFFSETS.items():
         if struct_name in mirrors:

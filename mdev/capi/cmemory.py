@@ -3,7 +3,8 @@
     input value / array   --> load(type, address), read(address, n), read_array(type, address, n)
     structure or string out <-- write(address, data), write_text(address, capacity, value),
                                 store_struct(address, kind, values): a runtime dict into a
-                                ctypes structure (C field names or their snake_case)
+                                ctypes structure (C field names or their snake_case);
+                                load_struct(address, kind): the other way
     C function pointer    --> c_function(address, signature): a Python callable calling it
 
 An address is the caller's pointer as an int: the adapter receives every pointer that way
@@ -85,3 +86,16 @@ def store_struct(address: int, kind, values: dict) -> None:
     for nested structures; strings NUL-terminated; fields without a value stay zero)."""
     ctypes.memset(address, 0, ctypes.sizeof(kind))
     _fill(kind.from_address(address), values)
+
+
+def load_struct(address: int, kind) -> dict | None:
+    """The ``kind`` structure at ``address`` as a dict of its C field names (None for NULL)."""
+    return _fields(kind.from_address(address)) if address else None
+
+
+def _fields(value):
+    if isinstance(value, (ctypes.Structure, ctypes.Union)):
+        return {name: _fields(getattr(value, name)) for name, _ in value._fields_}
+    if isinstance(value, ctypes.Array):
+        return [_fields(item) for item in value]
+    return value

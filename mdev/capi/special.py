@@ -273,6 +273,8 @@ CONVERSIONS.update({
     # a stream configuration is a handle the runtime made (an aclrtStreamConfigHandle* to C)
     ("aclrtDestroyStreamConfigHandle", "handle"): int,
     ("aclrtCreateStreamV2", "handle"): int,
+    ("aclrtCntNotifyRecord", "info"): lambda address: cmemory.load_struct(address, structs.CntNotifyRecordInfo),
+    ("aclrtCntNotifyWaitWithTimeout", "info"): lambda address: cmemory.load_struct(address, structs.CntNotifyWaitInfo),
 })
 
 # C function -> (its structure output parameter, the structure): the implementation returns
@@ -314,6 +316,40 @@ def _uce_info(fn, impl):
             for k, entry in enumerate(entries[:array_size]):
                 cmemory.store_struct(array + k * ctypes.sizeof(structs.MemUceInfo), structs.MemUceInfo, entry)
             return min(len(entries), array_size), ret
+        return call
+    return needs(impl, fn, make)
+
+
+@adapts("aclrtGetMemUsageInfo")
+def _mem_usage(fn, impl):
+    """Up to ``inputNum`` entries into the caller's array; ``outputNum`` says how many."""
+    def make(get):
+        def call(device, array, input_num, output_num):
+            for pointer, name in ((array, "memUsageInfo"), (output_num, "outputNum")):
+                if not pointer:
+                    return null_output(fn, name)
+            entries, ret = get(device, input_num)
+            if ret != E.ACL_SUCCESS:
+                return ret
+            for k, entry in enumerate(entries[:input_num]):
+                cmemory.store_struct(array + k * ctypes.sizeof(structs.MemUsageInfo), structs.MemUsageInfo, entry)
+            return min(len(entries), input_num), ret
+        return call
+    return needs(impl, fn, make)
+
+
+@adapts("aclrtCheckMemType")
+def _check_mem_type(fn, impl):
+    """``void** addrList`` is an input array of ``size`` addresses; the result is a uint32_t."""
+    def make(check):
+        def call(addr_list, count, mem_type, result, reserve):
+            if not result:
+                return null_output(fn, "checkResult")
+            value, ret = check(cmemory.read_array(_U64, addr_list, count) if addr_list else None, count, mem_type,
+                               reserve)
+            if ret == E.ACL_SUCCESS:
+                cmemory.write(result, bytes(ctypes.c_uint32(value)))
+            return ret
         return call
     return needs(impl, fn, make)
 

@@ -64,6 +64,20 @@ class MemcpyBatchAttr(ctypes.Structure):
     _fields_ = [("dstLoc", MemLocation), ("srcLoc", MemLocation), ("rsv", ctypes.c_uint8 * 16)]
 
 
+class CntNotifyRecordInfo(ctypes.Structure):
+    _fields_ = [("mode", ctypes.c_int32), ("value", ctypes.c_uint32)]
+
+
+class CntNotifyWaitInfo(ctypes.Structure):
+    _fields_ = [("mode", ctypes.c_int32), ("value", ctypes.c_uint32), ("timeout", ctypes.c_uint32),
+                ("isClear", ctypes.c_uint8), ("rsv", ctypes.c_uint8 * 3)]
+
+
+class MemUsageInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * 32), ("curMemSize", ctypes.c_uint64), ("memPeakSize", ctypes.c_uint64),
+                ("reserved", ctypes.c_size_t * 8)]
+
+
 class MallocAttribute(ctypes.Structure):
     _fields_ = [("attr", ctypes.c_int32), ("value", ctypes.c_uint8 * 8)]
 
