@@ -15,9 +15,10 @@
     bench.sanitize  small-task rate with the sanitizer (memcheck+racecheck, all checks) vs without
     bench.hccl      collectives like hccl_test: per size wall and modelled time, algbw / busbw,
                     HCCL's formula and modelled / formula, numpy doing the same reduction
+    bench.capi      the same small-task loops from C (libascendcl.so) and from Python: the C layer's cost
 
 Each group starts its own board (``bench-<pid>-<tag>``) and stops it when done.
 """
 
 GROUPS = ("copies", "tasks", "startup", "kernels", "ipc", "async_tasks", "p2p", "graph", "trace", "sanitize",
-          "hccl")
+          "hccl", "capi")

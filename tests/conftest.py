@@ -5,6 +5,7 @@
                  starts with no device set, no streams and no allocations
     board8       the full 8-device HCCS preset (small HBM), for the few tests that need it
     run_py       runs a Python snippet in a separate host process attached to a board
+    cann_home    a CANN toolkit tree (mdev cann-home) for the C and C++ tests
 
 Board names start with ``pytest-<pid>-`` so parallel workers (pytest -n 2) never share
 one; at the end of the session no /dev/shm segment of those boards may remain.
@@ -93,3 +94,14 @@ def run_py():
 
 def board_paths(name: str) -> BoardPaths:
     return BoardPaths(name)
+
+
+@pytest.fixture(scope="session")
+def cann_home(tmp_path_factory):
+    """A CANN tree built by ``mdev cann-home DIR`` for this test process (C/C++ tests)."""
+    home = tmp_path_factory.mktemp("cann")
+    proc = subprocess.run([sys.executable, "-m", "mdev.cli.main", "cann-home", str(home)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == str(home.resolve())
+    return home.resolve()

@@ -1,14 +1,13 @@
 """mdev's CANN C headers (mdev/capi/include): they compile, agree with mdev's Python
 constants and error codes, match functions.tsv, and build the CANN runtime samples.
 
-Needs gcc and g++; no board is started.  The samples are looked for in
-``$MDEV_CANN_SAMPLES`` (default /work/shared/cann-samples), compiled from where they are
-with ``-fsyntax-only`` and never copied.
+Needs gcc and g++; no board is started.  The samples are found as
+tests/capi_helpers.py says, compiled from where they are with ``-fsyntax-only`` and never
+copied.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import struct
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from capi_helpers import samples_dir
 from mdev.capi import functions_tsv, include_dir, inventory
 
 try:  # the ground-floor modules (being moved there); mdev.acl keeps them until then
@@ -35,7 +35,7 @@ INCLUDE = include_dir()
 C11 = ["-std=c11", "-Wall", "-Wextra", "-Werror"]
 CXX17 = ["-std=c++17", "-D_GLIBCXX_USE_CXX11_ABI=0", "-Wall", "-Werror"]  # the samples' flags
 PEDANTIC = ["-Wextra", "-Wpedantic"]
-SAMPLES = Path(os.environ.get("MDEV_CANN_SAMPLES", "/work/shared/cann-samples"))
+SAMPLES = samples_dir() or Path("/work/shared/cann-samples")
 
 
 def compile_ok(compiler: str, flags: list[str], source: Path, *extra: str, cwd: Path | None = None) -> None:

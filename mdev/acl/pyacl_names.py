@@ -17,6 +17,7 @@ import sys
 import types
 
 from mdev.acl.unsupported import FAMILY, FUNCTIONS, PARTIAL_MODULES, STUB_MODULES, reason, stub_module
+from mdev.runtime import names
 
 
 # ----------------------------------------------------------------------------- status
@@ -67,29 +68,7 @@ def counts() -> dict[str, dict[str, int]]:
 
 
 # ----------------------------------------------------------------------------- C names
-_C_OVERRIDES = {
-    ("rt", "set_context"): "aclrtSetCurrentContext",
-    ("rt", "get_context"): "aclrtGetCurrentContext",
-    ("rt", "unsubscribe_report"): "aclrtUnSubscribeReport",
-    ("rt", "binary_unload"): "aclrtBinaryUnLoad",
-    ("rt", "set_op_execute_timeout_v2"): "aclrtSetOpExecuteTimeOutV2",
-    ("rt", "get_op_timeout_interval"): "aclrtGetOpTimeOutInterval",
-    ("", "get_version"): "aclrtGetVersion",
-    ("", "get_soc_name"): "aclrtGetSocName",
-    ("", "get_cann_version"): "aclsysGetCANNVersion",
-    ("", "get_version_str"): "aclsysGetVersionStr",
-    ("", "app_log"): "ACL_APP_LOG",
-}
-
-
-def c_name(module: str, name: str) -> str:
-    if (module, name) in _C_OVERRIDES:
-        return _C_OVERRIDES[module, name]
-    camel = "".join(part[:1].upper() + part[1:] for part in name.split("_"))
-    prefix = {"": "acl", "rt": "aclrt", "mdl": "aclmdl"}.get(module, "")
-    if module == "mdl" and name.startswith("ri_"):
-        camel = "RI" + camel[2:]
-    return prefix + camel if prefix else ""
+c_name = names.c_name          # the shared naming rule (mdev.runtime.names)
 
 
 # ----------------------------------------------------------------------------- markdown

@@ -1,9 +1,22 @@
-"""The C adapter face (headers now; the library behind them next).
+"""The C face: mdev's CANN headers, and the C library behind them.
 
-``include/`` is laid out like the ``include/`` directory of a CANN package (``acl/acl.h``,
-``acl/acl_rt.h``, ``acl/error_codes/...``): put :func:`include_dir` on the include path and
-a CANN program's ``#include "acl/acl.h"`` finds mdev's declarations.  ``functions.tsv``
-lists every declared function (written by :mod:`mdev.capi.inventory`).
+    C/C++ program --> lib64/libascendcl.so  (entry points generated from functions.tsv)
+                  --> lib64/libmdev_embed.so (CPython embedded: started, or joined in a Python program)
+                  --> mdev.capi.adapter      (this face: C arguments -> mdev.runtime -> C results)
+                  --> mdev.runtime --> board / device processes
+
+    include/        the headers, laid out like a CANN package's include/ (acl/acl.h, ...)
+    functions.tsv   every declared function (written by mdev.capi.inventory)
+    prototypes      functions.tsv as typed prototypes: how each argument crosses, which are outputs
+    generate        the C entry points of a face;  build: compiling the libraries
+    csrc/           the loader (mdev_embed.c / .h);  embedding: its Python side
+    adapter         entry(name): each function marshalled onto its runtime implementation
+    special         the hand-written adapters;  structs: ctypes mirrors of the headers' structures
+    cmemory         the caller's memory and C functions from Python;  failures: NULL outputs, 200001
+    cann_home       the CANN-shaped tree (``mdev cann-home``);  soc: the board's SoC for setenv.bash
+
+Put :func:`include_dir` on the include path and a CANN program's ``#include "acl/acl.h"``
+finds mdev's declarations; ``mdev cann-home`` builds the libraries next to a copy of them.
 """
 
 from __future__ import annotations

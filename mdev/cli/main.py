@@ -7,6 +7,7 @@
     mdev trace summary|plot FILE     read a timeline trace (MDEV_TRACE / mdev run --trace)
     mdev whatif prog.py --topology A --topology B   compare a program on several topologies
     mdev bench [group ...]           the benchmark suite (python -m bench)
+    mdev cann-home [DIR]             a CANN toolkit tree for C/C++ programs (prints its path)
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mdev.cli import bench, board, run, topo, trace, whatif
+from mdev.cli import bench, board, cann_home, run, topo, trace, whatif
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_parser(sub)
     whatif.add_parser(sub)
     bench.add_parser(sub)
+    cann_home.add_parser(sub)
     return parser
 
 

@@ -1,0 +1,108 @@
+"""The C layer's cost: the same small-task loops from C (libascendcl.so) and from Python (mdev.acl).
+
+    round trip    2,000 x (memset_async of 4 bytes + synchronize_stream) on one stream
+    submission    20,000 x memset_async of 4 bytes, then one synchronize_stream (kernel-free
+                  task submission: what a launch-bound C program spends per task)
+    trivial call  2,000 x aclrtGetDevice / acl.rt.get_device: the layer's own cost, with no
+                  device work behind it
+
+The C side is bench/c/small_tasks.c, compiled against a fresh ``mdev cann-home`` tree and run
+as its own process on the same board; its passes alternate with the Python passes of this
+process, and each figure is the best of three.  Both check every return code.
+Target: a C call costs no more than 1.2x the Python call (round trip and submission).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import Result, check, dedicated_board, print_table
+
+ROUNDS, TASKS, PASSES = 2_000, 20_000, 3
+SOURCE = Path(__file__).resolve().parent / "c" / "small_tasks.c"
+
+
+def _compile(work: Path) -> Path:
+    from mdev.capi.cann_home import make
+
+    home = make(work / "cann", log=lambda line: None)
+    binary = work / "small_tasks"
+    subprocess.run(["gcc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{home / 'include'}", str(SOURCE),
+                    "-o", str(binary), f"-L{home / 'lib64'}", "-lascendcl", f"-Wl,-rpath,{home / 'lib64'}"],
+                   check=True)
+    return binary
+
+
+def _c_pass(binary: Path) -> dict[str, float]:
+    out = subprocess.run([str(binary), str(ROUNDS), str(TASKS), "1"], capture_output=True, text=True,
+                         check=True).stdout
+    return {name: float(value) for name, value in (line.split() for line in out.splitlines())}
+
+
+def _python_pass(acl, stream, dev) -> dict[str, float]:
+    memset_async, sync, get_device = acl.rt.memset_async, acl.rt.synchronize_stream, acl.rt.get_device
+    clock = time.perf_counter
+    t0 = clock()
+    for i in range(ROUNDS):
+        if memset_async(dev, 4, i & 0xFF, 4, stream) or sync(stream):
+            check(1, "memset_async + synchronize_stream")
+    t1 = clock()
+    for i in range(TASKS):
+        if memset_async(dev, 4, i & 0xFF, 4, stream):
+            check(1, "memset_async")
+    check(sync(stream), "synchronize_stream")
+    t2 = clock()
+    for _ in range(ROUNDS):
+        if get_device()[1]:
+            check(1, "get_device")
+    t3 = clock()
+    return {"round_trip": (t1 - t0) / ROUNDS, "submission": (t2 - t1) / TASKS, "trivial": (t3 - t2) / ROUNDS}
+
+
+def run() -> list[Result]:
+    import mdev.acl as acl
+
+    with tempfile.TemporaryDirectory(prefix="mdev-bench-capi-") as work, \
+            dedicated_board("capi", "laptop2", hbm=256 << 20):
+        binary = _compile(Path(work))
+        check(acl.rt.set_device(0), "set_device")
+        stream, ret = acl.rt.create_stream()
+        check(ret, "create_stream")
+        dev, ret = acl.rt.malloc(4096, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+        check(ret, "malloc")
+        _python_pass(acl, stream, dev)                     # warm-up of both sides
+        _c_pass(binary)
+        best_c: dict[str, float] = {}
+        best_py: dict[str, float] = {}
+        for _ in range(PASSES):
+            for best, figures in ((best_py, _python_pass(acl, stream, dev)), (best_c, _c_pass(binary))):
+                for name, value in figures.items():
+                    best[name] = min(best.get(name, value), value)
+        check(acl.rt.free(dev), "free")
+        check(acl.rt.destroy_stream(stream), "destroy_stream")
+        check(acl.rt.reset_device(0), "reset_device")
+
+    us = 1e6
+    rows = [("memset_async(4 B) + synchronize_stream, from C", "round_trip", True),
+            ("memset_async(4 B) submission, from C", "submission", True),
+            ("aclrtGetDevice, from C (no device work)", "trivial", False)]
+    results = []
+    for figure, key, targeted in rows:
+        c, py = best_c[key] * us, best_py[key] * us
+        results.append(Result(figure, c, "us/call", py, "us/call", "the same loop in Python", c / py,
+                              ("ratio", "<=", 1.2) if targeted else None,
+                              note=f"the C layer adds {c - py:+.2f} us per call"))
+    return results
+
+
+def main() -> list[Result]:
+    results = run()
+    print_table("C ABI: per-call cost from C vs Python (same run)", results)
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""The C face: every C entry point of libascendcl.so as a Python callable over mdev.runtime.
+
+    C program --> aclrtMalloc(&ptr, size, policy)                    (generated entry point)
+      --> libmdev_embed.so: ints / bytes, GIL held --> entry("aclrtMalloc")(ptr_addr, size, policy)
+      --> NULL output? 100000 and a message, before anything is done
+      --> inputs converted (strings; structures and C callbacks by mdev.capi.special)
+      --> the runtime implementation, bound (mdev.runtime.boundary): errors become codes,
+          the thread's last error and messages are set
+      <-- ret, or (values..., ret): the entry point stores the values through the caller's
+          output pointers (as pyACL returns outputs first, then ret)
+
+Which implementation a C function has follows the shared naming rule (mdev.runtime.names:
+aclrtMalloc -> memops.malloc, aclmdlRIBuildBegin -> models.build_begin).  Most functions
+are marshalled from their prototype alone: numbers and pointers pass as ints, ``const
+char*`` as str, and a non-const pointer to a number or handle is an output
+(mdev.capi.prototypes), one per value the implementation returns; a structure or callback
+argument takes the conversion mdev.capi.special names for it.  Functions that need more
+(strings or structures to return, arrays) have a hand-written adapter there.  A function
+with neither returns ACL_ERROR_API_NOT_SUPPORT (200001) and a message naming it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from typing import Callable
+
+from mdev import sanitizer as _sanitizer  # noqa: F401  (MDEV_SANITIZE turns it on at attach / init)
+from mdev.capi import special
+from mdev.capi.failures import null_output, unsupported
+from mdev.capi.prototypes import CFunction, Param, by_name
+import mdev.runtime
+from mdev.runtime import boundary, names
+
+# runtime modules whose functions have another C prefix than aclrt*
+_MODULE_GROUPS = {"lifecycle": "", "sysinfo": "", "models": "mdl"}
+_MODULE_PREFIX = {"models": "ri_"}
+
+
+def implementations() -> dict[tuple[str, str], Callable]:
+    """(group, snake_case name) -> every ``@api`` function of mdev.runtime."""
+    found = {}
+    for info in pkgutil.iter_modules(mdev.runtime.__path__):
+        module = importlib.import_module(f"mdev.runtime.{info.name}")
+        group = _MODULE_GROUPS.get(info.name, "rt")
+        for name, fn in vars(module).items():
+            if getattr(fn, "api_shape", None) is not None and fn.__module__ == module.__name__:
+                key = (group, _MODULE_PREFIX.get(info.name, "") + name)
+                if key in found:
+                    raise RuntimeError(f"{key} is implemented twice: {found[key].__module__}, {module.__name__}")
+                found[key] = fn
+    return found
+
+
+def implementation(cname: str, table: dict) -> Callable | None:
+    """The runtime function behind C function ``cname``: the same group and name, or the same
+    name in the other of acl*/aclrt* when the headers do not declare both spellings."""
+    group, name = names.snake_name(cname)
+    fn = table.get((group, name))
+    if fn is None and group in ("", "rt"):
+        other = "rt" if group == "" else ""
+        if names.c_name(other, name) not in by_name():
+            fn = table.get((other, name))
+    return fn
+
+
+# ---------------------------------------------------------------------------- marshalling
+class NotMarshallable(Exception):
+    """The prototype alone does not say how to call the implementation."""
+
+
+def _input(fn: CFunction, p: Param) -> Callable | None:
+    """How an argument as the C side passes it becomes the implementation's argument."""
+    t = p.type
+    if (fn.name, p.name) in special.CONVERSIONS:
+        return special.CONVERSIONS[fn.name, p.name]
+    if t.passing == "s":
+        return special.string
+    if not t.stars and t.typedef is not None and t.typedef.kind == "function":
+        raise NotMarshallable(f"{p.name} is a C callback ({t.spelling})")
+    if t.passing == "b" or (t.stars and t.base not in ("void", "char") and t.pointee().scalar is None):
+        raise NotMarshallable(f"{p.name} is a structure ({t.spelling})")
+    return None
+
+
+def marshalled(fn: CFunction, impl: Callable) -> Callable:
+    """The entry point of ``fn`` over ``impl`` from the prototype (NotMarshallable if it cannot).
+
+    It returns what the bound implementation returns, ``ret`` or ``(values..., ret)``: the
+    C entry point stores the values through its output parameters."""
+    if fn.ret.spelling != "aclError":
+        raise NotMarshallable(f"returns {fn.ret.spelling}")
+    outputs = [(i, p.name) for i, p in enumerate(fn.params) if p.is_output]
+    inputs = [(i, _input(fn, p)) for i, p in enumerate(fn.params) if not p.is_output]
+    n_out, failed = impl.api_shape
+    if n_out != len(outputs):
+        raise NotMarshallable(f"{len(outputs)} output pointers, the implementation returns {n_out} values")
+    try:
+        inspect.signature(impl).bind(*(None for _ in inputs))
+    except TypeError as exc:
+        raise NotMarshallable(f"inputs do not fit {impl.__name__}: {exc}") from None
+    bound = boundary.bind(impl, n_out, failed)
+    if not outputs and all(convert is None for _, convert in inputs):
+        return bound                       # the C arguments are the implementation's arguments
+    pick = [i for i, _ in inputs]
+    converting = [(k, i, convert) for k, (i, convert) in enumerate(inputs) if convert is not None]
+
+    def call(*args):
+        for i, name in outputs:
+            if not args[i]:
+                return null_output(fn, name)
+        values = [args[i] for i in pick]
+        for k, i, convert in converting:
+            values[k] = convert(args[i])
+        return bound(*values)
+
+    call.__name__ = fn.name
+    return call
+
+
+# ---------------------------------------------------------------------------- entry points
+_IMPLEMENTATIONS: dict | None = None
+
+
+def build(cname: str) -> Callable:
+    """The Python callable behind C function ``cname`` (what :func:`entry` hands the library)."""
+    global _IMPLEMENTATIONS
+    if _IMPLEMENTATIONS is None:
+        _IMPLEMENTATIONS = implementations()
+    fn = by_name()[cname]
+    if cname in special.ADAPTERS:
+        return special.ADAPTERS[cname](fn, implementation(cname, _IMPLEMENTATIONS))
+    impl = implementation(cname, _IMPLEMENTATIONS)
+    if impl is None:
+        return unsupported(fn, "not emulated yet")
+    try:
+        return marshalled(fn, impl)
+    except NotMarshallable as exc:
+        return unsupported(fn, f"the C adapter cannot pass its arguments yet: {exc}")
+
+
+def entry(cname: str) -> Callable:
+    """Called once per C function by libmdev_embed.so, on the function's first call."""
+    return build(cname)

@@ -1,0 +1,125 @@
+"""Compiling mdev's C libraries with the system compiler (called by ``mdev cann-home``).
+
+    mdev/capi/csrc/mdev_embed.{c,h} ----------------------------> lib64/libmdev_embed.so
+        + mdev_config.h (this interpreter, this checkout)           (links libpython3.x.so)
+    functions.tsv --generate--> src/acl_entries.c --------------> lib64/libascendcl.so
+                                                                    libacl_rt.so, libacl_rt_impl.so
+                                                                    (links to libascendcl.so)
+
+One library answers to the three names CANN programs link (its SONAME is libascendcl.so,
+so a program linking any of them loads it once).  Everything is compiled with
+``-Wall -Wextra -Werror``; the generated C is written next to the libraries (``src/``),
+never into the source tree.  A build whose inputs (sources, interpreter, flags) have not
+changed is skipped, so refreshing a tree is quick.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+import mdev
+from mdev.capi import generate, include_dir, prototypes
+
+CSRC = Path(__file__).resolve().parent / "csrc"
+FLAGS = ["-std=c11", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wall", "-Wextra", "-Werror"]
+EMBED = "libmdev_embed.so"
+
+
+@dataclass(frozen=True)
+class Library:
+    """A shared library over one face: its entry points, its name and the names it also answers to."""
+    face: generate.Face
+    name: str
+    aliases: tuple[str, ...] = ()
+
+
+# libhccl.so over mdev.hccl would be one more Library here (its face: HCCL's functions,
+# headers and adapter module)
+LIBRARIES = (
+    Library(generate.Face("acl", "mdev.capi.adapter", ("acl/acl.h", "acl/acl_rt_allocator.h"),
+                          prototypes.functions()),
+            "libascendcl.so", ("libacl_rt.so", "libacl_rt_impl.so")),
+)
+
+
+class BuildError(Exception):
+    pass
+
+
+def compiler() -> str:
+    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
+    if not cc:
+        raise BuildError("no C compiler found (install gcc, or set CC)")
+    return cc
+
+
+def python_link() -> tuple[list[str], list[str]]:
+    """(compile flags, link flags) to embed this interpreter, as ``python3-config --embed`` says."""
+    if not sysconfig.get_config_var("Py_ENABLE_SHARED"):
+        raise BuildError(f"{sys.executable} has no shared libpython (it was built without --enable-shared): "
+                         "mdev's C libraries embed Python and need libpython3.x.so")
+    libdir = sysconfig.get_config_var("LIBDIR")
+    version = sysconfig.get_config_var("LDVERSION") or sysconfig.get_config_var("VERSION")
+    return ([f"-I{sysconfig.get_paths()['include']}"],
+            [f"-L{libdir}", f"-lpython{version}", f"-Wl,-rpath,{libdir}", "-lpthread"])
+
+
+def _run(command: list[str]) -> None:
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise BuildError(f"compiling failed: {' '.join(command)}\n{result.stdout}{result.stderr}")
+
+
+def build(lib_dir: Path, src_dir: Path) -> bool:
+    """Build the libraries into ``lib_dir`` (sources in ``src_dir``); False if up to date."""
+    py_compile, py_link = python_link()
+    root = str(Path(mdev.__file__).resolve().parent.parent)
+    sources = {
+        "mdev_config.h": generate.config_header(sys.executable, root),
+        "mdev_embed.h": (CSRC / "mdev_embed.h").read_text(),
+        "mdev_embed.c": (CSRC / "mdev_embed.c").read_text(),
+    }
+    cc = compiler()
+    commands = [([cc, *FLAGS, *py_compile, f"-I{src_dir}", str(src_dir / "mdev_embed.c"),
+                  "-o", str(lib_dir / EMBED), f"-Wl,-soname,{EMBED}", *py_link], EMBED)]
+    for library in LIBRARIES:
+        source = f"{library.face.name}_entries.c"
+        sources[source] = generate.entry_points(library.face)
+        commands.append(([cc, *FLAGS, f"-I{include_dir()}", f"-I{src_dir}", str(src_dir / source),
+                          "-o", str(lib_dir / library.name), f"-Wl,-soname,{library.name}", f"-L{lib_dir}",
+                          "-lmdev_embed", "-Wl,-rpath,$ORIGIN"], library.name))
+    headers = sorted((p.name, p.read_text()) for p in include_dir().rglob("*.h"))
+    stamp = hashlib.sha256(repr((sorted(sources.items()), commands, headers)).encode()).hexdigest()
+    stamp_file = lib_dir / ".mdev-build"
+    wanted = [lib_dir / name for name in (EMBED, *(n for lib in LIBRARIES for n in (lib.name, *lib.aliases)))]
+    if stamp_file.exists() and stamp_file.read_text() == stamp and all(p.exists() for p in wanted):
+        return False
+    lib_dir.mkdir(parents=True, exist_ok=True)
+    src_dir.mkdir(parents=True, exist_ok=True)
+    for name, text in sources.items():
+        (src_dir / name).write_text(text)
+    # build under temporary names, then rename: a program running from the tree keeps its copy
+    for command, name in commands:
+        final = lib_dir / name
+        tmp = lib_dir / f".{name}.{os.getpid()}"
+        command = [str(tmp) if part == str(final) else part for part in command]
+        try:
+            _run(command)
+            os.replace(tmp, final)
+        finally:
+            tmp.unlink(missing_ok=True)
+    for library in LIBRARIES:
+        for alias in library.aliases:
+            link = lib_dir / alias
+            if link.is_symlink() or link.exists():
+                link.unlink()
+            link.symlink_to(library.name)
+    stamp_file.write_text(stamp)
+    return True

@@ -1,0 +1,94 @@
+"""A CANN-package-shaped tree over mdev: what CANN programs' builds and scripts look for.
+
+    <home>/include/acl/...                      mdev's own CANN headers (mdev/capi/include)
+    <home>/lib64/libascendcl.so                 the C library (embeds Python, see build)
+           libacl_rt.so, libacl_rt_impl.so      the same library under the other names
+           libmdev_embed.so                     its Python loader
+    <home>/bin/setenv.bash, <home>/set_env.sh   ASCEND_HOME_PATH, ASCEND_INSTALL_PATH,
+                                                LD_LIBRARY_PATH, SOC_VERSION, ASCENDC_CMAKE_DIR
+    <home>/tikcpp/ascendc_kernel_cmake/ascendc.cmake
+                                                stand-in: including it works, building an
+                                                Ascend C kernel stops with a clear message
+    <home>/src/                                 the generated C the libraries were built from
+
+``make(home)`` creates or refreshes the tree (the libraries are rebuilt only when their
+inputs changed).  The default home is ``<sys.prefix>/share/mdev/cann``, in the environment
+mdev is installed in, or ``$XDG_DATA_HOME/mdev/cann`` when that is not writable.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+import mdev
+from mdev.capi import build, include_dir
+
+# the Ascend C toolchain's CMake commands a kernel project calls
+ASCENDC_COMMANDS = ("ascendc_library", "ascendc_fatbin_library", "ascendc_include_directories",
+                    "ascendc_compile_definitions", "ascendc_compile_options")
+
+
+def default_home() -> Path:
+    home = Path(sys.prefix) / "share" / "mdev" / "cann"
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        if os.access(home, os.W_OK):
+            return home
+    except OSError:
+        pass
+    data = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return data / "mdev" / "cann"
+
+
+def setenv_script(home: Path) -> str:
+    q = shlex.quote
+    root = str(Path(mdev.__file__).resolve().parent.parent)
+    lib = f"{home}/lib64"
+    return f"""\
+# mdev cann-home: the environment of mdev's emulated CANN toolkit (source it from bash, zsh or sh).
+# SOC_VERSION is the SoC of the board $MDEV_BOARD (default "default"), asked when sourced.
+export ASCEND_HOME_PATH={q(str(home))}
+export ASCEND_INSTALL_PATH={q(str(home))}
+export ASCEND_TOOLKIT_HOME={q(str(home))}
+export ASCENDC_CMAKE_DIR={q(f"{home}/tikcpp/ascendc_kernel_cmake")}
+case ":${{LD_LIBRARY_PATH:-}}:" in
+    *:{q(lib)}:*) ;;
+    *) export LD_LIBRARY_PATH={q(lib)}"${{LD_LIBRARY_PATH:+:${{LD_LIBRARY_PATH}}}}" ;;
+esac
+SOC_VERSION="$(PYTHONPATH={q(root)}"${{PYTHONPATH:+:${{PYTHONPATH}}}}" {q(sys.executable)} -m mdev.capi.soc)" \\
+    || echo "mdev: cannot tell the board's SoC (SOC_VERSION left empty)" >&2
+export SOC_VERSION
+"""
+
+
+def ascendc_cmake() -> str:
+    lines = ["# mdev cann-home: stand-in for the Ascend C kernel toolchain's CMake module.",
+             "# mdev emulates the CANN runtime, not the Ascend C compiler: projects without kernels",
+             "# include this file as they include the real one; building a kernel stops here.", ""]
+    for command in ASCENDC_COMMANDS:
+        lines += [f"function({command})",
+                  f'    message(FATAL_ERROR "{command}(${{ARGV0}}): Ascend C kernels are not emulated by mdev '
+                  f'(this CANN tree is mdev\'s stand-in: the runtime API works, kernel compilation does not)")',
+                  "endfunction()", ""]
+    return "\n".join(lines)
+
+
+def make(home: Path | None = None, log=print) -> Path:
+    """Create or refresh the tree at ``home`` (default: :func:`default_home`); its absolute path."""
+    home = Path(home or default_home()).expanduser().resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(include_dir(), home / "include", dirs_exist_ok=True)
+    built = build.build(home / "lib64", home / "src")
+    names = ", ".join(f"{lib.name} ({', '.join(lib.aliases)})" for lib in build.LIBRARIES)
+    log(f"mdev cann-home: {'built' if built else 'up to date:'} {home / 'lib64'}: {names}; Python {sys.executable}")
+    (home / "bin").mkdir(exist_ok=True)
+    (home / "bin" / "setenv.bash").write_text(setenv_script(home))
+    (home / "set_env.sh").write_text(f". {shlex.quote(str(home / 'bin' / 'setenv.bash'))}\n")
+    cmake_dir = home / "tikcpp" / "ascendc_kernel_cmake"
+    cmake_dir.mkdir(parents=True, exist_ok=True)
+    (cmake_dir / "ascendc.cmake").write_text(ascendc_cmake())
+    return home
