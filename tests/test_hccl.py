@@ -237,8 +237,16 @@ RANK_PROCESS = """
     comm, ret = hccl.comm_init_root_info(nranks, root, rank)
     if ret:
         print(json.dumps({"init": ret, "msg": acl.get_recent_err_msg()})); sys.exit(0)
+    open(f"{sys.argv[4]}.ready{rank}", "w").close()
     if os.environ.get("DIE_RANK") == str(rank):
-        os._exit(3)                                  # gone before the collective
+        # gone before the collective, once every rank's communicator is made (a rank still
+        # in its init would fail there instead, which is not what the test is about)
+        import time
+        deadline = time.monotonic() + 30
+        while not all(os.path.exists(f"{sys.argv[4]}.ready{r}") for r in range(nranks)):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        os._exit(3)
     stream, _ = acl.rt.create_stream()
     x = (np.arange(count, dtype=np.int64) * (rank + 1)).astype(np.int32)
     send, _ = acl.rt.malloc(count * 4, 0); recv, _ = acl.rt.malloc(count * 4, 0)

@@ -184,7 +184,8 @@ def stop(name: str | None = None, timeout: float = 15.0) -> bool:
     finally:
         channel.close()
     deadline = time.monotonic() + timeout
-    while paths.segments() and time.monotonic() < deadline:
+    # the supervisor unlinks segments first, then its files: wait for both
+    while (paths.segments() or paths.sockets() or paths.topology.exists()) and time.monotonic() < deadline:
         time.sleep(0.05)
     return True
 
