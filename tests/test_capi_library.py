@@ -136,6 +136,15 @@ def test_python_program_loads_the_library(cann_home, c_board):
         assert lib.aclrtGetDevice(ctypes.byref(device)) == 0 and device.value == 1
         assert lib.aclrtMalloc(None, ctypes.c_size_t(8), 0) == 100000
         assert acl.rt.get_last_error(0) == 100000
+        # arrays of structures filled up to the caller's capacity, the count written back
+        usage, count = (ctypes.c_char * (112 * 4))(), ctypes.c_size_t(99)
+        assert lib.aclrtGetMemUsageInfo(1, usage, ctypes.c_size_t(4), ctypes.byref(count)) == 0
+        assert 1 <= count.value <= 4 and usage.raw[:1] != b"\\0"
+        assert lib.aclrtGetMemUsageInfo(1, usage, ctypes.c_size_t(4), None) == 100000
+        assert lib.aclrtGetMemUsageInfo(1, None, ctypes.c_size_t(4), ctypes.byref(count)) == 100000
+        uce = (ctypes.c_char * (128 * 2))()
+        assert lib.aclrtGetMemUceInfo(1, uce, ctypes.c_size_t(2), ctypes.byref(count)) == 0 and count.value == 0
+        assert lib.aclrtGetMemUceInfo(1, uce, ctypes.c_size_t(2), None) == 100000
         assert acl.rt.free(ptr) == 0 and acl.rt.reset_device(1) == 0 and acl.finalize() == 0
         print("shared")
     """)

@@ -303,39 +303,35 @@ def _struct_output(fn, impl):
     return writes_out(fn, impl, param, lambda *args: args[:at] + args[at + 1:], write)
 
 
+def _entries_out(fn: CFunction, impl, struct, outputs: tuple[str, ...]) -> Callable:
+    """``call(device, array, capacity, count_out)``: up to ``capacity`` entries of the
+    runtime's list stored into the caller's array of ``struct``; the runtime's count output
+    says how many.  ``outputs`` are the C names of the pointers that may not be NULL."""
+    def make(get):
+        def call(device, array, capacity, count_out):
+            for pointer, name in zip((array, count_out)[-len(outputs):], outputs):
+                if not pointer:
+                    return null_output(fn, name)
+            entries, ret = get(device, capacity)
+            if ret != E.ACL_SUCCESS:
+                return ret
+            for k, entry in enumerate(entries[:capacity]):
+                cmemory.store_struct(array + k * ctypes.sizeof(struct), struct, entry)
+            return min(len(entries), capacity), ret
+        return call
+    return needs(impl, fn, make)
+
+
 @adapts("aclrtGetMemUceInfo")
 def _uce_info(fn, impl):
     """Up to ``arraySize`` entries into the caller's array; ``retSize`` says how many."""
-    def make(get):
-        def call(device, array, array_size, ret_size):
-            if not ret_size:
-                return null_output(fn, "retSize")
-            entries, ret = get(device, array_size)
-            if ret != E.ACL_SUCCESS:
-                return ret
-            for k, entry in enumerate(entries[:array_size]):
-                cmemory.store_struct(array + k * ctypes.sizeof(structs.MemUceInfo), structs.MemUceInfo, entry)
-            return min(len(entries), array_size), ret
-        return call
-    return needs(impl, fn, make)
+    return _entries_out(fn, impl, structs.MemUceInfo, ("retSize",))
 
 
 @adapts("aclrtGetMemUsageInfo")
 def _mem_usage(fn, impl):
     """Up to ``inputNum`` entries into the caller's array; ``outputNum`` says how many."""
-    def make(get):
-        def call(device, array, input_num, output_num):
-            for pointer, name in ((array, "memUsageInfo"), (output_num, "outputNum")):
-                if not pointer:
-                    return null_output(fn, name)
-            entries, ret = get(device, input_num)
-            if ret != E.ACL_SUCCESS:
-                return ret
-            for k, entry in enumerate(entries[:input_num]):
-                cmemory.store_struct(array + k * ctypes.sizeof(structs.MemUsageInfo), structs.MemUsageInfo, entry)
-            return min(len(entries), input_num), ret
-        return call
-    return needs(impl, fn, make)
+    return _entries_out(fn, impl, structs.MemUsageInfo, ("memUsageInfo", "outputNum"))
 
 
 @adapts("aclrtCheckMemType")
