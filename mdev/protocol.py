@@ -20,6 +20,13 @@ from multiprocessing.connection import Connection, answer_challenge, deliver_cha
 
 _LEN = struct.Struct("<I")
 
+# The largest frame accepted.  mdev's own messages are small (task arguments, replies,
+# descriptions of at most a few MiB for a 1024-device board); the big ones are kernels
+# shipped by value, whose closures may carry arrays.  Past this a peer is broken or
+# hostile: its connection is closed before the frame is buffered (a 4-byte length could
+# otherwise announce 4 GiB).
+MAX_FRAME = 256 << 20
+
 # graph-local markers inside a stored graph's lanes (host capture writes them, device replay obeys)
 GRAPH_RECORD, GRAPH_WAIT, GRAPH_ACTIVATE = "graph_record", "graph_wait", "graph_activate"
 GRAPH_LABEL, GRAPH_SWITCH = "graph_label", "graph_switch"      # aclrtSetLabel / aclrtSwitchLabelByIndex
@@ -27,6 +34,11 @@ GRAPH_LABEL, GRAPH_SWITCH = "graph_label", "graph_switch"      # aclrtSetLabel /
 
 class ChannelClosed(Exception):
     pass
+
+
+class FrameError(ValueError):
+    """A frame no well-behaved peer sends (over MAX_FRAME, or not a decodable message):
+    the connection it came on is closed."""
 
 
 def handshake(sock: socket.socket, authkey: bytes, server: bool, timeout: float = 5.0) -> None:
@@ -72,9 +84,17 @@ class Decoder:
         pos = 0
         while len(buf) - pos >= 4:
             (n,) = _LEN.unpack_from(buf, pos)
+            if n > MAX_FRAME:
+                raise FrameError(f"a frame of {n} bytes announced; at most {MAX_FRAME}")
             if len(buf) - pos - 4 < n:
                 break
-            out.append(pickle.loads(memoryview(buf)[pos + 4:pos + 4 + n]))
+            try:
+                message = pickle.loads(memoryview(buf)[pos + 4:pos + 4 + n])
+            except Exception as exc:
+                raise FrameError(f"an undecodable frame ({exc!r})") from None
+            if not isinstance(message, tuple) or not message or not isinstance(message[0], str):
+                raise FrameError(f"not a message: {message!r:.80}")
+            out.append(message)
             pos += 4 + n
         del buf[:pos]
         return out
@@ -92,12 +112,18 @@ def accept(listener: socket.socket, authkey: bytes) -> socket.socket | None:
 
 
 def receive(sock: socket.socket, decoder: Decoder, size: int = 1 << 16) -> list | None:
-    """The messages that are readable on ``sock`` now; None once the peer has closed it."""
+    """The messages that are readable on ``sock`` now; None once the peer has closed it
+    (or has sent a frame that closes it: FrameError)."""
     try:
         data = sock.recv(size)
     except OSError:
         data = b""
-    return decoder.feed(data) if data else None
+    if not data:
+        return None
+    try:
+        return decoder.feed(data)
+    except FrameError:
+        return None
 
 
 class Channel:
@@ -128,7 +154,10 @@ class Channel:
                 self.sock.settimeout(None)
             if not data:
                 raise ChannelClosed("connection closed by peer")
-            self._pending.extend(self._decoder.feed(data))
+            try:
+                self._pending.extend(self._decoder.feed(data))
+            except FrameError as exc:
+                raise ChannelClosed(str(exc)) from None
         return self._pending.pop(0)
 
     def close(self) -> None:

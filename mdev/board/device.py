@@ -227,28 +227,38 @@ class Device:
             self._disconnect(conn)
             return
         for message in messages:
-            kind = message[0]
-            if kind == "t":
-                _, slot, seq, op, args = message
-                stream = self.streams.get(slot)
-                if stream is None or stream.client != conn.client:
-                    continue
-                if stream.context.stopped:
-                    self.complete(stream, seq, stream.context.stopped, "the context stopped after a failure")
-                else:
-                    stream.push(seq, op, args)
-            elif kind == "r":
-                self._request(conn, message[1], message[2], message[3])
-            elif kind == "cbdone":
-                self._callback_done(conn.client, message[1], message[2], message[3])
-            elif kind == "hello":
-                _, conn.client, conn.pid, conn.role, conn.command = message
-                if conn.role == "main":
-                    self.clients[conn.client] = {"pid": conn.pid, "command": conn.command}
-                    self.main_conns[conn.client] = conn
-                    self.control.header[S.H_CLIENTS] = len(self.clients)
-            elif kind == "cancel":
-                self._cancel_waiter(conn, message[1])
+            try:
+                self._dispatch(conn, message)
+            except (ValueError, TypeError, IndexError, KeyError, AttributeError):
+                # a message of the wrong shape (the handlers' own faults are caught inside
+                # them): a broken or hostile peer, whose connection goes
+                self._disconnect(conn)
+                return
+
+    def _dispatch(self, conn: ClientConn, message: tuple) -> None:
+        """One message of a host's connection (shape errors raise)."""
+        kind = message[0]
+        if kind == "t":
+            _, slot, seq, op, args = message
+            stream = self.streams.get(slot)
+            if stream is None or stream.client != conn.client:
+                return
+            if stream.context.stopped:
+                self.complete(stream, seq, stream.context.stopped, "the context stopped after a failure")
+            else:
+                stream.push(seq, op, args)
+        elif kind == "r":
+            self._request(conn, message[1], message[2], message[3])
+        elif kind == "cbdone":
+            self._callback_done(conn.client, message[1], message[2], message[3])
+        elif kind == "hello":
+            _, conn.client, conn.pid, conn.role, conn.command = message
+            if conn.role == "main":
+                self.clients[conn.client] = {"pid": conn.pid, "command": conn.command}
+                self.main_conns[conn.client] = conn
+                self.control.header[S.H_CLIENTS] = len(self.clients)
+        elif kind == "cancel":
+            self._cancel_waiter(conn, message[1])
 
     def _request(self, conn: ClientConn, req: int, op: str, args: tuple) -> None:
         handler = self.handlers.get(op)

@@ -18,7 +18,7 @@ import time
 from contextlib import contextmanager
 
 from mdev import protocol
-from mdev.board.naming import BoardPaths
+from mdev.board.naming import BoardPaths, UnsafeRuntimeDir, read_private
 from mdev.memory import address
 
 START_TIMEOUT = 60.0
@@ -39,8 +39,11 @@ def resolve_topology(spec: str | None = None, devices: int | None = None, hbm: i
 
 
 def read_key(paths: BoardPaths) -> bytes:
+    """The board secret, trusted only from this user's own 0600 file."""
     try:
-        return bytes.fromhex(paths.key.read_text().strip())
+        return bytes.fromhex(read_private(paths.key).strip())
+    except UnsafeRuntimeDir:
+        raise
     except (OSError, ValueError) as exc:
         raise BoardError(f"board {paths.name!r} is not running (no secret at {paths.key})") from exc
 
@@ -49,6 +52,8 @@ def connect(paths: BoardPaths, command: str = "") -> protocol.Channel:
     """An authenticated channel to the supervisor of a running board."""
     try:
         return protocol.connect(paths.socket, read_key(paths), ("hello", os.getpid(), command))
+    except UnsafeRuntimeDir:
+        raise
     except (OSError, EOFError) as exc:
         raise BoardError(f"board {paths.name!r} is not running ({exc})") from exc
 

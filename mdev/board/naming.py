@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 
 DEFAULT_BOARD = "default"
@@ -21,10 +22,72 @@ def board_name(name: str | None = None) -> str:
     return name
 
 
+class UnsafeRuntimeDir(PermissionError):
+    """The runtime directory is not this user's own: another user could plant a secret and
+    a socket there (and so answer this user's attach), so mdev refuses to use it."""
+
+
 def runtime_dir() -> Path:
-    path = Path(os.environ.get("MDEV_RUNTIME_DIR") or f"/tmp/mdev-{os.getuid()}")
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    """This user's private directory of board files, verified on every call.
+
+    ``$MDEV_RUNTIME_DIR`` if set, else ``$XDG_RUNTIME_DIR/mdev`` (the login session's
+    private directory), else ``/tmp/mdev-<uid>``.  mdev creates it with mode 0700; whether
+    it made it or found it, the directory must be a real directory (not a symlink), owned
+    by this user, with mode 0700 -- a directory someone else made first in a shared /tmp
+    is refused (UnsafeRuntimeDir), never adopted."""
+    override = os.environ.get("MDEV_RUNTIME_DIR")
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if override:
+        path = Path(override)
+    elif xdg and _is_private(Path(xdg), exact_mode=False):
+        path = Path(xdg) / "mdev"
+    else:
+        path = Path(f"/tmp/mdev-{os.getuid()}")
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.mkdir(path, 0o700)
+    if not _is_private(path, exact_mode=True):
+        raise UnsafeRuntimeDir(f"runtime directory {path} is not private to uid {os.getuid()} "
+                               f"({_describe(path)}); remove it or set MDEV_RUNTIME_DIR to a directory "
+                               "of yours with mode 0700")
     return path
+
+
+def _is_private(path: Path, exact_mode: bool) -> bool:
+    """A directory (lstat: a symlink is not one) of this user, closed to group and others."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    mode = stat.S_IMODE(st.st_mode)
+    return (stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()
+            and (mode == 0o700 if exact_mode else not mode & 0o077))
+
+
+def _describe(path: Path) -> str:
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    kind = "a symlink" if stat.S_ISLNK(st.st_mode) else "a directory" if stat.S_ISDIR(st.st_mode) else "not a directory"
+    return f"{kind}, owner uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}"
+
+
+def read_private(path: Path) -> str:
+    """The text of a file only this user can have written: opened without following a
+    symlink, a regular file owned by this user with mode 0600 (a secret planted by
+    someone else is never trusted)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "r") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) != 0o600:
+            raise UnsafeRuntimeDir(f"{path} is not this user's private file (owner uid {st.st_uid}, "
+                                   f"mode {stat.S_IMODE(st.st_mode):04o}; needs uid {os.getuid()}, 0600)")
+        return f.read()
 
 
 class BoardPaths:

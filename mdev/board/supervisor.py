@@ -147,8 +147,12 @@ class Supervisor:
             self._drop(client)
             return
         for message in messages:
-            if message[0] == "hello":
+            if message[0] == "hello" and len(message) == 3:
                 continue
+            if not (len(message) == 4 and message[0] == "r" and isinstance(message[2], str)
+                    and isinstance(message[3], tuple)):
+                self._drop(client)          # not a request: a broken or hostile peer
+                return
             _, req, op, args = message
             try:
                 result = getattr(self, "rpc_" + op)(client, *args)

@@ -1,0 +1,162 @@
+"""Security drills: what another local user, or a hostile file, can make mdev do.
+
+Attacks that need a second OS user run the attacker as uid 65534 (``nobody``); they need
+root to switch users and skip only when the suite does not run as root.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from mdev.board import launcher, naming
+from mdev.board.naming import BoardPaths, UnsafeRuntimeDir
+
+NOBODY = 65534
+as_root = pytest.mark.skipif(os.getuid() != 0, reason="switching to a second OS user needs root")
+
+
+def _as_nobody(script: str) -> None:
+    subprocess.run(["sh", "-c", script], check=True,
+                   preexec_fn=lambda: (os.setgid(NOBODY), os.setuid(NOBODY)))
+
+
+@pytest.fixture
+def shared_tmp():
+    """A world-writable sticky directory in /tmp, as /tmp itself is (pytest's tmp_path is
+    closed to other users)."""
+    shared = Path(tempfile.mkdtemp(prefix="mdev-test-shared-", dir="/tmp"))
+    os.chmod(shared, 0o1777)
+    yield shared
+    shutil.rmtree(shared)
+
+
+@as_root
+def test_a_runtime_directory_made_by_another_user_is_refused(shared_tmp, monkeypatch):
+    """The attacker makes the victim's runtime directory first and plants a secret and a
+    listening socket in it; the victim's attach refuses the directory (a clear error, code
+    507899), and the attacker's socket is never connected to."""
+    squat = shared_tmp / "mdev-victim"
+    _as_nobody(f"mkdir -m 0700 {squat} && printf 00ff > {squat}/default.key && chmod 600 {squat}/default.key")
+    code = textwrap.dedent(f"""
+        import json, mdev.acl as acl
+        ret = acl.rt.set_device(0)
+        print(json.dumps({{"ret": ret, "msg": acl.get_recent_err_msg()}}))
+    """)
+    env = dict(os.environ, MDEV_RUNTIME_DIR=str(squat), MDEV_BOARD="default")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.strip().splitlines()[-1]
+    assert '"ret": 507899' in out and str(squat) in out and "not private" in out, out
+    assert sorted(os.listdir(squat)) == ["default.key"]          # nothing started, nothing written there
+
+
+@as_root
+def test_a_secret_file_of_another_user_is_never_trusted(tmp_path, monkeypatch):
+    """Inside the user's own directory, a key owned by someone else is refused."""
+    monkeypatch.setenv("MDEV_RUNTIME_DIR", str(tmp_path / "rt"))
+    paths = BoardPaths("planted")
+    paths.key.write_text("00ff")
+    os.chmod(paths.key, 0o600)
+    os.chown(paths.key, NOBODY, NOBODY)
+    with pytest.raises(UnsafeRuntimeDir, match="not this user's private file"):
+        launcher.read_key(paths)
+    with pytest.raises(UnsafeRuntimeDir):
+        launcher.is_running(paths)
+
+
+def test_the_runtime_directory_must_be_private(tmp_path, monkeypatch):
+    """mdev makes its directory 0700 and refuses one that is open to others, a symlink to
+    a directory, or a key file that is not 0600 / is a symlink."""
+    made = tmp_path / "made"
+    monkeypatch.setenv("MDEV_RUNTIME_DIR", str(made))
+    assert naming.runtime_dir() == made and stat.S_IMODE(os.lstat(made).st_mode) == 0o700
+    os.chmod(made, 0o755)
+    with pytest.raises(UnsafeRuntimeDir, match="mode 0755"):
+        naming.runtime_dir()
+    os.chmod(made, 0o700)
+    link = tmp_path / "link"
+    link.symlink_to(made)
+    monkeypatch.setenv("MDEV_RUNTIME_DIR", str(link))
+    with pytest.raises(UnsafeRuntimeDir, match="a symlink"):
+        naming.runtime_dir()
+    monkeypatch.setenv("MDEV_RUNTIME_DIR", str(made))
+    paths = BoardPaths("loose")
+    paths.key.write_text("00ff")
+    os.chmod(paths.key, 0o644)
+    with pytest.raises(UnsafeRuntimeDir, match="mode 0644"):
+        launcher.read_key(paths)
+    paths.key.unlink()
+    elsewhere = tmp_path / "secret"
+    elsewhere.write_text("00ff")
+    os.chmod(elsewhere, 0o600)
+    paths.key.symlink_to(elsewhere)
+    with pytest.raises(OSError):                 # O_NOFOLLOW: ELOOP
+        naming.read_private(paths.key)
+    with pytest.raises(launcher.BoardError):     # a symlinked key is no key: "not running"
+        launcher.read_key(paths)
+
+
+def test_xdg_runtime_dir_is_preferred_when_it_is_private(tmp_path, monkeypatch):
+    monkeypatch.delenv("MDEV_RUNTIME_DIR", raising=False)
+    xdg = tmp_path / "xdg"
+    xdg.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(xdg))
+    assert naming.runtime_dir() == xdg / "mdev"
+    os.chmod(xdg, 0o777)                     # not a private session directory: not used
+    assert naming.runtime_dir() == Path(f"/tmp/mdev-{os.getuid()}")
+
+
+# ---------------------------------------------------------------------------- hostile frames
+def _hostile_channel(path: str, key: bytes, hello: tuple) -> "protocol.Channel":
+    from mdev import protocol
+    return protocol.connect(path, key, hello)
+
+
+def _frame(obj) -> bytes:
+    import pickle
+    import struct
+    data = pickle.dumps(obj)
+    return struct.pack("<I", len(data)) + data
+
+
+HOSTILE = [("r",), 5, ("t", 1), ("r", 0, 7, ()), ("r", 0, "status", 3), ("hello", 1), ("cbdone",), ()]
+
+
+@pytest.mark.parametrize("frame", [_frame(m) for m in HOSTILE] + [b"\xff\xff\xff\xff" + b"x" * 64,
+                                                                   b"\x08\x00\x00\x00garbage!"],
+                         ids=[repr(m) for m in HOSTILE] + ["4GiB-length", "undecodable"])
+def test_a_malformed_frame_closes_its_connection_and_nothing_else(frame, acl, board):
+    """Frames no client sends, after a successful handshake, to the supervisor and to a
+    device: each closes the connection it came on; the supervisor and the device keep
+    serving everybody else (a full copy round trip afterwards)."""
+    from mdev import protocol
+    paths = BoardPaths(board)
+    key = launcher.read_key(paths)
+    targets = [(paths.socket, ("hello", os.getpid(), "hostile")),
+               (paths.device_socket(1), ("hello", 10 ** 6, os.getpid(), "aux", "hostile"))]
+    assert acl.rt.set_device(1) == 0          # device 1's process is up
+    for path, hello in targets:
+        channel = _hostile_channel(path, key, hello)
+        channel.sock.sendall(frame)
+        try:                                 # an error reply, or the connection closed
+            reply = channel.recv(timeout=10)
+            assert reply[0] == "r" and reply[2] != 0, reply
+        except protocol.ChannelClosed:
+            pass
+        channel.close()
+    assert launcher.status(board)["board"] == board
+    ptr, ret = acl.rt.malloc(64, 0)
+    assert ret == 0 and acl.rt.memset(ptr, 64, 9, 64) == 0
+    host = bytearray(64)
+    assert acl.rt.memcpy(acl.util.bytes_to_ptr(host), 64, ptr, 64, 2) == 0 and host == bytes([9]) * 64
+    assert acl.rt.free(ptr) == 0 and acl.rt.reset_device(1) == 0
+    assert all(d["state"] == "ok" for d in launcher.status(board)["devices"] if d.get("pid"))
