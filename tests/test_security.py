@@ -105,6 +105,16 @@ def test_the_runtime_directory_must_be_private(tmp_path, monkeypatch):
         launcher.read_key(paths)
 
 
+def test_the_command_line_says_why_it_refuses(tmp_path, monkeypatch):
+    open_dir = tmp_path / "open"
+    open_dir.mkdir(mode=0o755)
+    os.chmod(open_dir, 0o755)
+    proc = subprocess.run([sys.executable, "-m", "mdev.cli.main", "board", "status"], capture_output=True, text=True,
+                          env=dict(os.environ, MDEV_RUNTIME_DIR=str(open_dir)), timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"runtime directory {open_dir} is not private" in proc.stderr
+
+
 def test_xdg_runtime_dir_is_preferred_when_it_is_private(tmp_path, monkeypatch):
     monkeypatch.delenv("MDEV_RUNTIME_DIR", raising=False)
     xdg = tmp_path / "xdg"
@@ -116,11 +126,6 @@ def test_xdg_runtime_dir_is_preferred_when_it_is_private(tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------------------- hostile frames
-def _hostile_channel(path: str, key: bytes, hello: tuple) -> "protocol.Channel":
-    from mdev import protocol
-    return protocol.connect(path, key, hello)
-
-
 def _frame(obj) -> bytes:
     import pickle
     import struct
@@ -145,7 +150,7 @@ def test_a_malformed_frame_closes_its_connection_and_nothing_else(frame, acl, bo
                (paths.device_socket(1), ("hello", 10 ** 6, os.getpid(), "aux", "hostile"))]
     assert acl.rt.set_device(1) == 0          # device 1's process is up
     for path, hello in targets:
-        channel = _hostile_channel(path, key, hello)
+        channel = protocol.connect(path, key, hello)
         channel.sock.sendall(frame)
         try:                                 # an error reply, or the connection closed
             reply = channel.recv(timeout=10)

@@ -18,7 +18,7 @@ import time
 from contextlib import contextmanager
 
 from mdev import protocol
-from mdev.board.naming import BoardPaths, UnsafeRuntimeDir, read_private
+from mdev.board.naming import BoardPaths, read_private
 from mdev.memory import address
 
 START_TIMEOUT = 60.0
@@ -42,8 +42,6 @@ def read_key(paths: BoardPaths) -> bytes:
     """The board secret, trusted only from this user's own 0600 file."""
     try:
         return bytes.fromhex(read_private(paths.key).strip())
-    except UnsafeRuntimeDir:
-        raise
     except (OSError, ValueError) as exc:
         raise BoardError(f"board {paths.name!r} is not running (no secret at {paths.key})") from exc
 
@@ -52,8 +50,6 @@ def connect(paths: BoardPaths, command: str = "") -> protocol.Channel:
     """An authenticated channel to the supervisor of a running board."""
     try:
         return protocol.connect(paths.socket, read_key(paths), ("hello", os.getpid(), command))
-    except UnsafeRuntimeDir:
-        raise
     except (OSError, EOFError) as exc:
         raise BoardError(f"board {paths.name!r} is not running ({exc})") from exc
 

@@ -22,9 +22,10 @@ def board_name(name: str | None = None) -> str:
     return name
 
 
-class UnsafeRuntimeDir(PermissionError):
+class UnsafeRuntimeDir(Exception):
     """The runtime directory is not this user's own: another user could plant a secret and
-    a socket there (and so answer this user's attach), so mdev refuses to use it."""
+    a socket there (and so answer this user's attach), so mdev refuses to use it.  Not an
+    OSError: callers that read "no such file" as "board not running" must not swallow it."""
 
 
 def runtime_dir() -> Path:
@@ -74,7 +75,11 @@ def _describe(path: Path) -> str:
     except OSError as exc:
         return exc.strerror or str(exc)
     kind = "a symlink" if stat.S_ISLNK(st.st_mode) else "a directory" if stat.S_ISDIR(st.st_mode) else "not a directory"
-    return f"{kind}, owner uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}"
+    return f"{kind}, {_owner_and_mode(st)}"
+
+
+def _owner_and_mode(st: os.stat_result) -> str:
+    return f"owner uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}"
 
 
 def read_private(path: Path) -> str:
@@ -85,8 +90,8 @@ def read_private(path: Path) -> str:
     with os.fdopen(fd, "r") as f:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) != 0o600:
-            raise UnsafeRuntimeDir(f"{path} is not this user's private file (owner uid {st.st_uid}, "
-                                   f"mode {stat.S_IMODE(st.st_mode):04o}; needs uid {os.getuid()}, 0600)")
+            raise UnsafeRuntimeDir(f"{path} is not this user's private file ({_owner_and_mode(st)}; "
+                                   f"needs uid {os.getuid()}, 0600)")
         return f.read()
 
 
@@ -95,7 +100,8 @@ class BoardPaths:
 
     def __init__(self, name: str | None = None) -> None:
         self.name = board_name(name)
-        base = runtime_dir() / self.name
+        self.dir = runtime_dir()                # verified once per BoardPaths
+        base = self.dir / self.name
         self.socket = f"{base}.sock"
         self.key = Path(f"{base}.key")
         self.lock = Path(f"{base}.lock")
@@ -105,7 +111,7 @@ class BoardPaths:
         self.shm_prefix = f"mdev.{os.getuid()}.{self.name}."
 
     def device_socket(self, device: int) -> str:
-        return f"{runtime_dir() / self.name}.dev{device}.sock"
+        return f"{self.dir / self.name}.dev{device}.sock"
 
     def hbm(self, device: int) -> str:
         return f"/{self.shm_prefix}hbm{device}"
@@ -129,5 +135,4 @@ class BoardPaths:
         return ["/" + e for e in entries if e.startswith(self.shm_prefix)]
 
     def sockets(self) -> list[str]:
-        base = runtime_dir()
-        return [str(p) for p in base.glob(f"{self.name}.*sock")]
+        return [str(p) for p in self.dir.glob(f"{self.name}.*sock")]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from mdev.board.naming import UnsafeRuntimeDir
 from mdev.cli import bench, board, cann_home, run, topo, trace, whatif
 
 
@@ -33,7 +34,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.handler(args) or 0
+    try:
+        return args.handler(args) or 0
+    except UnsafeRuntimeDir as exc:       # a refusal to act, said as one, not a traceback
+        print(f"mdev: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
