@@ -13,9 +13,12 @@ Pickle is safe here because only processes holding the 0600 secret get past the 
 
 from __future__ import annotations
 
+import collections
 import pickle
 import socket
 import struct
+import threading
+import time
 from multiprocessing.connection import Connection, answer_challenge, deliver_challenge
 
 _LEN = struct.Struct("<I")
@@ -26,6 +29,11 @@ _LEN = struct.Struct("<I")
 # hostile: its connection is closed before the frame is buffered (a 4-byte length could
 # otherwise announce 4 GiB).
 MAX_FRAME = 256 << 20
+
+# How long a new connection has to prove it holds the secret, and how many may be trying
+# at once (each costs a thread; the socket is reachable only by the board's user).
+HANDSHAKE_TIMEOUT = 5.0
+MAX_HANDSHAKES = 64
 
 # graph-local markers inside a stored graph's lanes (host capture writes them, device replay obeys)
 GRAPH_RECORD, GRAPH_WAIT, GRAPH_ACTIVATE = "graph_record", "graph_wait", "graph_activate"
@@ -100,15 +108,100 @@ class Decoder:
         return out
 
 
-def accept(listener: socket.socket, authkey: bytes) -> socket.socket | None:
-    """The next connection that proves it holds the board secret (None if it did not)."""
-    sock, _ = listener.accept()
-    try:
-        handshake(sock, authkey, server=True)
-    except Exception:
-        sock.close()
-        return None
-    return sock
+class Admission:
+    """The handshakes of a listener's new connections, each in a short-lived thread of its
+    own: a peer that connects and then says nothing (or trickles) holds up nobody, and the
+    serving loop only ever sees connections that proved they hold the secret.
+
+        serving loop --listener readable--> admit() --thread--> handshake
+        serving loop <--waker readable-- admitted() <--queue-- authenticated sockets
+
+    A handshake still running after HANDSHAKE_TIMEOUT has its socket shut down by
+    ``expire`` (SO_RCVTIMEO alone bounds each read, not a peer sending a byte at a time);
+    past MAX_HANDSHAKES at once a new connection is closed unheard.
+    """
+
+    def __init__(self, listener: socket.socket, authkey: bytes) -> None:
+        self.listener = listener
+        self._authkey = authkey
+        self.waker, self._wake = socket.socketpair()
+        self.waker.setblocking(False)
+        self._lock = threading.Lock()
+        self._pending: dict[socket.socket, float] = {}    # handshaking -> its deadline
+        self._ready: collections.deque[socket.socket] = collections.deque()
+
+    def admit(self) -> None:
+        """Take the connection waiting on the listener (call when it is readable)."""
+        try:
+            sock, _ = self.listener.accept()
+        except OSError:
+            return          # the peer gave up already
+        with self._lock:
+            if len(self._pending) >= MAX_HANDSHAKES:
+                sock.close()
+                return
+            self._pending[sock] = time.monotonic() + HANDSHAKE_TIMEOUT
+        threading.Thread(target=self._handshake, args=(sock,), name="handshake", daemon=True).start()
+
+    def _handshake(self, sock: socket.socket) -> None:
+        try:
+            handshake(sock, self._authkey, server=True, timeout=HANDSHAKE_TIMEOUT)
+            ok = True
+        except Exception:
+            ok = False
+        with self._lock:
+            self._pending.pop(sock, None)
+            if ok:
+                self._ready.append(sock)
+        if not ok:
+            sock.close()
+            return
+        try:
+            self._wake.send(b"\0")
+        except OSError:
+            pass            # closed: the loop is gone, its close() takes the socket
+
+    def admitted(self) -> list[socket.socket]:
+        """The connections authenticated since the last call (call when ``waker`` is readable)."""
+        try:
+            while self.waker.recv(4096):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+        with self._lock:
+            ready, self._ready = list(self._ready), collections.deque()
+        return ready
+
+    def expire(self) -> None:
+        """Cut off handshakes past their time (call now and then from the serving loop)."""
+        now = time.monotonic()
+        with self._lock:
+            late = [sock for sock, deadline in self._pending.items() if deadline < now]
+        for sock in late:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)     # its thread's read ends; the thread closes it
+            except OSError:
+                pass
+
+    def fds(self) -> list[int]:
+        """Every descriptor it holds (a process forked from the serving one closes them)."""
+        with self._lock:
+            socks = list(self._pending) + list(self._ready)
+        return [self.waker.fileno(), self._wake.fileno()] + [s.fileno() for s in socks if s.fileno() >= 0]
+
+    def close(self) -> None:
+        with self._lock:
+            pending, ready = list(self._pending), list(self._ready)
+            self._ready.clear()
+        for sock in pending:        # their threads close them (closing here could pull the fd
+            try:                    # from under a read, and a reused number be read instead)
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        for sock in ready:
+            sock.close()
+        self.waker.close()
+        self._wake.close()
 
 
 def receive(sock: socket.socket, decoder: Decoder, size: int = 1 << 16) -> list | None:

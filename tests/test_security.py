@@ -165,3 +165,36 @@ def test_a_malformed_frame_closes_its_connection_and_nothing_else(frame, acl, bo
     assert acl.rt.memcpy(acl.util.bytes_to_ptr(host), 64, ptr, 64, 2) == 0 and host == bytes([9]) * 64
     assert acl.rt.free(ptr) == 0 and acl.rt.reset_device(1) == 0
     assert all(d["state"] == "ok" for d in launcher.status(board)["devices"] if d.get("pid"))
+
+
+# ---------------------------------------------------------------------------- idle clients
+def test_idle_unauthenticated_connections_hold_up_no_one(acl, board):
+    """Ten connections to the supervisor and ten to a device that never answer the
+    challenge: a normal client attaches and does a copy round trip meanwhile, at its usual
+    speed (handshakes run beside the serving loop), and the idle ones are closed once the
+    handshake time limit has passed."""
+    import socket
+    import time
+    from mdev import protocol
+    paths = BoardPaths(board)
+    idle = []
+    for path in [paths.socket] * 10 + [paths.device_socket(0)] * 10:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(path)
+        idle.append(sock)
+    start = time.monotonic()
+    assert acl.rt.set_device(0) == 0
+    ptr, ret = acl.rt.malloc(64, 0)
+    assert ret == 0 and acl.rt.memset(ptr, 64, 7, 64) == 0
+    host = bytearray(64)
+    assert acl.rt.memcpy(acl.util.bytes_to_ptr(host), 64, ptr, 64, 2) == 0 and host == bytes([7]) * 64
+    elapsed = time.monotonic() - start
+    assert acl.rt.free(ptr) == 0 and acl.rt.reset_device(0) == 0
+    assert elapsed < 2.0, f"attach and round trip took {elapsed:.1f} s beside idle connections"
+    deadline = time.monotonic() + protocol.HANDSHAKE_TIMEOUT + 5
+    for sock in idle:
+        sock.settimeout(max(0.1, deadline - time.monotonic()))
+        while sock.recv(4096):     # the challenge, then the close
+            pass
+        sock.close()
+    assert time.monotonic() < deadline

@@ -185,7 +185,9 @@ class Device:
         listener.listen(128)
         inode = os.stat(path).st_ino
         self.selector = selectors.DefaultSelector()
+        admission = protocol.Admission(listener, self.authkey)
         self.selector.register(listener, selectors.EVENT_READ, None)
+        self.selector.register(admission.waker, selectors.EVENT_READ, admission)
         self.control.header[S.H_STATE] = S.STATE_ALIVE
         if ready_fd is not None:
             os.write(ready_fd, bytes([self.index & 0xFF]))
@@ -195,13 +197,18 @@ class Device:
             while self._running:
                 for key, _ in self.selector.select(timeout=0.5):
                     if key.data is None:
-                        self._accept(listener)
+                        admission.admit()
+                    elif key.data is admission:
+                        for sock in admission.admitted():
+                            self.selector.register(sock, selectors.EVENT_READ, ClientConn(sock))
                     else:
                         self._read(key.data)
+                admission.expire()
                 if os.getppid() != parent:
                     break  # the supervisor died: do not outlive it
         finally:
             self.control.header[S.H_STATE] = S.STATE_STOPPED
+            admission.close()
             listener.close()
             try:
                 # only our own socket file: a board restarted under the same name may
@@ -213,13 +220,6 @@ class Device:
 
     def stop(self, *_) -> None:
         self._running = False
-
-    def _accept(self, listener: socket.socket) -> None:
-        sock = protocol.accept(listener, self.authkey)
-        if sock is None:
-            return
-        conn = ClientConn(sock)
-        self.selector.register(sock, selectors.EVENT_READ, conn)
 
     def _read(self, conn: ClientConn) -> None:
         messages = protocol.receive(conn.sock, conn.decoder, 1 << 18)

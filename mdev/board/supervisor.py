@@ -66,6 +66,7 @@ class Supervisor:
         self.clients: dict[socket.socket, Client] = {}
         self.fleet = Fleet(paths, topo, self.authkey)
         self.listener: socket.socket | None = None
+        self.admission: protocol.Admission | None = None
         self.eager = eager or topo.node_count == 1     # else a node starts at its first attach
         self._next_client = 1
         self.ipc = IpcRegistry()
@@ -98,15 +99,28 @@ class Supervisor:
         self.listener.listen(128)
 
     def serve(self) -> None:
+        """The serving loop, until stopped or idle; whatever ends it, the board is shut down."""
+        try:
+            self._serve()
+        finally:
+            self.shutdown()
+
+    def _serve(self) -> None:
         sel = self.selector = selectors.DefaultSelector()
+        admission = self.admission = protocol.Admission(self.listener, self.authkey)
         sel.register(self.listener, selectors.EVENT_READ, None)
+        sel.register(admission.waker, selectors.EVENT_READ, admission)
         last_check = time.monotonic()
         while self._running:
             for key, _ in sel.select(timeout=0.5):
                 if key.data is None:
-                    self._accept()
+                    admission.admit()
+                elif key.data is admission:
+                    for sock in admission.admitted():
+                        self._accept(sock)
                 else:
                     self._read(key.data)
+            admission.expire()
             now = time.monotonic()
             if now - last_check >= 1.0:
                 last_check = now
@@ -116,12 +130,13 @@ class Supervisor:
                 break
             if self.owner_pid and not psutil.pid_exists(self.owner_pid):
                 break
-        self.shutdown()
 
     def shutdown(self) -> None:
         for client in list(self.clients.values()):
             self._drop(client)
         self.fleet.stop()
+        if self.admission is not None:
+            self.admission.close()
         if self.listener is not None:      # None: the board failed before it listened
             self.listener.close()
         cleanup(self.paths)
@@ -130,10 +145,8 @@ class Supervisor:
         self._running = False
 
     # ------------------------------------------------------------------ clients
-    def _accept(self) -> None:
-        sock = protocol.accept(self.listener, self.authkey)
-        if sock is None:
-            return
+    def _accept(self, sock: socket.socket) -> None:
+        """An authenticated connection (protocol.Admission) becomes a client."""
         client = Client(sock)
         # the kernel's word on who is at the other end: IPC pid checks rely on it
         cred = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
@@ -225,7 +238,7 @@ class Supervisor:
         Tellers finish first: a child must not keep one's connection open either."""
         for thread in self._tellers:
             thread.join(10.0)
-        return tuple([self.listener.fileno(), self.selector.fileno()]
+        return tuple([self.listener.fileno(), self.selector.fileno()] + self.admission.fds()
                      + [c.sock.fileno() for c in self.clients.values()])
 
     def _check_devices(self) -> None:
