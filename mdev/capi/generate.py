@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from mdev import errors as E
+from mdev.capi.failures import STATUS_TYPES
 from mdev.capi.prototypes import CFunction, CType, Param
 
 _MACRO = {"i": "MDEV_I", "u": "MDEV_U", "f": "MDEV_F", "p": "MDEV_P", "s": "MDEV_S", "b": "MDEV_B"}
@@ -48,8 +48,8 @@ class Face:
 
 def _fail_value(ret: CType) -> str:
     """What an entry point returns when Python cannot run it."""
-    if ret.base == "aclError" and not ret.stars:
-        return f"{E.ACL_ERROR_RT_INTERNAL_ERROR}ULL"
+    if ret.base in STATUS_TYPES and not ret.stars:
+        return f"{STATUS_TYPES[ret.base].internal}ULL"
     return "0ULL"
 
 
