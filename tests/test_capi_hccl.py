@@ -8,6 +8,7 @@
                     HcclCommInitRootInfo, on 2 and 4 devices
     errors          bad data type / op / rank, NULL and destroyed communicators, NULL outputs,
                     functions mdev does not have (HCCL_E_NOT_SUPPORT with a message, never 0)
+    arrays          HcclBatchSendRecv's items and HcclAlltoAllV's counts read from the caller
 """
 
 from __future__ import annotations
@@ -244,3 +245,80 @@ def test_errors_are_hccl_results_with_messages(board, cann_home):
     proc = _python(WRAPPER + ERRORS, board, cann_home)
     out = proc.communicate(timeout=120)[0]
     assert proc.returncode == 0 and "errors as codes" in out, out
+
+
+# The arrays libhccl.so reads from the caller: HcclSendRecvItem[] and AlltoAllV's counts, on
+# two ranks driven by two threads of one process (HcclCommInitAll).
+ARRAYS = """
+import threading
+import numpy as np
+import mdev.acl as acl
+from helpers import from_device, to_device
+
+class Item(ctypes.Structure):
+    _fields_ = [("sendRecvType", ctypes.c_int), ("buf", ctypes.c_void_p), ("count", ctypes.c_uint64),
+                ("dataType", ctypes.c_int), ("remoteRank", ctypes.c_uint32)]
+
+assert acl.init() == 0
+comms = (ctypes.c_void_p * 2)()
+assert lib.HcclCommInitAll(2, (ctypes.c_int32 * 2)(0, 1), comms) == 0, acl.get_recent_err_msg()
+N, INT32 = 256, 2
+results, errors = {}, []
+
+def rank(r):
+    try:
+        assert acl.rt.set_device(r) == 0
+        stream, _ = acl.rt.create_stream()
+        send, _ = acl.rt.malloc(4 * 3 * N, 0)
+        recv, _ = acl.rt.malloc(4 * 3 * N, 0)
+        mine = np.arange(3 * N, dtype=np.int32) + 10000 * r
+        to_device(acl, send, mine)
+        # one send to and one receive from the other rank, in one call
+        items = (Item * 2)(Item(0, send, N, INT32, 1 - r), Item(1, recv, N, INT32, 1 - r))
+        assert lib.HcclBatchSendRecv(items, 2, ctypes.c_void_p(comms[r]), ctypes.c_void_p(stream)) == 0
+        assert acl.rt.synchronize_stream(stream) == 0
+        results[r, "batch"] = from_device(acl, recv, 4 * N, np.int32)
+        # AlltoAllV: rank q gets (q + 1) * N // 2 elements from each rank, at sdispls q * N
+        counts = (ctypes.c_uint64 * 2)(N // 2, N)
+        displs = (ctypes.c_uint64 * 2)(0, N)
+        rcount = (r + 1) * N // 2
+        rcounts, rdispls = (ctypes.c_uint64 * 2)(rcount, rcount), (ctypes.c_uint64 * 2)(0, rcount)
+        assert lib.HcclAlltoAllV(ctypes.c_void_p(send), counts, displs, INT32, ctypes.c_void_p(recv), rcounts,
+                                 rdispls, INT32, ctypes.c_void_p(comms[r]), ctypes.c_void_p(stream)) == 0, \\
+            acl.get_recent_err_msg()
+        assert lib.HcclAlltoAllV(ctypes.c_void_p(send), None, displs, INT32, ctypes.c_void_p(recv), rcounts,
+                                 rdispls, INT32, ctypes.c_void_p(comms[r]), ctypes.c_void_p(stream)) == 2
+        assert acl.rt.synchronize_stream(stream) == 0
+        results[r, "v"] = from_device(acl, recv, 4 * 2 * rcount, np.int32)
+        enabled = ctypes.c_bool(True)
+        assert lib.HcclGroupStatusGet(ctypes.byref(enabled)) == 0 and not enabled.value
+        for ptr in (send, recv):
+            assert acl.rt.free(ptr) == 0
+        assert acl.rt.destroy_stream(stream) == 0
+    except BaseException as exc:
+        errors.append((r, exc))
+
+threads = [threading.Thread(target=rank, args=(r,)) for r in (0, 1)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+assert not errors, errors
+base = np.arange(3 * N, dtype=np.int32)
+for r in (0, 1):
+    assert np.array_equal(results[r, "batch"], base[:N] + 10000 * (1 - r))
+    rcount = (r + 1) * N // 2
+    offset = 0 if r == 0 else N
+    expected = np.concatenate([base[offset:offset + rcount] + 10000 * q for q in (0, 1)])
+    assert np.array_equal(results[r, "v"], expected), r
+for c in comms:
+    assert lib.HcclCommDestroy(ctypes.c_void_p(c)) == 0
+assert acl.rt.reset_device(0) == 0 and acl.rt.reset_device(1) == 0 and acl.finalize() == 0
+print("arrays read")
+"""
+
+
+def test_batch_send_recv_and_all_to_all_v_read_the_callers_arrays(board, cann_home):
+    proc = _python(WRAPPER + ARRAYS, board, cann_home)
+    out = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 0 and "arrays read" in out, out
