@@ -8,7 +8,8 @@
                     HcclCommInitRootInfo, on 2 and 4 devices
     errors          bad data type / op / rank, NULL and destroyed communicators, NULL outputs,
                     functions mdev does not have (HCCL_E_NOT_SUPPORT with a message, never 0)
-    arrays          HcclBatchSendRecv's items and HcclAlltoAllV's counts read from the caller
+    arrays          HcclBatchSendRecv's items and HcclAlltoAllV's counts read from the caller;
+                    Reduce, Scatter, AlltoAll, GetCommAsyncError, GroupStatusGet
 """
 
 from __future__ import annotations
@@ -228,6 +229,8 @@ expect(2, "rootInfo is NULL", "HcclGetRootInfo", None)
 out = hcclComm_t()
 expect(2, "rootInfo is NULL", "HcclCommInitRootInfo", 2, None, 0, ctypes.byref(out))
 expect(1, "rootInfo must be", "HcclCommInitRootInfo", 2, ctypes.byref(hcclUniqueId()), 0, ctypes.byref(out))
+assert lib.HcclCommInitClusterInfo(b"/nonexistent/rank_table.json", 0, ctypes.byref(out)) == 1
+assert "cannot read rank table /nonexistent/rank_table.json" in acl.get_recent_err_msg()
 assert lib.HcclCommSuspend(ctypes.c_void_p(comm)) == 5
 assert "HcclCommSuspend is not supported by mdev" in acl.get_recent_err_msg()
 assert [hccl["HcclGetErrorString"](code) for code in (0, 1, 5)] == [b"success", b"parameter error", b"feature not supported"]
@@ -247,8 +250,8 @@ def test_errors_are_hccl_results_with_messages(board, cann_home):
     assert proc.returncode == 0 and "errors as codes" in out, out
 
 
-# The arrays libhccl.so reads from the caller: HcclSendRecvItem[] and AlltoAllV's counts, on
-# two ranks driven by two threads of one process (HcclCommInitAll).
+# The arrays libhccl.so reads from the caller (HcclSendRecvItem[], AlltoAllV's counts) and the
+# operations the wrappers do not call, on two ranks driven by two threads of one process.
 ARRAYS = """
 import threading
 import numpy as np
@@ -290,6 +293,23 @@ def rank(r):
                                  rdispls, INT32, ctypes.c_void_p(comms[r]), ctypes.c_void_p(stream)) == 2
         assert acl.rt.synchronize_stream(stream) == 0
         results[r, "v"] = from_device(acl, recv, 4 * 2 * rcount, np.int32)
+        # Reduce (sum into rank 0), Scatter (rank 1's halves), AlltoAll: marshalled from the prototype
+        c, st = ctypes.c_void_p(comms[r]), ctypes.c_void_p(stream)
+        assert lib.HcclReduce(ctypes.c_void_p(send), ctypes.c_void_p(recv), ctypes.c_uint64(N), INT32, 0,
+                              ctypes.c_uint32(0), c, st) == 0
+        assert acl.rt.synchronize_stream(stream) == 0
+        if r == 0:
+            results[r, "reduce"] = from_device(acl, recv, 4 * N, np.int32)
+        assert lib.HcclScatter(ctypes.c_void_p(send), ctypes.c_void_p(recv), ctypes.c_uint64(N), INT32,
+                               ctypes.c_uint32(1), c, st) == 0
+        assert acl.rt.synchronize_stream(stream) == 0
+        results[r, "scatter"] = from_device(acl, recv, 4 * N, np.int32)
+        assert lib.HcclAlltoAll(ctypes.c_void_p(send), ctypes.c_uint64(N), INT32, ctypes.c_void_p(recv),
+                                ctypes.c_uint64(N), INT32, c, st) == 0
+        assert acl.rt.synchronize_stream(stream) == 0
+        results[r, "alltoall"] = from_device(acl, recv, 4 * 2 * N, np.int32)
+        status = ctypes.c_int(-1)
+        assert lib.HcclGetCommAsyncError(c, ctypes.byref(status)) == 0 and status.value == 0
         enabled = ctypes.c_bool(True)
         assert lib.HcclGroupStatusGet(ctypes.byref(enabled)) == 0 and not enabled.value
         for ptr in (send, recv):
@@ -311,6 +331,10 @@ for r in (0, 1):
     offset = 0 if r == 0 else N
     expected = np.concatenate([base[offset:offset + rcount] + 10000 * q for q in (0, 1)])
     assert np.array_equal(results[r, "v"], expected), r
+    assert np.array_equal(results[r, "scatter"], base[r * N:(r + 1) * N] + 10000)
+    assert np.array_equal(results[r, "alltoall"], np.concatenate([base[r * N:(r + 1) * N] + 10000 * q
+                                                                  for q in (0, 1)]))
+assert np.array_equal(results[0, "reduce"], 2 * base[:N] + 10000)
 for c in comms:
     assert lib.HcclCommDestroy(ctypes.c_void_p(c)) == 0
 assert acl.rt.reset_device(0) == 0 and acl.rt.reset_device(1) == 0 and acl.finalize() == 0
