@@ -1,4 +1,5 @@
-"""The C face: every C entry point of libascendcl.so as a Python callable over mdev.runtime.
+"""The C face: every C entry point of libascendcl.so and libhccl.so as a Python callable over
+mdev.runtime (HCCL's functions: mdev.runtime.collectives.api, as mdev.hccl binds them).
 
     C program --> aclrtMalloc(&ptr, size, policy)                    (generated entry point)
       --> libmdev_embed.so: ints / bytes, GIL held --> entry("aclrtMalloc")(ptr_addr, size, policy)
@@ -16,7 +17,9 @@ char*`` as str, and a non-const pointer to a number or handle is an output
 (mdev.capi.prototypes), one per value the implementation returns; a structure or callback
 argument takes the conversion mdev.capi.special names for it.  Functions that need more
 (strings or structures to return, arrays) have a hand-written adapter there.  A function
-with neither returns ACL_ERROR_API_NOT_SUPPORT (200001) and a message naming it.
+with neither returns ACL_ERROR_API_NOT_SUPPORT (200001) -- an HCCL one HCCL_E_NOT_SUPPORT (5)
+-- and a message naming it.  Failures are in the codes of the function's library
+(mdev.capi.failures.codes_of); libhccl.so's hand-written adapters are mdev.capi.hccl_special.
 """
 
 from __future__ import annotations

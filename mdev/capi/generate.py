@@ -23,8 +23,9 @@ variadic function (``aclAppLog``) passes its printf-style text as one more strin
 output is never committed: ``mdev cann-home`` writes it next to the library it builds.
 
 A face is (its C functions, the Python module that implements them, the headers that
-declare them): ``libascendcl.so`` is the "acl" face over ``mdev.capi.adapter``; another
-library (``libhccl.so``) is another face over another module, with the same loader.
+declare them): ``libascendcl.so`` is the "acl" face, ``libhccl.so`` the "hccl" face, both over
+``mdev.capi.adapter`` and the same loader.  An entry point that Python cannot run returns its
+library's internal error (ACL_ERROR_RT_INTERNAL_ERROR, HCCL_E_INTERNAL).
 """
 
 from __future__ import annotations
