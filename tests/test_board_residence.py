@@ -178,6 +178,12 @@ def test_a_killed_supervisor_leaves_nothing_behind(monkeypatch):
             (segments_of(board), files_of(board))
         assert acl.rt.malloc(4096, 0)[1] == LOST
         assert acl.rt.free_host(pinned) == 0
+        # the name starts afresh
+        launcher.start(board, launcher.resolve_topology("laptop2", hbm=64 << 20), owner_pid=os.getpid())
+        assert launcher.status(board)["pid"] != info["pid"]
+        proc = host(board, ROUND_TRIP)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and "round trip ok" in out, err
 
 
 def test_status_shows_a_dead_board_and_stop_clears_it():
