@@ -186,6 +186,24 @@ def test_a_killed_supervisor_leaves_nothing_behind(monkeypatch):
         assert proc.returncode == 0 and "round trip ok" in out, err
 
 
+def test_a_host_lets_go_of_its_pinned_segments_once_the_supervisor_is_gone(monkeypatch):
+    """Supervisor and devices killed at once, so nobody clears the board: the host's next
+    call to the supervisor gets 507901 and unlinks the host's pinned segments itself."""
+    with extra_board("pinned") as board, attached(monkeypatch, board) as acl:
+        assert acl.rt.set_device(0) == 0
+        pinned, ret = acl.rt.malloc_host(1 << 20)
+        assert ret == 0
+        mine = [e for e in segments_of(board) if f".pin.{os.getpid()}." in e]
+        assert len(mine) == 1
+        for pid in processes_of(board):
+            os.kill(pid, signal.SIGKILL)
+        assert wait_until(lambda: not processes_of(board), timeout=10)
+        assert mine[0] in segments_of(board)
+        assert acl.rt.malloc_host(4096)[1] == LOST
+        assert mine[0] not in segments_of(board)
+        assert acl.rt.free_host(pinned) == 0
+
+
 def test_status_shows_a_dead_board_and_stop_clears_it():
     """Supervisor and devices all SIGKILLed at once (nobody cleans up): status says dead,
     stop removes the leftovers."""
