@@ -2,18 +2,23 @@
 
 Every connection is an AF_UNIX stream socket authenticated with the board secret (the
 HMAC challenge of ``multiprocessing.connection``).  After that, a message is a 4-byte
-little-endian length followed by a pickled tuple:
+little-endian length followed by a tuple of plain data, pickled:
 
     host --("t", slot, seq, op, args)--> device      a stream task (fire and forget)
     host --("r", req, op, args)-------> device       a request;  reply ("r", req, code, value)
     device --("cb", ...)--------------> host         device-initiated (callbacks, reports)
 
-Pickle is safe here because only processes holding the 0600 secret get past the handshake.
+Both ends prove they hold the 0600 secret before anything else is read.  Even then a
+frame decodes to data only: builtins (tuples, lists, dicts, str, bytes, numbers, None,
+bool), never an object of a class, so no frame can make its receiver run code.  Kernels
+are the one exception, and not at this layer: a host ships its kernel as opaque cloudpickled
+bytes inside a frame, and only a device process loads them (``register_kernel``).
 """
 
 from __future__ import annotations
 
 import collections
+import io
 import pickle
 import socket
 import struct
@@ -47,6 +52,14 @@ class ChannelClosed(Exception):
 class FrameError(ValueError):
     """A frame no well-behaved peer sends (over MAX_FRAME, or not a decodable message):
     the connection it came on is closed."""
+
+
+class _DataUnpickler(pickle.Unpickler):
+    """Unpickles plain data only: every class or function a frame names is refused (the
+    pickle opcodes that build objects all go through find_class)."""
+
+    def find_class(self, module: str, name: str):
+        raise pickle.UnpicklingError(f"a frame names {module}.{name}; frames carry data only")
 
 
 def handshake(sock: socket.socket, authkey: bytes, server: bool, timeout: float = 5.0) -> None:
@@ -97,7 +110,7 @@ class Decoder:
             if len(buf) - pos - 4 < n:
                 break
             try:
-                message = pickle.loads(memoryview(buf)[pos + 4:pos + 4 + n])
+                message = _DataUnpickler(io.BytesIO(buf[pos + 4:pos + 4 + n])).load()
             except Exception as exc:
                 raise FrameError(f"an undecodable frame ({exc!r})") from None
             if not isinstance(message, tuple) or not message or not isinstance(message[0], str):

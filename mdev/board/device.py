@@ -294,6 +294,12 @@ class Device:
         conn.sock.close()
         self._drop_waiters(lambda w: w.conn is conn)
         if conn.role == "main":
+            # the client's other connections go with its task socket: a request of theirs
+            # waiting on a stream that is now gone would otherwise wait for ever
+            for key in list(self.selector.get_map().values()):
+                other = key.data
+                if isinstance(other, ClientConn) and other.client == conn.client:
+                    self._disconnect(other)
             self.release_client(conn.client)
 
     # ------------------------------------------------------------------ clients

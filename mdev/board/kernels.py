@@ -17,6 +17,7 @@ overflows (mdev.board.overflow).
 from __future__ import annotations
 
 import concurrent.futures
+import pickle
 import threading
 import time
 import traceback
@@ -60,6 +61,12 @@ def _pool(device: "Device") -> concurrent.futures.ThreadPoolExecutor:
 def _arguments(device: "Device", kernel, args_kind: str, args, placeholders: list, scratch: list) -> list:
     if args_kind == "values":
         return list(args)
+    if args_kind == "objects":    # shipped by value by the host, like the kernel itself
+        values, objects = args
+        values = list(values)
+        for i, value in pickle.loads(objects).items():
+            values[i] = value
+        return values
     if args_kind == "loc":
         dev, offset, size = args
         block = bytearray(device.view(("d", dev, offset), size).tobytes())
