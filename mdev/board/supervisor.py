@@ -19,6 +19,7 @@ of the board, the lock file last; if it dies instead, its devices do (device.mai
 from __future__ import annotations
 
 import argparse
+import fcntl
 import gc
 import json
 import os
@@ -385,6 +386,12 @@ def main(argv: list[str] | None = None) -> None:
                                                              "the node's first attach")
     args = parser.parse_args(argv)
     paths = BoardPaths(args.name)
+    try:
+        # the launcher's lock is this process's too (one open file); a lock another process
+        # holds fails here, before anything is made or removed: no second supervisor of a name
+        fcntl.flock(args.lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        sys.exit(f"board {paths.name!r}: --lock-fd {args.lock_fd} does not hold the board's lock ({exc})")
     with open(args.topology_file, encoding="utf-8") as f:
         topo = topology.from_dict(json.load(f), "<board>")
     sup = Supervisor(paths, topo, args.lock_fd, args.on_demand, args.idle_timeout, args.owner_pid, args.eager)
