@@ -71,7 +71,7 @@ def test_a_secret_file_of_another_user_is_never_trusted(tmp_path, monkeypatch):
     with pytest.raises(UnsafeRuntimeDir, match="not this user's private file"):
         launcher.read_key(paths)
     with pytest.raises(UnsafeRuntimeDir):
-        launcher.is_running(paths)
+        launcher.connect(paths)
 
 
 def test_the_runtime_directory_must_be_private(tmp_path, monkeypatch):

@@ -33,7 +33,7 @@ from mdev.errors import AclError
 from mdev.board import launcher
 from mdev.board import status as S
 from mdev.board.naming import BoardPaths
-from mdev.memory.segment import Segment
+from mdev.memory.segment import Segment, unlink
 
 
 # handlers of device-initiated messages, by kind; runtime modules register theirs
@@ -298,10 +298,19 @@ class BoardClient:
                 self._channel.send(("r", 0, op, args))
                 _, _, code, value = self._channel.recv()
             except protocol.ChannelClosed as exc:
+                self._release_pinned_names()
                 raise AclError(E.ACL_ERROR_RT_SOCKET_CLOSE, f"board {self.paths.name!r} supervisor is gone: {exc}")
         if code:
             raise AclError(code, value)
         return value
+
+    def _release_pinned_names(self) -> None:
+        """The supervisor is gone, so nobody would unlink this process's pinned segments when
+        it exits: unlink them now (their pages stay mapped here until freed)."""
+        mine = self.paths.pinned_prefix(os.getpid())
+        for name in self.paths.segments():
+            if name.startswith(mine):
+                unlink(name)
 
     def link(self, device: int) -> DeviceLink:
         link = self._links.get(device)
