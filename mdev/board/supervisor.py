@@ -82,8 +82,6 @@ class Supervisor:
         fd = os.open(self.paths.key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(self.authkey.hex())
-        self.board_page = S.BoardPage(segment.Segment(self.paths.board_page(),
-                                                      S.BoardPage.size_for(self.topo.device_count), create=True))
         # device processes are forked from here: frozen objects are never traversed by a
         # child's garbage collector, so their pages stay shared copy-on-write
         gc.freeze()
