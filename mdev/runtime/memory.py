@@ -327,20 +327,29 @@ class MemoryTable:
         """Free pinned memory (or end a registration: the pages become private ones again,
         with the segment's contents); the devices let go of the segment."""
         self.remove(alloc.ptr)
-        board = self.runtime.attach()
         seg = alloc.segment
-        if alloc.registered:
-            data = seg.array.copy()
-            map_private(alloc.ptr, alloc.size)
-            self.view(Operand(PAGEABLE, alloc.ptr, alloc.size))[:] = data
+        try:
+            if alloc.registered:
+                data = seg.array.copy()
+                map_private(alloc.ptr, alloc.size)
+                self.view(Operand(PAGEABLE, alloc.ptr, alloc.size))[:] = data
+        finally:
+            # the host's memory goes whatever the board says: a dead device or supervisor
+            # has nothing left to let go of
+            seg.close()
+            seg.unlink()
+        board = self.runtime.board
+        if board is None:
+            return
         for link in list(board._links.values()):
             try:
                 link.request("forget_segment", seg.name)
             except AclError:
                 pass
-        board.request("unregister_segment", seg.name)
-        seg.close()
-        seg.unlink()
+        try:
+            board.request("unregister_segment", seg.name)
+        except AclError:
+            pass        # the supervisor is gone: it unlinks nothing any more
 
     def map_pinned(self, name: str, size: int) -> Allocation:
         """Another process's pinned buffer on this board (a collective's staging slots), mapped
