@@ -395,8 +395,7 @@ def test_killed_supervisor_gives_a_clear_error_and_board_start_recovers(monkeypa
         new = launcher.status(name)
         assert new["pid"] != info["pid"] and all(d["state"] == "ok" for d in new["devices"])
         assert sorted(shm_entries(name)) == sorted([f"{BoardPaths(name).shm_prefix}{k}{i}"
-                                                    for k in ("hbm", "ctl") for i in range(2)]
-                                                   + [f"{BoardPaths(name).shm_prefix}board"])
+                                                    for k in ("hbm", "ctl") for i in range(2)])
         # the process detaches from the dead board (finalize) and works on the new one
         from mdev.runtime.lifecycle import detach
         detach()

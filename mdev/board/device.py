@@ -135,8 +135,6 @@ class Device:
         self.hbm = Segment(paths.hbm(index), self.spec.hbm_bytes, create=True)
         self.hbm_windows = WindowPool(paths.hbm(index))      # kernel launches write through these
         self.control = S.ControlPage(Segment(paths.control(index), S.size_for(self.spec.hbm_bytes), create=True))
-        self.board = S.BoardPage(Segment(paths.board_page()))
-        self.board.hbm_used[index] = 0       # a restarted device's predecessor took its memory along
         h = self.control.header
         h[S.H_MAGIC], h[S.H_DEVICE], h[S.H_PID] = S.MAGIC, index, os.getpid()
         h[S.H_HBM_TOTAL], h[S.H_BOOT_NS] = self.spec.hbm_bytes, self.boot_ns
@@ -339,27 +337,38 @@ class Device:
     # ------------------------------------------------------------------ memory
     def rpc_malloc(self, conn, req, size: int, reserved: int, page: int, policy: int) -> int:
         with self.lock:
-            self._check_backing(reserved)
             try:
                 block = self.allocator.allocate(size, reserved, page, conn.client, policy)
             except OutOfMemory as exc:
                 raise AclError(E.ACL_ERROR_RT_MEMORY_ALLOCATION, f"device {self.index}: {exc}")
+            try:
+                self.back(block.offset, block.reserved)
+            except AclError:
+                self.allocator.release(block.offset)
+                raise
             self._mark_pages(block.offset, block.reserved, 1)
             self._note_used()
         return address.device_base(self.index) + block.offset
 
     def _note_used(self) -> None:
-        self.control.header[S.H_HBM_USED] = self.board.hbm_used[self.index] = self.allocator.used
+        self.control.header[S.H_HBM_USED] = self.allocator.used
 
-    def _check_backing(self, reserved: int) -> None:
-        """Refuse what /dev/shm could not back: touching it later would be a SIGBUS."""
+    def back(self, offset: int, length: int) -> None:
+        """Give [offset, offset+length) of the HBM its pages now, or refuse with
+        ACL_ERROR_RT_MEMORY_ALLOCATION: the HBM segment is sparse (a 32 GiB device costs
+        what is allocated), so memory /dev/shm could not hold would otherwise be handed out
+        and kill this process with SIGBUS at its first touch.  Free space is checked first:
+        filling RAM up to the limit only to fail is not done."""
         st = os.statvfs("/dev/shm")
-        capacity = st.f_blocks * st.f_frsize
-        promised = int(self.board.hbm_used.sum())
-        if promised + reserved > capacity:
+        free = st.f_bavail * st.f_frsize
+        if length > free:
             raise AclError(E.ACL_ERROR_RT_MEMORY_ALLOCATION,
-                           f"device {self.index}: board has {promised} bytes allocated; "
-                           f"{reserved} more exceeds the {capacity} bytes /dev/shm can back")
+                           f"device {self.index}: cannot back {length} bytes of HBM: /dev/shm has {free} bytes free")
+        try:
+            self.hbm.reserve(offset, length)
+        except OSError as exc:
+            raise AclError(E.ACL_ERROR_RT_MEMORY_ALLOCATION,
+                           f"device {self.index}: cannot back {length} bytes of HBM in /dev/shm: {exc.strerror}")
 
     def rpc_free(self, conn, req, ptr: int) -> None:
         with self.lock:

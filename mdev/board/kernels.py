@@ -77,7 +77,11 @@ def _arguments(device: "Device", kernel, args_kind: str, args, placeholders: lis
         reserved = address.align_up(max(len(data), 1), address.NORMAL_PAGE)
         with device.lock:
             piece = device.allocator.allocate(len(data) or 1, reserved, address.NORMAL_PAGE, -1, 0)
-        scratch.append(piece.offset)
+            scratch.append(piece.offset)
+            try:
+                device.back(piece.offset, reserved)
+            except AclError as exc:
+                raise TaskFault(exc.code, exc.message) from None
         device.hbm.array[piece.offset:piece.offset + len(data)] = memoryview(data)
         block[addr_offset:addr_offset + 8] = (address.device_base(device.index) + piece.offset).to_bytes(8, "little")
     return params.decode(kernel.types, bytes(block))

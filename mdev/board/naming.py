@@ -160,10 +160,6 @@ class BoardPaths:
     def control(self, device: int) -> str:
         return f"/{self.shm_prefix}ctl{device}"
 
-    def board_page(self) -> str:
-        """Board-wide state, one row per device (mdev.board.status.BoardPage)."""
-        return f"/{self.shm_prefix}board"
-
     def pinned(self, pid: int, serial: int | str) -> str:
         return f"{self.pinned_prefix(pid)}{serial}"
 

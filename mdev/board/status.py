@@ -1,5 +1,4 @@
-"""The control page of a device, and the board page: state every process can read
-without a round trip.
+"""The control page of a device: state every process can read without a round trip.
 
 The device process is the only writer (except where noted); host processes map the page
 read-mostly and answer queries from it:
@@ -49,11 +48,7 @@ values; they may see slightly old ones, which is what a query of a running devic
 
 Nothing here grows with the board: a device of a 1024-device board has the same page as
 one of an 8-device board (the HBM page map aside), and reads only the pages of devices it
-works with.  What every device needs of every other lives on the board page instead (the
-supervisor creates it; device d writes row d):
-
-    hbm_used[d]         bytes allocated on device d: the /dev/shm backing check of a
-                        malloc sums the row instead of reading every device's page
+works with.
 """
 
 from __future__ import annotations
@@ -157,15 +152,3 @@ class ControlPage:
         """Excludes the other recorders of notify ``slot`` (any process) while one adds to
         its count; threads of one process must exclude each other as well."""
         return self.segment.locked(self._at["notify_rec"] + 8 * slot, 8)
-
-
-class BoardPage:
-    """Typed views over the board page (one int64 per device)."""
-
-    def __init__(self, segment: Segment) -> None:
-        self.segment = segment
-        self.hbm_used = segment.array.view(np.int64)
-
-    @staticmethod
-    def size_for(devices: int) -> int:
-        return 8 * devices

@@ -90,8 +90,6 @@ class Supervisor:
         os.write(self.lock_fd, f"{os.getpid()}\n".encode())      # for messages (residence.holder)
         self.paths.record_tag()
         naming.write_private(self.paths.key, self.authkey.hex())
-        self.board_page = S.BoardPage(segment.Segment(self.paths.board_page(),
-                                                      S.BoardPage.size_for(self.topo.device_count), create=True))
         # device processes are forked from here: frozen objects are never traversed by a
         # child's garbage collector, so their pages stay shared copy-on-write
         gc.freeze()

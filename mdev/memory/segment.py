@@ -40,7 +40,22 @@ class Segment:
         self.name = name
         self.array = np.frombuffer(self._mmap, dtype=np.uint8)
         self.address = self.array.ctypes.data
-        self._lock_fd = -1
+        self._fd = -1            # a descriptor of the shm file, opened on first need
+
+    def _file(self) -> int:
+        if self._fd < 0:
+            self._fd = os.open(f"/dev/shm{self.name}", os.O_RDWR | os.O_CLOEXEC)
+        return self._fd
+
+    def reserve(self, start: int, length: int) -> None:
+        """Back the bytes [start, start+length) with pages now (the rest of the segment stays
+        sparse): touching them later can no longer fail with SIGBUS.  OSError (ENOSPC) when
+        /dev/shm cannot hold them; what it took by then is given back."""
+        try:
+            os.posix_fallocate(self._file(), start, length)
+        except OSError:
+            self.release(start, length)
+            raise
 
     @contextmanager
     def locked(self, start: int, length: int) -> Iterator[None]:
@@ -48,13 +63,12 @@ class Segment:
         process's ``locked`` of them (an open-file-description lock: it belongs to this
         mapping, so closing another descriptor of the file never drops it).  Threads of one
         process do not exclude each other through it."""
-        if self._lock_fd < 0:
-            self._lock_fd = os.open(f"/dev/shm{self.name}", os.O_RDWR | os.O_CLOEXEC)
-        fcntl.fcntl(self._lock_fd, fcntl.F_OFD_SETLKW, struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, start, length, 0))
+        fd = self._file()
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLKW, struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, start, length, 0))
         try:
             yield
         finally:
-            fcntl.fcntl(self._lock_fd, fcntl.F_OFD_SETLKW, struct.pack(_FLOCK, fcntl.F_UNLCK, os.SEEK_SET, start, length, 0))
+            fcntl.fcntl(fd, fcntl.F_OFD_SETLKW, struct.pack(_FLOCK, fcntl.F_UNLCK, os.SEEK_SET, start, length, 0))
 
     def release(self, start: int, length: int) -> None:
         """Give the pages of [start, start+length) back to the OS; they read as zero again."""
@@ -91,9 +105,9 @@ class Segment:
 
     def close(self) -> None:
         """Unmap.  Views handed out to users keep the mapping alive until they die."""
-        if self._lock_fd >= 0:
-            os.close(self._lock_fd)
-            self._lock_fd = -1
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
         self.array = None
         try:
             self._mmap.close()

@@ -323,6 +323,7 @@ def query_event_status(event) -> int:
 
 def _found_complete(ev: Event) -> bool:
     """A query: a record found done orders the host after it (modelled time, traces)."""
+    rt.link(ev.device).check_alive()       # a dead device's page shows its last records
     done = is_complete(ev)
     if done and ev.last_record is not None:
         _trace.synced([ev.last_record])
@@ -334,6 +335,9 @@ def query_event_wait_status(event) -> int:
     ev = _queried(event)
     if ev.api == EX:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "query_event_wait_status does not take Ex events")
+    for s, _ in ev.waits:
+        if not s.destroyed:
+            rt.link(s.device).check_alive()
     done = all(s.destroyed or streams.is_done(s, seq) for s, seq in ev.waits)
     return C.ACL_EVENT_WAIT_STATUS_COMPLETE if done else C.ACL_EVENT_WAIT_STATUS_NOT_READY
 
@@ -349,6 +353,7 @@ def _unreported_failure(ev: Event) -> bool:
 def _sync(ev: Event, timeout: int) -> None:
     # a completed record returns at once -- unless its stream holds an unreported failure:
     # the device's answer carries it, whether the record ran before this call or after
+    rt.link(ev.device).check_alive()
     if is_complete(ev) and not _unreported_failure(ev):
         return
     deadline = None if timeout < 0 else time.monotonic() + timeout / 1000
@@ -367,7 +372,9 @@ def _sync(ev: Event, timeout: int) -> None:
 
 def _poll(ev: Event, timeout: int, deadline: float | None) -> None:
     pause = 0.0001
+    link = rt.link(ev.device)
     while not is_complete(ev):
+        link.check_alive()        # the device died: nothing will record it any more
         if deadline is not None and time.monotonic() > deadline:
             raise AclError(E.ACL_ERROR_RT_EVENT_SYNC_TIMEOUT, f"event not complete after {timeout} ms")
         time.sleep(pause)
@@ -391,6 +398,7 @@ def _timestamp_ns(ev: Event) -> int:
         raise AclError(E.ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID, "the event was not created with ACL_EVENT_TIME_LINE")
     if ev.issued == 0:
         raise AclError(E.ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID, "the event was never recorded")
+    rt.link(ev.device).check_alive()
     if not is_complete(ev):
         raise AclError(E.ACL_ERROR_RT_EVENT_NOT_COMPLETE, "the event's record has not executed yet")
     return int(rt.link(ev.device).control.event_ts[ev.slot])

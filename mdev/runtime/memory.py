@@ -327,12 +327,20 @@ class MemoryTable:
         """Free pinned memory (or end a registration: the pages become private ones again,
         with the segment's contents); the devices let go of the segment."""
         self.remove(alloc.ptr)
-        board = self.runtime.attach()
         seg = alloc.segment
-        if alloc.registered:
-            data = seg.array.copy()
-            map_private(alloc.ptr, alloc.size)
-            self.view(Operand(PAGEABLE, alloc.ptr, alloc.size))[:] = data
+        try:
+            if alloc.registered:
+                data = seg.array.copy()
+                map_private(alloc.ptr, alloc.size)
+                self.view(Operand(PAGEABLE, alloc.ptr, alloc.size))[:] = data
+        finally:
+            # the host's memory goes whatever the board says: a dead device or supervisor
+            # has nothing left to let go of
+            seg.close()
+            seg.unlink()
+        board = self.runtime.board
+        if board is None:
+            return
         for link in list(board._links.values()):
             try:
                 link.request("forget_segment", seg.name)
@@ -342,8 +350,6 @@ class MemoryTable:
             board.request("unregister_segment", seg.name)
         except AclError:
             pass        # the supervisor is gone (507901): this process's side is freed all the same
-        seg.close()
-        seg.unlink()
 
     def map_pinned(self, name: str, size: int) -> Allocation:
         """Another process's pinned buffer on this board (a collective's staging slots), mapped

@@ -1,0 +1,107 @@
+"""Queries of a dead device: after its process is SIGKILLed, stream and event queries and
+synchronisations on it return ACL_ERROR_RT_SOCKET_CLOSE (507901) at once -- the control page
+a dead device leaves behind keeps its last counters, which answer nothing -- and host-side
+frees still free what the host holds (a pinned buffer's segment is unlinked).
+
+Both an idle device (every task done: its page says "complete") and a busy one (a wait
+queued: its page says "not ready") are killed for real.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import psutil
+import pytest
+
+from async_util import ok, out
+from helpers import MiB, attached, extra_board, wait_until
+from mdev.board import launcher
+from mdev.board.naming import BoardPaths
+
+LOST = 507901          # ACL_ERROR_RT_SOCKET_CLOSE
+GEQ = 0                # ACL_STREAM_WAIT_VALUE_GEQ
+AT_ONCE_S = 0.1
+
+
+def _pinned_segments(name: str) -> list[str]:
+    prefix = f"{BoardPaths(name).shm_prefix}pin.{os.getpid()}."
+    return [e for e in os.listdir("/dev/shm") if e.startswith(prefix)]
+
+
+@pytest.mark.parametrize("busy", [False, True], ids=["idle", "busy"])
+def test_queries_of_a_killed_device_say_device_lost_at_once(monkeypatch, busy):
+    with extra_board("dq-busy" if busy else "dq-idle", "laptop2") as name, attached(monkeypatch, name) as acl:
+        ok(acl, acl.rt.set_device(0))
+        stream = out(acl, acl.rt.create_stream())
+        event = out(acl, acl.rt.create_event())
+        timed = out(acl, acl.rt.create_event_with_flag(acl.ACL_EVENT_TIME_LINE))
+        waited = out(acl, acl.rt.create_event())
+        other = out(acl, acl.rt.create_stream())
+        buf = out(acl, acl.rt.malloc(1 * MiB, 0))
+        host = out(acl, acl.rt.malloc_host(1 * MiB))
+        ok(acl, acl.rt.memset_async(buf, 1 * MiB, 7, 1 * MiB, stream))
+        ok(acl, acl.rt.memcpy_async(host, 1 * MiB, buf, 1 * MiB, acl.ACL_MEMCPY_DEVICE_TO_HOST, stream))
+        ok(acl, acl.rt.record_event(timed, stream))
+        ok(acl, acl.rt.synchronize_stream(stream))
+        if busy:                    # a wait that never ends, then work behind it
+            word = out(acl, acl.rt.malloc(8, 0))
+            ok(acl, acl.rt.memset(word, 8, 0, 8))
+            ok(acl, acl.rt.value_wait(word, 1, GEQ, stream))
+            ok(acl, acl.rt.memcpy_async(host, 4096, buf, 4096, acl.ACL_MEMCPY_DEVICE_TO_HOST, stream))
+        ok(acl, acl.rt.record_event(event, stream))
+        ok(acl, acl.rt.stream_wait_event(other, event))
+        ok(acl, acl.rt.record_event(waited, other))
+        if not busy:
+            ok(acl, acl.rt.synchronize_device())
+            assert acl.rt.stream_query(stream) == (acl.ACL_STREAM_STATUS_COMPLETE, 0)
+        assert _pinned_segments(name)
+
+        pid = launcher.status(name)["devices"][0]["pid"]
+        os.kill(pid, signal.SIGKILL)
+        killed = time.monotonic()
+        # the first query to notice: within AT_ONCE_S of the kill (the process takes a few
+        # milliseconds to die: its threads exit, its sockets close), never "success" later
+        while acl.rt.stream_query(stream)[1] != LOST and time.monotonic() - killed < 5:
+            time.sleep(0.001)
+        noticed = time.monotonic() - killed
+        assert noticed < AT_ONCE_S, f"stream_query said device lost {noticed:.3f} s after the kill"
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        calls = {
+            "stream_query": lambda: acl.rt.stream_query(stream)[1],
+            "query_event": lambda: acl.rt.query_event(event)[1],
+            "query_event_status": lambda: acl.rt.query_event_status(event)[1],
+            "query_event_wait_status": lambda: acl.rt.query_event_wait_status(event)[1],
+            "event_get_timestamp": lambda: acl.rt.event_get_timestamp(timed)[1],
+            "synchronize_event": lambda: acl.rt.synchronize_event(waited),
+            "synchronize_event_with_timeout": lambda: acl.rt.synchronize_event_with_timeout(event, 5000),
+            "synchronize_stream": lambda: acl.rt.synchronize_stream(stream),
+            "synchronize_stream_with_timeout": lambda: acl.rt.synchronize_stream_with_timeout(other, 5000),
+            "synchronize_device": lambda: acl.rt.synchronize_device(),
+        }
+        answers = {}
+        for what, call in calls.items():
+            start = time.monotonic()
+            ret = call()
+            answers[what] = (ret, round(time.monotonic() - start, 3))
+        assert all(ret == LOST and took < AT_ONCE_S for ret, took in answers.values()), repr(answers)
+        assert "device 0" in acl.get_recent_err_msg()
+
+        # host-side frees free the host's side: the pinned segment is gone
+        ok(acl, acl.rt.free_host(host))
+        assert _pinned_segments(name) == []
+        for destroy in (lambda: acl.rt.destroy_event(event), lambda: acl.rt.destroy_event(timed),
+                        lambda: acl.rt.destroy_event(waited), lambda: acl.rt.destroy_stream(stream),
+                        lambda: acl.rt.destroy_stream(other)):
+            ok(acl, destroy())
+        assert acl.rt.free(buf) == LOST                       # the device memory went with the device
+        assert acl.rt.free(buf) == acl.ACL_ERROR_RT_PARAM_INVALID     # ... and the host forgot it
+        # the device comes back; the board is whole again
+        ok(acl, acl.rt.reset_device_force(0))
+        ok(acl, acl.rt.set_device(0))
+        again = out(acl, acl.rt.create_stream())
+        assert acl.rt.stream_query(again) == (acl.ACL_STREAM_STATUS_COMPLETE, 0)
+        ok(acl, acl.rt.destroy_stream(again))
+        ok(acl, acl.rt.reset_device(0))
