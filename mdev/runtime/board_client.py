@@ -62,27 +62,33 @@ def process_gone(pid: int) -> bool:
 
 
 class ExitWatch:
-    """Calling it says whether process ``pid`` has exited: a poll of its pidfd (well under a
-    microsecond), or a look at /proc where pidfds are missing (ten times that)."""
+    """Calling it says whether process ``pid`` has exited: a poll of its pidfd (about a
+    microsecond), or a look at /proc where pidfds are missing (ten times that). Any thread
+    may call it: each call polls with a poll object of its own, since one poll object
+    refuses concurrent use."""
 
     def __init__(self, pid: int) -> None:
-        self.pid, self.fd, self._poller = pid, -1, None
+        self.pid, self.fd = pid, -1
         try:
             self.fd = os.pidfd_open(pid)
         except (AttributeError, OSError):
-            return
-        self._poller = select.poll()
-        self._poller.register(self.fd, select.POLLIN)
+            pass
 
     def __call__(self) -> bool:
-        if self._poller is None:
+        fd = self.fd
+        if fd < 0:
             return process_gone(self.pid)
-        return bool(self._poller.poll(0))
+        poller = select.poll()
+        try:
+            poller.register(fd, select.POLLIN)
+        except (ValueError, OSError):                 # closed by another thread meanwhile
+            return process_gone(self.pid)
+        return bool(poller.poll(0))
 
     def close(self) -> None:
         if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+            fd, self.fd = self.fd, -1
+            os.close(fd)
 
 
 # tasks gathered before they are written whatever else happens: a device starts on a burst
