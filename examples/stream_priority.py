@@ -26,17 +26,30 @@ def check(ret, what):
         raise RuntimeError(f"{what} failed ret={ret}: {acl.get_recent_err_msg()}")
 
 
+def query(event):
+    status, ret = acl.rt.query_event_status(event)
+    check(ret, "query_event_status")
+    return status
+
+
 def one_round(busy, low, high, big, small):
     """Returns {name: timestamp}, or None when the round could not show priorities: a small
     task found an engine free at once, or reached the device after an engine freed."""
     events = {}
-    for name in ("busy0", "busy1", "low_queued", "low", "high_queued", "high"):
+    for name in ("busy0_started", "busy1_started", "busy0", "busy1", "low_queued", "low", "high_queued", "high"):
         events[name], ret = acl.rt.create_event_ex_with_flag(acl.ACL_EVENT_TIME_LINE)
         check(ret, "create_event_ex_with_flag")
     for i, stream in enumerate(busy):
+        check(acl.rt.record_event(events[f"busy{i}_started"], stream), "record_event")
         check(acl.rt.memset_async(big[i], BIG, i + 1, BIG, stream), "memset_async")
         check(acl.rt.record_event(events[f"busy{i}"], stream), "record_event")
-    time.sleep(0.01)                             # let both large memsets take an engine
+    # both large memsets have an engine once the device has passed the records before them
+    # (a fixed sleep is too short on a loaded host and too long on a fast one)
+    deadline = time.monotonic() + 1.0
+    while any(query(events[f"busy{i}_started"]) != acl.ACL_EVENT_RECORDED_STATUS_COMPLETE for i in range(2)):
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.0002)
     for name, stream, value in (("low", low, 7), ("high", high, 0)):
         # the *_queued record runs when the device reaches the small memset (needs no engine)
         check(acl.rt.record_event(events[f"{name}_queued"], stream), "record_event")
@@ -53,6 +66,7 @@ def one_round(busy, low, high, big, small):
     # when the first one freed (a loaded host may submit the second one too late)
     first_busy_end = min(stamps["busy0"], stamps["busy1"])
     queued = max(stamps.pop("low_queued"), stamps.pop("high_queued"))
+    del stamps["busy0_started"], stamps["busy1_started"]
     return stamps if queued < first_busy_end <= min(stamps["low"], stamps["high"]) else None
 
 
