@@ -66,6 +66,8 @@ class ExitWatch:
 
     def __init__(self, pid: int) -> None:
         self.pid, self.fd, self._poller = pid, -1, None
+        self._lock = threading.Lock()      # a poll object is not for two threads at once
+        self._exited = False
         try:
             self.fd = os.pidfd_open(pid)
         except (AttributeError, OSError):
@@ -74,9 +76,13 @@ class ExitWatch:
         self._poller.register(self.fd, select.POLLIN)
 
     def __call__(self) -> bool:
-        if self._poller is None:
-            return process_gone(self.pid)
-        return bool(self._poller.poll(0))
+        if not self._exited:
+            if self._poller is None:
+                self._exited = process_gone(self.pid)
+            else:
+                with self._lock:
+                    self._exited = bool(self._poller.poll(0))
+        return self._exited
 
     def close(self) -> None:
         if self.fd >= 0:
