@@ -120,7 +120,7 @@ class DeviceLink:
         self.check_alive()
         try:
             channel = protocol.connect(self.board.paths.device_socket(self.index), self.board.authkey,
-                                       ("hello", self.board.client_id, os.getpid(), role, _command_line()))
+                                       ("hello", self.board.client_id, self.board.seal, role, _command_line()))
         except (OSError, EOFError) as exc:
             raise self.lost(exc) from exc
         self._sockets.append(channel.sock)
@@ -320,8 +320,9 @@ class BoardClient:
         self._channel = channel
         self._lock = threading.Lock()
         self.authkey = launcher.read_key(self.paths)
-        info = self.request("attach", os.getpid(), _command_line(), node)
+        info = self.request("attach", _command_line(), node)
         self.client_id: int = info["client"]
+        self.seal: str = info["seal"]        # proves the client id to the devices
         self.topology = launcher.read_topology(self.paths)
         self.node = self.topology.node(node)
         self.devices: range = self.node.devices     # board indices of the devices it sees
