@@ -131,13 +131,14 @@ class DeviceLink:
 
     def check_alive(self) -> None:
         """507901 once the device process is gone.  Queries call it before they answer from
-        the control page, whose counters a dead device left where they were: its process's
-        exit is seen at once (its pidfd), before the supervisor marks the page FAULTED or
-        this process's reader sees the sockets close."""
+        the control page, whose counters a dead device left where they were.  Its death is
+        seen at once, before the supervisor marks the page FAULTED: by the reader of the task
+        socket (the kernel closes a dead process's sockets before anything else of its exit
+        shows), or, while this process has no task socket to it, by a poll of its pidfd."""
         if self.control.state != S.STATE_ALIVE:
             self._drop_hbm()
             raise self.lost(S.STATE_NAMES.get(self.control.state, "unknown state"))
-        if self._reader_done or self._gone or self._exit():     # the device closed our sockets: it died
+        if self._reader_done or self._gone or (self._task_sock is None and self._exit()):
             self._drop_hbm()
             raise self.lost("the device process is gone")
 
