@@ -16,10 +16,18 @@ and reads it, from both devices.
 from __future__ import annotations
 
 import os
+import select
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
 
 import numpy as np
+import pytest
 
 from helpers import from_device, to_device
+from mdev import protocol
 from mdev.board import launcher
 from mdev.board.naming import BoardPaths
 from mdev.memory import address
@@ -154,3 +162,45 @@ def test_a_process_off_the_pid_list_reaches_nothing_of_the_exporter(acl, board):
     assert acl.rt.free(victim) == 0                  # still allocated: this free is the first
     assert acl.rt.free_host(pinned) == 0
 
+
+
+NOBODY = 65534
+CONNECT = r'''
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+s.settimeout(10)
+print("challenge" if s.recv(64) else "closed")
+'''
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="running a process as a second OS user needs root")
+def test_a_connection_of_another_uid_is_closed_before_the_handshake():
+    """The board's sockets are 0600 in a 0700 directory, so only root could reach one as
+    another user; past the file modes, the listener itself refuses a peer whose uid (the
+    kernel's SO_PEERCRED) is not its own -- here a socket anybody may connect to."""
+    python = shutil.which("python3", path="/usr/bin:/bin") or sys.executable     # one nobody may run
+    shared = tempfile.mkdtemp(prefix="mdev-test-uid-", dir="/tmp")
+    os.chmod(shared, 0o755)
+    path = os.path.join(shared, "s.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    os.chmod(path, 0o777)
+    listener.listen(4)
+    admission = protocol.Admission(listener, b"k" * 32)
+    try:
+        answers = []
+        for user in (NOBODY, os.getuid()):
+            try:
+                child = subprocess.Popen([python, "-c", CONNECT, path], stdout=subprocess.PIPE, text=True,
+                                         preexec_fn=(lambda u=user: (os.setgid(u), os.setuid(u))))
+            except PermissionError:
+                pytest.skip(f"uid {user} may not run {python}")
+            assert select.select([listener], [], [], 10)[0]
+            admission.admit()
+            answers.append(child.communicate(timeout=20)[0].strip())
+        assert answers == ["closed", "challenge"]       # the same user is challenged, nobody is not
+    finally:
+        admission.close()
+        listener.close()
+        shutil.rmtree(shared)
