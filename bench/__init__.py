@@ -16,9 +16,11 @@
     bench.hccl      collectives like hccl_test: per size wall and modelled time, algbw / busbw,
                     HCCL's formula and modelled / formula, numpy doing the same reduction
     bench.capi      the same small-task loops from C (libascendcl.so) and from Python: the C layer's cost
+    bench.dispatch  dispatch speed beside raw OS primitives: small tasks vs pipe messages, a round
+                    trip vs a pipe ping-pong, 48 vs 1 kernel blocks, stream churn, 4 threads x 4 devices
 
 Each group starts its own board (``bench-<pid>-<tag>``) and stops it when done.
 """
 
 GROUPS = ("copies", "tasks", "startup", "kernels", "ipc", "async_tasks", "p2p", "graph", "trace", "sanitize",
-          "hccl", "capi")
+          "hccl", "capi", "dispatch")

@@ -326,12 +326,13 @@ _build()
 
 def error_name(code: int) -> str:
     """Canonical header name of ``code``, or ``"UNKNOWN(<code>)"``."""
-    return ERROR_NAMES.get(code, f"UNKNOWN({code})")
+    return ERROR_NAMES.get(code, f"UNKNOWN({code})") if type(code) is int else f"UNKNOWN({code!r})"
 
 
 def describe(code: int) -> str:
     """One-line description, e.g. ``"ACL_ERROR_RT_PARAM_INVALID (107000): invalid argument"``."""
-    return f"{error_name(code)} ({code}): {ERROR_TEXT.get(code, 'unknown error')}"
+    text = ERROR_TEXT.get(code, 'unknown error') if type(code) is int else 'unknown error'
+    return f"{error_name(code)} ({code!r}): {text}"
 
 
 class AclError(Exception):

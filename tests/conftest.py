@@ -8,7 +8,8 @@
     cann_home    a CANN toolkit tree (mdev cann-home) for the C and C++ tests
 
 Board names start with ``pytest-<pid>-`` so parallel workers (pytest -n 2) never share
-one; at the end of the session no /dev/shm segment of those boards may remain.
+one; at the end of the session no /dev/shm segment and no runtime file (socket, key,
+lock, log, ...) of those boards may remain.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import textwrap
 import pytest
 
 from mdev.board import launcher
-from mdev.board.naming import BoardPaths
+from mdev.board.naming import BoardPaths, runtime_dir
 
 PREFIX = f"pytest-{os.getpid()}-"
 SMALL_HBM = 256 << 20
@@ -40,6 +41,8 @@ def _no_leaks():
         launcher.stop(name)
     leaked = [e for e in os.listdir("/dev/shm") if e.startswith(f"mdev.{os.getuid()}.{PREFIX}")]
     assert not leaked, f"segments left in /dev/shm: {leaked}"
+    left = [e for e in os.listdir(runtime_dir()) if e.startswith(PREFIX)]
+    assert not left, f"files left in {runtime_dir()}: {left}"
 
 
 _started: list[str] = []

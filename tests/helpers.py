@@ -23,9 +23,17 @@ MiB, GiB = 1 << 20, 1 << 30
 
 
 def shm_entries(name: str) -> list[str]:
-    """Entries of board ``name`` in /dev/shm right now."""
-    prefix = BoardPaths(name).shm_prefix
-    return [e for e in os.listdir("/dev/shm") if e.startswith(prefix)]
+    """This user's entries of board ``name`` in /dev/shm right now, of every start of it
+    (another user's are not the board's: tests plant some)."""
+    prefix = BoardPaths(name).board_prefix
+    return [e for e in os.listdir("/dev/shm") if e.startswith(prefix) and _mine(f"/dev/shm/{e}")]
+
+
+def _mine(path: str) -> bool:
+    try:
+        return os.lstat(path).st_uid == os.getuid()
+    except FileNotFoundError:
+        return False
 
 
 @contextlib.contextmanager

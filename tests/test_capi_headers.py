@@ -1,5 +1,6 @@
-"""mdev's CANN C headers (mdev/capi/include): they compile, agree with mdev's Python
-constants and error codes, match functions.tsv, and build the CANN runtime samples.
+"""mdev's CANN C headers (mdev/capi/include: acl/ and hccl/): they compile, agree with mdev's
+Python constants, error codes and HCCL types, match functions.tsv, and build the CANN runtime
+samples.
 
 Needs gcc and g++; no board is started.  The samples are found as
 tests/capi_helpers.py says, compiled from where they are with ``-fsyntax-only`` and never
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from capi_helpers import samples_dir
+from mdev import hccl_types as py_hccl_types
 from mdev.capi import functions_tsv, include_dir, inventory
 
 try:  # the ground-floor modules (being moved there); mdev.acl keeps them until then
@@ -50,6 +52,7 @@ def compile_ok(compiler: str, flags: list[str], source: Path, *extra: str, cwd: 
 USES = """
 #include "acl/acl.h"
 #include "acl/acl_rt_allocator.h"
+#include "hccl/hccl.h"
 
 aclError (*use_malloc)(void**, size_t, aclrtMemMallocPolicy) = aclrtMalloc;
 aclError (*use_memcpy_async)(void*, size_t, const void*, size_t, aclrtMemcpyKind, aclrtStream) = aclrtMemcpyAsync;
@@ -61,6 +64,10 @@ aclError (*use_alloc)(aclrtStream, aclrtAllocatorDesc) = aclrtAllocatorRegister;
 aclrtAllocatorDesc (*use_desc)(void) = aclrtAllocatorCreateDesc;
 const char* (*use_soc)(void) = aclrtGetSocName;
 void (*use_log)(aclLogLevel, const char*, const char*, uint32_t, const char*, ...) = aclAppLog;
+HcclResult (*use_all_reduce)(void*, void*, uint64_t, HcclDataType, HcclReduceOp, HcclComm, aclrtStream) = HcclAllReduce;
+HcclResult (*use_init)(uint32_t, const HcclRootInfo*, uint32_t, HcclComm*) = HcclCommInitRootInfo;
+HcclResult (*use_init_all)(uint32_t, int32_t*, HcclComm*) = HcclCommInitAll;
+const char* (*use_error_string)(HcclResult) = HcclGetErrorString;
 """
 
 
@@ -101,11 +108,14 @@ SIZES = {
     "aclrtRandomParaInfo": 16, "aclrtRandomNumFuncParaInfo": 36, "aclrtRandomNumTaskInfo": 104,
     "aclrtTaskUpdateInfo": 48, "aclmdlRIKernelTaskParams": 88, "aclmdlRITaskParams": 200,
     "aclmdlRICondTaskParams": 24, "aclCANNPackageVersion": 512, "aclrtSnapShotBackupArgs": 64,
+    "HcclResult": 4, "HcclComm": 8, "HcclDataType": 4, "HcclRootInfo": 4108, "HcclSendRecvItem": 32,
 }
 OFFSETS = {
     ("aclrtRandomNumTaskInfo", "randomParaAddr"): 40, ("aclrtRandomNumTaskInfo", "randomSeed"): 64,
     ("aclrtRandomNumTaskInfo", "randomNum"): 80, ("aclmdlRITaskParams", "taskGrp"): 16,
     ("aclmdlRITaskParams", "kernelTaskParams"): 72, ("aclrtErrorInfo", "detail"): 8,
+    ("HcclSendRecvItem", "buf"): 8, ("HcclSendRecvItem", "count"): 16, ("HcclSendRecvItem", "dataType"): 24,
+    ("HcclSendRecvItem", "remoteRank"): 28,
 }
 # Names that must be defined by both the headers and mdev's Python modules (so the
 # cross-check below cannot pass by comparing nothing).
@@ -124,6 +134,9 @@ ACL_MEM_LOCATION_TYPE_DEVICE ACL_MEM_HANDLE_TYPE_POSIX ACL_DEV_ATTR_AICORE_CORE_
 ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT_US ACL_MODEL_RI_CAPTURE_MODE_RELAXED ACL_MODEL_RI_TASK_VALUE_WAIT
 ACL_RT_MEMCPY_SDMA_AUTOMATIC_SUM ACL_RT_CNT_NOTIFY_RECORD_BIT_AND_MODE ACL_RT_ATOMIC_CAPABILITY_VECTOR32X4
 ACL_FLOAT16 ACL_BF16 ACL_DT_UNDEFINED ACL_FORMAT_ND
+HCCL_SUCCESS HCCL_E_PARA HCCL_E_PTR HCCL_E_NOT_SUPPORT HCCL_E_TIMEOUT HCCL_E_REMOTE HCCL_REDUCE_SUM HCCL_REDUCE_MIN
+HCCL_DATA_TYPE_INT8 HCCL_DATA_TYPE_FP32 HCCL_DATA_TYPE_BFP16 HCCL_DATA_TYPE_FP64 HCCL_SEND HCCL_RECV
+HCCL_ROOT_INFO_BYTES
 """.split()
 
 _CONSTANT = re.compile(
@@ -143,7 +156,7 @@ def header_constant_names() -> list[str]:
 
 def python_values() -> dict[str, int]:
     values = {}
-    for module in (py_constants, py_errors):
+    for module in (py_constants, py_errors, py_hccl_types):
         values.update({k: v for k, v in vars(module).items() if k.isupper() and type(v) is int})
     return values
 
@@ -156,7 +169,8 @@ def compiled_values(tmp_path_factory) -> dict[str, int]:
     probes += [f'P("sizeof {t}", sizeof({t}));' for t in SIZES]
     probes += [f'P("offsetof {t}.{f}", offsetof({t}, {f}));' for t, f in OFFSETS]
     source = work / "values.c"
-    source.write_text('#include "acl/acl.h"\n#include "acl/acl_rt_allocator.h"\n#include <stdio.h>\n'
+    source.write_text('#include "acl/acl.h"\n#include "acl/acl_rt_allocator.h"\n#include "hccl/hccl.h"\n'
+                      '#include <stdio.h>\n'
                       '#define P(name, value) printf("%s=%lld\\n", name, (long long)(value))\n'
                       "int main(void) {\n" + "\n".join(probes) + "\nreturn 0;\n}\n")
     compile_ok("gcc", C11 + ["-Wno-deprecated-declarations"], source, "-o", str(work / "values"))
@@ -205,13 +219,14 @@ def test_inventory_counts_and_shape():
     per_header = {}
     for row in rows:
         per_header[row[3]] = per_header.get(row[3], 0) + 1
-    assert per_header == {"acl/acl_base_rt.h": 14, "acl/acl_rt.h": 373, "acl/acl_rt_allocator.h": 10}
+    assert per_header == {"acl/acl_base_rt.h": 14, "acl/acl_rt.h": 373, "acl/acl_rt_allocator.h": 10,
+                          "hccl/hccl.h": 14, "hccl/hccl_comm.h": 16}
 
 
 def test_every_inventoried_function_is_declared(tmp_path):
     names = [line.split("\t")[0] for line in functions_tsv().read_text().splitlines()]
     source = tmp_path / "all.c"
-    source.write_text('#include "acl/acl.h"\n#include "acl/acl_rt_allocator.h"\n'
+    source.write_text('#include "acl/acl.h"\n#include "acl/acl_rt_allocator.h"\n#include "hccl/hccl.h"\n'
                       "void probe(const void* p);\nvoid all(void) {\n"
                       + "".join(f"    probe((const void*)(size_t)&{n});\n" for n in names) + "}\n")
     compile_ok("gcc", C11 + ["-Wno-deprecated-declarations"], source, "-fsyntax-only")

@@ -384,9 +384,9 @@ def test_killed_supervisor_gives_a_clear_error_and_board_start_recovers(monkeypa
         assert acl.rt.malloc_host(4096)[1] == LOST
         assert "not reachable" in acl.get_recent_err_msg() or "gone" in acl.get_recent_err_msg()
         assert not launcher.is_running(BoardPaths(name))
-        stale = shm_entries(name)
-        assert stale                                            # the dead board's HBM and control pages
-        # mdev board start on the same name cleans them up and starts fresh
+        # its devices removed the board as they went (HBM, control and board pages, files)
+        assert wait_until(lambda: not shm_entries(name), timeout=10), shm_entries(name)
+        # mdev board start on the same name starts fresh
         proc = subprocess.run([sys.executable, "-m", "mdev", "board", "start", "--name", name,
                                "--topology", "laptop2", "--hbm", "64MiB"],
                               capture_output=True, text=True, timeout=90)

@@ -13,6 +13,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -71,7 +72,7 @@ def test_a_secret_file_of_another_user_is_never_trusted(tmp_path, monkeypatch):
     with pytest.raises(UnsafeRuntimeDir, match="not this user's private file"):
         launcher.read_key(paths)
     with pytest.raises(UnsafeRuntimeDir):
-        launcher.is_running(paths)
+        launcher.connect(paths)
 
 
 def test_the_runtime_directory_must_be_private(tmp_path, monkeypatch):
@@ -136,14 +137,40 @@ def _frame(obj) -> bytes:
 
 HOSTILE = [("r",), 5, ("t", 1), ("r", 0, 7, ()), ("r", 0, "status", 3), ("hello", 1), ("cbdone",), ()]
 
+# Where a frame that smuggles a call would leave its mark, were it ever unpickled.
+MARK = Path(tempfile.gettempdir()) / f"mdev-test-unpickled-{os.getpid()}"
+
+
+class _Smuggle:
+    """Pickles to a call of ``os.mkdir(MARK)``: what a hostile peer would send."""
+    def __reduce__(self):
+        return os.mkdir, (str(MARK),)
+
+
+OBJECTS = {"call-os.mkdir": ("r", 0, "status", (_Smuggle(),)),
+           "class-instance": ("r", 0, "status", (Fraction(1, 3),))}
+
+
+def test_a_frame_decodes_to_plain_data_only():
+    """The decoder refuses any frame naming a class or a function, before it runs it."""
+    from mdev import protocol
+    assert list(protocol.Decoder().feed(_frame(("r", 1, 0, [b"x", {"k": 1.5}, None])))) == \
+        [("r", 1, 0, [b"x", {"k": 1.5}, None])]
+    for message in OBJECTS.values():
+        with pytest.raises(protocol.FrameError, match="data only"):
+            list(protocol.Decoder().feed(_frame(message)))
+    assert not MARK.exists()
+
 
 @pytest.mark.parametrize("frame", [_frame(m) for m in HOSTILE] + [b"\xff\xff\xff\xff" + b"x" * 64,
-                                                                   b"\x08\x00\x00\x00garbage!"],
-                         ids=[repr(m) for m in HOSTILE] + ["4GiB-length", "undecodable"])
+                                                                   b"\x08\x00\x00\x00garbage!"]
+                         + [_frame(m) for m in OBJECTS.values()],
+                         ids=[repr(m) for m in HOSTILE] + ["4GiB-length", "undecodable"] + list(OBJECTS))
 def test_a_malformed_frame_closes_its_connection_and_nothing_else(frame, acl, board):
     """Frames no client sends, after a successful handshake, to the supervisor and to a
     device: each closes the connection it came on; the supervisor and the device keep
-    serving everybody else (a full copy round trip afterwards)."""
+    serving everybody else (a full copy round trip afterwards).  A frame that would call
+    a function when unpickled is refused unrun."""
     from mdev import protocol
     paths = BoardPaths(board)
     key = launcher.read_key(paths)
@@ -167,6 +194,7 @@ def test_a_malformed_frame_closes_its_connection_and_nothing_else(frame, acl, bo
     assert acl.rt.memcpy(acl.util.bytes_to_ptr(host), 64, ptr, 64, 2) == 0 and host == bytes([9]) * 64
     assert acl.rt.free(ptr) == 0 and acl.rt.reset_device(1) == 0
     assert all(d["state"] == "ok" for d in launcher.status(board)["devices"] if d.get("pid"))
+    assert not MARK.exists()
 
 
 # ---------------------------------------------------------------------------- idle clients

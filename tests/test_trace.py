@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import PREFIX
-from helpers import extra_board
-from mdev.board.naming import BoardPaths
+from helpers import extra_board, shm_entries
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "topology_whatif_trace.py"
@@ -336,7 +335,7 @@ def test_whatif_laptop2_vs_pcie4(tmp_path):
     assert re.search(r"modelled makespan\s+[\d.]+ [mu]s\s+[\d.]+ [mu]s$", rows["modelled makespan"]), out
     assert sorted(os.listdir(tmp_path)) == ["0-laptop2.json", "1-pcie4.json"]
     for board in re.findall(r"\(board (whatif-[^)]+)\)", out):
-        assert BoardPaths(board).segments() == [], f"{board} left segments behind"
+        assert shm_entries(board) == [], f"{board} left segments behind"
 
 
 def test_bench_cli_lists_every_group():

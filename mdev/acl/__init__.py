@@ -20,7 +20,6 @@ import numpy as np
 from mdev import sanitizer as _sanitizer  # noqa: F401  (MDEV_SANITIZE turns it on at attach / init)
 from mdev.acl import constants, errors, mdl, media, rt, unsupported, util
 from mdev.runtime import boundary
-from mdev.runtime.boundary import bind, bind_all
 from mdev.constants import *  # noqa: F401,F403  (pyACL programs use these names)
 from mdev.errors import *  # noqa: F401,F403
 from mdev.runtime import applog as _applog
@@ -29,7 +28,7 @@ from mdev.runtime import lifecycle as _lifecycle
 from mdev.runtime import sysinfo as _sysinfo
 
 # init, finalize, finalize_reference; versions, CANN attributes, get_device_capability
-globals().update(bind_all(_lifecycle, _sysinfo))
+globals().update(boundary.bind_all(_lifecycle, _sysinfo))
 data_type_size = _sysinfo.data_type_size          # a value, no ret (as in pyACL)
 
 
@@ -38,7 +37,7 @@ get_recent_err_msg = boundary.recent_messages
 
 def get_soc_name() -> str | None:
     """SoC name of device 0 (None when no board can be reached)."""
-    name, ret = bind(_devices.get_soc_name, 1, None)()
+    name, ret = boundary.bind(_devices.get_soc_name, 1, None)()
     return name if ret == 0 else None
 
 
@@ -47,13 +46,20 @@ def get_version() -> tuple[int, int, int, int]:
 
 
 def float16_to_float(value: int) -> float:
-    """aclFloat16ToFloat: the float of an IEEE half given by its 16-bit pattern."""
-    return float(np.array(int(value) & 0xFFFF, dtype=np.uint16).view(np.float16))
+    """aclFloat16ToFloat: the float of an IEEE half given by its 16-bit pattern.  Returns a
+    value, not an aclError: a non-int is a TypeError, as pyACL's argument parser raises."""
+    if not isinstance(value, int):
+        raise TypeError(f"float16_to_float takes an int (a 16-bit pattern), got {type(value).__name__}")
+    return float(np.array(value & 0xFFFF, dtype=np.uint16).view(np.float16))
 
 
 def float_to_float16(value: float) -> int:
-    """aclFloatToFloat16: the 16-bit pattern of ``value`` as an IEEE half."""
-    return int(np.array(value, dtype=np.float16).view(np.uint16))
+    """aclFloatToFloat16: the 16-bit pattern of ``value`` as an IEEE half (a non-number is a
+    TypeError, as above)."""
+    if not isinstance(value, (int, float)):
+        raise TypeError(f"float_to_float16 takes a float, got {type(value).__name__}")
+    with np.errstate(over="ignore"):      # out of range is +-inf, as in C
+        return int(np.array(value, dtype=np.float16).view(np.uint16))
 
 
 def app_log(level: int, message: str) -> None:

@@ -22,17 +22,17 @@ first, ``ret`` last::
 from __future__ import annotations
 
 from mdev.acl import unsupported as _unsupported
-from mdev.runtime.boundary import bind_all, publish
+from mdev.runtime import boundary as _boundary
 from mdev.runtime import models as _model
 
 # build, bind, execute, destroy, capture, task groups and update, debug dumps
-globals().update(bind_all(_model, prefix="ri_"))
+globals().update(_boundary.bind_all(_model, prefix="ri_"))
 
 # the same functions under their full snake_case names (aclmdlRIBuildBegin -> mdl_ri_build_begin)
 for _name in [n for n in list(globals()) if n.startswith("ri_")]:
     globals()["mdl_" + _name] = globals()[_name]
 del _name
-publish(globals())
+_boundary.publish(globals())
 
 
 def __getattr__(name: str):

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from mdev.acl import unsupported as _unsupported
 from mdev.runtime import dvpp as _dvpp
-from mdev.runtime.boundary import bind_all, publish
+from mdev.runtime import boundary as _boundary
 
-globals().update(bind_all(_dvpp))
-publish(globals())
+globals().update(_boundary.bind_all(_dvpp))
+_boundary.publish(globals())
 
 
 def __getattr__(name: str):

@@ -12,9 +12,8 @@ from mdev.runtime import models as _graph_model
 from mdev.runtime import (allocators, batchcopy, boundary, callbacks, cntnotify, device_state, devices, events,
                           exceptions, groups, hostmem, ipc, kernels, labels, limits, memops, notify, overflow,
                           pointers, stream_config, streams, systasks, vmm)
-from mdev.runtime.boundary import bind, bind_all
 
-_bound = bind_all(devices, device_state, streams, stream_config, events, notify, cntnotify, callbacks, memops,
+_bound = boundary.bind_all(devices, device_state, streams, stream_config, events, notify, cntnotify, callbacks, memops,
                   hostmem, batchcopy, pointers, kernels, limits, ipc, vmm, exceptions, systasks, labels, allocators,
                   overflow, groups)
 globals().update(_bound)
@@ -43,7 +42,7 @@ get_last_error = boundary.get_last_error
 peek_at_last_error = boundary.peek_at_last_error
 
 # model streams: aclrtActiveStream starts a non-head stream of a model being built
-active_stream = bind(_graph_model.active_stream)
+active_stream = boundary.bind(_graph_model.active_stream)
 
 boundary.publish(globals())
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from mdev import constants as C
-from mdev.runtime.boundary import bind_all, publish
+from mdev.runtime import boundary as _boundary
 from mdev.errors import AclError
 from mdev.memory import address
 from mdev.runtime import threads as _threads
@@ -64,5 +64,5 @@ def ptr_to_bytes(ptr: int, size: int) -> bytes:
     return _host_view(ptr, size, write=False).tobytes()
 
 
-globals().update(bind_all(_threads))
-publish(globals())
+globals().update(_boundary.bind_all(_threads))
+_boundary.publish(globals())

@@ -22,6 +22,7 @@ pages are mapped for P2P work and re-mapped when a peer is restarted (see peer_c
 from __future__ import annotations
 
 import collections
+import ctypes
 import heapq
 import itertools
 import os
@@ -29,6 +30,7 @@ import pickle
 import selectors
 import signal
 import socket
+import sys
 import threading
 import time
 import traceback
@@ -38,6 +40,7 @@ from mdev import protocol
 from mdev import constants as C
 from mdev import errors as E
 from mdev.errors import AclError
+from mdev.board import residence
 from mdev.board import status as S
 from mdev.board.engines import Engine
 from mdev.board.naming import BoardPaths
@@ -56,6 +59,7 @@ from mdev.memory.allocator import Allocator, OutOfMemory
 from mdev.memory.segment import Segment
 
 DMA_ENGINES = 2
+PR_SET_PDEATHSIG = 1        # <linux/prctl.h>
 
 
 @dataclass
@@ -126,9 +130,11 @@ class SyncWaiter:
 
 
 class Device:
-    def __init__(self, paths: BoardPaths, index: int, topo, authkey: bytes, seal_key: bytes) -> None:
+    def __init__(self, paths: BoardPaths, index: int, topo, authkey: bytes, seal_key: bytes,
+                 supervisor: int) -> None:
         self.paths = paths
         self.index = index
+        self.supervisor = supervisor        # its pid
         self.topo = topo
         self.spec = topo.device(index)
         # the devices of this one's cluster node: its hosts' tasks run there and nowhere else
@@ -201,9 +207,8 @@ class Device:
         self.selector.register(admission.waker, selectors.EVENT_READ, admission)
         self.control.header[S.H_STATE] = S.STATE_ALIVE
         if ready_fd is not None:
-            os.write(ready_fd, bytes([self.index & 0xFF]))
+            os.write(ready_fd, b"+")          # serving (Fleet._spawn)
             os.close(ready_fd)
-        parent = os.getppid()
         try:
             while self._running:
                 for key, _ in self.selector.select(timeout=0.5):
@@ -215,8 +220,8 @@ class Device:
                     else:
                         self._read(key.data)
                 admission.expire()
-                if os.getppid() != parent:
-                    break  # the supervisor died: do not outlive it
+                if self.orphaned():
+                    break  # the supervisor died (and the death signal was lost): do not outlive it
         finally:
             self.control.header[S.H_STATE] = S.STATE_STOPPED
             admission.close()
@@ -231,6 +236,10 @@ class Device:
 
     def stop(self, *_) -> None:
         self._running = False
+
+    def orphaned(self) -> bool:
+        """The supervisor that forked this process is gone (it was reparented)."""
+        return os.getppid() != self.supervisor
 
     def _read(self, conn: ClientConn) -> None:
         messages = protocol.receive(conn.sock, conn.decoder, 1 << 18)
@@ -302,6 +311,12 @@ class Device:
         conn.sock.close()
         self._drop_waiters(lambda w: w.conn is conn)
         if conn.role == "main":
+            # the client's other connections go with its task socket: a request of theirs
+            # waiting on a stream that is now gone would otherwise wait for ever
+            for key in list(self.selector.get_map().values()):
+                other = key.data
+                if isinstance(other, ClientConn) and other.client == conn.client:
+                    self._disconnect(other)
             self.release_client(conn.client)
 
     # ------------------------------------------------------------------ clients
@@ -1052,9 +1067,36 @@ def _granted(grants: list, pid: int, start: int, end: int) -> bool:
     return any(g[0] == pid and g[1] <= start and end <= g[2] for g in grants)
 
 
-def main(paths: BoardPaths, index: int, topo, authkey: bytes, seal_key: bytes, ready_fd: int) -> None:
-    """Entry point of a device process (forked by the supervisor)."""
-    device = Device(paths, index, topo, authkey, seal_key)
-    signal.signal(signal.SIGTERM, device.stop)
+def main(paths: BoardPaths, index: int, topo, authkey: bytes, seal_key: bytes, ready_fd: int,
+         supervisor: int) -> None:
+    """Entry point of a device process (forked by the supervisor, pid ``supervisor``).
+
+    The supervisor's death ends it (SIGTERM by the kernel on Linux, else the serving loop's
+    check), and it then removes what it made and, if nobody holds the board's lock, what
+    the supervisor made and the hosts' pinned segments (residence.abandon): a SIGKILLed
+    supervisor leaves nothing behind once its devices have gone."""
+    early: list[int] = []
+    signal.signal(signal.SIGTERM, lambda *_: early.append(1))      # until the device can stop
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    device.serve(ready_fd)
+    _end_with_parent()
+    try:
+        try:
+            device = Device(paths, index, topo, authkey, seal_key, supervisor)
+        except Exception as exc:
+            os.write(ready_fd, b"!" + f"{type(exc).__name__}: {exc}".encode()[:1000])    # the reason, to Fleet
+            raise
+        signal.signal(signal.SIGTERM, device.stop)
+        if early or device.orphaned():
+            device.stop()
+        device.serve(ready_fd)
+    finally:
+        if os.getppid() != supervisor:
+            residence.abandon(paths, [paths.hbm(index), paths.control(index)])
+
+
+def _end_with_parent() -> None:
+    """Have the kernel send SIGTERM when the supervisor dies (Linux PR_SET_PDEATHSIG; it
+    follows the forking thread, and the supervisor forks from its main thread only)."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)

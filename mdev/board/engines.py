@@ -17,7 +17,10 @@ class Engine:
         self.name = name
         self.slots = slots
         self._free = slots
-        self._cond = threading.Condition()
+        # the hot paths (try_acquire, release) take the plain lock: entering the Condition
+        # is a Python-level call on every small task
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._waiting: list[tuple[int, int, int]] = []
         self._tickets = itertools.count()
         self.busy_ns = 0
@@ -40,14 +43,14 @@ class Engine:
 
     def try_acquire(self) -> bool:
         """Take a slot only if one is free and nobody waits (never jumps the priority queue)."""
-        with self._cond:
+        with self._lock:
             if self._free and not self._waiting:
                 self._free -= 1
                 return True
             return False
 
     def release(self, n: int = 1) -> None:
-        with self._cond:
+        with self._lock:
             self._free += min(n, self.slots)
             if self._waiting:
                 self._cond.notify_all()

@@ -1,6 +1,7 @@
 """The device processes of a board: forked from the supervisor, a cluster node at a time.
 
-    supervisor --start_node(k)--> fork node k's devices --> each writes one byte when it serves
+    supervisor --start_node(k)--> fork node k's devices --> each writes "+" when it serves
+                                                            (or "!" and why it cannot)
                --respawn(d)-----> fork a dead device's successor
                --stop()---------> SIGTERM every started device, SIGKILL what is left after 5 s
 
@@ -63,25 +64,31 @@ class Fleet:
         for index in indices:
             r, w = os.pipe()
             proc = ctx.Process(target=_device_child, name=f"mdev-{self.paths.name}-dev{index}",
-                               args=(close_fds, self.paths, index, self.topo, self.authkey, self.seal_key, w),
+                               args=(close_fds, self.paths, index, self.topo, self.authkey, self.seal_key, w,
+                                     os.getpid()),
                                daemon=False)
             proc.start()
             os.close(w)
             self.procs[index] = proc
             readers.append((index, r))
         deadline = time.monotonic() + READY_TIMEOUT
-        failed = []
+        failed, reasons = [], set()
         with selectors.DefaultSelector() as sel:      # a big board's pipes are past select()'s 1024
             for index, r in readers:
                 sel.register(r, selectors.EVENT_READ, index)
             waiting = len(readers)
             while waiting and time.monotonic() < deadline:
                 for key, _ in sel.select(max(0.0, deadline - time.monotonic())):
-                    if not os.read(key.fd, 1):
+                    answer = os.read(key.fd, 1024)
+                    if answer != b"+":
                         failed.append(key.data)       # it died before it served
+                        reasons.add(answer[1:].decode(errors="replace") or "it died")
                     sel.unregister(key.fd)
                     waiting -= 1
-            failed += [key.data for key in sel.get_map().values()]
+            late = [key.data for key in sel.get_map().values()]
+            failed += late
+            if late:
+                reasons.add(f"not serving after {READY_TIMEOUT:.0f} s")
         for _, r in readers:
             os.close(r)
         if failed:
@@ -89,7 +96,7 @@ class Fleet:
                 self.procs[index].kill()
                 self.procs[index].join(5)
             raise AclError(E.ACL_ERROR_RT_DRV_INTERNAL_ERROR,
-                           f"device(s) {failed[:8]} failed to start (see {self.paths.log})")
+                           f"device(s) {sorted(failed)[:8]} failed to start: {'; '.join(sorted(reasons))}")
 
     def stop(self) -> None:
         started = [p for _, p in self.running()]
@@ -106,7 +113,8 @@ class Fleet:
 
 def _device_child(close_fds: tuple, *args) -> None:
     """A forked device: let go of the supervisor's sockets first (a device would never see
-    a client's or the listener's connection close while it holds a copy)."""
+    a client's or the listener's connection close while it holds a copy) and of its board
+    lock (a device holding it would keep a dead supervisor's board looking alive)."""
     for fd in close_fds:
         try:
             os.close(fd)

@@ -2,22 +2,24 @@
 
 Starting runs the supervisor as a detached process (its own session, so the board
 outlives the program that started it on demand) and waits until it is ready to serve.
-A file lock makes concurrent starters of the same board agree on one supervisor.  The
-board description goes by file (``BoardPaths.topology``, in the private runtime
-directory): a big board's would not fit a command line, and attaching hosts read it there.
+The board's lock (mdev.board.residence) makes it one supervisor per name: a starter
+takes it, clears what a dead predecessor left, and hands it to the supervisor, which
+holds it until it exits; a starter that finds it held waits for that board to answer and
+never removes anything.  The board description goes by file (``BoardPaths.topology``, in
+the private runtime directory): a big board's would not fit a command line, and
+attaching hosts read it there.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
 
 from mdev import protocol
+from mdev.board import residence
 from mdev.board.naming import BoardPaths, read_private
 from mdev.memory import address
 
@@ -43,7 +45,7 @@ def read_key(paths: BoardPaths) -> bytes:
     try:
         return bytes.fromhex(read_private(paths.key).strip())
     except (OSError, ValueError) as exc:
-        raise BoardError(f"board {paths.name!r} is not running (no secret at {paths.key})") from exc
+        raise BoardError(f"{not_running(paths)} (no secret at {paths.key})") from exc
 
 
 def connect(paths: BoardPaths, command: str = "") -> protocol.Channel:
@@ -51,7 +53,19 @@ def connect(paths: BoardPaths, command: str = "") -> protocol.Channel:
     try:
         return protocol.connect(paths.socket, read_key(paths), ("hello", os.getpid(), command))
     except (OSError, EOFError) as exc:
-        raise BoardError(f"board {paths.name!r} is not running ({exc})") from exc
+        raise BoardError(f"{not_running(paths)} ({exc})") from exc
+
+
+def not_running(paths: BoardPaths) -> str:
+    """Why board ``paths`` gives no answer, decided by its lock."""
+    if residence.held(paths):
+        return (f"board {paths.name!r} is running but does not answer (supervisor pid "
+                f"{residence.holder(paths)} stalled, or still starting)")
+    left = residence.leftovers(paths)
+    if left:
+        return (f"board {paths.name!r} is dead (its supervisor is gone; {len(left)} segments and "
+                "files left, which `mdev board stop` or the next start removes)")
+    return f"board {paths.name!r} is not running"
 
 
 def request(channel: protocol.Channel, op: str, *args, timeout: float | None = 30.0):
@@ -63,6 +77,11 @@ def request(channel: protocol.Channel, op: str, *args, timeout: float | None = 3
 
 
 def is_running(paths: BoardPaths) -> bool:
+    """A supervisor of the board lives (it may be stalled: see ``connect``)."""
+    return residence.held(paths)
+
+
+def _answers(paths: BoardPaths) -> bool:
     try:
         channel = connect(paths)
     except BoardError:
@@ -71,15 +90,20 @@ def is_running(paths: BoardPaths) -> bool:
     return True
 
 
-@contextmanager
-def _start_lock(paths: BoardPaths):
-    fd = os.open(paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+def _take_or_find(paths: BoardPaths, timeout: float) -> int | None:
+    """The board's lock (a descriptor) if no supervisor holds it, or None once the board
+    that holds it answers.  A supervisor that holds it without answering (stalled, or being
+    started by another process) is waited for, never replaced."""
+    deadline = time.monotonic() + timeout
+    while True:
+        fd = residence.take(paths)
+        if fd is not None:
+            return fd
+        if _answers(paths):
+            return None
+        if time.monotonic() > deadline:
+            raise BoardError(not_running(paths))
+        time.sleep(0.1)
 
 
 def start(name: str | None = None, topo=None, on_demand: bool = False,
@@ -91,39 +115,68 @@ def start(name: str | None = None, topo=None, on_demand: bool = False,
     an interrupted run leaves no board behind).  A cluster board starts a node's devices
     when a host first attaches to the node, or all of them now with ``eager``."""
     paths = BoardPaths(name)
-    with _start_lock(paths):
-        if is_running(paths):
-            return paths, False
-        topo = topo or resolve_topology()
-        _check_size(topo)
-        if idle_timeout is None:
-            idle_timeout = float(os.environ.get("MDEV_IDLE_TIMEOUT", "5"))
+    topo = topo or resolve_topology()
+    _check_size(topo)
+    if idle_timeout is None:
+        idle_timeout = float(os.environ.get("MDEV_IDLE_TIMEOUT", "5"))
+    lock = _take_or_find(paths, START_TIMEOUT)
+    if lock is None:
+        return paths, False
+    try:
+        residence.clear(paths)          # a dead board's remains: nobody else holds the lock
         write_topology(paths, topo)
-        r, w = os.pipe()
-        cmd = [sys.executable, "-m", "mdev.board.supervisor", "--name", paths.name,
-               "--topology-file", str(paths.topology), "--ready-fd", str(w),
-               "--idle-timeout", str(idle_timeout)]
-        if on_demand:
-            cmd.append("--on-demand")
-        if owner_pid:
-            cmd += ["--owner-pid", str(owner_pid)]
-        if eager:
-            cmd.append("--eager")
-        log = open(paths.log, "ab")
-        try:
-            proc = subprocess.Popen(cmd, pass_fds=(w,), start_new_session=True,
-                                    stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-        finally:
-            log.close()
-            os.close(w)
-        try:
-            ready = _wait_readable(r, START_TIMEOUT) and os.read(r, 1)
-        finally:
-            os.close(r)
-        if not ready:
-            proc.kill()
-            raise BoardError(f"board {paths.name!r} failed to start; see {paths.log}")
+        _run_supervisor(paths, lock, on_demand, idle_timeout, owner_pid, eager)
+    except BaseException:
+        residence.clear(paths)          # what the failed start made, the supervisor's log too
+        residence.release(paths, lock, remove=True)
+        raise
+    os.close(lock)                      # the supervisor holds it now
     return paths, True
+
+
+def _run_supervisor(paths: BoardPaths, lock: int, on_demand: bool, idle_timeout: float,
+                    owner_pid: int | None, eager: bool) -> None:
+    """Run the board's supervisor, handing it the lock, and wait until it serves; BoardError
+    with its reason if it does not."""
+    r, w = os.pipe()
+    cmd = [sys.executable, "-m", "mdev.board.supervisor", "--name", paths.name,
+           "--topology-file", str(paths.topology), "--ready-fd", str(w), "--lock-fd", str(lock),
+           "--idle-timeout", str(idle_timeout)]
+    if on_demand:
+        cmd.append("--on-demand")
+    if owner_pid:
+        cmd += ["--owner-pid", str(owner_pid)]
+    if eager:
+        cmd.append("--eager")
+    log = os.fdopen(os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                            0o600), "wb")
+    try:
+        proc = subprocess.Popen(cmd, pass_fds=(w, lock), start_new_session=True,
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    finally:
+        log.close()
+        os.close(w)
+    answer = b""
+    try:
+        answer = os.read(r, 4096) if _wait_readable(r, START_TIMEOUT) else b""
+    finally:
+        os.close(r)
+        if answer[:1] != b"1":          # whatever went wrong, no supervisor is left running
+            proc.kill()
+            proc.wait()
+    if answer[:1] == b"1":
+        return
+    why = answer[1:].decode(errors="replace") or _last_line(paths.log) or "no reason given"
+    raise BoardError(f"board {paths.name!r} failed to start: {why}")
+
+
+def _last_line(path) -> str:
+    """The last line of the supervisor's log (a crash's exception)."""
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""
 
 
 def _check_size(topo) -> None:
@@ -162,15 +215,21 @@ def _wait_readable(fd: int, timeout: float) -> bool:
     return bool(readable)
 
 
-def stop(name: str | None = None, timeout: float = 15.0) -> bool:
-    """Stop a running board and wait until its segments are gone; False if it was not running."""
+STOPPED, DEAD, NOT_RUNNING = "stopped", "dead", "not running"
+
+
+def stop(name: str | None = None, timeout: float = 15.0) -> str:
+    """Stop board ``name`` and wait until nothing of it is left: STOPPED; DEAD if its
+    supervisor was gone and what it left was removed; NOT_RUNNING if there was nothing.
+    A supervisor that holds the lock without answering is waited for up to ``timeout``."""
     paths = BoardPaths(name)
-    try:
-        channel = connect(paths)
-    except BoardError:
-        from mdev.board.supervisor import cleanup
-        cleanup(paths)   # stale remains of a dead board
-        return False
+    lock = _take_or_find(paths, timeout)
+    if lock is not None:
+        dead = bool(residence.leftovers(paths))
+        residence.clear(paths)
+        residence.release(paths, lock, remove=True)
+        return DEAD if dead else NOT_RUNNING
+    channel = connect(paths)
     try:
         request(channel, "stop")
         deadline = time.monotonic() + timeout
@@ -184,11 +243,14 @@ def stop(name: str | None = None, timeout: float = 15.0) -> bool:
                 break
     finally:
         channel.close()
+    # it lets go of the lock once everything else of the board is gone
     deadline = time.monotonic() + timeout
-    # the supervisor unlinks segments first, then its files: wait for both
-    while (paths.segments() or paths.sockets() or paths.topology.exists()) and time.monotonic() < deadline:
+    while residence.held(paths):
+        if time.monotonic() > deadline:
+            raise BoardError(f"board {paths.name!r}: supervisor pid {residence.holder(paths)} did not stop "
+                             f"within {timeout} s")
         time.sleep(0.05)
-    return True
+    return STOPPED
 
 
 def status(name: str | None = None) -> dict:

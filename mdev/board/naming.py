@@ -1,18 +1,23 @@
 """Where a board lives: its socket files, secret, lock and shared-memory names.
 
-Everything of board ``B`` of user ``U`` is named from (U, B), so a board can be found,
-attached to and cleaned up by name alone, including the stale remains of a dead one.
+Every file of board ``B`` is ``B.*`` in the user's private runtime directory.  Its
+/dev/shm segments, which every user can see and name, are ``mdev.<uid>.B.<tag>.*``: the
+tag is a random part chosen at each start and recorded only in the runtime directory
+(``B.names``), so another user can neither guess a board's segment names nor take them
+first.  Hosts read the tag there; a dead board's remains are found through it.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import secrets
 import stat
 from pathlib import Path
 
 DEFAULT_BOARD = "default"
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,48}$")
+_TAG = re.compile(r"^[0-9a-f]{16}$")          # secrets.token_hex(8)
 
 
 def board_name(name: str | None = None) -> str:
@@ -95,6 +100,15 @@ def read_private(path: Path) -> str:
         return f.read()
 
 
+def write_private(path: Path, text: str) -> None:
+    """A new file only this user can read (0600), made exclusively: an existing file or a
+    symlink planted at ``path`` fails the call (FileExistsError) instead of being written
+    through."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
 class BoardPaths:
     """File and segment names of one board."""
 
@@ -108,7 +122,34 @@ class BoardPaths:
         self.log = Path(f"{base}.log")
         # the board description the supervisor runs (launcher writes it, hosts read it)
         self.topology = Path(f"{base}.topology.json")
-        self.shm_prefix = f"mdev.{os.getuid()}.{self.name}."
+        # the random part of this start's segment names (written by the supervisor)
+        self.names = Path(f"{base}.names")
+        self.board_prefix = f"mdev.{os.getuid()}.{self.name}."      # every start's segments
+        self._tag: str | None = None
+        self._own_files = re.compile(rf"^{re.escape(self.name)}\.(dev\d+\.)?sock$")
+
+    def record_tag(self) -> str:
+        """Choose the random part of this start's segment names and record it (the
+        supervisor, holding the board's lock, before it makes any segment)."""
+        tag = secrets.token_hex(8)
+        write_private(self.names, tag)
+        self._tag = tag
+        return tag
+
+    @property
+    def tag(self) -> str:
+        """The recorded random part of the segment names (read once; OSError if the board
+        has none, i.e. it is not running)."""
+        if self._tag is None:
+            tag = read_private(self.names).strip()
+            if not _TAG.match(tag):
+                raise UnsafeRuntimeDir(f"{self.names} does not hold a segment tag")
+            self._tag = tag
+        return self._tag
+
+    @property
+    def shm_prefix(self) -> str:
+        return f"{self.board_prefix}{self.tag}."
 
     def device_socket(self, device: int) -> str:
         return f"{self.dir / self.name}.dev{device}.sock"
@@ -120,7 +161,11 @@ class BoardPaths:
         return f"/{self.shm_prefix}ctl{device}"
 
     def pinned(self, pid: int, serial: int | str) -> str:
-        return f"/{self.shm_prefix}pin.{pid}.{serial}"
+        return f"{self.pinned_prefix(pid)}{serial}"
+
+    def pinned_prefix(self, pid: int) -> str:
+        """The start of every pinned segment name of host process ``pid``."""
+        return f"/{self.shm_prefix}pin.{pid}."
 
     def pinned_owner(self, name) -> int | None:
         """The pid whose pinned buffer ``name`` is, None if it names no pinned buffer of this
@@ -132,12 +177,21 @@ class BoardPaths:
         return int(pid) if dot and pid.isdigit() else None
 
     def segments(self) -> list[str]:
-        """Names of every shm segment of this board that exists now."""
+        """Names of every shm segment of this board's recorded start that exists now
+        (none if no start is recorded)."""
         try:
+            prefix = self.shm_prefix
             entries = os.listdir("/dev/shm")
-        except FileNotFoundError:
+        except OSError:
             return []
-        return ["/" + e for e in entries if e.startswith(self.shm_prefix)]
+        return ["/" + e for e in entries if e.startswith(prefix)]
 
     def sockets(self) -> list[str]:
-        return [str(p) for p in self.dir.glob(f"{self.name}.*sock")]
+        """The supervisor's and the devices' socket files (not those of a board whose name
+        merely starts with this one's)."""
+        return [str(self.dir / e) for e in os.listdir(self.dir) if self._own_files.match(e)]
+
+    def files(self) -> list[Path]:
+        """Every file of this board in the runtime directory that exists now."""
+        return [p for p in (self.key, self.topology, self.log, self.names, self.lock) if os.path.lexists(p)] + \
+            [Path(s) for s in self.sockets()]

@@ -41,7 +41,8 @@ class DeviceStream:
         self.received = 0            # highest seq pushed
         self.drop_upto = 0           # tasks with seq <= this are discarded (abort)
         self._queue: collections.deque = collections.deque()
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()               # the Condition's own: push takes it directly
+        self._cond = threading.Condition(self._lock)
         self._closed = False
         self.aborting = False
         self._thread: threading.Thread | None = None
@@ -51,22 +52,22 @@ class DeviceStream:
         self._writers_done = threading.Condition()
 
     def push(self, seq: int, op: str, args: tuple) -> None:
-        with self._cond:
+        with self._lock:
             if self._closed:
                 return
             self.received = seq
             dropped = seq <= self.drop_upto
+            idle = not dropped and not self._queue and self.running_task is None
+            if idle:
+                self.running_task = (seq, op, args)    # idle stream: try the fast path
+            elif not dropped:
+                self._enqueue(seq, op, args)
+                return
         if dropped:   # complete() takes the device lock: never call it holding ours
             self.device.complete(self, seq, 0, "")
             return
-        with self._cond:
-            if not self._queue and self.running_task is None:
-                self.running_task = (seq, op, args)    # idle stream: try the fast path
-            else:
-                self._enqueue(seq, op, args)
-                return
         result = self.device.run_task(self, op, args, inline=True)
-        with self._cond:
+        with self._lock:
             self.running_task = None
             if result is None:
                 self._enqueue(seq, op, args)

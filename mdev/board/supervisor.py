@@ -13,12 +13,15 @@ it grants (the exporting device checks the seal before an importer touches the m
 segments (unlinked when the client dies), watches client liveness, restarts a dead
 device on request (telling its peers to drop their mappings of the dead one's memory),
 and stops the board on request or, for a board started on demand, once it has been idle
-for a while.  On stop it removes every segment and socket of the board.
+for a while.  It holds the board's lock (mdev.board.residence) from its launcher's start
+to its exit: one supervisor per board name.  On stop it removes every segment and file
+of the board, the lock file last; if it dies instead, its devices do (device.main).
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import gc
 import json
 import os
@@ -36,9 +39,11 @@ import psutil
 from mdev import protocol
 from mdev import errors as E
 from mdev.errors import AclError
+from mdev.board import residence
 from mdev.board import status as S
 from mdev.board.fleet import Fleet
 from mdev.board.ipc_registry import IpcRegistry
+from mdev.board import naming
 from mdev.board.naming import BoardPaths
 from mdev.memory import segment
 
@@ -56,9 +61,10 @@ class Client:
 
 
 class Supervisor:
-    def __init__(self, paths: BoardPaths, topo, on_demand: bool, idle_timeout: float,
+    def __init__(self, paths: BoardPaths, topo, lock_fd: int, on_demand: bool, idle_timeout: float,
                  owner_pid: int | None = None, eager: bool = False) -> None:
         self.paths = paths
+        self.lock_fd = lock_fd          # the board's lock, taken by the launcher (residence)
         self.owner_pid = owner_pid      # stop when this process is gone (test suites)
         self.topo = topo
         self.on_demand = on_demand
@@ -82,16 +88,18 @@ class Supervisor:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        cleanup(self.paths, topology=False)     # the launcher's description is this board's
-        fd = os.open(self.paths.key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(self.authkey.hex())
+        """Make the board's segments and files, all new (exclusive creation: the launcher
+        cleared a dead predecessor's under the lock, and the segment names are new)."""
+        os.ftruncate(self.lock_fd, 0)
+        os.write(self.lock_fd, f"{os.getpid()}\n".encode())      # for messages (residence.holder)
+        self.paths.record_tag()
+        naming.write_private(self.paths.key, self.authkey.hex())
         # device processes are forked from here: frozen objects are never traversed by a
         # child's garbage collector, so their pages stay shared copy-on-write
         gc.freeze()
         if self.eager:
             for node in range(self.topo.node_count):
-                self.fleet.start_node(node)
+                self.fleet.start_node(node, (self.lock_fd,))
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old = os.umask(0o177)
         try:
@@ -133,7 +141,10 @@ class Supervisor:
             if self.owner_pid and not psutil.pid_exists(self.owner_pid):
                 break
 
-    def shutdown(self) -> None:
+    def shutdown(self, keep_lock: bool = False) -> None:
+        """Stop the devices and remove everything of the board that start() made; then let
+        go of the lock, removing its file, unless ``keep_lock`` (a failed start: its launcher
+        holds the lock too, and the file must stay until it lets go)."""
         for client in list(self.clients.values()):
             self._drop(client)
         self.fleet.stop()
@@ -141,7 +152,9 @@ class Supervisor:
             self.admission.close()
         if self.listener is not None:      # None: the board failed before it listened
             self.listener.close()
-        cleanup(self.paths)
+        residence.clear(self.paths)
+        if not keep_lock:
+            residence.release(self.paths, self.lock_fd, remove=True)
 
     def stop(self, *_) -> None:
         self._running = False
@@ -245,7 +258,7 @@ class Supervisor:
         Tellers finish first: a child must not keep one's connection open either."""
         for thread in self._tellers:
             thread.join(10.0)
-        return tuple([self.listener.fileno(), self.selector.fileno()] + self.admission.fds()
+        return tuple([self.lock_fd, self.listener.fileno(), self.selector.fileno()] + self.admission.fds()
                      + [c.sock.fileno() for c in self.clients.values()])
 
     def _check_devices(self) -> None:
@@ -286,7 +299,7 @@ class Supervisor:
     def rpc_register_segment(self, client: Client, name: str) -> None:
         """A pinned buffer of the client, unlinked when it goes: only a name of its own pid
         (another's would be unlinked under it)."""
-        if not (isinstance(name, str) and name.startswith(self.paths.pinned(client.pid, ""))
+        if not (isinstance(name, str) and name.startswith(self.paths.pinned_prefix(client.pid))
                 and "/" not in name[1:]):
             raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{name!r:.80} is not a pinned buffer name of "
                            f"process {client.pid}")
@@ -377,18 +390,6 @@ class Supervisor:
         self._running = False
 
 
-def cleanup(paths: BoardPaths, topology: bool = True) -> None:
-    """Remove every segment and socket a board of this name left behind (and its
-    description, unless ``topology`` is False: a starting board's is new)."""
-    for name in paths.segments():
-        segment.unlink(name)
-    for path in paths.sockets() + [str(paths.key)] + ([str(paths.topology)] if topology else []):
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-
-
 def main(argv: list[str] | None = None) -> None:
     import topology
 
@@ -398,21 +399,33 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--on-demand", action="store_true")
     parser.add_argument("--idle-timeout", type=float, default=5.0)
     parser.add_argument("--ready-fd", type=int)
+    parser.add_argument("--lock-fd", type=int, required=True,
+                        help="the board's lock (mdev.board.residence), taken by the launcher")
     parser.add_argument("--owner-pid", type=int, help="stop when this process exits")
     parser.add_argument("--eager", action="store_true", help="start every node's devices now, not at "
                                                              "the node's first attach")
     args = parser.parse_args(argv)
     paths = BoardPaths(args.name)
+    try:
+        # the launcher's lock is this process's too (one open file); a lock another process
+        # holds fails here, before anything is made or removed: no second supervisor of a name
+        fcntl.flock(args.lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        sys.exit(f"board {paths.name!r}: --lock-fd {args.lock_fd} does not hold the board's lock ({exc})")
     with open(args.topology_file, encoding="utf-8") as f:
         topo = topology.from_dict(json.load(f), "<board>")
-    sup = Supervisor(paths, topo, args.on_demand, args.idle_timeout, args.owner_pid, args.eager)
+    sup = Supervisor(paths, topo, args.lock_fd, args.on_demand, args.idle_timeout, args.owner_pid, args.eager)
     signal.signal(signal.SIGTERM, sup.stop)
     signal.signal(signal.SIGINT, sup.stop)
     try:
         sup.start()
-    except Exception:
+    except Exception as exc:
         traceback.print_exc()
-        sup.shutdown()
+        # the launcher still holds the lock and removes its file; the log is gone, so it
+        # is sent the reason
+        sup.shutdown(keep_lock=True)
+        if args.ready_fd is not None:
+            os.write(args.ready_fd, b"0" + str(exc).encode()[:4000])
         sys.exit(1)
     if args.ready_fd is not None:
         os.write(args.ready_fd, b"1")

@@ -1,17 +1,17 @@
-"""The C face: mdev's CANN headers, and the C library behind them.
+"""The C face: mdev's CANN headers, and the C libraries behind them.
 
-    C/C++ program --> lib64/libascendcl.so  (entry points generated from functions.tsv)
+    C/C++ program --> lib64/libascendcl.so, lib64/libhccl.so  (entry points generated from functions.tsv)
                   --> lib64/libmdev_embed.so (CPython embedded: started, or joined in a Python program)
                   --> mdev.capi.adapter      (this face: C arguments -> mdev.runtime -> C results)
                   --> mdev.runtime --> board / device processes
 
-    include/        the headers, laid out like a CANN package's include/ (acl/acl.h, ...)
+    include/        the headers, laid out like a CANN package's include/ (acl/acl.h, hccl/hccl.h, ...)
     functions.tsv   every declared function (written by mdev.capi.inventory)
     prototypes      functions.tsv as typed prototypes: how each argument crosses, which are outputs
     generate        the C entry points of a face;  build: compiling the libraries
     csrc/           the loader (mdev_embed.c / .h);  embedding: its Python side
     adapter         entry(name): each function marshalled onto its runtime implementation
-    special         the hand-written adapters;  structs: ctypes mirrors of the headers' structures
+    special         the hand-written adapters (hccl_special: libhccl.so's);  structs: ctypes mirrors
     cmemory         the caller's memory and C functions from Python;  failures: NULL outputs, 200001
     cann_home       the CANN-shaped tree (``mdev cann-home``);  soc: the board's SoC for setenv.bash
 

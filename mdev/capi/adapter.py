@@ -1,4 +1,5 @@
-"""The C face: every C entry point of libascendcl.so as a Python callable over mdev.runtime.
+"""The C face: every C entry point of libascendcl.so and libhccl.so as a Python callable over
+mdev.runtime (HCCL's functions: mdev.runtime.collectives.api, as mdev.hccl binds them).
 
     C program --> aclrtMalloc(&ptr, size, policy)                    (generated entry point)
       --> libmdev_embed.so: ints / bytes, GIL held --> entry("aclrtMalloc")(ptr_addr, size, policy)
@@ -16,7 +17,9 @@ char*`` as str, and a non-const pointer to a number or handle is an output
 (mdev.capi.prototypes), one per value the implementation returns; a structure or callback
 argument takes the conversion mdev.capi.special names for it.  Functions that need more
 (strings or structures to return, arrays) have a hand-written adapter there.  A function
-with neither returns ACL_ERROR_API_NOT_SUPPORT (200001) and a message naming it.
+with neither returns ACL_ERROR_API_NOT_SUPPORT (200001) -- an HCCL one HCCL_E_NOT_SUPPORT (5)
+-- and a message naming it.  Failures are in the codes of the function's library
+(mdev.capi.failures.codes_of); libhccl.so's hand-written adapters are mdev.capi.hccl_special.
 """
 
 from __future__ import annotations
@@ -27,11 +30,12 @@ import pkgutil
 from typing import Callable
 
 from mdev import sanitizer as _sanitizer  # noqa: F401  (MDEV_SANITIZE turns it on at attach / init)
-from mdev.capi import special
-from mdev.capi.failures import null_output, unsupported
+from mdev.capi import hccl_special, special
+from mdev.capi.failures import codes_of, null_output, returns_status, unsupported
 from mdev.capi.prototypes import CFunction, Param, by_name
 import mdev.runtime
 from mdev.runtime import boundary, names
+from mdev.runtime.collectives import api as collectives
 
 # runtime modules whose functions have another C prefix than aclrt*
 _MODULE_GROUPS = {"lifecycle": "", "sysinfo": "", "models": "mdl"}
@@ -39,14 +43,15 @@ _MODULE_PREFIX = {"models": "ri_"}
 
 
 def implementations() -> dict[tuple[str, str], Callable]:
-    """(group, snake_case name) -> every ``@api`` function of mdev.runtime."""
+    """(group, snake_case name) -> every ``@api`` function of mdev.runtime (HCCL's, of
+    mdev.runtime.collectives.api, in group "hccl")."""
     found = {}
-    for info in pkgutil.iter_modules(mdev.runtime.__path__):
-        module = importlib.import_module(f"mdev.runtime.{info.name}")
-        group = _MODULE_GROUPS.get(info.name, "rt")
+    modules = [(importlib.import_module(f"mdev.runtime.{info.name}"), _MODULE_GROUPS.get(info.name, "rt"), info.name)
+               for info in pkgutil.iter_modules(mdev.runtime.__path__)]
+    for module, group, short in modules + [(collectives, "hccl", "")]:
         for name, fn in vars(module).items():
             if getattr(fn, "api_shape", None) is not None and fn.__module__ == module.__name__:
-                key = (group, _MODULE_PREFIX.get(info.name, "") + name)
+                key = (group, _MODULE_PREFIX.get(short, "") + name)
                 if key in found:
                     raise RuntimeError(f"{key} is implemented twice: {found[key].__module__}, {module.__name__}")
                 found[key] = fn
@@ -89,7 +94,7 @@ def marshalled(fn: CFunction, impl: Callable) -> Callable:
 
     It returns what the bound implementation returns, ``ret`` or ``(values..., ret)``: the
     C entry point stores the values through its output parameters."""
-    if fn.ret.spelling != "aclError":
+    if not returns_status(fn):
         raise NotMarshallable(f"returns {fn.ret.spelling}")
     outputs = [(i, p.name) for i, p in enumerate(fn.params) if p.is_output]
     inputs = [(i, _input(fn, p)) for i, p in enumerate(fn.params) if not p.is_output]
@@ -100,7 +105,7 @@ def marshalled(fn: CFunction, impl: Callable) -> Callable:
         inspect.signature(impl).bind(*(None for _ in inputs))
     except TypeError as exc:
         raise NotMarshallable(f"inputs do not fit {impl.__name__}: {exc}") from None
-    bound = boundary.bind(impl, n_out, failed)
+    bound = boundary.bind(impl, n_out, failed, codes_of(fn))
     if not outputs and all(convert is None for _, convert in inputs):
         return bound                       # the C arguments are the implementation's arguments
     pick = [i for i, _ in inputs]

@@ -5,6 +5,7 @@
     functions.tsv --generate--> src/acl_entries.c --------------> lib64/libascendcl.so
                                                                     libacl_rt.so, libacl_rt_impl.so
                                                                     (links to libascendcl.so)
+                  (hccl/ functions) src/hccl_entries.c -----------> lib64/libhccl.so
 
 One library answers to the three names CANN programs link (its SONAME is libascendcl.so,
 so a program linking any of them loads it once).  Everything is compiled with
@@ -40,12 +41,14 @@ class Library:
     aliases: tuple[str, ...] = ()
 
 
-# libhccl.so over mdev.hccl would be one more Library here (its face: HCCL's functions,
-# headers and adapter module)
+# both faces run in the one interpreter libmdev_embed.so keeps per process, so HCCL's calls
+# see the devices, memory and streams the program made through libascendcl.so
 LIBRARIES = (
     Library(generate.Face("acl", "mdev.capi.adapter", ("acl/acl.h", "acl/acl_rt_allocator.h"),
-                          prototypes.functions()),
+                          prototypes.declared_in("acl")),
             "libascendcl.so", ("libacl_rt.so", "libacl_rt_impl.so")),
+    Library(generate.Face("hccl", "mdev.capi.adapter", ("hccl/hccl.h",), prototypes.declared_in("hccl")),
+            "libhccl.so"),
 )
 
 

@@ -1,8 +1,10 @@
 """A CANN-package-shaped tree over mdev: what CANN programs' builds and scripts look for.
 
     <home>/include/acl/...                      mdev's own CANN headers (mdev/capi/include)
+    <home>/include/hccl/...                     HCCL's (hccl.h, hccl_comm.h, hccl_types.h)
     <home>/lib64/libascendcl.so                 the C library (embeds Python, see build)
            libacl_rt.so, libacl_rt_impl.so      the same library under the other names
+           libhccl.so                           HCCL's C library (the same loader and runtime)
            libmdev_embed.so                     its Python loader
     <home>/bin/setenv.bash, <home>/set_env.sh   ASCEND_HOME_PATH, ASCEND_INSTALL_PATH,
                                                 LD_LIBRARY_PATH, SOC_VERSION, ASCENDC_CMAKE_DIR
@@ -83,7 +85,7 @@ def make(home: Path | None = None, log=print) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     shutil.copytree(include_dir(), home / "include", dirs_exist_ok=True)
     built = build.build(home / "lib64", home / "src")
-    names = ", ".join(f"{lib.name} ({', '.join(lib.aliases)})" for lib in build.LIBRARIES)
+    names = ", ".join(lib.name + (f" ({', '.join(lib.aliases)})" if lib.aliases else "") for lib in build.LIBRARIES)
     log(f"mdev cann-home: {'built' if built else 'up to date:'} {home / 'lib64'}: {names}; Python {sys.executable}")
     (home / "bin").mkdir(exist_ok=True)
     (home / "bin" / "setenv.bash").write_text(setenv_script(home))

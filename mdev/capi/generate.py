@@ -23,8 +23,9 @@ variadic function (``aclAppLog``) passes its printf-style text as one more strin
 output is never committed: ``mdev cann-home`` writes it next to the library it builds.
 
 A face is (its C functions, the Python module that implements them, the headers that
-declare them): ``libascendcl.so`` is the "acl" face over ``mdev.capi.adapter``; another
-library (``libhccl.so``) is another face over another module, with the same loader.
+declare them): ``libascendcl.so`` is the "acl" face, ``libhccl.so`` the "hccl" face, both over
+``mdev.capi.adapter`` and the same loader.  An entry point that Python cannot run returns its
+library's internal error (ACL_ERROR_RT_INTERNAL_ERROR, HCCL_E_INTERNAL).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from mdev import errors as E
+from mdev.capi.failures import STATUS_TYPES
 from mdev.capi.prototypes import CFunction, CType, Param
 
 _MACRO = {"i": "MDEV_I", "u": "MDEV_U", "f": "MDEV_F", "p": "MDEV_P", "s": "MDEV_S", "b": "MDEV_B"}
@@ -48,8 +49,8 @@ class Face:
 
 def _fail_value(ret: CType) -> str:
     """What an entry point returns when Python cannot run it."""
-    if ret.base == "aclError" and not ret.stars:
-        return f"{E.ACL_ERROR_RT_INTERNAL_ERROR}ULL"
+    if ret.base in STATUS_TYPES and not ret.stars:
+        return f"{STATUS_TYPES[ret.base].internal}ULL"
     return "0ULL"
 
 

@@ -1,11 +1,13 @@
 """Inventory of the C functions declared by mdev's CANN headers.
 
-Scans every header under ``mdev/capi/include/`` for ``ACL_FUNC_VISIBILITY`` declarations and
-writes ``functions.tsv`` next to this file, one line per function, in header order::
+Scans every header under ``mdev/capi/include/`` for ``ACL_FUNC_VISIBILITY`` (acl/) and
+``HCCL_FUNC_VISIBILITY`` (hccl/) declarations and writes ``functions.tsv`` next to this
+file, one line per function, in header order::
 
     name <TAB> return type <TAB> parameter list as declared <TAB> header (e.g. acl/acl_rt.h)
 
-The shared library behind the headers is written from this list.  Usage::
+The shared libraries behind the headers are written from this list, each from the functions
+of its headers' directory (libascendcl.so: acl/, libhccl.so: hccl/).  Usage::
 
     python -m mdev.capi.inventory           # rewrite functions.tsv
     python -m mdev.capi.inventory --check   # exit status 1 if functions.tsv is out of date
@@ -20,8 +22,8 @@ from pathlib import Path
 from mdev.capi import functions_tsv, include_dir
 
 _COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
-# ACL_FUNC_VISIBILITY <return type> <name>(<parameters>);  -- possibly over several lines
-_DECL = re.compile(r"\bACL_FUNC_VISIBILITY\s+([^;{}()]*?)\s*\b(\w+)\s*\(([^;{}]*)\)\s*;")
+# ACL_FUNC_VISIBILITY (or HCCL_) <return type> <name>(<parameters>);  -- possibly over several lines
+_DECL = re.compile(r"\b(?:ACL|HCCL)_FUNC_VISIBILITY\s+([^;{}()]*?)\s*\b(\w+)\s*\(([^;{}]*)\)\s*;")
 
 
 def _squash(text: str) -> str:

@@ -186,5 +186,10 @@ def functions(tsv: Path | None = None) -> tuple[CFunction, ...]:
     return tuple(result)
 
 
+def declared_in(directory: str) -> tuple[CFunction, ...]:
+    """The functions of one library's headers: those of ``directory`` ("acl", "hccl")."""
+    return tuple(f for f in functions() if f.header.split("/")[0] == directory)
+
+
 def by_name() -> dict[str, CFunction]:
     return {f.name: f for f in functions()}

@@ -29,7 +29,7 @@ from mdev import constants as C
 from mdev import errors as E
 from mdev.errors import AclError
 from mdev.capi import cmemory, structs
-from mdev.capi.failures import null_output, unsupported
+from mdev.capi.failures import codes_of, null_output, unsupported
 from mdev.capi.prototypes import CFunction
 from mdev.runtime import boundary, devices, exceptions, kernels, models
 
@@ -60,7 +60,9 @@ def c_text(address: int) -> str | None:
 
 def needs(impl: Callable | None, fn: CFunction, make: Callable[[Callable], Callable]) -> Callable:
     """``make(bound impl)``, or the unsupported stub while the runtime lacks the function."""
-    return make(boundary.bind(impl, *impl.api_shape)) if impl is not None else unsupported(fn, "not emulated yet")
+    if impl is None:
+        return unsupported(fn, "not emulated yet")
+    return make(boundary.bind(impl, *impl.api_shape, codes_of(fn)))
 
 
 def writes_out(fn: CFunction, impl, param: str, inputs: Callable, write: Callable) -> Callable:

@@ -9,6 +9,7 @@
     aclrtMallocConfig             -> malloc_cfg()           (mdev.runtime.memops' dict)
     aclrtMemcpyBatchAttr[n]       -> batch_attrs()
     runtime dict --cmemory.store_struct--> the caller's structure  (outputs: the mirrors below)
+    HcclSendRecvItem[n]           read by mdev.capi.hccl_special (libhccl.so's batched send/recv)
 
 Only layouts are here; tests/test_capi_library.py checks them against the compiler's.
 """
@@ -227,3 +228,8 @@ def batch_attrs(address: int, count: int) -> list[dict]:
     """aclrtMemcpyBatchAttr[count] at ``address`` as {"dstLoc", "srcLoc"} dicts."""
     return [{"dstLoc": _location(a.dstLoc), "srcLoc": _location(a.srcLoc)}
             for a in (MemcpyBatchAttr * count).from_address(address)] if address and count else []
+
+
+class HcclSendRecvItem(ctypes.Structure):
+    _fields_ = [("sendRecvType", ctypes.c_int32), ("buf", ctypes.c_void_p), ("count", ctypes.c_uint64),
+                ("dataType", ctypes.c_int32), ("remoteRank", ctypes.c_uint32)]

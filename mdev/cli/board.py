@@ -56,10 +56,14 @@ def cmd_start(args: argparse.Namespace) -> int:
 
 def cmd_stop(args: argparse.Namespace) -> int:
     name = BoardPaths(args.name).name
-    if launcher.stop(name):
-        print(f"board {name!r} stopped")
-    else:
-        print(f"board {name!r} was not running (stale files removed)")
+    try:
+        state = launcher.stop(name)
+    except launcher.BoardError as exc:
+        print(exc)
+        return 1
+    print({launcher.STOPPED: f"board {name!r} stopped",
+           launcher.DEAD: f"board {name!r} was dead: what it left behind was removed",
+           launcher.NOT_RUNNING: f"board {name!r} was not running"}[state])
     return 0
 
 

@@ -34,7 +34,7 @@ from mdev.errors import AclError
 from mdev.board import launcher
 from mdev.board import status as S
 from mdev.board.naming import BoardPaths
-from mdev.memory.segment import Segment
+from mdev.memory.segment import Segment, unlink
 
 
 # handlers of device-initiated messages, by kind; runtime modules register theirs
@@ -59,6 +59,7 @@ def process_gone(pid: int) -> bool:
     finally:
         os.close(fd)
     return fields[fields.rindex(b")") + 2:][:1] in (b"Z", b"X")      # state follows "(comm) "
+
 
 class ExitWatch:
     """Calling it says whether process ``pid`` has exited: a poll of its pidfd (well under a
@@ -90,6 +91,11 @@ class ExitWatch:
             self.fd = -1
 
 
+# tasks gathered before they are written whatever else happens: a device starts on a burst
+# before its end, and one write stays well inside a device's read
+BATCH_FRAMES = 256
+
+
 class DeviceLink:
     """This process's connection to one device process."""
 
@@ -104,6 +110,11 @@ class DeviceLink:
         self._exit = ExitWatch(self.pid)
         self.lock = threading.Lock()
         self._task_sock: socket.socket | None = None
+        self._out: list[bytes] = []          # task frames gathered for one write
+        self._burst = False                  # a task went out since the last flush
+        self._kick = threading.Lock()        # released: the flusher has work
+        self._kick.acquire()
+        self._kicked = False
         self._local = threading.local()
         self._requests = itertools.count(1)
         self._hbm: Segment | None = None
@@ -160,20 +171,73 @@ class DeviceLink:
                     peer.check_alive()
 
     def submit(self, stream, op: str, *args) -> int:
-        """Queue a task on ``stream``; returns its sequence number."""
+        """Queue a task on ``stream``; returns its sequence number.
+
+        The first task of a burst is sent at once (a lone task, or one a synchronisation
+        follows, costs no more than before); the ones after it are gathered and sent in one
+        write by whichever comes first: BATCH_FRAMES of them, a flush (every request,
+        synchronisation and query flushes), or the link's flusher thread, woken by the
+        first gathered task, which gets the interpreter as soon as the submitting thread
+        blocks and at the latest after one switch interval (5 ms).
+        """
         if self._reader_done or self._gone:      # the device died (a send may still get through)
             raise self.lost("the device process is gone")
         self._check_peers(args)
-        sock = self._task_sock or self.ensure_main()
+        if self._task_sock is None:
+            self.ensure_main()
         with self.lock:
             # counted before it is sent: a thread that reads how many tasks a stream was given
             # (trace host records) must never see fewer than have run
             seq = stream.seq = stream.seq + 1
-            try:
-                sock.sendall(protocol.encode(("t", stream.slot, seq, op, args)))
-            except OSError as exc:
-                raise self.lost(exc) from exc
+            frame = protocol.encode(("t", stream.slot, seq, op, args))
+            out = self._out
+            if out or self._burst:
+                out.append(frame)
+                if len(out) >= BATCH_FRAMES:
+                    self._send_gathered()
+                elif not self._kicked:
+                    self._kicked = True
+                    self._kick.release()
+            else:
+                self._burst = True
+                self._send(frame)
             return seq
+
+    def flush(self) -> None:
+        """Send the gathered tasks now (before anything that must see them on the device)."""
+        if self._out or self._burst:
+            with self.lock:
+                self._send_gathered()
+                self._burst = False
+
+    def _send_gathered(self) -> None:
+        """Send the gathered frames in one write (call with the lock held)."""
+        out = self._out
+        if out:
+            data = b"".join(out)
+            out.clear()
+            self._send(data)
+
+    def _send(self, data: bytes) -> None:
+        try:
+            self._task_sock.sendall(data)
+        except (OSError, AttributeError) as exc:     # AttributeError: closed meanwhile
+            self._gone = True
+            raise self.lost(exc) from exc
+
+    def _flush_later(self) -> None:
+        """The flusher thread: sends what submitters gathered once nobody else did."""
+        while True:
+            self._kick.acquire()
+            with self.lock:
+                self._kicked = False
+                if self._task_sock is None:
+                    return
+                try:
+                    self._send_gathered()
+                except AclError:
+                    pass     # the device is gone: the next call of a user thread reports it
+                self._burst = False
 
     def ensure_main(self) -> socket.socket:
         """Open the task socket: the device ties this process's resources to it.
@@ -186,6 +250,8 @@ class DeviceLink:
                 self._task_sock = self._open("main").sock
                 threading.Thread(target=self._read_main, args=(self._task_sock,), daemon=True,
                                  name=f"mdev-dev{self.index}-reader").start()
+                threading.Thread(target=self._flush_later, daemon=True,
+                                 name=f"mdev-dev{self.index}-flusher").start()
             return self._task_sock
 
     def _read_main(self, sock: socket.socket) -> None:
@@ -219,12 +285,10 @@ class DeviceLink:
 
     def send_on_main(self, message: tuple) -> None:
         """Send a non-task message (e.g. a callback's completion) on the task socket."""
-        sock = self.ensure_main()
+        self.ensure_main()
         with self.lock:
-            try:
-                sock.sendall(protocol.encode(message))
-            except OSError as exc:
-                raise self.lost(exc) from exc
+            self._send_gathered()
+            self._send(protocol.encode(message))
 
     def request(self, op: str, *args, timeout: float | None = None):
         """Ask the device and wait for its answer; AclError on failure, TimeoutError on expiry."""
@@ -233,6 +297,7 @@ class DeviceLink:
             self.ensure_main()
             channel = self._local.channel = self._open("rpc")
         req = next(self._requests)
+        self.flush()       # the device sees this process's tasks before its request
         try:
             channel.send(("r", req, op, args))
             while True:
@@ -277,6 +342,10 @@ class DeviceLink:
         self._hbm = None
 
     def close(self) -> None:
+        try:
+            self.flush()
+        except AclError:
+            pass          # the device is gone: nothing gathered can reach it
         with self.lock:
             if self._task_sock is not None:
                 try:
@@ -285,6 +354,9 @@ class DeviceLink:
                     pass
                 self._task_sock.close()
                 self._task_sock = None
+                if not self._kicked:
+                    self._kicked = True
+                    self._kick.release()        # the flusher sees no socket and ends
         channel = getattr(self._local, "channel", None)
         if channel is not None:
             channel.close()
@@ -336,10 +408,19 @@ class BoardClient:
                 self._channel.send(("r", 0, op, args))
                 _, _, code, value = self._channel.recv()
             except protocol.ChannelClosed as exc:
+                self._release_pinned_names()
                 raise AclError(E.ACL_ERROR_RT_SOCKET_CLOSE, f"board {self.paths.name!r} supervisor is gone: {exc}")
         if code:
             raise AclError(code, value)
         return value
+
+    def _release_pinned_names(self) -> None:
+        """The supervisor is gone, so nobody would unlink this process's pinned segments when
+        it exits: unlink them now (their pages stay mapped here until freed)."""
+        mine = self.paths.pinned_prefix(os.getpid())
+        for name in self.paths.segments():
+            if name.startswith(mine):
+                unlink(name)
 
     def link(self, device: int) -> DeviceLink:
         link = self._links.get(device)
@@ -377,6 +458,7 @@ class BoardClient:
         connections.  No locks: a parent thread may have held one at fork time.
         """
         for link in list(self._links.values()):
+            link._out = []          # the parent's tasks: the parent sends them
             for sock in link._sockets:
                 sock.close()
         self._channel.close()

@@ -42,10 +42,13 @@ PUBLIC_NAMES: dict[Callable, str] = {}
 @dataclass(frozen=True)
 class Codes:
     """How a face reports failures: its success code, the code (and message) of an exception
-    the runtime raised on purpose, of bad arguments and of an emulator bug, and code names."""
+    the runtime raised on purpose, of bad arguments, of a NULL pointer where a value is
+    needed, of a function it does not have and of an emulator bug, and code names."""
     success: int
     known: Callable[[BaseException], tuple[int, str] | None]
     bad_argument: int
+    null_pointer: int
+    not_supported: int
     internal: int
     name: Callable[[int], str]
     describe: Callable[[int], str]
@@ -63,10 +66,10 @@ def _hccl_failure(exc: BaseException) -> tuple[int, str] | None:
     return None
 
 
-ACL = Codes(E.ACL_SUCCESS, _acl_failure, E.ACL_ERROR_INVALID_PARAM, E.ACL_ERROR_RT_INTERNAL_ERROR,
-            E.error_name, E.describe)
-HCCL = Codes(H.HCCL_SUCCESS, _hccl_failure, H.HCCL_E_PARA, H.HCCL_E_INTERNAL, H.result_name,
-             lambda code: f"{H.result_name(code)} ({code}): {H.error_string(code)}")
+ACL = Codes(E.ACL_SUCCESS, _acl_failure, E.ACL_ERROR_INVALID_PARAM, E.ACL_ERROR_INVALID_PARAM,
+            E.ACL_ERROR_API_NOT_SUPPORT, E.ACL_ERROR_RT_INTERNAL_ERROR, E.error_name, E.describe)
+HCCL = Codes(H.HCCL_SUCCESS, _hccl_failure, H.HCCL_E_PARA, H.HCCL_E_PTR, H.HCCL_E_NOT_SUPPORT, H.HCCL_E_INTERNAL,
+             H.result_name, lambda code: f"{H.result_name(code)} ({code}): {H.error_string(code)}")
 
 
 def _message_list() -> list[str]:

@@ -165,6 +165,7 @@ def subscribe_report(thread_id: int, stream) -> None:
 
 @api()
 def unsubscribe_report(thread_id: int, stream) -> None:
+    thread_id = as_int(thread_id, "threadId")
     st = rt.stream(as_int(stream, "stream") if stream is not None else None)
     h = hub()
     with h.lock:

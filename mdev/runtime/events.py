@@ -107,7 +107,9 @@ def is_complete(event: Event) -> bool:
     target = issued(event)
     if target == 0:
         return True    # never recorded: complete, and waits on it are no-ops
-    done = rt.link(event.device).control.event_count(event.slot) >= target
+    link = rt.link(event.device)
+    link.flush()        # its record may still be gathered in this process
+    done = link.control.event_count(event.slot) >= target
     if done and hooks.checker is not None:
         hooks.checker.event_complete(event.device, event.slot, event.uid)
     return done

@@ -78,7 +78,7 @@ def exception_info_callback_unregister(callback) -> None:
 
 def _field(name: str) -> Callable[[int], int]:
     def getter(info: int) -> int:
-        record = _infos.get(info)
+        record = _infos.get(info) if type(info) is int else None   # anything else names no info
         return INVALID if record is None else int(record.get(name, INVALID))
     getter.__name__ = f"get_{name}_from_exception_info"
     return getter

@@ -177,12 +177,27 @@ def _registered(kernel: "Kernel", device: int) -> int:
     return fid
 
 
+_PLAIN = frozenset({int, float, bool, str, bytes, type(None)})
+
+
+def _argument_values(args: tuple) -> tuple[str, tuple]:
+    """A decorated kernel's arguments as a task carries them.  Frames decode to plain data
+    only, so an argument of any other type (a numpy scalar or dtype, an array, an object)
+    travels cloudpickled, like the kernel itself, and only the device loads it:
+    ("values", args) or ("objects", (args with None in their places, pickled {index: arg}))."""
+    if all(type(a) in _PLAIN for a in args):
+        return "values", args
+    objects = {i: a for i, a in enumerate(args) if type(a) not in _PLAIN}
+    return "objects", (tuple(None if i in objects else a for i, a in enumerate(args)),
+                       cloudpickle.dumps(objects))
+
+
 def launch_decorated(kernel: "Kernel", num_blocks, stream, args: tuple) -> int:
     """``kernel[blocks, stream](*args)``: returns the aclError code and sets the last error."""
     try:
         st = rt.stream_in_context(stream)
-        _submit(st, _registered(kernel, st.device), num_blocks, "values", tuple(args), [],
-                kernel.res_type, 0.0)
+        kind, values = _argument_values(tuple(args))
+        _submit(st, _registered(kernel, st.device), num_blocks, kind, values, [], kernel.res_type, 0.0)
     except AclError as exc:
         record_error(exc.code, exc.message)
         return exc.code

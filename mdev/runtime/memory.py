@@ -349,7 +349,7 @@ class MemoryTable:
         try:
             board.request("unregister_segment", seg.name)
         except AclError:
-            pass        # the supervisor is gone: it unlinks nothing any more
+            pass        # the supervisor is gone (507901): this process's side is freed all the same
 
     def map_pinned(self, name: str, size: int) -> Allocation:
         """Another process's pinned buffer on this board (a collective's staging slots), mapped

@@ -4,9 +4,10 @@
         ("rt", "memcpy2d_async")                                        aclrtMemcpy2dAsync
         ("", "init")                                                    aclInit
         ("mdl", "ri_capture_end")                                       aclmdlRICaptureEnd
+        ("hccl", "all_reduce")                                          HcclAllReduce
 
 A group is the prefix family: "" for ``acl*``/``aclsys*``, "rt" for ``aclrt*``, "mdl" for
-``aclmdl*`` (model run instances take "ri_").  The pyACL face names its functions by the
+``aclmdl*`` (model run instances take "ri_"), "hccl" for HCCL's ``Hccl*``.  The pyACL face names its functions by the
 same rule (``acl.rt.memcpy2d_async``) and the C face finds the implementation of a C entry
 point through it, so the exceptions to the rule are listed once, here.
 """
@@ -29,9 +30,12 @@ OVERRIDES = {
     ("", "get_version_str"): "aclsysGetVersionStr",
     ("", "get_version_num"): "aclsysGetVersionNum",
     ("", "app_log"): "ACL_APP_LOG",
+    ("hccl", "all_to_all"): "HcclAlltoAll",
+    ("hccl", "all_to_all_v"): "HcclAlltoAllV",
+    ("hccl", "all_to_all_vc"): "HcclAlltoAllVC",
 }
 _BY_C_NAME = {c: key for key, c in OVERRIDES.items()}
-_PREFIXES = {"": "acl", "rt": "aclrt", "mdl": "aclmdl"}
+_PREFIXES = {"": "acl", "rt": "aclrt", "mdl": "aclmdl", "hccl": "Hccl"}
 # a word boundary inside CamelCase: fooBar, foo2Bar, PCIBus (an acronym before a word)
 _BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
@@ -52,7 +56,7 @@ def snake_name(c: str) -> tuple[str, str]:
     if c in _BY_C_NAME:
         return _BY_C_NAME[c]
     for prefix, group, lead in (("aclmdlRI", "mdl", "ri_"), ("aclmdl", "mdl", ""), ("aclrt", "rt", ""),
-                                ("aclsys", "", ""), ("acl", "", "")):
+                                ("aclsys", "", ""), ("acl", "", ""), ("Hccl", "hccl", "")):
         if c.startswith(prefix):
             return group, lead + _BOUNDARY.sub("_", c[len(prefix):]).lower()
-    raise ValueError(f"{c} is not a CANN runtime function name")
+    raise ValueError(f"{c} is not a CANN runtime or HCCL function name")

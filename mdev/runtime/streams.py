@@ -101,7 +101,9 @@ def _briefly(condition) -> bool:
 
 
 def is_done(stream: Stream, seq: int) -> bool:
-    return int(rt.link(stream.device).control.stream_done[stream.slot]) >= seq
+    link = rt.link(stream.device)
+    link.flush()        # a task still gathered in this process would never be done
+    return int(link.control.stream_done[stream.slot]) >= seq
 
 
 def wait_targets(targets: list[tuple[Stream, int]], timeout: int = -1, consume: bool = True) -> None:
@@ -136,6 +138,7 @@ def _wait_targets(targets: list[tuple[Stream, int]], timeout: int, consume: bool
         by_device.setdefault(stream.device, []).append((stream, seq))
     for device, group in by_device.items():
         link = rt.link(device)
+        link.flush()
         control = link.control
         done, err = control.stream_done, control.stream_err
 

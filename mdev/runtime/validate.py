@@ -9,7 +9,7 @@ from mdev.errors import AclError
 def as_int(value, name: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{name} must be an int, got {type(value).__name__}")
-    return value
+    return int(value)   # an IntEnum or other subclass becomes plain data (frames carry no classes)
 
 
 def size(value, name: str = "size", positive: bool = False) -> int:

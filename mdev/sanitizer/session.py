@@ -619,8 +619,8 @@ def _kernel_pointers(args: tuple) -> list[int]:
     """The addresses a kernel launch was given: its argument values, or the 8-byte words of
     its argument block (an argument block in device memory is not looked into)."""
     kind, values = args[2], args[3]
-    if kind == "values":
-        return [v for v in values if type(v) is int]
+    if kind in ("values", "objects"):
+        return [v for v in (values if kind == "values" else values[0]) if type(v) is int]
     if kind == "bytes":
         return [int.from_bytes(values[i:i + 8], "little") for i in range(0, len(values) - 7, 8)]
     return []

@@ -482,6 +482,12 @@ def group_start() -> None:
     _group.depth += 1
 
 
+@api(1)
+def group_status_get() -> bool:
+    """Whether this thread is between group_start and group_end."""
+    return _group.depth > 0
+
+
 @api()
 def group_end() -> None:
     if not _group.depth:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from mdev.board.naming import runtime_dir
 from mdev.board.tasks import process_alive
-from mdev.hccl_types import HCCL_E_PARA, HCCL_E_REMOTE, HCCL_E_TIMEOUT, HCCL_ROOT_INFO_BYTES, HcclError
+from mdev.hccl_types import HCCL_E_PARA, HCCL_E_PTR, HCCL_E_REMOTE, HCCL_E_TIMEOUT, HCCL_ROOT_INFO_BYTES, HcclError
 
 MAGIC = b"MDEVHCCL\x01"
 POLL_S = (0.001, 0.02)             # first and longest pause between looks at the directory
@@ -44,6 +44,8 @@ def root_info(board: str) -> bytes:
 
 def parse_root_info(blob, board: str) -> str:
     """The rendezvous id of a blob from ``root_info`` for this board (HcclError otherwise)."""
+    if blob is None:
+        raise HcclError(HCCL_E_PTR, "rootInfo is NULL")
     if isinstance(blob, (bytearray, memoryview)):
         blob = bytes(blob)
     if not isinstance(blob, bytes) or len(blob) != HCCL_ROOT_INFO_BYTES or not blob.startswith(MAGIC):
