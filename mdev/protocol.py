@@ -13,12 +13,21 @@ frame decodes to data only: builtins (tuples, lists, dicts, str, bytes, numbers,
 bool), never an object of a class, so no frame can make its receiver run code.  Kernels
 are the one exception, and not at this layer: a host ships its kernel as opaque cloudpickled
 bytes inside a frame, and only a device process loads them (``register_kernel``).
+
+Who is at the other end of a connection is the kernel's word (SO_PEERCRED: pid and uid,
+``peer_credentials``), never what a message says: a peer of another uid is refused before
+the handshake.  Client ids a host names in its hello to a device come with a seal
+(``seal``: an HMAC with a key only the supervisor and its devices hold) binding the id to
+the pid the supervisor saw attach; IPC imports come with a seal of what was granted.
 """
 
 from __future__ import annotations
 
 import collections
+import hashlib
+import hmac
 import io
+import os
 import pickle
 import socket
 import struct
@@ -139,6 +148,24 @@ class Decoder:
         return out
 
 
+_CRED = struct.Struct("3i")       # struct ucred: pid, uid, gid
+
+
+def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
+    """(pid, uid, gid) of the process that connected ``sock`` (AF_UNIX), as the kernel saw it."""
+    return _CRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size))
+
+
+def seal(key: bytes, *fields) -> str:
+    """A token binding ``fields`` (ints and strings) that only holders of ``key`` can make."""
+    return hmac.new(key, repr(fields).encode(), hashlib.sha256).hexdigest()
+
+
+def sealed(key: bytes, token, *fields) -> bool:
+    """``token`` is the seal of ``fields`` under ``key``."""
+    return isinstance(token, str) and hmac.compare_digest(token, seal(key, *fields))
+
+
 class Admission:
     """The handshakes of a listener's new connections, each in a short-lived thread of its
     own: a peer that connects and then says nothing (or trickles) holds up nobody, and the
@@ -149,7 +176,8 @@ class Admission:
 
     A handshake still running after HANDSHAKE_TIMEOUT has its socket shut down by
     ``expire`` (SO_RCVTIMEO alone bounds each read, not a peer sending a byte at a time);
-    past MAX_HANDSHAKES at once a new connection is closed unheard.
+    past MAX_HANDSHAKES at once a new connection is closed unheard, and so is one from a
+    process of another user (only root could have reached the 0600 socket).
     """
 
     def __init__(self, listener: socket.socket, authkey: bytes) -> None:
@@ -167,6 +195,13 @@ class Admission:
             sock, _ = self.listener.accept()
         except OSError:
             return          # the peer gave up already
+        try:
+            uid = peer_credentials(sock)[1]
+        except OSError:
+            uid = -1
+        if uid != os.getuid():
+            sock.close()
+            return
         with self._lock:
             if len(self._pending) >= MAX_HANDSHAKES:
                 sock.close()

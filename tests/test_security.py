@@ -20,6 +20,7 @@ import pytest
 
 from mdev.board import launcher, naming
 from mdev.board.naming import BoardPaths, UnsafeRuntimeDir
+from mdev.runtime.core import RUNTIME as rt
 
 NOBODY = 65534
 as_root = pytest.mark.skipif(os.getuid() != 0, reason="switching to a second OS user needs root")
@@ -173,9 +174,10 @@ def test_a_malformed_frame_closes_its_connection_and_nothing_else(frame, acl, bo
     from mdev import protocol
     paths = BoardPaths(board)
     key = launcher.read_key(paths)
-    targets = [(paths.socket, ("hello", os.getpid(), "hostile")),
-               (paths.device_socket(1), ("hello", 10 ** 6, os.getpid(), "aux", "hostile"))]
     assert acl.rt.set_device(1) == 0          # device 1's process is up
+    attached = rt.attach()                    # a device hears only a client id sealed for its pid
+    targets = [(paths.socket, ("hello", os.getpid(), "hostile")),
+               (paths.device_socket(1), ("hello", attached.client_id, attached.seal, "aux", "hostile"))]
     for path, hello in targets:
         channel = protocol.connect(path, key, hello)
         channel.sock.sendall(frame)

@@ -107,13 +107,15 @@ class Launch:
     """State shared by the blocks of one kernel launch on a device."""
 
     def __init__(self, device: "Device", stream: "DeviceStream", num_blocks: int, pinned: tuple,
-                 client: int, name: str, deadline: float | None, watch: bool = False, core: str = "vector") -> None:
+                 client: int, name: str, deadline: float | None, watch: bool = False, core: str = "vector",
+                 scratch: list = ()) -> None:
         self.device = device
         self.stream = stream
         self.num_blocks = num_blocks
         self.pinned = pinned          # (host base, size, segment) of the launching process, and
                                       # (VMM address, size, device location) of its mappings
         self.client = client
+        self.scratch = scratch        # offsets of the runtime's memory for its placeholder arguments
         self.name = name
         self.core = core
         self.deadline = deadline
@@ -208,6 +210,8 @@ class Launch:
                     raise self.fault_of(f"kernel {self.name}: {nbytes} bytes at {ptr:#x} overrun the "
                                       f"{block.size}-byte allocation at offset {block.offset:#x} "
                                       f"by {offset + nbytes - end} bytes")
+                if not self.device.may_use(self.client, block, offset, nbytes) and block.offset not in self.scratch:
+                    raise self.fault_of(f"kernel {self.name}: {ptr:#x} is not memory of its process")
                 return ("d", device, offset), self.windows.hbm.array[offset:offset + nbytes]
             location = ("d", device, offset)
             return location, self._mapped(location, nbytes)
@@ -248,7 +252,7 @@ class Launch:
 
     def _mapped(self, location: tuple, nbytes: int) -> np.ndarray:
         """The bytes at a checked location, through this launch's mapping of its segment."""
-        seg = self.device.locate(location, nbytes)
+        seg = self.device.locate(location, nbytes, self.client)
         try:
             window = self.windows.hbm if seg is self.device.hbm else self.windows.segment(seg.name)
         except Exception as exc:

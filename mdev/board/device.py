@@ -9,7 +9,11 @@
                      control page (shm) <--- stream_done / errors ---------+
 
 The dispatcher thread reads every client socket, queues tasks on their streams and answers
-requests (malloc, create stream, ...).  A blocking request (a host synchronising a stream)
+requests (malloc, create stream, ...).  A connection's process is the kernel's word (its pid)
+and the client id its hello names must carry the supervisor's seal for that pid; every
+memory operand of a task is checked against what that process may touch (``locate``): its
+own allocations, ranges granted to it (IPC imports sealed by the supervisor, buffers their
+owner shared with it), its own pinned buffers and those shared with it (``admit_segment``).  A blocking request (a host synchronising a stream)
 is parked as a waiter and answered by the worker that completes the awaited task.  The
 control page lets hosts answer queries without asking.  Peer devices' HBM and control
 pages are mapped for P2P work and re-mapped when a peer is restarted (see peer_control).
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import heapq
 import itertools
 import os
 import pickle
@@ -91,13 +96,16 @@ class SlotPool:
 
 
 class ClientConn:
-    """One socket from a host process."""
+    """One socket from a host process (``client`` is -1 until its hello proved it)."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.decoder = protocol.Decoder()
         self.client = -1
-        self.pid = 0
+        try:
+            self.pid = protocol.peer_credentials(sock)[0]
+        except OSError:
+            self.pid = 0
         self.role = ""
         self.command = ""
         self.lock = threading.Lock()
@@ -122,7 +130,8 @@ class SyncWaiter:
 
 
 class Device:
-    def __init__(self, paths: BoardPaths, index: int, topo, authkey: bytes, supervisor: int) -> None:
+    def __init__(self, paths: BoardPaths, index: int, topo, authkey: bytes, seal_key: bytes,
+                 supervisor: int) -> None:
         self.paths = paths
         self.index = index
         self.supervisor = supervisor        # its pid
@@ -131,6 +140,7 @@ class Device:
         # the devices of this one's cluster node: its hosts' tasks run there and nowhere else
         self.node_devices: range = topo.node(topo.node_of(index)).devices
         self.authkey = authkey
+        self.seal_key = seal_key
         self.boot_ns = time.monotonic_ns()
         self.hbm = Segment(paths.hbm(index), self.spec.hbm_bytes, create=True)
         self.hbm_windows = WindowPool(paths.hbm(index))      # kernel launches write through these
@@ -160,6 +170,10 @@ class Device:
         self._uids = itertools.count(1)
         self._free_events = SlotPool(S.MAX_EVENTS)
         self._free_notifies = SlotPool(S.MAX_NOTIFIES)
+        self._free_grants = list(range(S.GRANTS))     # a heap: the lowest row first, so that
+                                                      # peers scan only the rows below H_GRANTS
+        self._admitted: dict[str, tuple[int, set]] = {}    # pinned buffer -> (its owner's client,
+                                                           # pids it shared it with)
         self.main_conns: dict[int, ClientConn] = {}
         self._callbacks: dict[tuple[int, int], threading.Event] = {}
         self._callback_codes: dict[tuple[int, int], tuple[int, str]] = {}
@@ -244,6 +258,8 @@ class Device:
     def _dispatch(self, conn: ClientConn, message: tuple) -> None:
         """One message of a host's connection (shape errors raise)."""
         kind = message[0]
+        if conn.client < 0 and kind != "hello":
+            raise ValueError("a message before the hello")
         if kind == "t":
             _, slot, seq, op, args = message
             stream = self.streams.get(slot)
@@ -258,7 +274,10 @@ class Device:
         elif kind == "cbdone":
             self._callback_done(conn.client, message[1], message[2], message[3])
         elif kind == "hello":
-            _, conn.client, conn.pid, conn.role, conn.command = message
+            _, client, seal, role, command = message
+            if conn.client >= 0 or not protocol.sealed(self.seal_key, seal, "client", client, conn.pid):
+                raise ValueError("a client id without the supervisor's seal for this process")
+            conn.client, conn.role, conn.command = client, role, command
             if conn.role == "main":
                 self.clients[conn.client] = {"pid": conn.pid, "command": conn.command}
                 self.main_conns[conn.client] = conn
@@ -315,6 +334,8 @@ class Device:
                 self._release_owned(block)
             for key in [k for k in self.contexts if k[0] == client]:
                 del self.contexts[key]
+            for name in [n for n, (owner, _) in self._admitted.items() if owner == client]:
+                del self._admitted[name]
             for table, free, owners in ((self.events, self._free_events, self._event_owner),
                                         (self.notifies, self._free_notifies, self._notify_owner)):
                 for slot in [slot for slot, owner in owners.items() if owner == client]:
@@ -346,7 +367,7 @@ class Device:
             except AclError:
                 self.allocator.release(block.offset)
                 raise
-            self._mark_pages(block.offset, block.reserved, 1)
+            self._mark_pages(block.offset, block.reserved, conn.client)
             self._note_used()
         return address.device_base(self.index) + block.offset
 
@@ -384,14 +405,21 @@ class Device:
         """The owner lets go; memory still imported by other processes lives until they close."""
         if block.importers:
             block.owner = -1
+            self._mark_pages(block.offset, block.reserved, -1)
         else:
             self._free_block(block.offset)
 
-    def rpc_ipc_attach(self, conn, req, offset: int) -> None:
+    def rpc_ipc_attach(self, conn, req, offset: int, nbytes: int, seal: str) -> None:
+        """An importer the supervisor granted [offset, offset+nbytes) (its seal says so) may
+        touch that range from now on, from any device, until it detaches."""
+        if not protocol.sealed(self.seal_key, seal, "import", conn.client, self.index, offset, nbytes):
+            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"device {self.index}: no IPC import of {nbytes} bytes at "
+                           f"offset {offset!r} was granted to this process")
         with self.lock:
-            block = self.allocator.blocks.get(offset)
+            block = self._block_of(offset, nbytes)
             if block is None or block.owner == -1:
                 raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "the exported memory was freed")
+            self._grant(block, conn.pid, offset, nbytes, conn.client)
             block.importers.add(conn.client)
 
     def rpc_ipc_detach(self, conn, req, offset: int) -> None:
@@ -399,20 +427,84 @@ class Device:
             self._detach(conn.client, offset)
 
     def _detach(self, client: int, offset: int) -> None:
-        block = self.allocator.blocks.get(offset)
-        if block is not None:
+        block = self.allocator.find(offset)
+        if block is not None and client in block.importers:
             block.importers.discard(client)
+            self._revoke(block, lambda g: g[4] == client)
             if block.owner == -1 and not block.importers:
-                self._free_block(offset)
+                self._free_block(block.offset)
 
-    def _mark_pages(self, offset: int, length: int, live: int) -> None:
-        self.control.page_live[offset // S.PAGE:-(-(offset + length) // S.PAGE)] = live
+    def rpc_grant(self, conn, req, offset: int, nbytes: int, pids: list) -> None:
+        """The owner of an allocation lets processes ``pids`` touch [offset, offset+nbytes) of
+        it, from any device, until it is freed (a collective's buffer, which its peers in
+        other processes write, read and check)."""
+        with self.lock:
+            block = self._block_of(offset, nbytes)
+            if block is None or block.owner != conn.client:
+                raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"device {self.index}: {nbytes!r} bytes at offset "
+                               f"{offset!r} are not an allocation of this process")
+            for pid in pids:
+                self._grant(block, int(pid), offset, nbytes, None)
+
+    def rpc_admit_segment(self, conn, req, name: str, pids: list) -> None:
+        """The owner of pinned buffer ``name`` lets processes ``pids`` have this device copy to
+        and from it (a collective's staging slots), until the buffer is freed."""
+        if self.paths.pinned_owner(name) != conn.pid:
+            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{name!r:.80} is not a pinned buffer of this process")
+        with self.lock:
+            self._admitted.setdefault(name, (conn.client, set()))[1].update(int(p) for p in pids)
+
+    def _block_of(self, offset, nbytes):
+        """The live block holding all of [offset, offset+nbytes), or None."""
+        if not (type(offset) is int and type(nbytes) is int and nbytes > 0):
+            return None
+        block = self.allocator.find(offset)
+        if block is None or offset + nbytes > block.offset + block.reserved:
+            return None
+        return block
+
+    def _grant(self, block, pid: int, offset: int, nbytes: int, importer: int | None) -> None:
+        """A grants row (mdev.board.status) for peers to read, and the block's own record."""
+        if not self._free_grants:
+            raise AclError(E.ACL_ERROR_RT_MEMORY_ALLOCATION, f"device {self.index}: all {S.GRANTS} grants of "
+                           "its memory to other processes are in use")
+        row = heapq.heappop(self._free_grants)
+        cells = self.control.grants[row]
+        cells[S.G_START], cells[S.G_END] = offset, offset + nbytes
+        cells[S.G_PID] = pid                 # last: it makes the row valid
+        header = self.control.header
+        header[S.H_GRANTS] = max(int(header[S.H_GRANTS]), row + 1)
+        block.grants.append((pid, offset, offset + nbytes, row, importer))
+
+    def _revoke(self, block, match) -> None:
+        keep = []
+        for grant in block.grants:
+            if match(grant):
+                self.control.grants[grant[3], S.G_PID] = 0
+                heapq.heappush(self._free_grants, grant[3])
+            else:
+                keep.append(grant)
+        block.grants = keep
+        header = self.control.header
+        used = int(header[S.H_GRANTS])
+        while used and not self.control.grants[used - 1, S.G_PID]:
+            used -= 1
+        header[S.H_GRANTS] = used
+
+    def pid_of(self, client: int) -> int:
+        """The pid of a client attached here (0 once it is gone)."""
+        info = self.clients.get(client)
+        return info["pid"] if info else 0
+
+    def _mark_pages(self, offset: int, length: int, owner: int) -> None:
+        self.control.page_owner[offset // S.PAGE:-(-(offset + length) // S.PAGE)] = owner
 
     def _free_block(self, offset: int) -> None:
         block = self.allocator.blocks[offset]
         if block.users:          # a running task uses it: the range waits for the task to end
             block.freed = True
             return
+        self._revoke(block, lambda g: True)
         block = self.allocator.release(offset)
         self._mark_pages(block.offset, block.reserved, 0)
         # drop the pages: RAM goes back to the OS and the range reads as zero when reused
@@ -442,6 +534,7 @@ class Device:
 
     def rpc_forget_segment(self, conn, req, name: str) -> None:
         with self.lock:
+            self._admitted.pop(name, None)
             seg = self._segments.pop(name, None)
         if seg is not None:
             seg.close()
@@ -452,29 +545,54 @@ class Device:
             self._peer_controls.pop(device, None)
             self._peer_hbm.pop(device, None)
 
-    def view(self, loc: tuple, nbytes: int, write: bool = False):
-        """uint8 numpy view of ``nbytes`` at a location; TaskFault if it is not valid memory."""
-        return self.locate(loc, nbytes).array[loc[2]:loc[2] + nbytes]
+    def view(self, loc: tuple, nbytes: int, stream: DeviceStream, write: bool = False):
+        """uint8 numpy view of ``nbytes`` at a location for a task of ``stream``; TaskFault if
+        it is not valid memory, or not memory the stream's process may touch."""
+        return self.locate(loc, nbytes, stream.client).array[loc[2]:loc[2] + nbytes]
 
-    def locate(self, loc: tuple, nbytes: int) -> Segment:
-        """The mapping holding ``nbytes`` at a location, checked to be valid memory."""
+    def locate(self, loc: tuple, nbytes: int, client: int) -> Segment:
+        """The mapping holding ``nbytes`` at a location, checked to be valid memory that
+        ``client`` may touch: one interval lookup (this HBM's allocations), a look at the
+        page owners (a peer's HBM), or the owner in a pinned buffer's name."""
         kind, key, offset = loc
         if kind == "d" and key == self.index:
             block = self.allocator.find(offset)
             if block is None or offset + nbytes > block.offset + block.reserved:
                 raise dma_fault(f"device {self.index}: {nbytes} bytes at offset {offset:#x} "
                                 f"are not inside a live allocation (freed while queued?)")
+            if not self.may_use(client, block, offset, nbytes):
+                raise self._denied(client, loc, nbytes)
             return self.hbm
-        if kind == "d":   # a peer's HBM: its live pages are on its control page
+        if kind == "d":   # a peer's HBM: its live pages and their owners are on its control page
             page, seg = self.peer_hbm(key)
-        else:
-            page, seg = None, self.segment(key)
+            if offset + nbytes > seg.size:
+                raise dma_fault(f"{nbytes} bytes at {offset:#x} overrun {seg.name}")
+            owners = page.page_owner[offset // S.PAGE:-(-(offset + nbytes) // S.PAGE)]
+            if not owners.all():
+                raise dma_fault(f"device {key}: {nbytes} bytes at offset {offset:#x} are not inside a live "
+                                f"allocation (freed while queued?)")
+            if not (owners == client).all() and not page.granted(self.pid_of(client), offset, offset + nbytes):
+                raise self._denied(client, loc, nbytes)
+            return seg
+        owner = self.paths.pinned_owner(key)
+        if kind != "p" or owner is None:
+            raise dma_fault(f"{loc!r:.100} is not device memory or a pinned buffer of this board")
+        pid = self.pid_of(client)
+        if owner != pid and pid not in self._admitted.get(key, (0, ()))[1]:
+            raise self._denied(client, loc, nbytes)
+        seg = self.segment(key)
         if offset + nbytes > seg.size:
             raise dma_fault(f"{nbytes} bytes at {offset:#x} overrun {seg.name}")
-        if page is not None and not page.page_live[offset // S.PAGE:-(-(offset + nbytes) // S.PAGE)].all():
-            raise dma_fault(f"device {key}: {nbytes} bytes at offset {offset:#x} are not inside a live "
-                            f"allocation (freed while queued?)")
         return seg
+
+    def may_use(self, client: int, block, offset: int, nbytes: int) -> bool:
+        """``client`` may touch [offset, offset+nbytes) of ``block`` of this HBM."""
+        return block.owner == client or _granted(block.grants, self.pid_of(client), offset, offset + nbytes)
+
+    def _denied(self, client: int, loc: tuple, nbytes: int) -> TaskFault:
+        return TaskFault(E.ACL_ERROR_RT_PARAM_INVALID,
+                         f"device {self.index}: {nbytes} bytes at {loc!r:.100} are not memory of process "
+                         f"{self.pid_of(client)} (its own allocations, and the imports it was granted)")
 
     def segment(self, name: str) -> Segment:
         """A host process's pinned segment, mapped on first use (until forget_segment)."""
@@ -705,7 +823,7 @@ class Device:
 
     def rpc_destroy_event(self, conn, req, slot: int, uid: int) -> None:
         with self.lock:
-            if self.events.get(slot) == uid:
+            if self.events.get(slot) == uid and self._event_owner.get(slot) == conn.client:
                 self._release_slot(self.events, self._free_events, self._event_owner, slot)
                 self.control.header[S.H_EVENTS] = len(self.events)
             self.progress.notify_all()   # waits on it are released
@@ -721,7 +839,7 @@ class Device:
 
     def rpc_destroy_notify(self, conn, req, slot: int, uid: int) -> None:
         with self.lock:
-            if self.notifies.get(slot) == uid:
+            if self.notifies.get(slot) == uid and self._notify_owner.get(slot) == conn.client:
                 self._release_slot(self.notifies, self._free_notifies, self._notify_owner, slot)
                 self.control.header[S.H_NOTIFIES] = len(self.notifies)
             self.progress.notify_all()
@@ -944,7 +1062,13 @@ class Device:
 _DEFERRED = object()
 
 
-def main(paths: BoardPaths, index: int, topo, authkey: bytes, ready_fd: int, supervisor: int) -> None:
+def _granted(grants: list, pid: int, start: int, end: int) -> bool:
+    """One of a block's grants lets ``pid`` touch [start, end)."""
+    return any(g[0] == pid and g[1] <= start and end <= g[2] for g in grants)
+
+
+def main(paths: BoardPaths, index: int, topo, authkey: bytes, seal_key: bytes, ready_fd: int,
+         supervisor: int) -> None:
     """Entry point of a device process (forked by the supervisor, pid ``supervisor``).
 
     The supervisor's death ends it (SIGTERM by the kernel on Linux, else the serving loop's
@@ -957,7 +1081,7 @@ def main(paths: BoardPaths, index: int, topo, authkey: bytes, ready_fd: int, sup
     _end_with_parent()
     try:
         try:
-            device = Device(paths, index, topo, authkey, supervisor)
+            device = Device(paths, index, topo, authkey, seal_key, supervisor)
         except Exception as exc:
             os.write(ready_fd, b"!" + f"{type(exc).__name__}: {exc}".encode()[:1000])    # the reason, to Fleet
             raise

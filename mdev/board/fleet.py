@@ -32,8 +32,8 @@ READY_TIMEOUT = 60.0
 class Fleet:
     """Every device process of a board, by board index (None: its node is not started)."""
 
-    def __init__(self, paths: BoardPaths, topo, authkey: bytes) -> None:
-        self.paths, self.topo, self.authkey = paths, topo, authkey
+    def __init__(self, paths: BoardPaths, topo, authkey: bytes, seal_key: bytes) -> None:
+        self.paths, self.topo, self.authkey, self.seal_key = paths, topo, authkey, seal_key
         self.procs: list[multiprocessing.Process | None] = [None] * topo.device_count
 
     def started(self, index: int) -> bool:
@@ -64,7 +64,8 @@ class Fleet:
         for index in indices:
             r, w = os.pipe()
             proc = ctx.Process(target=_device_child, name=f"mdev-{self.paths.name}-dev{index}",
-                               args=(close_fds, self.paths, index, self.topo, self.authkey, w, os.getpid()),
+                               args=(close_fds, self.paths, index, self.topo, self.authkey, self.seal_key, w,
+                                     os.getpid()),
                                daemon=False)
             proc.start()
             os.close(w)

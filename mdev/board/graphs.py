@@ -123,7 +123,7 @@ class Run:
         """A label switch at task ``k`` of lane ``index``: where this lane goes on (None: the
         picked label is on another lane, which now runs from there)."""
         where, count, labels = args
-        picked = int(self.device.view(where, 4).view(np.uint32)[0])
+        picked = int(self.device.view(where, 4, self.outer).view(np.uint32)[0])
         label = labels[min(picked, count - 1)]
         target = self.graph.labels.get(label)
         if target is None:
@@ -196,11 +196,17 @@ class Run:
                 self.cond.wait(self.POLL_S)
 
 
+def _own_graph(device: "Device", stream: "DeviceStream", gid: int) -> Graph:
+    """A stored graph of the stream's own process (another's is not there for it)."""
+    graph = _graphs(device).get(gid)
+    if graph is None or graph.client != stream.client:
+        raise TaskFault(E.ACL_ERROR_RT_MODEL_EXECUTE, f"model graph {gid} does not exist (destroyed?)")
+    return graph
+
+
 @op(None)
 def run_graph(device: "Device", stream: "DeviceStream", gid: int) -> None:
-    graph = _graphs(device).get(gid)
-    if graph is None:
-        raise TaskFault(E.ACL_ERROR_RT_MODEL_EXECUTE, f"model graph {gid} does not exist (destroyed?)")
+    graph = _own_graph(device, stream, gid)
     run = Run(device, graph, stream)
     run.run()
     if run.fault is not None:
@@ -210,9 +216,7 @@ def run_graph(device: "Device", stream: "DeviceStream", gid: int) -> None:
 @op(None, quick=lambda args: True)
 def update_graph(device: "Device", stream: "DeviceStream", gid: int, lane: int, indices: list,
                  tasks: list) -> None:
-    graph = _graphs(device).get(gid)
-    if graph is None:
-        raise TaskFault(E.ACL_ERROR_RT_MODEL_EXECUTE, f"model graph {gid} does not exist (destroyed?)")
+    graph = _own_graph(device, stream, gid)
     target = graph.lanes[lane]
     for i, task in zip(indices, tasks):
         target[i] = tuple(task)

@@ -59,7 +59,8 @@ def _pool(device: "Device") -> concurrent.futures.ThreadPoolExecutor:
         return pool
 
 
-def _arguments(device: "Device", kernel, args_kind: str, args, placeholders: list, scratch: list) -> list:
+def _arguments(device: "Device", stream: "DeviceStream", kernel, args_kind: str, args, placeholders: list,
+               scratch: list) -> list:
     if args_kind == "values":
         return list(args)
     if args_kind == "objects":    # shipped by value by the host, like the kernel itself
@@ -70,7 +71,7 @@ def _arguments(device: "Device", kernel, args_kind: str, args, placeholders: lis
         return values
     if args_kind == "loc":
         dev, offset, size = args
-        block = bytearray(device.view(("d", dev, offset), size).tobytes())
+        block = bytearray(device.view(("d", dev, offset), size, stream).tobytes())
     else:
         block = bytearray(args)
     for addr_offset, data in placeholders:
@@ -122,11 +123,11 @@ def kernel(device: "Device", stream: "DeviceStream", fid: int, num_blocks: int, 
     launch = alarm = None
     try:
         try:
-            values = _arguments(device, kernel, args_kind, args, placeholders, scratch)
+            values = _arguments(device, stream, kernel, args_kind, args, placeholders, scratch)
         except ValueError as exc:
             raise KernelFault(f"kernel {kernel.name}: {exc}", kernel.core) from None
         launch = Launch(device, stream, num_blocks, pinned, stream.client, kernel.name, deadline,
-                        watch=sanitize.watching(device, stream.client), core=kernel.core)
+                        watch=sanitize.watching(device, stream.client), core=kernel.core, scratch=scratch)
         launch.start(values)
         if deadline is not None:     # the op execute timeout: stopped when it runs longer
             why = f"kernel {kernel.name} ran longer than its {timeout_s} s execute timeout"

@@ -167,6 +167,15 @@ class BoardPaths:
         """The start of every pinned segment name of host process ``pid``."""
         return f"/{self.shm_prefix}pin.{pid}."
 
+    def pinned_owner(self, name) -> int | None:
+        """The pid whose pinned buffer ``name`` is, None if it names no pinned buffer of this
+        board (a task naming another segment -- an HBM, a control page -- names nothing)."""
+        head = f"/{self.shm_prefix}pin."
+        if not isinstance(name, str) or not name.startswith(head) or "/" in name[1:]:
+            return None
+        pid, dot, _ = name[len(head):].partition(".")
+        return int(pid) if dot and pid.isdigit() else None
+
     def segments(self) -> list[str]:
         """Names of every shm segment of this board's recorded start that exists now
         (none if no start is recorded)."""

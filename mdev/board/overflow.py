@@ -46,7 +46,7 @@ def set_overflow_switch(device: "Device", conn, slot: int, flag: int) -> None:
 
 @op(None, quick=lambda args: True)
 def overflow_status(device: "Device", stream: "DeviceStream", dst: tuple) -> None:
-    record = device.view(dst, 64, write=True)
+    record = device.view(dst, 64, stream, write=True)
     record.fill(0)
     record[:4].view(np.uint32)[0] = _status(device).get(stream.client, 0)
     device.on_memory_written(dst)

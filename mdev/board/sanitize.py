@@ -20,7 +20,7 @@ import threading
 
 import numpy as np
 
-from mdev.board.tasks import request
+from mdev.board.tasks import own_client, request
 
 try:
     from numpy.lib.array_utils import byte_bounds
@@ -36,6 +36,7 @@ MAX_WRITE_RANGES = 64      # per view; a scattered write beyond that is sent as 
 
 @request
 def sanitize_start(device: "Device", conn, client: int) -> None:
+    own_client(conn, client)
     with device.lock:
         watched = getattr(device, "sanitized", set())
         device.sanitized = {c for c in watched if c in device.clients} | {client}
@@ -43,6 +44,7 @@ def sanitize_start(device: "Device", conn, client: int) -> None:
 
 @request
 def sanitize_stop(device: "Device", conn, client: int) -> None:
+    own_client(conn, client)
     with device.lock:
         device.sanitized = getattr(device, "sanitized", set()) - {client}
 

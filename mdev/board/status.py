@@ -21,7 +21,14 @@ read-mostly and answer queries from it:
                         devices may record one notify
     notify_taken[n]     notify_rec at the last released wait (binary flag: set while the
                         records outnumber it)
-    page_live[p]        1 while HBM page p (4 KiB) belongs to a live allocation
+    page_owner[p]       client id of the process owning HBM page p (4 KiB) while it belongs
+                        to a live allocation, 0 when free, -1 when its owner let go of it while
+                        other processes still import it: a peer device executing a task that
+                        names this HBM checks the task's process against it
+    grants[r]           (pid, start, end) of a range of this HBM that process pid may touch
+                        besides its own allocations (an IPC import it was granted, a buffer
+                        its owner shared with it); valid while pid != 0, rows below
+                        header[H_GRANTS] in use
 
 While a host traces or models time (mdev.board.trace), the device also keeps, for every
 device of the board to read:
@@ -65,6 +72,8 @@ MAX_STREAMS = 2048
 STREAM_LIMIT = 1984           # streams a device gives out (default streams included), A2/A3
 MAX_EVENTS = 65536
 MAX_NOTIFIES = 8192
+GRANTS = 4096                 # ranges of a device's HBM granted to other processes at once
+G_PID, G_START, G_END = range(3)
 
 # rings of modelled time / trace state (see the module docstring); a row is valid while its
 # seq field is non-zero: its writer zeroes seq, fills the row, then sets seq
@@ -82,7 +91,7 @@ F_CLIENT, F_SEQ, F_WALL, F_END = range(4)          # a host_floor row, valid whi
 
 # header fields (int64 each)
 H_MAGIC, H_DEVICE, H_PID, H_STATE, H_HBM_TOTAL, H_HBM_USED, H_STREAMS, H_EVENTS, \
-    H_NOTIFIES, H_BOOT_NS, H_TASKS_DONE, H_CLIENTS = range(12)
+    H_NOTIFIES, H_BOOT_NS, H_TASKS_DONE, H_CLIENTS, H_GRANTS = range(13)
 HEADER_FIELDS = 64
 
 STATE_STARTING, STATE_ALIVE, STATE_FAULTED, STATE_STOPPED = 0, 1, 2, 3
@@ -108,6 +117,7 @@ def _layout() -> list[tuple[str, tuple, type]]:
         ("notify_mt", (MAX_NOTIFIES, NOTIFY_MT_RING, 3), np.float64),
         ("host_floor", (MAX_STREAMS, HOST_OPS, 4), np.float64),
         ("event_placed", (MAX_EVENTS,), np.uint64),
+        ("grants", (GRANTS, 3), np.int64),
     ]
 
 
@@ -116,7 +126,7 @@ PAGE = 4096
 
 def size_for(hbm_bytes: int) -> int:
     fixed = sum(int(np.prod(shape)) * np.dtype(dt).itemsize for _, shape, dt in _layout())
-    return fixed + -(-hbm_bytes // PAGE)
+    return fixed + 4 * -(-hbm_bytes // PAGE)
 
 
 class ControlPage:
@@ -132,13 +142,18 @@ class ControlPage:
             view = segment.array[offset:offset + count * np.dtype(dtype).itemsize]
             setattr(self, name, view.view(dtype).reshape(shape))
             offset += count * np.dtype(dtype).itemsize
-        # the rest: one byte per 4 KiB page of HBM, 1 while the page is allocated, so peer
-        # devices copying into this HBM can tell live memory from freed memory
-        self.page_live = segment.array[offset:]
+        # the rest: the owner of every 4 KiB page of HBM, so peer devices copying to or
+        # from this HBM can tell live memory from freed memory, and whose it is
+        self.page_owner = segment.array[offset:offset + (len(segment.array) - offset) // 4 * 4].view(np.int32)
 
     @property
     def state(self) -> int:
         return int(self.header[H_STATE])
+
+    def granted(self, pid: int, start: int, end: int) -> bool:
+        """Process ``pid`` was granted [start, end) of this HBM (grants)."""
+        rows = self.grants[:int(self.header[H_GRANTS])]
+        return bool(((rows[:, G_PID] == pid) & (rows[:, G_START] <= start) & (rows[:, G_END] >= end)).any())
 
     def event_count(self, slot: int) -> int:
         """Records of the event in ``slot`` executed so far, by this device and by others."""

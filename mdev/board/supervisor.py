@@ -6,8 +6,10 @@
                                                               v  at its first attach
                                               device 0 ... device N-1 processes
 
-Hosts talk to devices directly; the supervisor only hands out client ids (and knows each
-client's cluster node: IPC does not cross nodes), remembers each client's pinned
+Hosts talk to devices directly; the supervisor only hands out client ids (sealed to the pid
+the kernel reports for the client's socket, so a device can tell a host naming another's
+id; and knows each client's cluster node: IPC does not cross nodes), seals the IPC imports
+it grants (the exporting device checks the seal before an importer touches the memory), remembers each client's pinned
 segments (unlinked when the client dies), watches client liveness, restarts a dead
 device on request (telling its peers to drop their mappings of the dead one's memory),
 and stops the board on request or, for a board started on demand, once it has been idle
@@ -27,7 +29,6 @@ import secrets
 import selectors
 import signal
 import socket
-import struct
 import sys
 import threading
 import time
@@ -69,8 +70,11 @@ class Supervisor:
         self.on_demand = on_demand
         self.idle_timeout = idle_timeout
         self.authkey = secrets.token_bytes(32)
+        # seals of client ids and IPC grants: known to this process and the devices it forks,
+        # never written anywhere (every process of the user can read the authkey's file)
+        self.seal_key = secrets.token_bytes(32)
         self.clients: dict[socket.socket, Client] = {}
-        self.fleet = Fleet(paths, topo, self.authkey)
+        self.fleet = Fleet(paths, topo, self.authkey, self.seal_key)
         self.listener: socket.socket | None = None
         self.admission: protocol.Admission | None = None
         self.eager = eager or topo.node_count == 1     # else a node starts at its first attach
@@ -159,9 +163,13 @@ class Supervisor:
     def _accept(self, sock: socket.socket) -> None:
         """An authenticated connection (protocol.Admission) becomes a client."""
         client = Client(sock)
-        # the kernel's word on who is at the other end: IPC pid checks rely on it
-        cred = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        client.peer_pid = struct.unpack("3i", cred)[0]
+        # the kernel's word on who is at the other end: IPC pid checks and the client's
+        # seal rely on it
+        try:
+            client.peer_pid = protocol.peer_credentials(sock)[0]
+        except OSError:
+            sock.close()
+            return
         self.clients[sock] = client
         self.selector.register(sock, selectors.EVENT_READ, client)
 
@@ -225,7 +233,8 @@ class Supervisor:
         for index in targets:
             try:
                 channel = protocol.connect(self.paths.device_socket(index), self.authkey,
-                                           ("hello", 0, os.getpid(), "rpc", "supervisor"))
+                                           ("hello", 0, protocol.seal(self.seal_key, "client", 0, os.getpid()),
+                                            "rpc", "supervisor"))
             except Exception:
                 continue     # a device that is gone maps nothing
             try:
@@ -273,19 +282,27 @@ class Supervisor:
             self._tell_devices("forget_peer", [(index,)])
 
     # ------------------------------------------------------------------ requests
-    def rpc_attach(self, client: Client, pid: int, command: str, node: int = 0) -> dict:
+    def rpc_attach(self, client: Client, command: str, node: int = 0) -> dict:
         """A host process joins, running on cluster node ``node`` (it reads the board's
-        description from its file, BoardPaths.topology)."""
+        description from its file, BoardPaths.topology).  Its pid is its socket's; its
+        ``seal`` proves its client id to the devices."""
         if not isinstance(node, int) or not 0 <= node < self.topo.node_count:
             raise AclError(E.ACL_ERROR_RT_INVALID_DEVICEID,
                            f"board {self.paths.name!r} has nodes 0..{self.topo.node_count - 1}, not {node!r}")
         if not self.fleet.node_started(node):
             self.fleet.start_node(node, self._inherited_fds())
-        client.id, client.pid, client.command, client.node = self._next_client, pid, command, node
+        client.id, client.pid, client.command, client.node = self._next_client, client.peer_pid, command, node
         self._next_client += 1
-        return {"client": client.id, "board": self.paths.name, "devices": self.topo.device_count}
+        return {"client": client.id, "board": self.paths.name, "devices": self.topo.device_count,
+                "seal": protocol.seal(self.seal_key, "client", client.id, client.pid)}
 
     def rpc_register_segment(self, client: Client, name: str) -> None:
+        """A pinned buffer of the client, unlinked when it goes: only a name of its own pid
+        (another's would be unlinked under it)."""
+        if not (isinstance(name, str) and name.startswith(self.paths.pinned_prefix(client.pid))
+                and "/" not in name[1:]):
+            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{name!r:.80} is not a pinned buffer name of "
+                           f"process {client.pid}")
         client.segments.add(name)
 
     def rpc_unregister_segment(self, client: Client, name: str) -> None:
@@ -328,8 +345,13 @@ class Supervisor:
         self.ipc.set_pids(client.id, key, pids)
 
     def rpc_ipc_import(self, client: Client, key: str, kind: str) -> dict:
-        return self.ipc.import_(client.id, client.peer_pid, key, kind,
+        """The import's "seal" lets the importer attach the memory on its device (ipc_attach)."""
+        info = self.ipc.import_(client.id, client.peer_pid, key, kind,
                                 lambda device: self.topo.node_of(device) == client.node)
+        if kind in ("mem", "vmm"):
+            offset, nbytes = info["detail"][0], info["detail"][1]
+            info["seal"] = protocol.seal(self.seal_key, "import", client.id, info["device"], offset, nbytes)
+        return info
 
     def rpc_ipc_close(self, client: Client, key: str) -> str:
         return self.ipc.close(client.id, key)

@@ -82,8 +82,8 @@ def reduce(device: "Device", stream: "DeviceStream", dst: tuple, src: tuple, nby
     dtype = DTYPES[data_type]
     size = itemsize(data_type)
     n = nbytes // size
-    d_raw = device.view(dst, n * size, write=True)
-    s_raw = device.view(src, n * size)
+    d_raw = device.view(dst, n * size, stream, write=True)
+    s_raw = device.view(src, n * size, stream)
     if dtype is BF16:
         d_bits, s_bits = d_raw.view(np.uint16), s_raw.view(np.uint16)
         result = _reduce_values(kind, bf16_to_float32(d_bits), bf16_to_float32(s_bits), np.float32)
@@ -101,11 +101,11 @@ def reduce(device: "Device", stream: "DeviceStream", dst: tuple, src: tuple, nby
 # ---------------------------------------------------------------------------- random numbers
 # a parameter is ("v", value) -- an immediate, already decoded by the host -- or
 # ("a", location, size): ``size`` bytes of device memory, decoded here in the task's type
-def _param(device: "Device", para: tuple, data_type: int | None, what: str):
+def _param(device: "Device", stream: "DeviceStream", para: tuple, data_type: int | None, what: str):
     if para[0] == "v":
         return para[1]
     _, loc, size = para
-    raw = device.view(loc, size).tobytes()
+    raw = device.view(loc, size, stream).tobytes()
     if data_type is None:                     # seeds and counts: unsigned 64-bit
         return int.from_bytes(raw.ljust(8, b"\0")[:8], "little")
     dtype = DTYPES[data_type]
@@ -163,8 +163,8 @@ def _truncated_normal(gen: np.random.Generator, mean: float, std: float, n: int)
 @op("aiv")
 def random_num(device: "Device", stream: "DeviceStream", data_type: int, func_type: int, params: dict,
                result: tuple, result_bytes: int | None, counter: tuple, seed: tuple, num: tuple) -> None:
-    n = _param(device, num, None, "randomNum")
-    seed_value = _param(device, seed, None, "randomSeed") & 0xFFFFFFFFFFFFFFFF
+    n = _param(device, stream, num, None, "randomNum")
+    seed_value = _param(device, stream, seed, None, "randomSeed") & 0xFFFFFFFFFFFFFFFF
     if n == 0:
         return
     dtype = DTYPES[data_type]
@@ -173,11 +173,11 @@ def random_num(device: "Device", stream: "DeviceStream", data_type: int, func_ty
     if result_bytes is not None and nbytes > result_bytes:
         raise dma_fault(f"random_num: {n} values need {nbytes} bytes; the result buffer holds "
                         f"{result_bytes} bytes")
-    out = device.view(result, nbytes, write=True)
-    word = device.view(counter, 16, write=True)
+    out = device.view(result, nbytes, stream, write=True)
+    word = device.view(counter, 16, stream, write=True)
     count = int.from_bytes(word.tobytes(), "little")
     gen = np.random.Generator(np.random.Philox(key=seed_value, counter=count))
-    get = {k: _param(device, v, data_type, k) for k, v in params.items()}
+    get = {k: _param(device, stream, v, data_type, k) for k, v in params.items()}
     if func_type == C.ACL_RT_RANDOM_NUM_FUNC_TYPE_DROPOUT_BITMASK:
         ratio = float(get["ratio"])
         if not 0.0 <= ratio <= 1.0:

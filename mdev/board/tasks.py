@@ -42,6 +42,12 @@ def request(fn: Callable) -> Callable:
     return fn
 
 
+def own_client(conn, client) -> None:
+    """A request naming a client must come from that client's own connection."""
+    if client != conn.client:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"client {client!r:.20} is not this connection's")
+
+
 def feature_state(device: "Device", name: str) -> dict:
     """The device's table for a feature that lives outside device.py (stored graphs,
     overflow status, ...), made on first use."""
@@ -73,29 +79,29 @@ def _always(args: tuple) -> bool:
 
 @op("dma", quick=lambda args: args[2] <= QUICK_BYTES)
 def copy(device: "Device", stream: "DeviceStream", dst: tuple, src: tuple, nbytes: int) -> None:
-    np.copyto(device.view(dst, nbytes, write=True), device.view(src, nbytes))
+    np.copyto(device.view(dst, nbytes, stream, write=True), device.view(src, nbytes, stream))
     device.on_memory_written(dst)
 
 
 @op("dma", quick=lambda args: args[4] * args[5] <= QUICK_BYTES)
 def copy2d(device: "Device", stream: "DeviceStream", dst: tuple, dpitch: int, src: tuple,
            spitch: int, width: int, height: int) -> None:
-    dst_rows = _rows(device.view(dst, dpitch * (height - 1) + width, write=True), dpitch, width, height)
-    src_rows = _rows(device.view(src, spitch * (height - 1) + width), spitch, width, height)
+    dst_rows = _rows(device.view(dst, dpitch * (height - 1) + width, stream, write=True), dpitch, width, height)
+    src_rows = _rows(device.view(src, spitch * (height - 1) + width, stream), spitch, width, height)
     np.copyto(dst_rows, src_rows)
     device.on_memory_written(dst)
 
 
 @op("dma", quick=lambda args: args[2] <= QUICK_BYTES)
 def memset(device: "Device", stream: "DeviceStream", dst: tuple, value: int, nbytes: int) -> None:
-    device.view(dst, nbytes, write=True).fill(value & 0xFF)
+    device.view(dst, nbytes, stream, write=True).fill(value & 0xFF)
     device.on_memory_written(dst)
 
 
 @op("dma", quick=lambda args: args[2] <= QUICK_BYTES)
 def fill32(device: "Device", stream: "DeviceStream", dst: tuple, value: int, nbytes: int) -> None:
     """aclrtMemsetD32Async: 32-bit words of ``value``."""
-    device.view(dst, nbytes, write=True).view(np.uint32).fill(value)
+    device.view(dst, nbytes, stream, write=True).view(np.uint32).fill(value)
     device.on_memory_written(dst)
 
 
@@ -103,7 +109,7 @@ def fill32(device: "Device", stream: "DeviceStream", dst: tuple, value: int, nby
 def copy_desc(device: "Device", stream: "DeviceStream", desc: tuple, base: int) -> None:
     """aclrtMemcpyAsyncWithDesc: source, destination and size are read from the descriptor
     (device memory) when the task runs."""
-    src, dst, nbytes, _ = (int(v) for v in device.view(desc, 32).view(np.uint64))
+    src, dst, nbytes, _ = (int(v) for v in device.view(desc, 32, stream).view(np.uint64))
     if nbytes:
         copy(device, stream, ("d", device.index, dst - base), ("d", device.index, src - base), nbytes)
 
@@ -111,7 +117,7 @@ def copy_desc(device: "Device", stream: "DeviceStream", desc: tuple, base: int) 
 @op(None, quick=_always)
 def cmo(device: "Device", stream: "DeviceStream", where: tuple, nbytes: int, kind: int) -> None:
     """aclrtCmoAsync: no caches to maintain; the memory must still be there."""
-    device.view(where, nbytes)
+    device.view(where, nbytes, stream)
 
 
 def _rows(flat: np.ndarray, pitch: int, width: int, height: int) -> np.ndarray:
@@ -212,7 +218,7 @@ def wait_notify(device: "Device", stream: "DeviceStream", slot: int, uid: int, t
     """``guard`` (a collective's wait): (pid, rank, error word) of the process that is to record
     it and this rank's error word -- see CommGuard."""
     c = device.control
-    check = CommGuard(device, *guard) if guard is not None else None
+    check = CommGuard(device, stream, *guard) if guard is not None else None
 
     def take() -> bool:
         """Consume the notify if it is set.  wait_until evaluates this holding the device
@@ -252,10 +258,11 @@ class CommGuard:
     word and the peer's (set by a failed task there: a disagreement, a timeout, a dead rank)."""
     PEER_CHECK_S = 0.1
 
-    def __init__(self, device: "Device", peer_pid: int, peer_rank: int, peer_err: tuple | None,
-                 own_err: tuple) -> None:
-        self.device, self.peer_pid, self.peer_rank, self.peer_err = device, peer_pid, peer_rank, peer_err
-        self.word = device.view(own_err, 16, write=True).view(np.int64)
+    def __init__(self, device: "Device", stream: "DeviceStream", peer_pid: int, peer_rank: int,
+                 peer_err: tuple | None, own_err: tuple) -> None:
+        self.device, self.stream = device, stream
+        self.peer_pid, self.peer_rank, self.peer_err = peer_pid, peer_rank, peer_err
+        self.word = device.view(own_err, 16, stream, write=True).view(np.int64)
         self.next_check = time.monotonic() + self.PEER_CHECK_S
 
     def raise_if_failed(self, peer_alive: bool) -> None:
@@ -285,7 +292,7 @@ class CommGuard:
         if self.peer_err is None:
             return None
         try:
-            return self.device.view(self.peer_err, 16).view(np.int64)
+            return self.device.view(self.peer_err, 16, self.stream).view(np.int64)
         except TaskFault:                 # its memory is gone: the peer left
             return np.array([COMM_LEFT, self.peer_rank], np.int64)
 
@@ -328,14 +335,14 @@ _VALUE_TESTS = {
 
 @op(None, quick=_always)
 def value_write(device: "Device", stream: "DeviceStream", dst: tuple, value: int) -> None:
-    device.view(dst, 8, write=True).view(np.uint64)[0] = value
+    device.view(dst, 8, stream, write=True).view(np.uint64)[0] = value
     device.on_memory_written(dst)
 
 
 @op(None)
 def value_wait(device: "Device", stream: "DeviceStream", src: tuple, value: int, flag: int,
                timeout_s: float) -> None:
-    word = device.view(src, 8).view(np.uint64)
+    word = device.view(src, 8, stream).view(np.uint64)
     test = _VALUE_TESTS[flag]
     device.wait_until(stream, lambda: test(int(word[0]), value), timeout_s, f"value at {src}")
     if device.trace is not None:     # which write it saw: flow arrow, modelled time (mdev.board.trace)

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from mdev.board import status as S
-from mdev.board.tasks import OPS, request
+from mdev.board.tasks import OPS, own_client, request
 
 if TYPE_CHECKING:
     from mdev.board.device import Device
@@ -489,6 +489,7 @@ class DeviceModel:
 def trace_start(device: "Device", conn, client: int, keep: bool = True, model_origin_ns: int | None = None) -> float:
     """Record the tasks of ``client`` from now on (``keep``), and/or model their time from
     ``model_origin_ns`` (host monotonic ns); returns the device's boot time (ns)."""
+    own_client(conn, client)
     with device.lock:
         if device.trace is None:
             device.trace = Recorder(device)
@@ -502,6 +503,7 @@ def trace_start(device: "Device", conn, client: int, keep: bool = True, model_or
 @request
 def trace_collect(device: "Device", conn, client: int, stop: bool = True) -> dict:
     """The records of ``client``'s tasks since trace_start (or the last collect)."""
+    own_client(conn, client)
     recorder = device.trace
     if recorder is None:
         return {"device": device.index, "records": [], "dropped": 0}

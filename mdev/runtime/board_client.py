@@ -62,33 +62,33 @@ def process_gone(pid: int) -> bool:
 
 
 class ExitWatch:
-    """Calling it says whether process ``pid`` has exited: a poll of its pidfd (about a
-    microsecond), or a look at /proc where pidfds are missing (ten times that). Any thread
-    may call it: each call polls with a poll object of its own, since one poll object
-    refuses concurrent use."""
+    """Calling it says whether process ``pid`` has exited: a poll of its pidfd (well under a
+    microsecond), or a look at /proc where pidfds are missing (ten times that)."""
 
     def __init__(self, pid: int) -> None:
-        self.pid, self.fd = pid, -1
+        self.pid, self.fd, self._poller = pid, -1, None
+        self._lock = threading.Lock()      # a poll object is not for two threads at once
+        self._exited = False
         try:
             self.fd = os.pidfd_open(pid)
         except (AttributeError, OSError):
-            pass
+            return
+        self._poller = select.poll()
+        self._poller.register(self.fd, select.POLLIN)
 
     def __call__(self) -> bool:
-        fd = self.fd
-        if fd < 0:
-            return process_gone(self.pid)
-        poller = select.poll()
-        try:
-            poller.register(fd, select.POLLIN)
-        except (ValueError, OSError):                 # closed by another thread meanwhile
-            return process_gone(self.pid)
-        return bool(poller.poll(0))
+        if not self._exited:
+            if self._poller is None:
+                self._exited = process_gone(self.pid)
+            else:
+                with self._lock:
+                    self._exited = bool(self._poller.poll(0))
+        return self._exited
 
     def close(self) -> None:
         if self.fd >= 0:
-            fd, self.fd = self.fd, -1
-            os.close(fd)
+            os.close(self.fd)
+            self.fd = -1
 
 
 # tasks gathered before they are written whatever else happens: a device starts on a burst
@@ -131,7 +131,7 @@ class DeviceLink:
         self.check_alive()
         try:
             channel = protocol.connect(self.board.paths.device_socket(self.index), self.board.authkey,
-                                       ("hello", self.board.client_id, os.getpid(), role, _command_line()))
+                                       ("hello", self.board.client_id, self.board.seal, role, _command_line()))
         except (OSError, EOFError) as exc:
             raise self.lost(exc) from exc
         self._sockets.append(channel.sock)
@@ -142,13 +142,14 @@ class DeviceLink:
 
     def check_alive(self) -> None:
         """507901 once the device process is gone.  Queries call it before they answer from
-        the control page, whose counters a dead device left where they were: its process's
-        exit is seen at once (its pidfd), before the supervisor marks the page FAULTED or
-        this process's reader sees the sockets close."""
+        the control page, whose counters a dead device left where they were.  Its death is
+        seen at once, before the supervisor marks the page FAULTED: by the reader of the task
+        socket (the kernel closes a dead process's sockets before anything else of its exit
+        shows), or, while this process has no task socket to it, by a poll of its pidfd."""
         if self.control.state != S.STATE_ALIVE:
             self._drop_hbm()
             raise self.lost(S.STATE_NAMES.get(self.control.state, "unknown state"))
-        if self._reader_done or self._gone or self._exit():     # the device closed our sockets: it died
+        if self._reader_done or self._gone or (self._task_sock is None and self._exit()):
             self._drop_hbm()
             raise self.lost("the device process is gone")
 
@@ -392,8 +393,9 @@ class BoardClient:
         self._channel = channel
         self._lock = threading.Lock()
         self.authkey = launcher.read_key(self.paths)
-        info = self.request("attach", os.getpid(), _command_line(), node)
+        info = self.request("attach", _command_line(), node)
         self.client_id: int = info["client"]
+        self.seal: str = info["seal"]        # proves the client id to the devices
         self.topology = launcher.read_topology(self.paths)
         self.node = self.topology.node(node)
         self.devices: range = self.node.devices     # board indices of the devices it sees

@@ -90,7 +90,7 @@ def ipc_mem_import_by_key(key: str, flags: int) -> int:
         if info["owner"] or rt.memory.containing(ptr) is not None:
             raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "this process already maps that memory")
         _reach(device, flags == C.ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS)
-        rt.link(device).request("ipc_attach", offset)
+        rt.link(device).request("ipc_attach", offset, nbytes, info["seal"])
     except AclError:
         board.request("ipc_close", key)
         raise

@@ -573,7 +573,7 @@ def mem_import_from_shareable_handle(shareable, device_id: int) -> int:
             route = board.topology.path(device, home)
             raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"device {device} cannot reach memory of device {home}: "
                            f"they are connected through {route.label}, which allows no peer access")
-        rt.link(home).request("ipc_attach", offset)
+        rt.link(home).request("ipc_attach", offset, nbytes, info["seal"])
     except AclError:
         board.request("ipc_close", key)
         raise

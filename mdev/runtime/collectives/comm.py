@@ -220,6 +220,7 @@ def share(comm: Comm, joined: list[dict]) -> dict:
     if blind:
         comm.staging = rt.memory.new_pinned(SLOTS * len(blind) * comm.slot_bytes)
         comm.stage_at = {q: i * SLOTS * comm.slot_bytes for i, q in enumerate(blind)}
+    _grant_peers(comm, blind)
     card: dict = {"rank": comm.rank, "stage": comm.staging.segment.name if comm.staging else None,
                   "stage_size": comm.staging.size if comm.staging else 0, "stage_at": comm.stage_at,
                   "scratch_key": None, "notifies": {}, "slots": {}}
@@ -239,6 +240,20 @@ def share(comm: Comm, joined: list[dict]) -> dict:
         if kind == FABRIC:     # another node: registered by slot, as RDMA memory is
             card["slots"][str(q)] = [(n.device, n.slot, n.uid) for n in comm.ready_in[q] + comm.ack_out[q]]
     return card
+
+
+def _grant_peers(comm: Comm, blind: list[int]) -> None:
+    """Peers in other processes write, read and check this rank's scratch, from their devices,
+    and the blind ones copy into its staging slots: devices let a process touch only its
+    own memory and what it was granted (mdev.board.device), so grant it them -- before the
+    keys card that tells them where it is goes out."""
+    others = sorted({pid for q, pid in enumerate(comm.pids) if q != comm.rank and pid != comm.pid})
+    if others:
+        rt.link(comm.device).request("grant", comm.scratch.ptr - address.device_base(comm.device),
+                                     comm.scratch.nbytes, others)
+    for q in blind:
+        if comm.pids[q] != comm.pid:
+            rt.link(comm.devices[q]).request("admit_segment", comm.staging.segment.name, [comm.pids[q]])
 
 
 def _check_joined(comm: Comm, joined: list[dict]) -> None:
