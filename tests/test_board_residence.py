@@ -95,8 +95,8 @@ def test_squatted_segment_names_neither_stop_a_start_nor_get_used():
             assert proc.returncode == 0, err
             assert all(os.path.isdir(p) for p in planted)        # untouched, and not used
             ours = [e for e in segments_of(board) if "/dev/shm/" + e not in planted]
-            tag = re.fullmatch(rf"mdev\.{os.getuid()}\.{re.escape(board)}\.([0-9a-f]+)\.board",
-                               next(e for e in ours if e.endswith(".board"))).group(1)
+            tag = re.fullmatch(rf"mdev\.{os.getuid()}\.{re.escape(board)}\.([0-9a-f]+)\.hbm0",
+                               next(e for e in ours if e.endswith(".hbm0"))).group(1)
             assert len(tag) >= 16
     finally:
         for p in planted:
@@ -113,7 +113,7 @@ def test_every_start_has_new_segment_names():
 
 def test_a_failed_start_removes_what_it_made_and_says_why():
     """The devices cannot size their HBM (a file size limit below it): the start fails
-    half-way, after the board page and the secret were made; it says why and leaves no
+    half-way, after the names record and the secret were made; it says why and leaves no
     segment, no file and no process of the board."""
     name = PREFIX + "fail"
     code = f"""
