@@ -49,6 +49,14 @@ def _watchdog(device: "Device") -> Watchdog:
         return watchdog
 
 
+def _minder(device: "Device") -> "_Minder":
+    with _pool_lock:
+        minder = getattr(device, "wave_minder", None)
+        if minder is None:
+            minder = device.wave_minder = _Minder()
+        return minder
+
+
 def _pool(device: "Device") -> concurrent.futures.ThreadPoolExecutor:
     with _pool_lock:
         pool = getattr(device, "block_pool", None)
@@ -173,15 +181,61 @@ def _wave(device, engine, stream, kernel, launch, values, blocks, cores) -> None
         raise fault
 
 
+# how long a wave runs on the stream's thread alone before it gets helpers
+HELPERS_AFTER_S = 0.0005
+
+
+class _Minder:
+    """Gives a wave helpers once it has run HELPERS_AFTER_S: the blocks of an ordinary
+    launch are all done by then in the stream's thread (a helper woken for each wave would
+    cost more than its blocks), while blocks that wait for each other, sleep or run long
+    get the rest of the wave beside them.  One thread per device, awake only while waves run.
+    """
+
+    def __init__(self) -> None:
+        self._waves: dict["_Wave", float] = {}
+        self._lock = threading.Lock()
+        self._busy = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def add(self, wave: "_Wave") -> None:
+        with self._lock:
+            self._waves[wave] = time.monotonic()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="wave-minder", daemon=True)
+                self._thread.start()
+            if not self._busy.is_set():
+                self._busy.set()
+
+    def remove(self, wave: "_Wave") -> None:
+        with self._lock:
+            self._waves.pop(wave, None)
+
+    def _run(self) -> None:
+        while True:
+            self._busy.wait()
+            time.sleep(HELPERS_AFTER_S)
+            with self._lock:
+                now = time.monotonic()
+                due = [w for w, start in self._waves.items() if now - start >= HELPERS_AFTER_S]
+                for wave in due:
+                    del self._waves[wave]
+                if not self._waves:
+                    self._busy.clear()
+            for wave in due:
+                wave.spawn()
+
+
 class _Wave:
     """The blocks of one wave, claimed one at a time by workers: the stream's own thread
-    and helpers from the device's block pool, each helper starting the next one.
+    and, once the wave has run a while (_Minder), helpers from the device's block pool,
+    each helper starting the next one.
 
     Blocks that wait (for memory another block writes, or in a sleep) leave their worker
     blocked, so the chain of helpers grows until every block of the wave runs at once;
-    quick blocks are all run by the first worker, in a tight loop (one block context per
-    worker, registered with the launch once for all its blocks), so an ordinary launch
-    costs a couple of thread hand-overs and well under a microsecond per block.
+    quick blocks are all run by the stream's thread, in a tight loop (one block context
+    per worker, registered with the launch once for all its blocks): well under a
+    microsecond per block and no thread hand-over.
     """
 
     def __init__(self, device, kernel, launch: Launch, values: list, blocks: list) -> None:
@@ -192,16 +246,30 @@ class _Wave:
         self._lock = threading.Lock()
         self._workers = 1                           # started, or about to be
         self._exhausted = False                     # every block claimed: no more helpers
-        self._done = threading.Event()
+        self._over = threading.Lock()               # released when the wave is over
+        self._over.acquire()
+        self._finished = False
 
     def run(self) -> dict:
-        if len(self.blocks) > 1:
-            self._spawn()
-        self._work()
-        self._done.wait()
+        minder = _minder(self.device) if len(self.blocks) > 1 else None
+        if minder is not None:
+            minder.add(self)
+        try:
+            self._work()
+            self._over.acquire()
+        finally:
+            if minder is not None:
+                minder.remove(self)
         return self.faults
 
-    def _spawn(self) -> None:
+    def _finish(self) -> None:
+        with self._lock:
+            if not self._finished:
+                self._finished = True
+                self._over.release()
+
+    def spawn(self) -> None:
+        """One more worker, unless every block is claimed or has one."""
         with self._lock:
             if self._exhausted or self._workers >= len(self.blocks):
                 return
@@ -209,7 +277,7 @@ class _Wave:
         _pool(self.device).submit(self._helper)
 
     def _helper(self) -> None:
-        self._spawn()
+        self.spawn()
         self._work()
 
     def _work(self) -> None:
@@ -235,8 +303,9 @@ class _Wave:
                 continue
         with self._lock:
             self._workers -= 1
-            if not self._workers and self.launch.stopped is not None:
-                self._done.set()
+            over = not self._workers and self.launch.stopped is not None
+        if over:
+            self._finish()
 
     def _loop(self, entered: bool) -> None:
         kernel, launch, values, blocks, faults = self.kernel, self.launch, self.values, self.blocks, self.faults
@@ -251,7 +320,7 @@ class _Wave:
                 if not entered or launch.stopped is not None:
                     faults[i] = TaskFault(*launch.stopped)
                     if next(settled) == count:
-                        self._done.set()
+                        self._finish()
                     continue
                 ctx.block_idx = blocks[i]
                 try:
@@ -269,4 +338,4 @@ class _Wave:
                 except BaseException as exc:        # e.g. SystemExit raised by a kernel
                     faults[i] = KernelFault(f"kernel {kernel.name} block {blocks[i]} raised {exc!r}", kernel.core)
                 if next(settled) == count:
-                    self._done.set()
+                    self._finish()
