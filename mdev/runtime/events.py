@@ -165,7 +165,10 @@ def reap() -> None:
     for item in list(rt.dying_events):
         ev, pending = item
         if all(s.destroyed or streams.is_done(s, seq) for s, seq in pending):
-            rt.dying_events.remove(item)
+            try:
+                rt.dying_events.remove(item)
+            except ValueError:
+                continue      # another thread reaping at the same time took it
             try:
                 rt.link(ev.device).request("destroy_event", ev.slot, ev.uid)
             except AclError:
