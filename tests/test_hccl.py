@@ -259,6 +259,14 @@ RANK_PROCESS = """
     sync = acl.rt.synchronize_stream(stream)
     msg = acl.get_recent_err_msg()
     err, ret = hccl.get_comm_async_error(comm)
+    # no rank destroys its communicator before every live one has its own error: a peer still
+    # waiting would see the destroy first, and report that instead
+    open(f"{sys.argv[4]}.synced{rank}", "w").close()
+    live = [r for r in range(nranks) if os.environ.get("DIE_RANK") != str(r)]
+    import time
+    deadline = time.monotonic() + 60
+    while not all(os.path.exists(f"{sys.argv[4]}.synced{r}") for r in live) and time.monotonic() < deadline:
+        time.sleep(0.01)
     out = np.empty(count, np.int32); g = np.empty(nranks * count, np.int32)
     acl.rt.memcpy(acl.util.numpy_to_ptr(out), count * 4, recv, count * 4, 2)
     acl.rt.memcpy(acl.util.numpy_to_ptr(g), nranks * count * 4, gathered, nranks * count * 4, 2)
