@@ -3,8 +3,8 @@
 Priorities range from greatest 0 to least 7 (acl.rt.device_get_stream_priority_range).
 When an engine of the device frees up, the ready task of the higher-priority stream gets
 it first; a running task is never pre-empted.  To see it, both DMA engines are kept busy
-with two large memsets, then a small memset + TIME_LINE event is queued on a LOW priority
-stream first and on a HIGH priority stream second.  The event timestamps show the HIGH
+with two large memsets (the second twice as long), then a small memset + TIME_LINE event
+is queued on a LOW priority stream first and on a HIGH priority stream second.  The event timestamps show the HIGH
 stream's work ran first, although it was queued last -- and only after a large memset
 ended.
 
@@ -17,7 +17,7 @@ import time
 import mdev.acl as acl
 
 DEVICE_ID = 0
-BIG = 128 << 20
+BIG = (128 << 20, 256 << 20)    # the second engine stays busy well after the first frees up
 SMALL = 4096
 
 
@@ -41,7 +41,7 @@ def one_round(busy, low, high, big, small):
         check(ret, "create_event_ex_with_flag")
     for i, stream in enumerate(busy):
         check(acl.rt.record_event(events[f"busy{i}_started"], stream), "record_event")
-        check(acl.rt.memset_async(big[i], BIG, i + 1, BIG, stream), "memset_async")
+        check(acl.rt.memset_async(big[i], BIG[i], i + 1, BIG[i], stream), "memset_async")
         check(acl.rt.record_event(events[f"busy{i}"], stream), "record_event")
     # both large memsets have an engine once the device has passed the records before them
     # (a fixed sleep is too short on a loaded host and too long on a fast one)
@@ -64,10 +64,13 @@ def one_round(busy, low, high, big, small):
         check(acl.rt.destroy_event(event), "destroy_event")
     # the round shows priorities only if both small tasks were waiting for an engine
     # when the first one freed (a loaded host may submit the second one too late)
-    first_busy_end = min(stamps["busy0"], stamps["busy1"])
+    first_busy_end, second_busy_end = sorted((stamps["busy0"], stamps["busy1"]))
     queued = max(stamps.pop("low_queued"), stamps.pop("high_queued"))
     del stamps["busy0_started"], stamps["busy1_started"]
-    return stamps if queued < first_busy_end <= min(stamps["low"], stamps["high"]) else None
+    # ... and both ran on the engine that freed first, the other one still busy (a loaded
+    # device may take long enough to hand out the freed engine that the second frees too)
+    small_ends = (stamps["low"], stamps["high"])
+    return stamps if queued < first_busy_end <= min(small_ends) and max(small_ends) < second_busy_end else None
 
 
 def main():
@@ -91,7 +94,7 @@ def main():
         print(f"{name} stream: priority {priority}")
     high, low = prioritised["high"], prioritised["low"]
     buffers = []
-    for size in (BIG, BIG, SMALL):
+    for size in (*BIG, SMALL):
         ptr, ret = acl.rt.malloc(size, acl.ACL_MEM_MALLOC_HUGE_FIRST)
         check(ret, "malloc")
         buffers.append(ptr)

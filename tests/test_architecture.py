@@ -1,7 +1,7 @@
 """The house's floors: imports run one way, every module imports on its own, and a device
 process loads nothing of the host side.
 
-    ground (errors, constants, protocol, memory, timemodel, topology, kernel definitions)
+    ground (errors, constants, protocol, procfs, memory, timemodel, topology, kernel definitions)
       ^ board (device side)  ^ runtime (host side)  ^ sanitizer (tool)  ^ faces  ^ cli
 
 The import graph is read from the source with ``ast``: imports inside functions count,
@@ -22,7 +22,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("mdev", "topology")
 
-GROUND = ("mdev.errors", "mdev.constants", "mdev.protocol", "mdev.memory", "mdev.timemodel", "mdev.kernel",
+GROUND = ("mdev.errors", "mdev.constants", "mdev.protocol", "mdev.procfs", "mdev.memory", "mdev.timemodel", "mdev.kernel",
           "topology")
 FACES = ("mdev.acl", "mdev.capi", "mdev.hccl")
 # (modules, what they must never import)

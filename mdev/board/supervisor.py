@@ -42,6 +42,7 @@ from mdev.errors import AclError
 from mdev.board import residence
 from mdev.board import status as S
 from mdev.board.fleet import Fleet
+from mdev.procfs import process_gone
 from mdev.board.ipc_registry import IpcRegistry
 from mdev.board import naming
 from mdev.board.naming import BoardPaths
@@ -368,9 +369,14 @@ class Supervisor:
         if proc is None:
             self.fleet.start_node(self.topo.node_of(index), self._inherited_fds())
             return self.fleet.procs[index].pid
-        if proc.is_alive():
+        if proc.is_alive() and not process_gone(proc.pid):
             return proc.pid
-        proc.join(0)
+        # a killed process's main thread is a zombie (its sockets closed, hosts see it dead)
+        # while its other threads still exit: it cannot be reaped yet, but it is dead
+        proc.join(5)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
         self._mark_faulted(index)
         segment.unlink(self.paths.control(index))
         segment.unlink(self.paths.hbm(index))

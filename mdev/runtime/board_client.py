@@ -29,6 +29,7 @@ from typing import Callable
 
 
 from mdev import protocol
+from mdev.procfs import process_gone
 from mdev import errors as E
 from mdev.errors import AclError
 from mdev.board import launcher
@@ -44,21 +45,6 @@ MESSAGE_HANDLERS: dict[str, Callable[["DeviceLink", tuple], None]] = {}
 def _command_line() -> str:
     return " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv))[:200]
 
-
-
-def process_gone(pid: int) -> bool:
-    """Process ``pid`` has exited or is a zombie.  Read from /proc with os calls only: API
-    calls from ``__del__`` while the interpreter shuts down get here after sys.modules was
-    emptied (psutil can no longer find itself) and ``open`` left the builtins."""
-    try:
-        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
-    except OSError:
-        return True
-    try:
-        fields = os.read(fd, 4096)
-    finally:
-        os.close(fd)
-    return fields[fields.rindex(b")") + 2:][:1] in (b"Z", b"X")      # state follows "(comm) "
 
 
 class ExitWatch:

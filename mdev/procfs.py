@@ -1,0 +1,25 @@
+"""What /proc says about another process: whether it is gone.
+
+Hosts ask it of device processes (is a link's device dead?), the supervisor of the device
+processes it forked (can a dead one be restarted?).  A process that was killed shows as a
+zombie as soon as its main thread has exited, before it can be reaped.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def process_gone(pid: int) -> bool:
+    """Process ``pid`` has exited or is a zombie.  Read from /proc with os calls only: API
+    calls from ``__del__`` while the interpreter shuts down get here after sys.modules was
+    emptied (psutil can no longer find itself) and ``open`` left the builtins."""
+    try:
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+    except OSError:
+        return True
+    try:
+        fields = os.read(fd, 4096)
+    finally:
+        os.close(fd)
+    return fields[fields.rindex(b")") + 2:][:1] in (b"Z", b"X")      # state follows "(comm) "
