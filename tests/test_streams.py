@@ -187,6 +187,43 @@ def test_sync_in_threads_does_not_serialise(big):
     assert acl.rt.free(large) == 0
 
 
+# ---------------------------------------------------------------------------- sleeping on the page
+def test_a_sleeping_sync_is_woken_by_the_device(dev, monkeypatch):
+    """A sync past its spin sleeps on stream_done (a futex): the device's wake, not the
+    sleeper's health-check slice (a minute here) or its timeout, ends the sleep."""
+    from mdev.runtime import streams
+    from mdev.runtime.core import RUNTIME as rt
+    acl = dev
+    monkeypatch.setattr(streams, "SLEEP_SLICE_S", 60.0)
+    n = 64 * MiB
+    ptr, _ = acl.rt.malloc(n, 0)
+    s, _ = acl.rt.create_stream()
+    busy(acl, s, ptr, n, times=4)
+    assert acl.rt.synchronize_stream_with_timeout(s, 30_000) == 0
+    assert (from_device(acl, ptr + n - 64, 64) == 0x5A).all()
+    stream = rt.stream(s)
+    assert rt.link(stream.device).control.stream_sleepers[stream.slot] == 0   # nobody left asleep
+    assert acl.rt.destroy_stream(s) == 0
+    assert acl.rt.free(ptr) == 0
+
+
+def test_a_lost_wake_costs_only_a_slice(dev, monkeypatch):
+    """A device that never sees the sleeper (so never wakes it) delays the sync by at most a
+    slice: the sleeper looks again and finds the work done."""
+    from mdev.runtime import streams
+    acl = dev
+    monkeypatch.setattr(streams, "SLEEP_SLICE_S", 0.01)
+    monkeypatch.setattr(streams, "_count_sleeper", lambda *args: None)
+    n = 64 * MiB
+    ptr, _ = acl.rt.malloc(n, 0)
+    s, _ = acl.rt.create_stream()
+    busy(acl, s, ptr, n, times=3, value=0x33)
+    assert acl.rt.synchronize_stream(s) == 0
+    assert (from_device(acl, ptr + n - 64, 64) == 0x33).all()
+    assert acl.rt.destroy_stream(s) == 0
+    assert acl.rt.free(ptr) == 0
+
+
 # ---------------------------------------------------------------------------- sync with timeout
 def test_synchronize_stream_with_timeout(dev):
     acl = dev

@@ -27,7 +27,7 @@ import heapq
 import itertools
 import os
 import pickle
-import selectors
+import select
 import signal
 import socket
 import sys
@@ -54,7 +54,7 @@ from mdev.board import trace as _trace  # noqa: F401  (trace_start / trace_colle
 from mdev.board import graphs as _graph_tasks  # noqa: F401  (stored graphs, "run_graph")
 from mdev.board import cntnotify as _cnt_notify  # noqa: F401  (counting notifies)
 from mdev.kernel.api import Kernel, kernels_of
-from mdev.memory import address
+from mdev.memory import address, futex
 from mdev.memory.allocator import Allocator, OutOfMemory
 from mdev.memory.segment import Segment
 
@@ -201,28 +201,38 @@ class Device:
             os.umask(old)
         listener.listen(128)
         inode = os.stat(path).st_ino
-        self.selector = selectors.DefaultSelector()
+        # epoll itself, not selectors: its select() is Python work on every wake-up, which
+        # a small task's round trip pays in full
+        self._poll = select.epoll()
+        self._watched: dict[int, object] = {}      # fd -> listener / admission / ClientConn
         admission = protocol.Admission(listener, self.authkey)
-        self.selector.register(listener, selectors.EVENT_READ, None)
-        self.selector.register(admission.waker, selectors.EVENT_READ, admission)
+        self._watch(listener, listener)
+        self._watch(admission.waker, admission)
         self.control.header[S.H_STATE] = S.STATE_ALIVE
         if ready_fd is not None:
             os.write(ready_fd, b"+")          # serving (Fleet._spawn)
             os.close(ready_fd)
+        poll, watched = self._poll.poll, self._watched
+        housekeeping = time.monotonic() + self.HOUSEKEEPING_S
         try:
             while self._running:
-                for key, _ in self.selector.select(timeout=0.5):
-                    if key.data is None:
+                for fd, _ in poll(self.HOUSEKEEPING_S):
+                    what = watched.get(fd)
+                    if type(what) is ClientConn:
+                        self._read(what)
+                    elif what is listener:
                         admission.admit()
-                    elif key.data is admission:
+                    elif what is admission:
                         for sock in admission.admitted():
-                            self.selector.register(sock, selectors.EVENT_READ, ClientConn(sock))
-                    else:
-                        self._read(key.data)
-                admission.expire()
-                if self.orphaned():
-                    break  # the supervisor died (and the death signal was lost): do not outlive it
+                            self._watch(sock, ClientConn(sock))
+                now = time.monotonic()
+                if now >= housekeeping:
+                    housekeeping = now + self.HOUSEKEEPING_S
+                    admission.expire()
+                    if self.orphaned():
+                        break  # the supervisor died (and the death signal was lost): do not outlive it
         finally:
+            self._poll.close()
             self.control.header[S.H_STATE] = S.STATE_STOPPED
             admission.close()
             listener.close()
@@ -234,12 +244,18 @@ class Device:
             except FileNotFoundError:
                 pass
 
+    HOUSEKEEPING_S = 0.5     # how often the serving loop expires handshakes and looks for its parent
+
     def stop(self, *_) -> None:
         self._running = False
 
     def orphaned(self) -> bool:
         """The supervisor that forked this process is gone (it was reparented)."""
         return os.getppid() != self.supervisor
+
+    def _watch(self, sock: socket.socket, what: object) -> None:
+        self._watched[sock.fileno()] = what
+        self._poll.register(sock.fileno(), select.EPOLLIN)
 
     def _read(self, conn: ClientConn) -> None:
         messages = protocol.receive(conn.sock, conn.decoder, 1 << 18)
@@ -304,17 +320,19 @@ class Device:
                 conn.send(("r", req, 0, result))
 
     def _disconnect(self, conn: ClientConn) -> None:
-        try:
-            self.selector.unregister(conn.sock)
-        except (KeyError, ValueError):
-            pass
+        fd = conn.sock.fileno()
+        if self._watched.get(fd) is conn:
+            del self._watched[fd]
+            try:
+                self._poll.unregister(fd)
+            except (OSError, ValueError):
+                pass
         conn.sock.close()
         self._drop_waiters(lambda w: w.conn is conn)
         if conn.role == "main":
             # the client's other connections go with its task socket: a request of theirs
             # waiting on a stream that is now gone would otherwise wait for ever
-            for key in list(self.selector.get_map().values()):
-                other = key.data
+            for other in list(self._watched.values()):
                 if isinstance(other, ClientConn) and other.client == conn.client:
                     self._disconnect(other)
             self.release_client(conn.client)
@@ -676,6 +694,7 @@ class Device:
             self._next_stream_id += 1
             self.control.stream_done[slot] = 0
             self.control.stream_msgs[slot] = 0   # the slot's previous owner had its own count
+            self.control.stream_sleepers[slot] = 0
             self.control.stream_mt[slot] = 0     # ... and its own modelled clock
             # a stopped stop-on-failure context refuses the work of its new streams too
             self.control.stream_err[slot] = context.stopped
@@ -708,6 +727,7 @@ class Device:
         stream.context.streams.discard(stream)
         self._free_slots.append(stream.slot)
         # hosts parked on the stream must not wait forever: it is gone, nothing more will run
+        futex.wake(self.control.done_word(stream.slot))
         for waiter in self.sync_waiters.get(stream.slot, [])[:]:
             waiter.conn.send(("r", waiter.req, 0, (0, "", 0)))
         gone = {id(w) for w in self.sync_waiters.get(stream.slot, [])}
@@ -1021,6 +1041,8 @@ class Device:
             control.stream_msgs[stream.slot] = main.sent
         if seq > int(control.stream_done[stream.slot]):
             control.stream_done[stream.slot] = seq
+            if control.stream_sleepers[stream.slot]:
+                futex.wake(control.done_word(stream.slot))
         control.header[S.H_TASKS_DONE] += 1
         if self.watchers:
             with self.progress:
@@ -1044,6 +1066,7 @@ class Device:
                 other.error_message = message
             if not other.pending():
                 self.control.stream_done[other.slot] = max(int(self.control.stream_done[other.slot]), other.received)
+                futex.wake(self.control.done_word(other.slot))
 
     # ------------------------------------------------------------------ introspection
     def rpc_stats(self, conn, req) -> dict:

@@ -7,6 +7,9 @@ read-mostly and answer queries from it:
     stream_err[slot]    first unreported task failure of the stream -> fast-path sync check
     stream_msgs[slot]   messages sent to the stream's process when its last task completed:
                         a synchronising host waits until its reader has handled them
+    stream_sleepers[slot]  host threads asleep on stream_done[slot] (a futex; written by the
+                        stream's own host process): a device that advances stream_done
+                        wakes them only when this is non-zero
     event_ts[slot]      device time (ns since boot) of the event's latest executed record
     event_done[slot]    number of records of the event executed
     event_reset[slot]   event_done at the event's latest executed reset (flag semantics)
@@ -60,6 +63,7 @@ works with.
 
 from __future__ import annotations
 
+import sys
 from contextlib import AbstractContextManager
 
 import numpy as np
@@ -104,6 +108,7 @@ def _layout() -> list[tuple[str, tuple, type]]:
         ("stream_done", (MAX_STREAMS,), np.uint64),
         ("stream_err", (MAX_STREAMS,), np.int64),
         ("stream_msgs", (MAX_STREAMS,), np.uint64),
+        ("stream_sleepers", (MAX_STREAMS,), np.int64),
         ("event_ts", (MAX_EVENTS,), np.uint64),
         ("event_done", (MAX_EVENTS,), np.uint64),
         ("event_reset", (MAX_EVENTS,), np.uint64),
@@ -145,6 +150,11 @@ class ControlPage:
         # the rest: the owner of every 4 KiB page of HBM, so peer devices copying to or
         # from this HBM can tell live memory from freed memory, and whose it is
         self.page_owner = segment.array[offset:offset + (len(segment.array) - offset) // 4 * 4].view(np.int32)
+
+    def done_word(self, slot: int) -> int:
+        """Address of the 32-bit word of stream_done[slot] that changes first (its low half):
+        the futex synchronising hosts sleep on."""
+        return self.stream_done.ctypes.data + 8 * slot + (4 if sys.byteorder == "big" else 0)
 
     @property
     def state(self) -> int:

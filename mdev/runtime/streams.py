@@ -1,13 +1,16 @@
 """Streams: creation, submission, synchronisation, query, attributes.
 
 Submission goes through ``submit`` (the device runs the task in stream order);
-synchronisation first looks at the device's control page and only asks the device
-(parking this thread on its socket) when the awaited work is not finished yet.
+synchronisation first looks at the device's control page, watches it briefly, then sleeps
+on the stream's stream_done word there (a futex the device wakes when it advances it); it
+asks the device (parking this thread on its socket) only for a failure to report, or where
+no futex is available.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 import traceback
 
@@ -15,6 +18,7 @@ from mdev import constants as C
 from mdev import errors as E
 from mdev.errors import AclError
 from mdev.board import status as S
+from mdev.memory import futex
 from mdev.runtime.boundary import api
 from mdev.runtime import hooks
 from mdev.runtime.core import RUNTIME as rt
@@ -86,12 +90,14 @@ def wait_for(stream: Stream, seq: int, timeout: int = -1) -> None:
     wait_targets([(stream, seq)], timeout, consume=False)
 
 
-SPIN_S = 0.0002
+SPIN_S = 0.0002           # a sleep's wake-up costs 20-70 us on this kind of VM: spin past it
+SLEEP_SLICE_S = 0.05      # a sleeper looks at its device's health this often
 
 
 def _briefly(condition) -> bool:
-    """Watch the control page a little before parking on the device: short tasks finish
-    within microseconds, and a look costs far less than a request round trip."""
+    """Watch the control page a little before sleeping: short tasks finish within
+    microseconds, and a look costs far less than a wake-up.  Each look yields the CPU, so
+    on a busy machine the spin does not take the CPU its device needs."""
     deadline = time.perf_counter() + SPIN_S
     while time.perf_counter() < deadline:
         if condition():
@@ -146,9 +152,12 @@ def _wait_targets(targets: list[tuple[Stream, int]], timeout: int, consume: bool
             return all(int(done[s.slot]) >= seq and not err[s.slot] for s, seq in group)
 
         link.check_alive()         # a lost device fails every sync, even of idle streams
-        if finished() or _briefly(finished):
+        if not (finished() or _briefly(finished)) and futex.AVAILABLE:
+            _sleep(link, group, None if timeout < 0 else time.monotonic() + timeout / 1000.0, timeout)
+        if finished():
             link.wait_received(max(int(control.stream_msgs[s.slot]) for s, _ in group))
             continue
+        # a failure to report (the device's reply carries it, and consumes it), or no futex: ask the device
         try:
             code, message, sent = link.request("wait", [(s.slot, seq) for s, seq in group], consume,
                                                timeout=None if timeout < 0 else timeout / 1000.0)
@@ -157,6 +166,51 @@ def _wait_targets(targets: list[tuple[Stream, int]], timeout: int, consume: bool
         link.wait_received(sent)   # prints and exception callbacks of the awaited tasks are done
         if code:
             raise AclError(code, message or E.describe(code))
+
+
+_sleepers_lock = threading.Lock()
+_sleepers: dict[tuple[int, int], int] = {}    # (device, slot) -> this process's threads asleep on it
+
+
+def _count_sleeper(device: int, slot: int, sleepers, change: int) -> None:
+    """Publish this process's count of threads asleep on the slot.  Stored, not added to the
+    page's word: the device clears the word when it hands the slot to a new stream, and a
+    sleeper of the old stream leaving after that must not drive it below the new ones."""
+    with _sleepers_lock:
+        count = _sleepers.get((device, slot), 0) + change
+        if count:
+            _sleepers[(device, slot)] = count
+        else:
+            _sleepers.pop((device, slot), None)
+        sleepers[slot] = count
+
+
+def _sleep(link, group: list[tuple[Stream, int]], deadline: float | None, timeout: int) -> None:
+    """Sleep on each stream's stream_done word (a futex the device wakes when it advances it)
+    until the stream has run its task ``seq`` -- or is destroyed; a lost device raises."""
+    control = link.control
+    done, sleepers = control.stream_done, control.stream_sleepers
+    for stream, seq in group:
+        slot = stream.slot
+        _count_sleeper(stream.device, slot, sleepers, 1)   # before looking: the device sees it, or we see its work
+        try:
+            word = control.done_word(slot)
+            while not stream.destroyed:
+                seen = int(done[slot])
+                if seen >= seq:
+                    break
+                wait = SLEEP_SLICE_S
+                if deadline is not None:
+                    wait = min(wait, deadline - time.monotonic())
+                    if wait <= 0:
+                        raise AclError(E.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
+                                       f"synchronisation timed out after {timeout} ms")
+                futex.wait(word, seen, wait)
+                link.check_alive()
+                if link.dead():
+                    raise link.lost("the device process is gone")
+        finally:
+            _count_sleeper(stream.device, slot, sleepers, -1)
 
 
 def is_idle(stream: Stream) -> bool:
