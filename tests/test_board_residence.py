@@ -210,8 +210,11 @@ def test_status_shows_a_dead_board_and_stop_clears_it():
     with extra_board("dead") as board:
         pids = processes_of(board)
         assert len(pids) == 3                    # supervisor + 2 devices
-        for pid in pids:
-            os.kill(pid, signal.SIGKILL)
+        # stopped first: a device still running when the supervisor dies would clean up
+        # after itself (parent-death signal), which this test must not let it do
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for pid in pids:
+                os.kill(pid, sig)
         assert wait_until(lambda: not processes_of(board), timeout=10)
         assert segments_of(board)
         cli = [sys.executable, "-m", "mdev", "board"]

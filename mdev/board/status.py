@@ -150,11 +150,14 @@ class ControlPage:
         # the rest: the owner of every 4 KiB page of HBM, so peer devices copying to or
         # from this HBM can tell live memory from freed memory, and whose it is
         self.page_owner = segment.array[offset:offset + (len(segment.array) - offset) // 4 * 4].view(np.int32)
+        # taken now: ndarray.ctypes imports a numpy module on first use, which fails while
+        # the interpreter shuts down (a finalizer's synchronize_stream sleeps on this word)
+        self._done_address = self.stream_done.ctypes.data + (4 if sys.byteorder == "big" else 0)
 
     def done_word(self, slot: int) -> int:
         """Address of the 32-bit word of stream_done[slot] that changes first (its low half):
         the futex synchronising hosts sleep on."""
-        return self.stream_done.ctypes.data + 8 * slot + (4 if sys.byteorder == "big" else 0)
+        return self._done_address + 8 * slot
 
     @property
     def state(self) -> int:
