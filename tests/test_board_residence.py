@@ -160,6 +160,29 @@ def test_a_stalled_supervisor_is_never_replaced():
     assert segments_of(board) == [] and files_of(board) == []
 
 
+def test_a_supervisor_run_by_hand_on_a_lock_it_does_not_hold_touches_nothing():
+    """A second supervisor of a live board's name, started by hand with a descriptor of the
+    lock file the first one holds: it exits before it makes or removes anything (it would
+    otherwise record new segment names and, failing, clear the live board's)."""
+    with extra_board("handrun") as board:
+        paths = launcher.BoardPaths(board)
+        pid = launcher.status(board)["pid"]
+        segments, files = segments_of(board), files_of(board)
+        fd = os.open(paths.lock, os.O_RDWR)
+        try:
+            proc = subprocess.run([sys.executable, "-m", "mdev.board.supervisor", "--name", board,
+                                   "--topology-file", str(paths.topology), "--lock-fd", str(fd)],
+                                  pass_fds=(fd,), capture_output=True, text=True, timeout=60)
+        finally:
+            os.close(fd)
+        assert proc.returncode != 0 and "does not hold the board's lock" in proc.stderr, proc.stderr
+        assert segments_of(board) == segments and files_of(board) == files
+        assert supervisors_of(board) == [pid]
+        run = host(board, ROUND_TRIP)
+        out, err = run.communicate(timeout=60)
+        assert run.returncode == 0 and "round trip ok" in out, err
+
+
 # ============================================================================ item 9: supervisor death
 def test_a_killed_supervisor_leaves_nothing_behind(monkeypatch):
     """SIGKILL of the supervisor while a host holds pinned and device memory: the devices
@@ -225,6 +248,25 @@ def test_status_shows_a_dead_board_and_stop_clears_it():
         assert segments_of(board) == [] and files_of(board) == []
         status = subprocess.run(cli + ["status", "--name", board], capture_output=True, text=True, timeout=60)
         assert status.returncode == 1 and "not running" in status.stdout
+
+
+def test_the_next_start_clears_a_dead_boards_remains():
+    """Supervisor and devices all SIGKILLed at once (nobody cleans up): the next start of
+    the name, under the lock, removes what the dead board left and starts afresh."""
+    with extra_board("restart") as board:
+        pids = processes_of(board)
+        old = segments_of(board)
+        for sig in (signal.SIGSTOP, signal.SIGKILL):      # stopped first: see the test above
+            for pid in pids:
+                os.kill(pid, sig)
+        assert wait_until(lambda: not processes_of(board), timeout=10)
+        assert segments_of(board) == old and old
+        launcher.start(board, launcher.resolve_topology("laptop2", hbm=64 << 20), owner_pid=os.getpid())
+        new = segments_of(board)
+        assert len(new) == len(old) and not set(new) & set(old)
+        proc = host(board, ROUND_TRIP)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and "round trip ok" in out, err
 
 
 # ============================================================================ issue 18 item 7

@@ -62,6 +62,34 @@ def test_a_runtime_directory_made_by_another_user_is_refused(shared_tmp, monkeyp
 
 
 @as_root
+def test_the_default_directory_in_tmp_squatted_by_another_user_is_refused():
+    """The attack as reported, on the default path: no MDEV_RUNTIME_DIR, no XDG_RUNTIME_DIR,
+    so the victim's directory is /tmp/mdev-<uid>, which the attacker makes first with a
+    secret of its own.  The victim is this root process acting as a uid nobody runs here
+    (os.getuid answers it), since only root may run this Python as a second user."""
+    victim = 60000 + os.getpid() % 5000
+    squat = Path(f"/tmp/mdev-{victim}")
+    _as_nobody(f"mkdir -m 0700 {squat} && printf 00ff > {squat}/default.key && chmod 600 {squat}/default.key")
+    code = textwrap.dedent(f"""
+        import json, os
+        os.getuid = lambda: {victim}
+        import mdev.acl as acl
+        ret = acl.rt.set_device(0)
+        print(json.dumps({{"ret": ret, "msg": acl.get_recent_err_msg()}}))
+    """)
+    env = {k: v for k, v in os.environ.items() if k not in ("MDEV_RUNTIME_DIR", "XDG_RUNTIME_DIR")}
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], env=dict(env, MDEV_BOARD="default", MDEV_AUTOSTART="0"),
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        out = proc.stdout.strip().splitlines()[-1]
+        assert '"ret": 507899' in out and str(squat) in out and "not private" in out, out
+        assert sorted(os.listdir(squat)) == ["default.key"]
+    finally:
+        shutil.rmtree(squat)
+
+
+@as_root
 def test_a_secret_file_of_another_user_is_never_trusted(tmp_path, monkeypatch):
     """Inside the user's own directory, a key owned by someone else is refused."""
     monkeypatch.setenv("MDEV_RUNTIME_DIR", str(tmp_path / "rt"))
@@ -238,3 +266,117 @@ def test_idle_unauthenticated_connections_hold_up_no_one(acl, board):
             pass
         sock.close()
     assert time.monotonic() < deadline
+
+
+# ---------------------------------------------------------------------------- both ends prove the secret
+def test_a_listener_that_cannot_prove_the_secret_gets_no_message(tmp_path):
+    """The handshake is mutual: a listener at the board's socket that takes the host's proof
+    (as one that does not check it would) but cannot give its own -- it does not hold the
+    secret -- is refused before the host sends anything: no hello reaches it, none of its
+    frames is read (here a smuggled call and a well-formed attach reply), and the host's
+    set_device says 507899 instead of taking the listener for its board."""
+    import socket
+    import threading
+    from multiprocessing import AuthenticationError
+    from multiprocessing.connection import Connection, answer_challenge, deliver_challenge
+    from mdev import protocol
+    runtime = tmp_path / "rt"
+    runtime.mkdir(mode=0o700)
+    env = dict(os.environ, MDEV_RUNTIME_DIR=str(runtime), MDEV_BOARD="impostor", MDEV_AUTOSTART="0")
+    key = os.urandom(32)
+    naming.write_private(runtime / "impostor.key", key.hex())
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(runtime / "impostor.sock"))
+    listener.listen(1)
+    seen = {}
+
+    def impostor():
+        sock, _ = listener.accept()
+        conn = Connection(sock.fileno())
+        try:
+            deliver_challenge(conn, key)              # the host's proof, accepted
+            try:
+                answer_challenge(conn, os.urandom(32))    # its own: it has no secret to give
+                seen["own proof"] = "accepted"
+            except AuthenticationError:
+                seen["own proof"] = "refused"
+            sock.sendall(protocol.encode(OBJECTS["call-os.mkdir"])
+                         + protocol.encode(("r", 0, 0, {"client": 1, "seal": "0" * 64})))
+            sock.settimeout(10)
+            received = b""
+            while chunk := sock.recv(4096):
+                received += chunk
+            seen["after"] = received
+        except OSError as exc:
+            seen.setdefault("after", b"")
+            seen["error"] = repr(exc)
+        finally:
+            conn._handle = None
+            sock.close()
+
+    thread = threading.Thread(target=impostor, daemon=True)
+    thread.start()
+    code = textwrap.dedent("""
+        import json, mdev.acl as acl
+        ret = acl.rt.set_device(0)
+        print(json.dumps({"ret": ret, "msg": acl.get_recent_err_msg()}))
+    """)
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+        thread.join(20)
+    finally:
+        listener.close()
+    assert proc.returncode == 0, proc.stderr
+    assert '"ret": 507899' in proc.stdout, proc.stdout
+    assert seen.get("own proof") == "refused" and seen.get("after") == b"", seen
+    assert not MARK.exists()
+    assert sorted(os.listdir(runtime)) == ["impostor.key", "impostor.sock"]     # nothing started there
+
+
+# ---------------------------------------------------------------------------- a serving loop that fails
+SERVE_FAILS = """
+    import json, os, sys
+    from mdev.board import launcher, residence
+    from mdev.board.naming import BoardPaths
+    from mdev.board.supervisor import Supervisor
+    paths = BoardPaths(sys.argv[1])
+    topo = launcher.resolve_topology("laptop2", hbm=64 << 20)
+    lock = residence.take(paths)
+    launcher.write_topology(paths, topo)
+    sup = Supervisor(paths, topo, lock, on_demand=False, idle_timeout=60.0, owner_pid=os.getpid())
+    sup.start()                       # as the supervisor's main(), then its loop breaks
+    devices = [proc for _, proc in sup.fleet.running()]
+    made = paths.segments()
+
+    def broken():
+        raise RuntimeError("the serving loop broke")
+
+    sup._check_clients = broken       # runs once a second inside the loop
+    try:
+        sup.serve()
+        outcome = "returned"
+    except RuntimeError as exc:
+        outcome = str(exc)
+    # still in the supervisor's process: whatever broke its loop, the board is shut down
+    print(json.dumps({"outcome": outcome, "devices": len(devices), "made": len(made),
+                      "alive": [p.pid for p in devices if p.is_alive()],
+                      "segments": paths.segments(), "files": [str(p) for p in paths.files()]}))
+"""
+
+
+def test_a_serving_loop_that_raises_still_shuts_the_board_down():
+    """serve() ends in an exception (here a check of its loop raises): the supervisor still
+    stops its device processes and removes the board's segments and files before the
+    exception leaves it -- no orphan process, nothing left behind, the lock let go."""
+    import json
+    from conftest import PREFIX
+    from helpers import shm_entries
+    name = PREFIX + "servefail"
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(SERVE_FAILS), name], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen["outcome"] == "the serving loop broke" and seen["devices"] == 2 and seen["made"] == 4, seen
+    assert seen["alive"] == [] and seen["segments"] == [] and seen["files"] == [], seen
+    assert shm_entries(name) == [] and not [e for e in os.listdir(naming.runtime_dir()) if e.startswith(name + ".")]
+    assert not launcher.is_running(BoardPaths(name))
