@@ -56,6 +56,11 @@ def test_constants_have_hccls_values():
     assert (hccl.HCCL_SUCCESS, hccl.HCCL_E_PARA, hccl.HCCL_E_PTR, hccl.HCCL_E_TIMEOUT, hccl.HCCL_E_REMOTE) == \
         (0, 1, 2, 9, 21)
     assert (hccl.HCCL_SEND, hccl.HCCL_RECV, hccl.HCCL_ROOT_INFO_BYTES) == (0, 1, 4108)
+    # hicann/hcomm include/hccl/hccl_types.h: the enums' later values and end markers
+    assert (hccl.HCCL_E_OOM, hccl.HCCL_E_IN_STATUS, hccl.HCCL_E_RESERVED) == (24, 1041, 1042)
+    assert (hccl.HCCL_REDUCE_RESERVED, hccl.HCCL_DATA_TYPE_RESERVED, hccl.HCCL_SEND_RECV_RESERVED) == (255, 255, 2)
+    assert (hccl.HCCL_DATA_TYPE_INT128, hccl.HCCL_DATA_TYPE_HIF8, hccl.HCCL_DATA_TYPE_FP8E8M0) == (12, 14, 17)
+    assert hccl.HCCL_COMM_DEFAULT_BUFFSIZE == 200
     assert hccl.get_error_string(hccl.HCCL_E_PARA) == "parameter error"
 
 
