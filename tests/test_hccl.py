@@ -19,6 +19,7 @@ from hccl_ranks import (BF16, DTYPES, all_reduce_expected, check_every_operation
 from helpers import extra_board, from_device, to_device
 from mdev import hccl_types as H
 from mdev.board.naming import runtime_dir
+from mdev.cli.trace import collective_times
 
 MiB = 1 << 20
 REDUCIBLE = sorted(DTYPES)
@@ -487,8 +488,8 @@ TIMED = """
 
 
 def _timed(board: str, op: str, nbytes: int, p: int, tmp_path, algo: str | None = None):
-    """(live modelled ms per rank, modelled ms per rank from the trace's model, formula ms,
-    algorithm); the HCCL buffer holds a chunk per slot, so the operation runs in one part,
+    """(live modelled ms per rank, modelled ms per rank from the trace's model and the time
+    ``mdev trace summary`` gives the operation it names, formula ms, algorithm); the HCCL buffer holds a chunk per slot, so the operation runs in one part,
     as HCCL's formulas assume."""
     trace = tmp_path / f"{op}.json"
     env = dict(os.environ, MDEV_BOARD=board, MDEV_AUTOSTART="0", MDEV_MODEL_TIME="1", MDEV_TRACE=str(trace),
@@ -505,7 +506,9 @@ def _timed(board: str, op: str, nbytes: int, p: int, tmp_path, algo: str | None 
     for dev in range(p):
         mine = sorted((a for a in events if a["device"] == dev), key=lambda a: a["wall_start_ns"])
         offline.append((mine[-1]["modelled_end_ns"] - mine[-2]["modelled_end_ns"]) / 1e6)
-    return report["live_ms"], offline, report["formula_ms"], report["algorithm"]
+    named = {key: us / 1e3 for key, us in collective_times(json.loads(trace.read_text())).items() if key[0] == op}
+    assert list(named) == [(op, nbytes, p, report["algorithm"])], named
+    return report["live_ms"], offline + list(named.values()), report["formula_ms"], report["algorithm"]
 
 
 @pytest.mark.parametrize("op", ["all_reduce", "all_gather", "reduce_scatter"])

@@ -338,6 +338,26 @@ def test_whatif_laptop2_vs_pcie4(tmp_path):
         assert shm_entries(board) == [], f"{board} left segments behind"
 
 
+def test_whatif_times_the_collectives():
+    """A job of all-reduces on every device of the node: a row per operation, size and rank
+    count, its modelled time and algorithm on each topology ("-" where it did not run)."""
+    prog = ROOT / "examples" / "hccl_allreduce_sizes.py"
+    proc = mdev("whatif", str(prog), "--topology", "laptop2", "--topology", "pcie4", "--hbm", "64MiB",
+                "--args", "--min 256K --max 1M", timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = {cells[0]: cells[1:] for cells in (re.split(r"\s{2,}", line.strip()) for line in proc.stdout.splitlines()
+                                              if line.startswith("all_reduce"))}
+    assert sorted(rows) == ["all_reduce 1.0 MiB x2", "all_reduce 1.0 MiB x4", "all_reduce 256.0 KiB x2",
+                            "all_reduce 256.0 KiB x4"], proc.stdout
+    cell = re.compile(r"([\d.]+) us \((\w+)\)")
+    for size in ("256.0 KiB", "1.0 MiB"):
+        two, four = rows[f"all_reduce {size} x2"], rows[f"all_reduce {size} x4"]
+        assert two[1] == four[0] == "-", proc.stdout
+        assert cell.fullmatch(two[0]).group(2) == "mesh" and cell.fullmatch(four[1]).group(2) == "ring"
+    small, big = (float(cell.fullmatch(rows[f"all_reduce {s} x4"][1]).group(1)) for s in ("256.0 KiB", "1.0 MiB"))
+    assert 0 < small < big, proc.stdout
+
+
 def test_bench_cli_lists_every_group():
     sys.path.insert(0, str(ROOT))
     import bench
