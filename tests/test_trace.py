@@ -358,6 +358,25 @@ def test_whatif_times_the_collectives():
     assert 0 < small < big, proc.stdout
 
 
+def test_bench_hccl_prints_nccl_tests_columns():
+    """`mdev bench hccl`: per size wall and modelled time, algbw / busbw of each, HCCL's
+    formula and modelled / formula (within 10%), numpy's time for the same work."""
+    proc = mdev("bench", "hccl", "--op", "all_gather", "-b", "64K", "-e", "256K", "-f", "4", "-n", "1",
+                "--topology", "laptop2", timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "== hccl all_gather on laptop2 (2 ranks, mesh)" in proc.stdout
+    assert lines[lines.index(next(x for x in lines if x.startswith("=="))) + 1].split() == [
+        "size", "wall", "us", "algbw", "busbw", "modelled", "us", "algbw", "busbw", "formula", "us", "ratio",
+        "numpy", "us", "wall/numpy"]
+    rows = [line.split() for line in lines if line.split()[:1] in (["64K"], ["256K"])]
+    assert [r[0] for r in rows] == ["64K", "256K"], proc.stdout
+    for size, wall, algbw, busbw, modelled, m_algbw, m_busbw, formula, ratio, numpy_us, _ in rows:
+        assert float(busbw) == pytest.approx(float(algbw) / 2, abs=0.002)       # (p-1)/p of all_gather
+        assert float(modelled) / float(formula) == pytest.approx(float(ratio), abs=0.002)
+        assert 0.9 <= float(ratio) <= 1.1 and float(numpy_us) > 0 and float(wall) > 0
+
+
 def test_bench_cli_lists_every_group():
     sys.path.insert(0, str(ROOT))
     import bench
