@@ -39,6 +39,7 @@ _RESULTS: tuple[tuple[str, int, str], ...] = (
     ("HCCL_E_SUSPENDING", 22, "communicator suspending"),
     ("HCCL_E_OPRETRY_FAIL", 23, "operation retry failed"),
     ("HCCL_E_OOM", 24, "out of memory"),
+    ("HCCL_E_IN_STATUS", 1041, "the error information is in the status"),
 )
 RESULT_NAMES: dict[int, str] = {value: name for name, value, _ in _RESULTS}
 RESULT_TEXT: dict[int, str] = {value: text for _, value, text in _RESULTS}
@@ -62,7 +63,7 @@ _DATA_TYPES: tuple[tuple[str, int, str | None], ...] = (
     ("HCCL_DATA_TYPE_FP8E4M3", 15, None),
     ("HCCL_DATA_TYPE_FP8E5M2", 16, None),
     ("HCCL_DATA_TYPE_FP8E8M0", 17, None),
-    ("HCCL_DATA_TYPE_MXFP8", 18, None),
+    ("HCCL_DATA_TYPE_MXFP8", 18, None),              # the data-type reference's; not in hcomm's header
 )
 DATA_TYPE_NAMES: dict[int, str] = {value: name for name, value, _ in _DATA_TYPES}
 DATA_TYPE_NUMPY: dict[int, str | None] = {value: np_name for _, value, np_name in _DATA_TYPES}
@@ -71,6 +72,10 @@ DATA_TYPE_SIZE: dict[int, int] = {0: 1, 1: 2, 2: 4, 3: 2, 4: 4, 5: 8, 6: 8, 7: 1
 
 _REDUCE_OPS = (("HCCL_REDUCE_SUM", 0), ("HCCL_REDUCE_PROD", 1), ("HCCL_REDUCE_MAX", 2), ("HCCL_REDUCE_MIN", 3))
 REDUCE_OP_NAMES: dict[int, str] = {value: name for name, value in _REDUCE_OPS}
+
+# the enums' end markers (hccl_types.h): no operation, data type or result has these values
+_RESERVED = (("HCCL_E_RESERVED", 1042), ("HCCL_REDUCE_RESERVED", 255), ("HCCL_DATA_TYPE_RESERVED", 255),
+             ("HCCL_SEND_RECV_RESERVED", 2))
 
 _SEND_RECV = (("HCCL_SEND", 0), ("HCCL_RECV", 1))
 
@@ -83,6 +88,7 @@ globals().update({name: value for name, value, _ in _RESULTS})
 globals().update({name: value for name, value, _ in _DATA_TYPES})
 globals().update(dict(_REDUCE_OPS))
 globals().update(dict(_SEND_RECV))
+globals().update(dict(_RESERVED))
 
 
 def result_name(code: int) -> str:
@@ -125,5 +131,5 @@ def from_acl(code: int) -> int:
 
 
 __all__ = ([name for name, _, _ in _RESULTS] + [name for name, _, _ in _DATA_TYPES]
-           + [name for name, _ in _REDUCE_OPS] + [name for name, _ in _SEND_RECV]
+           + [name for name, _ in _REDUCE_OPS] + [name for name, _ in _SEND_RECV] + [name for name, _ in _RESERVED]
            + ["HCCL_ROOT_INFO_BYTES", "HCCL_COMM_DEFAULT_BUFFSIZE", "HcclError"])

@@ -192,6 +192,15 @@ def test_key_names_defined_on_both_sides(compiled_values):
     assert [n for n in KEY_NAMES if n not in python] == []
 
 
+def test_every_hccl_header_constant_is_a_python_one(compiled_values):
+    """What a C program of HCCL can name, mdev.hccl names too, with the header's value (the
+    enums' end markers included: HCCL_E_IN_STATUS, HCCL_REDUCE_RESERVED, ...)."""
+    names = sorted({next(g for g in m.groups() if g) for h in sorted((INCLUDE / "hccl").rglob("*.h"))
+                    for m in _CONSTANT.finditer(h.read_text())})
+    assert len(names) > 40
+    assert {n: compiled_values[n] for n in names if getattr(py_hccl_types, n, None) != compiled_values[n]} == {}
+
+
 def test_every_shared_name_has_the_same_value(compiled_values):
     python = python_values()
     shared = sorted(set(python) & {n for n in compiled_values if " " not in n})

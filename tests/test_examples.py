@@ -69,6 +69,7 @@ EXPECTED = {
                        "(cross-island pairs refused with 207000): OK",
     "hccl_data_parallel": "hccl_data_parallel: every replica identical, equal to numpy's full-batch step: OK",
     "hccl_pipeline": "hccl_pipeline: 6 micro-batches through 4 stages by send/recv, outputs equal numpy's: OK",
+    "hccl_allreduce_sizes": "hccl_allreduce_sizes: 3 sizes on 2 ranks, every result equals numpy's sum: OK",
 }
 # examples that need more devices than laptop2 has: a board of that preset (named <board>-<preset>)
 TOPOLOGY = {"ipc_producer_consumers": "hccs8", "multi_device_info": "hccs8", "thread_per_device": "hccs8",

@@ -19,6 +19,7 @@ from hccl_ranks import (BF16, DTYPES, all_reduce_expected, check_every_operation
 from helpers import extra_board, from_device, to_device
 from mdev import hccl_types as H
 from mdev.board.naming import runtime_dir
+from mdev.cli.trace import collective_times
 
 MiB = 1 << 20
 REDUCIBLE = sorted(DTYPES)
@@ -56,6 +57,11 @@ def test_constants_have_hccls_values():
     assert (hccl.HCCL_SUCCESS, hccl.HCCL_E_PARA, hccl.HCCL_E_PTR, hccl.HCCL_E_TIMEOUT, hccl.HCCL_E_REMOTE) == \
         (0, 1, 2, 9, 21)
     assert (hccl.HCCL_SEND, hccl.HCCL_RECV, hccl.HCCL_ROOT_INFO_BYTES) == (0, 1, 4108)
+    # hicann/hcomm include/hccl/hccl_types.h: the enums' later values and end markers
+    assert (hccl.HCCL_E_OOM, hccl.HCCL_E_IN_STATUS, hccl.HCCL_E_RESERVED) == (24, 1041, 1042)
+    assert (hccl.HCCL_REDUCE_RESERVED, hccl.HCCL_DATA_TYPE_RESERVED, hccl.HCCL_SEND_RECV_RESERVED) == (255, 255, 2)
+    assert (hccl.HCCL_DATA_TYPE_INT128, hccl.HCCL_DATA_TYPE_HIF8, hccl.HCCL_DATA_TYPE_FP8E8M0) == (12, 14, 17)
+    assert hccl.HCCL_COMM_DEFAULT_BUFFSIZE == 200
     assert hccl.get_error_string(hccl.HCCL_E_PARA) == "parameter error"
 
 
@@ -227,6 +233,7 @@ RANK_PROCESS = """
     import numpy as np
     import mdev.acl as acl
     import mdev.hccl as hccl
+    from mdev.runtime.core import RUNTIME as rt
     rank, nranks, count = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     with open(sys.argv[4], "rb") as f:
         root = f.read()
@@ -270,8 +277,12 @@ RANK_PROCESS = """
     out = np.empty(count, np.int32); g = np.empty(nranks * count, np.int32)
     acl.rt.memcpy(acl.util.numpy_to_ptr(out), count * 4, recv, count * 4, 2)
     acl.rt.memcpy(acl.util.numpy_to_ptr(g), nranks * count * 4, gathered, nranks * count * 4, 2)
+    xs = [(np.arange(count, dtype=np.int64) * (q + 1)).astype(np.int32) for q in range(nranks)]
     print(json.dumps({"ops": ops, "sync": sync, "async": err, "msg": msg, "sum": int(out.astype(np.int64).sum()),
                       "gathered": int(g.astype(np.int64).sum()),
+                      "transports": sorted({c.kind for c in rt.comms[comm].channels.values()}),
+                      "exact": bool(np.array_equal(out, np.sum(xs, axis=0, dtype=np.int32))
+                                    and np.array_equal(g, np.concatenate(xs))),
                       "destroy": hccl.comm_destroy(comm)}))
 """
 
@@ -306,7 +317,7 @@ def test_process_per_rank_root_info_in_a_file(acl, board, tmp_path):
     for rep in reports:
         assert "ops" in rep, rep
         assert rep["ops"] == [0, 0] and rep["sync"] == 0 and rep["async"] == 0 and rep["destroy"] == 0, rep
-        assert rep["sum"] == total and rep["gathered"] == total
+        assert rep["sum"] == total and rep["gathered"] == total and rep["exact"]
     assert not (runtime_dir() / f"{board}.hccl").exists(), "rendezvous files left behind"
 
 
@@ -320,7 +331,20 @@ def test_process_per_rank_across_cluster_nodes(tmp_path, monkeypatch):
     total = sum(int((np.arange(3000, dtype=np.int64) * (r + 1)).astype(np.int32).astype(np.int64).sum())
                 for r in range(4))
     for rep in reports:
-        assert rep["sync"] == 0 and rep["ops"] == [0, 0] and rep["sum"] == total, rep
+        assert rep["sync"] == 0 and rep["ops"] == [0, 0] and rep["sum"] == total and rep["exact"], rep
+
+
+def test_cloudmatrix384_first_and_last_node_all_reduce_exactly(tmp_path, monkeypatch):
+    """The whole supernode's board (768 logical devices, nodes started on demand): rank 0 on
+    node 0, rank 1 on node 47, a process each; their AllReduce (and AllGather) crosses the
+    UB fabric and is exact; the board stops clean (extra_board checks /dev/shm)."""
+    from helpers import attached
+    with extra_board("hccl-cm384", "cloudmatrix384") as name, attached(monkeypatch, name):
+        reports = _spawn_ranks(name, 2, 3000, tmp_path, env={"MDEV_RANK_NODES": "0,47",
+                                                             "MDEV_RANK_DEVICES": "0,15"})
+    for rep in reports:
+        assert rep["sync"] == 0 and rep["ops"] == [0, 0] and rep["exact"] and rep["destroy"] == 0, rep
+        assert rep["transports"] == ["fabric"], rep
 
 
 def test_process_per_rank_across_islands(acl_islands, islands, tmp_path):
@@ -464,8 +488,8 @@ TIMED = """
 
 
 def _timed(board: str, op: str, nbytes: int, p: int, tmp_path, algo: str | None = None):
-    """(live modelled ms per rank, modelled ms per rank from the trace's model, formula ms,
-    algorithm); the HCCL buffer holds a chunk per slot, so the operation runs in one part,
+    """(live modelled ms per rank, modelled ms per rank from the trace's model and the time
+    ``mdev trace summary`` gives the operation it names, formula ms, algorithm); the HCCL buffer holds a chunk per slot, so the operation runs in one part,
     as HCCL's formulas assume."""
     trace = tmp_path / f"{op}.json"
     env = dict(os.environ, MDEV_BOARD=board, MDEV_AUTOSTART="0", MDEV_MODEL_TIME="1", MDEV_TRACE=str(trace),
@@ -482,7 +506,9 @@ def _timed(board: str, op: str, nbytes: int, p: int, tmp_path, algo: str | None 
     for dev in range(p):
         mine = sorted((a for a in events if a["device"] == dev), key=lambda a: a["wall_start_ns"])
         offline.append((mine[-1]["modelled_end_ns"] - mine[-2]["modelled_end_ns"]) / 1e6)
-    return report["live_ms"], offline, report["formula_ms"], report["algorithm"]
+    named = {key: us / 1e3 for key, us in collective_times(json.loads(trace.read_text())).items() if key[0] == op}
+    assert list(named) == [(op, nbytes, p, report["algorithm"])], named
+    return report["live_ms"], offline + list(named.values()), report["formula_ms"], report["algorithm"]
 
 
 @pytest.mark.parametrize("op", ["all_reduce", "all_gather", "reduce_scatter"])
@@ -612,6 +638,23 @@ def test_hccl_algo_is_read_when_a_communicator_is_made(acl, monkeypatch):
         assert layout(c.levels, c.choice, "allreduce", 0, 3).algorithm == "mesh"
     finally:
         _destroy(comms)
+
+
+def test_hccl_buffsize_sizes_the_landing_slots(acl, monkeypatch):
+    """HCCL_BUFFSIZE (MB) is each rank's buffer: 2 landing slots per peer share it; a value
+    that is not a whole number of MB >= 1 is refused when the communicator is made."""
+    from mdev.runtime.core import RUNTIME as rt
+    for mb, devices, slot in (("2", [0, 1], 1 * MiB), ("6", [0, 1, 2, 3], 1 * MiB), ("1", [0, 1, 2], 256 << 10)):
+        monkeypatch.setenv("HCCL_BUFFSIZE", mb)
+        comms = _comms(acl, devices)
+        try:
+            assert {rt.comms[c].slot_bytes for c in comms} == {slot}, (mb, devices)
+        finally:
+            _destroy(comms)
+    for bad in ("0", "1.5", "lots"):
+        monkeypatch.setenv("HCCL_BUFFSIZE", bad)
+        assert hccl.comm_init_all(2, [0, 1]) == (None, H.HCCL_E_PARA)
+        assert f"HCCL_BUFFSIZE={bad!r} must be an integer >= 1 (MB)" in acl.get_recent_err_msg()
 
 
 def test_a_rank_table_file_makes_the_communicator(acl, board, tmp_path):

@@ -338,6 +338,45 @@ def test_whatif_laptop2_vs_pcie4(tmp_path):
         assert shm_entries(board) == [], f"{board} left segments behind"
 
 
+def test_whatif_times_the_collectives():
+    """A job of all-reduces on every device of the node: a row per operation, size and rank
+    count, its modelled time and algorithm on each topology ("-" where it did not run)."""
+    prog = ROOT / "examples" / "hccl_allreduce_sizes.py"
+    proc = mdev("whatif", str(prog), "--topology", "laptop2", "--topology", "pcie4", "--hbm", "64MiB",
+                "--args", "--min 256K --max 1M", timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = {cells[0]: cells[1:] for cells in (re.split(r"\s{2,}", line.strip()) for line in proc.stdout.splitlines()
+                                              if line.startswith("all_reduce"))}
+    assert sorted(rows) == ["all_reduce 1.0 MiB x2", "all_reduce 1.0 MiB x4", "all_reduce 256.0 KiB x2",
+                            "all_reduce 256.0 KiB x4"], proc.stdout
+    cell = re.compile(r"([\d.]+) us \((\w+)\)")
+    for size in ("256.0 KiB", "1.0 MiB"):
+        two, four = rows[f"all_reduce {size} x2"], rows[f"all_reduce {size} x4"]
+        assert two[1] == four[0] == "-", proc.stdout
+        assert cell.fullmatch(two[0]).group(2) == "mesh" and cell.fullmatch(four[1]).group(2) == "ring"
+    small, big = (float(cell.fullmatch(rows[f"all_reduce {s} x4"][1]).group(1)) for s in ("256.0 KiB", "1.0 MiB"))
+    assert 0 < small < big, proc.stdout
+
+
+def test_bench_hccl_prints_nccl_tests_columns():
+    """`mdev bench hccl`: per size wall and modelled time, algbw / busbw of each, HCCL's
+    formula and modelled / formula (within 10%), numpy's time for the same work."""
+    proc = mdev("bench", "hccl", "--op", "all_gather", "-b", "64K", "-e", "256K", "-f", "4", "-n", "1",
+                "--topology", "laptop2", timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "== hccl all_gather on laptop2 (2 ranks, mesh)" in proc.stdout
+    assert lines[lines.index(next(x for x in lines if x.startswith("=="))) + 1].split() == [
+        "size", "wall", "us", "algbw", "busbw", "modelled", "us", "algbw", "busbw", "formula", "us", "ratio",
+        "numpy", "us", "wall/numpy"]
+    rows = [line.split() for line in lines if line.split()[:1] in (["64K"], ["256K"])]
+    assert [r[0] for r in rows] == ["64K", "256K"], proc.stdout
+    for size, wall, algbw, busbw, modelled, m_algbw, m_busbw, formula, ratio, numpy_us, _ in rows:
+        assert float(busbw) == pytest.approx(float(algbw) / 2, abs=0.002)       # (p-1)/p of all_gather
+        assert float(modelled) / float(formula) == pytest.approx(float(ratio), abs=0.002)
+        assert 0.9 <= float(ratio) <= 1.1 and float(numpy_us) > 0 and float(wall) > 0
+
+
 def test_bench_cli_lists_every_group():
     sys.path.insert(0, str(ROOT))
     import bench

@@ -9,12 +9,19 @@ Busy time of a device is the union of the intervals in which one of its tasks ra
 copies and memsets count as a "host" row.  A link's utilisation is the
 bytes that crossed it in its busier direction / (its effective bandwidth x the trace's
 span), span = first task start .. last task end.
+
+The collectives a trace names (``mdev.collectives``: HCCL operations of mdev.hccl /
+libhccl.so) are timed in modelled time: a rank's operation from its first task's modelled
+start to its last task's modelled end on the caller's stream, an instance (the n-th
+operation of the communicator) by its slowest rank, and each (operation, size, ranks,
+algorithm) by the median of its instances.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from collections import defaultdict
 
@@ -104,8 +111,33 @@ def analyse(data: dict) -> dict:
         "routes": dict(route_bytes), "links": links, "link_types": dict(type_bytes),
         "flows": sum(1 for e in data["traceEvents"] if e.get("ph") == "s"),
         "modelled_us": (meta["modelled_makespan_ns"] / 1000.0) if meta.get("modelled_makespan_ns") else None,
+        "collectives": collective_times(data, evs),
         "meta": meta,
     }
+
+
+def collective_times(data: dict, evs: list[dict] | None = None) -> dict[tuple, float]:
+    """(operation, bytes, ranks, algorithm) -> modelled us of the trace's collectives (see the
+    module docstring)."""
+    named = data.get("mdev", {}).get("collectives") or []
+    if not named:
+        return {}
+    at = {(e["args"]["device"], e["args"]["stream"], e["args"]["seq"]): e["args"]
+          for e in (evs if evs is not None else tasks(data)) if e["args"].get("seq") is not None}
+    instances: dict[tuple, list[float]] = defaultdict(list)
+    for dev, stream, first, last, op, nbytes, ranks, algorithm, number in named:
+        a, b = at.get((dev, stream, first)), at.get((dev, stream, last))
+        if a is not None and b is not None:
+            instances[(op, nbytes, ranks, algorithm, number)].append((b["modelled_end_ns"] - a["modelled_start_ns"]) / 1e3)
+    per: dict[tuple, list[float]] = defaultdict(list)
+    for (*key, _), times in instances.items():
+        per[tuple(key)].append(max(times))
+    return {key: statistics.median(times) for key, times in sorted(per.items())}
+
+
+def collective_label(key: tuple) -> str:
+    op, nbytes, ranks, _ = key
+    return f"{op} {fmt_bytes(nbytes)} x{ranks}"
 
 
 def fmt_bytes(n: float) -> str:
@@ -137,6 +169,11 @@ def summary_text(data: dict) -> str:
         out.append(f"{'host' if d == HOST else d:>6} {info['tasks']:>7} {fmt_us(info['busy_us']):>12} "
                    f"{pct:>6.1f}%   {eng or '-'}")
     out.append("")
+    if r["collectives"]:
+        out.append(f"{'collective (modelled)':<28} {'algorithm':<13} {'time':>12}")
+        for key, us in r["collectives"].items():
+            out.append(f"{collective_label(key):<28} {key[3]:<13} {fmt_us(us):>12}")
+        out.append("")
     if r["routes"]:
         out.append("bytes by route: " + ", ".join(f"{k} {fmt_bytes(v)}" for k, v in sorted(r["routes"].items())))
     if r["links"]:

@@ -9,7 +9,9 @@ compares: exit status, wall makespan (first task start .. last task end, from th
 modelled makespan (the program runs with MDEV_MODEL_TIME=1: durations from the topology's
 links, see mdev.timemodel), bytes per route (H2D / D2H / P2P
 / D2D) and per link type, the busiest link, and which device pairs may use peer access
-(``can_access_peer`` of the topology, among the devices of the node the program runs on).
+(``can_access_peer`` of the topology, among the devices of the node the program runs on),
+then a row per collective the program ran (mdev.hccl / libhccl.so: operation, size, ranks)
+with its modelled time and algorithm on each topology (mdev.cli.trace.collective_times).
 With ``--node K`` the program runs on cluster node K of each board (node 0 of a board
 that has fewer nodes).  With ``--trace-dir`` both traces are kept there.
 """
@@ -135,6 +137,15 @@ def table(results: list[dict]) -> str:
         return text
     row("peer access usable", peers)
     row("flow arrows", lambda r: t(r, lambda a: str(a["flows"])))
+    # the collectives the program ran (mdev.hccl / libhccl.so), in modelled time
+    colls = sorted({k for r in results if r["trace"] for k in r["trace"]["collectives"]},
+                   key=lambda k: (k[0], k[2], k[1], k[3]))
+    for label in dict.fromkeys(trace_cli.collective_label(k) for k in colls):
+        def cell(r, label=label):
+            hits = [(k, us) for k, us in (r["trace"] or {}).get("collectives", {}).items()
+                    if trace_cli.collective_label(k) == label]
+            return ", ".join(f"{fmt_t(us)} ({k[3]})" for k, us in hits) or "-"
+        row(label, cell)
 
     head = [""] + [r["spec"] for r in results]
     widths = [max(len(head[0]), *(len(label) for label, _ in rows))]

@@ -68,6 +68,7 @@ HOST_PID = 999            # their process in the Chrome trace
 _lock = threading.Lock()
 _records: list = []
 _holds: list = []         # the marks of _records (see before_submit)
+_collectives: list = []   # the HCCL operations among _records (see collective)
 _host: list = []          # host-side records since the last collection
 _meta: dict = {}
 _dropped = 0
@@ -80,8 +81,8 @@ _clock: dict | None = None   # ... modelled (MDEV_MODEL_TIME): origin and client
 
 def _forget_after_fork() -> None:
     """A forked child traces (if at all) its own tasks, into its own file."""
-    global _records, _host, _marks, _holds, _dropped, _lock, host_on, _keep, _clock, _thread
-    _records, _host, _marks, _holds, _dropped, _lock = [], [], [], [], 0, threading.Lock()
+    global _records, _host, _marks, _holds, _collectives, _dropped, _lock, host_on, _keep, _clock, _thread
+    _records, _host, _marks, _holds, _collectives, _dropped, _lock = [], [], [], [], [], 0, threading.Lock()
     host_on, _keep, _clock, _thread = False, False, None, _HostThread()
 
 
@@ -251,6 +252,18 @@ def before_submit(stream) -> None:
             _marks.append((stream.device, stream.stream_id, stream.seq + 1, me.last))
 
 
+def collective(stream, first: int, last: int, op: str, nbytes: int, nranks: int, algorithm: str,
+               number: int) -> None:
+    """A collective of one rank took tasks ``first`` .. ``last`` of the caller's ``stream``
+    (its ``number``-th on the communicator; ``nbytes`` the size nccl-tests names): the trace's
+    ``mdev.collectives`` lists it, so that ``mdev trace summary`` and ``mdev whatif`` can say
+    how long each operation took in modelled time."""
+    if _keep and first <= last:
+        with _lock:
+            _collectives.append([stream.device, stream.stream_id, first, last, op, nbytes, nranks, algorithm,
+                                 number])
+
+
 def _host_route(executing: int, dst, src) -> tuple[str, tuple]:
     """(route, link path) of a synchronous operation, as a device records its copies."""
     topo = _topology
@@ -277,7 +290,8 @@ def _add(records: list, dropped: int, marks: list) -> None:
         _holds.extend([dev, stream, seq, *host] for dev, stream, seq, host in marks)
         _dropped += dropped
         if path is not None:
-            write(path, _records, dict(_meta, dropped=_dropped, pid=os.getpid(), holds=_holds))
+            write(path, _records, dict(_meta, dropped=_dropped, pid=os.getpid(), holds=_holds,
+                                       collectives=_collectives))
 
 
 def _at_exit() -> None:
@@ -367,6 +381,8 @@ def chrome_trace(records: list, meta: dict) -> dict:
             args["executing_device"] = flow[1]
         elif flow is not None:
             args["flow"] = list(flow)
+        if len(r) > 13 and r[13] is not None:
+            args["seq"] = r[13]                         # the task's number on its stream
         if len(r) > 12 and r[11] is not None:
             args["device_modelled_start_ns"], args["device_modelled_end_ns"] = round(r[11]), round(r[12])
         ev = {"ph": "X", "name": name, "cat": "task", "pid": pid, "tid": stream, "ts": us(start),

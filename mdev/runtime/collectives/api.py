@@ -27,6 +27,7 @@ from mdev.hccl_types import (DATA_TYPE_NAMES, DATA_TYPE_NUMPY, DATA_TYPE_SIZE, H
 from mdev.board.tasks import COMM_LEFT
 from mdev.runtime.boundary import api
 from mdev.runtime.collectives import algorithms as A
+from mdev.runtime import trace
 from mdev.runtime.collectives import comm as C
 from mdev.runtime.collectives.plan import Plan
 from mdev.runtime.collectives.rendezvous import FileRendezvous, LocalRendezvous, parse_root_info, root_info
@@ -261,8 +262,11 @@ def _operation(comm: C.Comm, stream, dtype: int = 0, op: int = 0):
     """A Plan on the caller's stream (a handle, or a Stream already checked); its channels
     are drained once the schedule is queued."""
     plan = Plan(comm, stream if isinstance(stream, Stream) else _stream(comm, stream), dtype, op)
+    first = plan.main.seq + 1
     yield plan
     plan.finish()
+    if plan.kind is not None:
+        trace.collective(plan.main, first, plan.main.seq, *plan.kind)
 
 
 @api()
@@ -277,7 +281,7 @@ def all_reduce(send_buf, recv_buf, count, data_type, op, comm, stream) -> None:
 def _all_reduce(c: C.Comm, stream, send, recv, count: int, dtype: int, item: int, op: int, kind: str) -> None:
     lay = layout(c.levels, c.choice, "allreduce", c.rank, c.nranks)
     with _operation(c, stream, dtype, op) as plan:
-        plan.collective(kind, count)
+        plan.collective(kind, count, algorithm=lay.algorithm)
         for o, n in A.pieces(count, len(lay.group), item, c.slot_bytes):
             A.all_reduce(plan, plan.main, lay, send.slice(o * item, n * item) if send else _none(c),
                          recv.slice(o * item, n * item) if recv else _none(c), n, item)
@@ -301,7 +305,7 @@ def broadcast(buf, count, data_type, root, comm, stream) -> None:
     data = _buffer(c, buf, count * item, True, "buf") or _none(c)
     lay = layout(c.levels, c.choice, "broadcast", c.rank, c.nranks)
     with _operation(c, stream, dtype) as plan:
-        plan.collective("broadcast", count, root)
+        plan.collective("broadcast", count, root, lay.algorithm)
         for o, n in A.pieces(count, c.nranks if lay.algorithm == "mesh" else 1, item, c.slot_bytes):
             A.broadcast(plan, plan.main, lay, data.slice(o * item, n * item), n, item, root)
 
@@ -314,7 +318,7 @@ def all_gather(send_buf, recv_buf, send_count, data_type, comm, stream) -> None:
     recv = _buffer(c, recv_buf, c.nranks * sc * item, True, "recvBuf") or _none(c)
     lay = layout(c.levels, c.choice, "allgather", c.rank, c.nranks)
     with _operation(c, stream, dtype) as plan:
-        plan.collective("all_gather", sc)
+        plan.collective("all_gather", sc, algorithm=lay.algorithm)
         for at in _parts(c, lay, sc, item):
             A.all_gather(plan, plan.main, lay, send, recv, sc, item, at)
 
@@ -330,7 +334,7 @@ def reduce_scatter(send_buf, recv_buf, recv_count, data_type, op, comm, stream) 
         with c.on_device():
             c.work(0)                               # made here, on this thread, before any task uses it
     with _operation(c, stream, dtype, op) as plan:
-        plan.collective("reduce_scatter", rc)
+        plan.collective("reduce_scatter", rc, algorithm=lay.algorithm)
         for at in _parts(c, lay, rc, item):
             A.reduce_scatter(plan, plan.main, lay, send, recv, rc, item, at)
 
@@ -348,7 +352,7 @@ def reduce(send_buf, recv_buf, count, data_type, op, root, comm, stream) -> None
     send = _buffer(c, send_buf, count * item, False, "sendBuf") or _none(c)
     recv = (_buffer(c, recv_buf, count * item, True, "recvBuf") or _none(c)) if c.rank == root else None
     with _operation(c, stream, dtype, op) as plan:
-        plan.collective("reduce", count, root)
+        plan.collective("reduce", count, root, "chain")
         A.reduce(plan, plan.main, send, recv, count, item, root)
 
 
@@ -361,7 +365,7 @@ def scatter(send_buf, recv_buf, recv_count, data_type, root, comm, stream) -> No
     recv = _buffer(c, recv_buf, rc * item, True, "recvBuf") or _none(c)
     lay = layout(c.levels, c.choice, "scatter", c.rank, c.nranks)
     with _operation(c, stream, dtype) as plan:
-        plan.collective("scatter", rc, root)
+        plan.collective("scatter", rc, root, lay.algorithm)
         A.scatter(plan, plan.main, lay, send, recv, rc, item, root)
 
 
@@ -408,7 +412,8 @@ def _all_to_all(c: C.Comm, stream, send_buf, scounts, sdispls, stype, recv_buf, 
     outs = [send.slice(d * item, n * item) for d, n in zip(sdispls, scounts)]
     ins = [recv.slice(d * ritem, n * ritem) for d, n in zip(rdispls, rcounts)]
     with _operation(c, stream, _dtype(stype)[0]) as plan:
-        plan.collective("all_to_all", check_count)
+        plan.collective("all_to_all", check_count, algorithm="pairwise",
+                        nbytes=sum(o.nbytes for o in outs))
         A.all_to_all(plan, plan.main, outs, ins)
 
 

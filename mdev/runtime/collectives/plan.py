@@ -19,7 +19,7 @@ from typing import Iterator
 
 from mdev import constants as C
 from mdev.board.systasks import REDUCE_PROD
-from mdev.hccl_types import DATA_TYPE_NAMES, REDUCE_OP_NAMES
+from mdev.hccl_types import DATA_TYPE_NAMES, DATA_TYPE_SIZE, REDUCE_OP_NAMES
 from mdev.runtime import streams
 from mdev.runtime.collectives.comm import DESC, P2P_DESC, Comm, Side
 from mdev.runtime.core import Stream
@@ -52,15 +52,24 @@ class Plan:
         self.channels: set[int] = set()
         self.inboxes: set[int] = set()
         self.checks: dict[int, tuple[int, int]] = {}   # peer -> (our descriptor, its descriptor) offsets
+        self.kind: tuple | None = None                # a collective's (name, bytes, ranks, algorithm, number)
 
-    def collective(self, kind: str, count: int, root: int = 0) -> None:
+    def collective(self, kind: str, count: int, root: int = 0, algorithm: str = "", nbytes: int | None = None) -> None:
         """Describe a collective (every rank takes part): written before its first transfer,
-        checked against each peer's on the first transfer taken from it."""
+        checked against each peer's on the first transfer taken from it.  ``algorithm`` and
+        ``nbytes`` (default: from ``count``) name it in a trace."""
         seq = self.comm.ops
         self.comm.ops += 1
+        self.kind = (kind, self._bytes(kind, count) if nbytes is None else nbytes, self.comm.nranks, algorithm, seq)
         at = DESC + 16 * (seq % 2)
         self._describe(at, kind, count, root, seq)
         self.checks = {q: (at, at) for q in range(self.comm.nranks) if q != self.comm.rank}
+
+    def _bytes(self, kind: str, count: int) -> int:
+        """The operation's size as nccl-tests names it: all_gather's output, reduce_scatter's
+        input (``count`` elements per rank), the buffer of the others."""
+        nbytes = count * DATA_TYPE_SIZE.get(self.dtype, 1)
+        return nbytes * self.comm.nranks if kind in ("all_gather", "reduce_scatter") else nbytes
 
     def point_to_point(self, peer: int, outgoing: bool, count: int) -> None:
         """Describe one direction of a transfer with ``peer`` (a send, or a receive)."""
