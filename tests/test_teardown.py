@@ -27,8 +27,8 @@ from mdev import sanitizer
 from mdev.kernel import kernel, ptr
 from peer import Peer
 
-SYNC_TIMEOUT, ABORTED, INTERNAL = 507046, 107023, 507000
-DEVICE_USE_ONLY = 0x10            # ACL_STREAM_DEVICE_USE_ONLY
+SYNC_TIMEOUT, ABORTED, INTERNAL, NOT_SUPPORT = 507046, 107023, 507000, 207000
+DEVICE_USE_ONLY = 0x20            # ACL_STREAM_DEVICE_USE_ONLY (0x10 is ACL_STREAM_CPU_SCHEDULE)
 
 
 @kernel
@@ -144,14 +144,23 @@ def test_abort_and_stop_stop_the_running_kernel(dev, how):
 
 
 def test_stop_and_abort_rules(dev):
+    """aclrtStreamStop takes only a DEVICE_USE_ONLY stream on A2/A3 (the runtime's own test:
+    a plain stream gets ACL_ERROR_RT_FEATURE_NOT_SUPPORT), aclrtStreamAbort only one that is
+    not (the sample's README); neither a model-bound stream."""
     acl = dev
+    assert DEVICE_USE_ONLY == acl.ACL_STREAM_DEVICE_USE_ONLY
     assert acl.rt.stream_stop(0) == 100000                       # not the default stream
     head = out(acl, acl.rt.create_stream_with_config(0, 0x4))    # ACL_STREAM_PERSISTENT
     model = out(acl, acl.mdl.ri_build_begin(0))
     ok(acl, acl.mdl.ri_bind_stream(model, head, 0))
-    assert acl.rt.stream_stop(head) == 207000                    # bound to a model
-    assert acl.rt.stream_abort(head) == 207000
-    idle = out(acl, acl.rt.create_stream())
+    assert acl.rt.stream_stop(head) == NOT_SUPPORT               # bound to a model
+    assert acl.rt.stream_abort(head) == NOT_SUPPORT
+    plain = out(acl, acl.rt.create_stream())
+    cpu = out(acl, acl.rt.create_stream_with_config(0, acl.ACL_STREAM_CPU_SCHEDULE))
+    assert acl.rt.stream_stop(plain) == NOT_SUPPORT              # not DEVICE_USE_ONLY
+    assert acl.rt.stream_stop(cpu) == NOT_SUPPORT
+    idle = out(acl, acl.rt.create_stream_with_config(0, DEVICE_USE_ONLY))
+    assert acl.rt.stream_abort(idle) == NOT_SUPPORT
     ok(acl, acl.rt.stream_stop(idle))
     assert acl.rt.synchronize_stream(idle) == INTERNAL           # reported once
     ok(acl, acl.rt.synchronize_stream(idle))
