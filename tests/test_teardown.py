@@ -166,6 +166,38 @@ def test_stop_and_abort_rules(dev):
     ok(acl, acl.rt.synchronize_stream(idle))
 
 
+@kernel
+def error_op(ctx, out: ptr):
+    ctx.gm(out, np.uint32, 1)[0] = 1 // 0
+
+
+def test_failure_mode_sample_stop_and_abort_in_a_stopped_context(dev):
+    """1_stream_with_failure_mode in its order: its stop-on-failure part leaves the context
+    stopped (507035), then its stop demo (a DEVICE_USE_ONLY stream) and abort demo (a new
+    ordinary stream) run there; the README's output: the sync after the stop returns
+    507000, the one after the abort 507035."""
+    acl = dev
+    VECTOR_FAULT = 507035                                       # ACL_ERROR_RT_VECTOR_CORE_EXCEPTION
+    context = out(acl, acl.rt.create_context(0))
+    stream = out(acl, acl.rt.create_stream())
+    num = device_buffer(acl, 4096)
+    ok(acl, acl.rt.set_stream_failure_mode(stream, acl.ACL_STOP_ON_FAILURE))
+    ok(acl, error_op[1, stream](num))
+    assert acl.rt.synchronize_stream(stream) == VECTOR_FAULT
+    flag = device_buffer(acl, 4096)
+    stop_stream = out(acl, acl.rt.create_stream_with_config(0, DEVICE_USE_ONLY))
+    assert long_op[1, stop_stream](num, flag) == VECTOR_FAULT   # the stopped context refuses it
+    ok(acl, acl.rt.stream_stop(stop_stream))
+    assert acl.rt.synchronize_stream(stop_stream) == INTERNAL   # "(after stop) returned 507000"
+    abort_stream = out(acl, acl.rt.create_stream())
+    assert long_op[1, abort_stream](num, flag) == VECTOR_FAULT
+    ok(acl, acl.rt.stream_abort(abort_stream))
+    assert acl.rt.synchronize_stream(abort_stream) == VECTOR_FAULT  # "(after abort) returned 507035"
+    for s in (stop_stream, abort_stream, stream):
+        ok(acl, acl.rt.destroy_stream_force(s))
+    ok(acl, acl.rt.destroy_context(context))
+
+
 def test_stream_state_callbacks(acl):
     seen = []
     tag = "stream_failure_mode_sample"
