@@ -93,6 +93,46 @@ def test_destroy_stream_force_stops_a_running_kernel(dev, op):
     assert from_device(acl, again, 4096).max() == 0
 
 
+@pytest.mark.parametrize("teardown", ["destroy_context", "reset_device_force"])
+def test_context_and_device_teardown_stop_a_running_kernel(dev, tmp_path, teardown):
+    """The kernel of a stream of the torn-down context (or device), blocked in a system call
+    and swallowing the stop, writes nowhere when it comes back: not into the allocations
+    made after the teardown, which may take its freed address only once it has ended."""
+    acl = dev
+    fifo = str(tmp_path / "kernel.fifo")
+    os.mkfifo(fifo)
+
+    @kernel
+    def blocked_op(ctx, out: ptr):
+        result = ctx.gm(out, np.uint8, 4096)
+        try:
+            with open(fifo, "rb") as f:
+                f.read(1)
+        except BaseException:
+            pass
+        result[:] = 0xBA
+
+    if teardown == "destroy_context":
+        context = out(acl, acl.rt.create_context(0))
+    stream = out(acl, acl.rt.create_stream())    # reset_device_force: of the default context
+    result = device_buffer(acl, 4096)
+    ok(acl, blocked_op[1, stream](result))
+    assert acl.rt.synchronize_stream_with_timeout(stream, 100) == SYNC_TIMEOUT
+    if teardown == "destroy_context":
+        ok(acl, acl.rt.free(result))                 # memory is the process's: freed by hand
+        ok(acl, acl.rt.destroy_context(context))
+    else:
+        ok(acl, acl.rt.reset_device_force(0))        # frees every allocation of the device
+    ok(acl, acl.rt.set_device(0))
+    later = [device_buffer(acl, 4096) for _ in range(4)]
+    assert result not in later                       # its range is in use while it runs
+    held = hbm_free(acl)
+    _release(fifo)
+    assert wait_until(lambda: hbm_free(acl) > held)  # it ended: its range is back
+    later.append(device_buffer(acl, 4096))
+    assert all(from_device(acl, p, 4096).max() == 0 for p in later)
+
+
 def test_free_while_a_kernel_runs_keeps_the_range(dev):
     """Freeing memory a running kernel uses is the program's error (memcheck reports it);
     the range is not handed out again (to this process or another) before the kernel ends."""

@@ -274,9 +274,14 @@ def destroy_stream(stream) -> None:
 
 @api()
 def destroy_stream_force(stream) -> None:
-    s = _explicit(stream)
-    rt.link(s.device).request("abort", s.slot, s.seq)
-    release(s, drain=False)
+    end(_explicit(stream))
+
+
+def end(stream: Stream) -> None:
+    """Destroy ``stream`` without waiting: its queued tasks are dropped and its running one
+    stopped (a kernel cut off memory) before this returns."""
+    rt.link(stream.device).request("abort", stream.slot, stream.seq)
+    release(stream, drain=False)
 
 
 @api()
