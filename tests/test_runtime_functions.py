@@ -213,6 +213,32 @@ def test_batch_copies(dev):
     assert out(acl, acl.rt.memcpy_batch(d, [4096] * 3, hp, [0] * 3, 3, to_dev, [0], 1)) == SIZE_MAX
 
 
+def test_batch_copy_async_with_fail_index(dev):
+    """aclrtMemcpyBatchAsync (torch_npu's form: failIndex out): pinned memory is copied in
+    stream order, behind what the stream holds; a copy the attributes do not describe fails
+    the batch with its index, as in the synchronous form."""
+    acl = dev
+    d = [device_buffer(acl, 4096) for _ in range(2)]
+    pinned = [out(acl, acl.rt.malloc_host(4096)) for _ in range(2)]
+    for i, p in enumerate(pinned):
+        ok(acl, acl.rt.memset(p, 4096, 0x30 + i, 4096))
+    to_dev = [{"dstLoc": {"id": 0, "type": DEVICE}, "srcLoc": {"id": 0, "type": HOST}}]
+    held, release = held_stream(acl)
+    assert out(acl, acl.rt.memcpy_batch_async(d, [4096] * 2, pinned, [4096] * 2, 2, to_dev, [0], 1,
+                                              held)) == SIZE_MAX
+    assert [int(from_device(acl, p, 1)[0]) for p in d] == [0, 0]     # queued behind the wait
+    release()
+    ok(acl, acl.rt.synchronize_stream(held))
+    assert [int(from_device(acl, p, 4096).min()) for p in d] == [0x30, 0x31]
+    fail, ret = acl.rt.memcpy_batch_async([d[0], pinned[1]], [4096] * 2, pinned, [16] * 2, 2, to_dev, [0], 1,
+                                          held)
+    assert ret != 0 and fail == 1                                     # the second lands in host memory
+    assert acl.rt.memcpy_batch_async(d, [4096] * 2, pinned, [16] * 2, 2, to_dev, [0], 1, 12345)[1] != 0
+    ok(acl, acl.rt.synchronize_stream(held))
+    for p in pinned:
+        ok(acl, acl.rt.free_host(p))
+
+
 def test_descriptor_copy(dev):
     acl = dev
     size = out(acl, acl.rt.get_memcpy_desc_size(INNER_D2D))

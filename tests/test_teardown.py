@@ -27,8 +27,8 @@ from mdev import sanitizer
 from mdev.kernel import kernel, ptr
 from peer import Peer
 
-SYNC_TIMEOUT, ABORTED, INTERNAL = 507046, 107023, 507000
-DEVICE_USE_ONLY = 0x10            # ACL_STREAM_DEVICE_USE_ONLY
+SYNC_TIMEOUT, ABORTED, INTERNAL, NOT_SUPPORT = 507046, 107023, 507000, 207000
+DEVICE_USE_ONLY = 0x20            # ACL_STREAM_DEVICE_USE_ONLY (0x10 is ACL_STREAM_CPU_SCHEDULE)
 
 
 @kernel
@@ -93,6 +93,46 @@ def test_destroy_stream_force_stops_a_running_kernel(dev, op):
     assert from_device(acl, again, 4096).max() == 0
 
 
+@pytest.mark.parametrize("teardown", ["destroy_context", "reset_device_force"])
+def test_context_and_device_teardown_stop_a_running_kernel(dev, tmp_path, teardown):
+    """The kernel of a stream of the torn-down context (or device), blocked in a system call
+    and swallowing the stop, writes nowhere when it comes back: not into the allocations
+    made after the teardown, which may take its freed address only once it has ended."""
+    acl = dev
+    fifo = str(tmp_path / "kernel.fifo")
+    os.mkfifo(fifo)
+
+    @kernel
+    def blocked_op(ctx, out: ptr):
+        result = ctx.gm(out, np.uint8, 4096)
+        try:
+            with open(fifo, "rb") as f:
+                f.read(1)
+        except BaseException:
+            pass
+        result[:] = 0xBA
+
+    if teardown == "destroy_context":
+        context = out(acl, acl.rt.create_context(0))
+    stream = out(acl, acl.rt.create_stream())    # reset_device_force: of the default context
+    result = device_buffer(acl, 4096)
+    ok(acl, blocked_op[1, stream](result))
+    assert acl.rt.synchronize_stream_with_timeout(stream, 100) == SYNC_TIMEOUT
+    if teardown == "destroy_context":
+        ok(acl, acl.rt.free(result))                 # memory is the process's: freed by hand
+        ok(acl, acl.rt.destroy_context(context))
+    else:
+        ok(acl, acl.rt.reset_device_force(0))        # frees every allocation of the device
+    ok(acl, acl.rt.set_device(0))
+    later = [device_buffer(acl, 4096) for _ in range(4)]
+    assert result not in later                       # its range is in use while it runs
+    held = hbm_free(acl)
+    _release(fifo)
+    assert wait_until(lambda: hbm_free(acl) > held)  # it ended: its range is back
+    later.append(device_buffer(acl, 4096))
+    assert all(from_device(acl, p, 4096).max() == 0 for p in later)
+
+
 def test_free_while_a_kernel_runs_keeps_the_range(dev):
     """Freeing memory a running kernel uses is the program's error (memcheck reports it);
     the range is not handed out again (to this process or another) before the kernel ends."""
@@ -144,17 +184,58 @@ def test_abort_and_stop_stop_the_running_kernel(dev, how):
 
 
 def test_stop_and_abort_rules(dev):
+    """aclrtStreamStop takes only a DEVICE_USE_ONLY stream on A2/A3 (the runtime's own test:
+    a plain stream gets ACL_ERROR_RT_FEATURE_NOT_SUPPORT), aclrtStreamAbort only one that is
+    not (the sample's README); neither a model-bound stream."""
     acl = dev
+    assert DEVICE_USE_ONLY == acl.ACL_STREAM_DEVICE_USE_ONLY
     assert acl.rt.stream_stop(0) == 100000                       # not the default stream
     head = out(acl, acl.rt.create_stream_with_config(0, 0x4))    # ACL_STREAM_PERSISTENT
     model = out(acl, acl.mdl.ri_build_begin(0))
     ok(acl, acl.mdl.ri_bind_stream(model, head, 0))
-    assert acl.rt.stream_stop(head) == 207000                    # bound to a model
-    assert acl.rt.stream_abort(head) == 207000
-    idle = out(acl, acl.rt.create_stream())
+    assert acl.rt.stream_stop(head) == NOT_SUPPORT               # bound to a model
+    assert acl.rt.stream_abort(head) == NOT_SUPPORT
+    plain = out(acl, acl.rt.create_stream())
+    cpu = out(acl, acl.rt.create_stream_with_config(0, acl.ACL_STREAM_CPU_SCHEDULE))
+    assert acl.rt.stream_stop(plain) == NOT_SUPPORT              # not DEVICE_USE_ONLY
+    assert acl.rt.stream_stop(cpu) == NOT_SUPPORT
+    idle = out(acl, acl.rt.create_stream_with_config(0, DEVICE_USE_ONLY))
+    assert acl.rt.stream_abort(idle) == NOT_SUPPORT
     ok(acl, acl.rt.stream_stop(idle))
     assert acl.rt.synchronize_stream(idle) == INTERNAL           # reported once
     ok(acl, acl.rt.synchronize_stream(idle))
+
+
+@kernel
+def error_op(ctx, out: ptr):
+    ctx.gm(out, np.uint32, 1)[0] = 1 // 0
+
+
+def test_failure_mode_sample_stop_and_abort_in_a_stopped_context(dev):
+    """1_stream_with_failure_mode in its order: its stop-on-failure part leaves the context
+    stopped (507035), then its stop demo (a DEVICE_USE_ONLY stream) and abort demo (a new
+    ordinary stream) run there; the README's output: the sync after the stop returns
+    507000, the one after the abort 507035."""
+    acl = dev
+    VECTOR_FAULT = 507035                                       # ACL_ERROR_RT_VECTOR_CORE_EXCEPTION
+    context = out(acl, acl.rt.create_context(0))
+    stream = out(acl, acl.rt.create_stream())
+    num = device_buffer(acl, 4096)
+    ok(acl, acl.rt.set_stream_failure_mode(stream, acl.ACL_STOP_ON_FAILURE))
+    ok(acl, error_op[1, stream](num))
+    assert acl.rt.synchronize_stream(stream) == VECTOR_FAULT
+    flag = device_buffer(acl, 4096)
+    stop_stream = out(acl, acl.rt.create_stream_with_config(0, DEVICE_USE_ONLY))
+    assert long_op[1, stop_stream](num, flag) == VECTOR_FAULT   # the stopped context refuses it
+    ok(acl, acl.rt.stream_stop(stop_stream))
+    assert acl.rt.synchronize_stream(stop_stream) == INTERNAL   # "(after stop) returned 507000"
+    abort_stream = out(acl, acl.rt.create_stream())
+    assert long_op[1, abort_stream](num, flag) == VECTOR_FAULT
+    ok(acl, acl.rt.stream_abort(abort_stream))
+    assert acl.rt.synchronize_stream(abort_stream) == VECTOR_FAULT  # "(after abort) returned 507035"
+    for s in (stop_stream, abort_stream, stream):
+        ok(acl, acl.rt.destroy_stream_force(s))
+    ok(acl, acl.rt.destroy_context(context))
 
 
 def test_stream_state_callbacks(acl):

@@ -762,7 +762,9 @@ class Device:
         why = f"stream {stream.stream_id} was stopped (aclrtStreamStop)"
         stream.stop_running(0, why)       # the stopped task ends quietly: the stream reports the stop once
         with self.lock:
-            if not self.control.stream_err[slot]:
+            # a stopped stop-on-failure context's failure is reported by its other streams;
+            # this one reports its stop (1_stream_with_failure_mode: 507035, then 507000 here)
+            if not self.control.stream_err[slot] or stream.context.stopped:
                 self.control.stream_err[slot] = E.ACL_ERROR_RT_INTERNAL_ERROR
                 stream.error_message = why
             self.progress.notify_all()

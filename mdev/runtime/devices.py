@@ -59,10 +59,17 @@ def _free_stack(ctx: Context) -> None:
             pass  # the device is gone, and the stack with it
 
 
-def release_context(ctx: Context) -> None:
-    """Drain and destroy the context's streams; the context becomes unusable."""
+def release_context(ctx: Context, force: bool = False) -> None:
+    """Destroy the context's streams -- drained, or with ``force`` ended at once (their
+    work dropped and stopped, as destroy_stream_force does) -- and make it unusable."""
     for stream in streams.context_streams(ctx):
-        streams.release(stream, drain=True)
+        if force:
+            try:
+                streams.end(stream)
+            except AclError:            # the device is gone, and the stream's work with it
+                streams.release(stream, drain=False)
+        else:
+            streams.release(stream, drain=True)
     _free_stack(ctx)
     ctx.destroyed = True
     with rt.lock:
@@ -121,7 +128,7 @@ def reset_device(device_id: int) -> None:
             if _dead_link(device):
                 _recover(device)
             else:
-                _release_default(device)
+                _release_default(device, force=False)
 
 
 @api()
@@ -136,7 +143,7 @@ def reset_device_force(device_id: int) -> None:
         if _dead_link(device):
             _recover(device)
         else:
-            _release_default(device)
+            _release_default(device, force=True)   # the device's work ends, as a reset kills it
 
 
 # ---------------------------------------------------------------------------- device loss
@@ -188,10 +195,10 @@ def _recover(device: int) -> None:
     rt.attach().request("restart_device", device)
 
 
-def _release_default(device: int) -> None:
+def _release_default(device: int, force: bool) -> None:
     ctx = rt.default_contexts.get(device)
     if ctx is not None:
-        release_context(ctx)
+        release_context(ctx, force)
     release_device_memory(device)
     if rt.thread.context is ctx:
         rt.thread.context = None
@@ -308,7 +315,7 @@ def destroy_context(context) -> None:
     ctx = _context(context)
     if ctx.is_default:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "the default context of a device cannot be destroyed")
-    release_context(ctx)
+    release_context(ctx, force=True)      # ends its work: a hung kernel cannot hold the call
     if rt.thread.context is ctx:
         rt.thread.context = None
     release_device_memory(ctx.device)

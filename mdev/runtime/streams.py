@@ -274,9 +274,14 @@ def destroy_stream(stream) -> None:
 
 @api()
 def destroy_stream_force(stream) -> None:
-    s = _explicit(stream)
-    rt.link(s.device).request("abort", s.slot, s.seq)
-    release(s, drain=False)
+    end(_explicit(stream))
+
+
+def end(stream: Stream) -> None:
+    """Destroy ``stream`` without waiting: its queued tasks are dropped and its running one
+    stopped (a kernel cut off memory) before this returns."""
+    rt.link(stream.device).request("abort", stream.slot, stream.seq)
+    release(stream, drain=False)
 
 
 @api()
@@ -430,8 +435,12 @@ def _unbound(stream, what: str) -> Stream:
 @api()
 def stream_abort(stream) -> None:
     """Queued tasks are dropped, the running one is stopped (a wait interrupted, a kernel
-    cut off memory): the next synchronisation reports ACL_ERROR_RT_STREAM_ABORT for it."""
+    cut off memory): the next synchronisation reports ACL_ERROR_RT_STREAM_ABORT for it.
+    Not for a DEVICE_USE_ONLY stream: that one is stopped (stream_stop)."""
     s = _unbound(stream, "stream_abort")
+    if s.flags & C.ACL_STREAM_DEVICE_USE_ONLY:
+        raise AclError(E.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "stream_abort: an ACL_STREAM_DEVICE_USE_ONLY stream "
+                       "cannot be aborted (stop it with stream_stop)")
     rt.link(s.device).request("abort", s.slot, s.seq)
     if hooks.checker is not None:
         hooks.checker.stream_dropped(s)
@@ -440,11 +449,16 @@ def stream_abort(stream) -> None:
 @api()
 def stream_stop(stream) -> None:
     """aclrtStreamStop: the running task is stopped, queued ones stay; the stream's next
-    synchronisation returns ACL_ERROR_RT_INTERNAL_ERROR (507000).  Not for the default
-    stream or a stream bound to a model."""
+    synchronisation returns ACL_ERROR_RT_INTERNAL_ERROR (507000).  Only for a stream made
+    with ACL_STREAM_DEVICE_USE_ONLY, as on the A2/A3 parts mdev emulates (the runtime
+    answers any other with ACL_ERROR_RT_FEATURE_NOT_SUPPORT); not for the default stream
+    or a stream bound to a model."""
     if stream is None or stream == 0:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, "the default stream cannot be stopped")
     s = _unbound(stream, "stream_stop")
+    if not s.flags & C.ACL_STREAM_DEVICE_USE_ONLY:
+        raise AclError(E.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, f"stream_stop: stream {s.stream_id} was not created "
+                       "with ACL_STREAM_DEVICE_USE_ONLY")
     rt.link(s.device).request("stop", s.slot)
 
 
