@@ -126,7 +126,10 @@ def main():
         check(acl.rt.destroy_stream(stream), "destroy_stream")
     check(acl.rt.reset_device(DEVICE_ID), "reset_device")
     check(acl.finalize(), "finalize")
-    ok = turns.tolist() == [2, greatest, least] and stamps["high"] < stamps["low"] and not ran_while_held
+    # the log is the order the kernels ran in; the timestamps are for show (a record runs
+    # after its kernel released the cores, so on a loaded host the later kernel's record
+    # can run first)
+    ok = turns.tolist() == [2, greatest, least] and not ran_while_held
     print(f"both kernels waited for the running one to end (no pre-emption): {not ran_while_held}; "
           f"high-priority work ran before low-priority work queued earlier: {turns[1] == greatest}")
     print(f"stream_priority: {'high priority first, no pre-emption: OK' if ok else 'UNEXPECTED ORDER'}")
