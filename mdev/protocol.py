@@ -108,7 +108,7 @@ class Decoder:
         self._buf = bytearray()
         self._scratch = bytearray()
 
-    def read(self, sock: socket.socket, size: int) -> int:
+    def read(self, sock: socket.socket, size: int, flags: int = 0) -> int:
         """Receive up to ``size`` bytes of ``sock`` into the decoder (0: the peer closed it).
 
         Into a buffer kept from call to call: ``sock.recv(size)`` allocates ``size`` bytes
@@ -117,7 +117,7 @@ class Decoder:
         """
         if len(self._scratch) != size:
             self._scratch = bytearray(size)
-        n = sock.recv_into(self._scratch)
+        n = sock.recv_into(self._scratch, 0, flags)
         self._buf += memoryview(self._scratch)[:n]
         return n
 
@@ -270,13 +270,16 @@ class Admission:
         self._wake.close()
 
 
-def receive(sock: socket.socket, decoder: Decoder, size: int = 1 << 16) -> list | None:
+def receive(sock: socket.socket, decoder: Decoder, size: int = 1 << 16, flags: int = 0) -> list | None:
     """The messages that are readable on ``sock`` now; None once the peer has closed it
-    (or has sent a frame that closes it: FrameError)."""
+    (or has sent a frame that closes it: FrameError).  With MSG_DONTWAIT in ``flags``,
+    BlockingIOError when nothing is there."""
     try:
-        if not decoder.read(sock, size):
+        if not decoder.read(sock, size, flags):
             return None
         return decoder.messages()
+    except BlockingIOError:
+        raise
     except (OSError, FrameError):
         return None
 

@@ -57,6 +57,7 @@ class Stream:
     host_floor: float = 0.0            # the latest host clock its tasks were submitted under (modelled)
     floor_rows: int = 0                # host_floor rows written for it
     host_marks: dict = field(default_factory=dict)   # host thread -> its latest record a task follows
+    gen: int = 0                       # the slot's generation it was made at (control page stream_gen)
 
     @property
     def is_default(self) -> bool:
