@@ -825,7 +825,7 @@ class Device:
         sleepers = int(c.stream_sleepers[slot])
         # cleared for the slot's next stream, which its host may make as soon as it sees
         # the generation move on
-        c.stream_done[slot] = c.stream_msgs[slot] = c.stream_sleepers[slot] = 0
+        c.stream_done[slot] = c.stream_msgs[slot] = c.stream_sleepers[slot] = c.stream_wake[slot] = 0
         c.stream_err[slot] = 0
         c.stream_mt[slot] = 0
         c.stream_gen[slot] += 1
@@ -1158,7 +1158,7 @@ class Device:
             control.stream_msgs[stream.slot] = main.sent
         if seq > int(control.stream_done[stream.slot]):
             control.stream_done[stream.slot] = seq
-            if control.stream_sleepers[stream.slot]:
+            if control.stream_sleepers[stream.slot] and seq >= control.stream_wake[stream.slot]:
                 futex.wake(control.done_word(stream.slot))
         control.header[S.H_TASKS_DONE] += 1
         if self.watchers:

@@ -126,6 +126,9 @@ def _layout() -> list[tuple[str, tuple, type]]:
         # a slot's generation: odd while a stream (event) lives in it, even while it is free;
         # a host reuses a slot of its lease only once the device made it even again
         ("stream_gen", (MAX_STREAMS,), np.uint64),
+        # the lowest seq a sleeping host thread of the slot waits for: the device wakes the
+        # sleepers when the stream gets there, not at every task before
+        ("stream_wake", (MAX_STREAMS,), np.uint64),
         ("event_gen", (MAX_EVENTS,), np.uint64),
     ]
 

@@ -236,8 +236,9 @@ class DeviceLink:
     def _check_peers(self, args: tuple) -> None:
         """A task naming another device's memory must not reach a restarted one: the old
         offsets would land in the successor's allocations (the device re-maps its peers)."""
+        index = self.index
         for arg in args:
-            if type(arg) is tuple and len(arg) == 3 and arg[0] == "d" and arg[1] != self.index:
+            if type(arg) is tuple and len(arg) == 3 and arg[1] != index and arg[0] == "d":
                 peer = self.board._links.get(arg[1])
                 if peer is not None:
                     peer.check_alive()

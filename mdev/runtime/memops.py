@@ -384,6 +384,11 @@ def memcpy2d_async(dst, dpitch, src, spitch, width, height, kind, stream) -> Non
 
 # ---------------------------------------------------------------------------- memset
 def _memset_operand(dev_ptr, max_count, value, count) -> tuple[Operand | None, int]:
+    if dev_ptr and type(max_count) is int and type(count) is int and type(value) is int and \
+            0 < count <= max_count < 1 << 64:
+        # the common call, checked in one expression (a small task's host time is mostly
+        # checks like these): the checks below tell what is wrong with any other
+        return rt.memory.operand(dev_ptr, count, write=True, what="devPtr"), value
     _require(dev_ptr, "devPtr")
     max_count, count = size(max_count, "maxCount"), size(count, "count")
     value = as_int(value, "value")
@@ -430,6 +435,9 @@ def _fill_by_stream(st, op: Operand, at_once: str, api_name: str, fill_here: Cal
                     task: str, value: int) -> None:
     """A fill on stream ``st``: host memory of kind ``at_once`` is filled when the stream has
     drained, before the call returns (as documented); other memory gets ``task`` tasks."""
+    if op.kind == DEVICE and op.pieces is None and op.allocation.device == st.device:
+        streams.submit(st, task, op.location(), value, op.nbytes)      # its own device's memory
+        return
     check_reach(st.device, op)
     if op.kind == at_once:
         _graph.check_pageable(st, api_name)

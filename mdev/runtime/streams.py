@@ -180,30 +180,35 @@ def _wait_targets(targets: list[tuple[Stream, int]], timeout: int, consume: bool
 
 
 _sleepers_lock = threading.Lock()
-_sleepers: dict[tuple[int, int], int] = {}    # (device, slot) -> this process's threads asleep on it
+_sleepers: dict[tuple[int, int], list[int]] = {}    # (device, slot) -> the seqs this process's threads asleep on it wait for
 
 
-def _count_sleeper(device: int, slot: int, sleepers, change: int) -> None:
-    """Publish this process's count of threads asleep on the slot.  Stored, not added to the
-    page's word: the device clears the word when it hands the slot to a new stream, and a
-    sleeper of the old stream leaving after that must not drive it below the new ones."""
+def _count_sleeper(device: int, slot: int, control, seq: int, joins: bool) -> None:
+    """Publish this process's count of threads asleep on the slot and the lowest seq they wait
+    for (the device wakes them when the stream gets there, not at every task before).
+    Stored, not added to the page's words: the device clears them when it frees the slot,
+    and a sleeper of the old stream leaving after that must not drive them below the new ones."""
     with _sleepers_lock:
-        count = _sleepers.get((device, slot), 0) + change
-        if count:
-            _sleepers[(device, slot)] = count
+        seqs = _sleepers.setdefault((device, slot), [])
+        if joins:
+            seqs.append(seq)
         else:
-            _sleepers.pop((device, slot), None)
-        sleepers[slot] = count
+            seqs.remove(seq)
+        if seqs:
+            control.stream_wake[slot] = min(seqs)       # before the count: a device seeing the count sees it
+        else:
+            del _sleepers[(device, slot)]
+        control.stream_sleepers[slot] = len(seqs)
 
 
 def _sleep(link, group: list[tuple[Stream, int]], deadline: float | None, timeout: int) -> None:
     """Sleep on each stream's stream_done word (a futex the device wakes when it advances it)
     until the stream has run its task ``seq`` -- or is destroyed; a lost device raises."""
     control = link.control
-    done, sleepers = control.stream_done, control.stream_sleepers
+    done = control.stream_done
     for stream, seq in group:
         slot = stream.slot
-        _count_sleeper(stream.device, slot, sleepers, 1)   # before looking: the device sees it, or we see its work
+        _count_sleeper(stream.device, slot, control, seq, True)   # before looking: the device sees it, or we see its work
         try:
             word = control.done_word(slot)
             while not stream.destroyed:
@@ -221,7 +226,7 @@ def _sleep(link, group: list[tuple[Stream, int]], deadline: float | None, timeou
                 if link.dead():
                     raise link.lost("the device process is gone")
         finally:
-            _count_sleeper(stream.device, slot, sleepers, -1)
+            _count_sleeper(stream.device, slot, control, seq, False)
 
 
 def is_idle(stream: Stream) -> bool:
