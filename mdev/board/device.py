@@ -222,6 +222,7 @@ class Device:
         self._peer_hbm: dict[int, tuple[int, Segment]] = {}     # device -> (its boot ns, HBM)
         self._notify_owner: dict[int, int] = {}
         self.trace = None        # mdev.board.trace.Recorder while a host traces its tasks
+        self.tasks_done = 0      # H_TASKS_DONE, counted here (a page word's += costs more)
         self._running = True
         self.handlers = {name[4:]: getattr(self, name) for name in dir(self) if name.startswith("rpc_")}
 
@@ -1154,13 +1155,15 @@ class Device:
                     stream.error_message = message
                 if stream.context.stop_on_failure and not stream.context.stopped:
                     self._stop_context(stream.context, code, message)
-        if main is not None:
-            control.stream_msgs[stream.slot] = main.sent
+        if main is not None and main.sent != stream.msgs:
+            # messages to its host before this point (prints, callbacks) a sync waits for
+            control.stream_msgs[stream.slot] = stream.msgs = main.sent
         if seq > int(control.stream_done[stream.slot]):
             control.stream_done[stream.slot] = seq
             if control.stream_sleepers[stream.slot] and seq >= control.stream_wake[stream.slot]:
                 futex.wake(control.done_word(stream.slot))
-        control.header[S.H_TASKS_DONE] += 1
+        self.tasks_done += 1
+        control.header[S.H_TASKS_DONE] = self.tasks_done
         if self.watchers:
             with self.progress:
                 for waiter in list(self.sync_waiters.get(stream.slot, ())):

@@ -39,6 +39,7 @@ class DeviceStream:
         self.overflow_switch = 0     # aclrtSetStreamOverflowSwitch: its kernels report overflows
         self.error_message = ""
         self.received = 0            # highest seq pushed
+        self.msgs = 0                # stream_msgs as last written for it (the page's word starts at 0)
         self.drop_upto = 0           # tasks with seq <= this are discarded (abort)
         self._queue: collections.deque = collections.deque()
         self._lock = threading.Lock()               # the Condition's own: push takes it directly
