@@ -308,14 +308,21 @@ class Device:
         if messages is None:
             self._disconnect(conn)
             return False
-        for message in messages:
-            try:
-                self._dispatch(conn, message)
-            except (ValueError, TypeError, IndexError, KeyError, AttributeError):
-                # a message of the wrong shape (the handlers' own faults are caught inside
-                # them): a broken or hostile peer, whose connection goes
-                self._disconnect(conn)
-                return False
+        deferred: list[DeviceStream] = []
+        try:
+            for message in messages:
+                try:
+                    self._dispatch(conn, message, deferred)
+                except (ValueError, TypeError, IndexError, KeyError, AttributeError):
+                    # a message of the wrong shape (the handlers' own faults are caught inside
+                    # them): a broken or hostile peer, whose connection goes
+                    self._disconnect(conn)
+                    return False
+        finally:
+            for stream in deferred:
+                seq, count = stream.deferred
+                stream.deferred = None
+                self.complete(stream, seq, 0, "", count)
         return True
 
     def _catch_up(self, client: int) -> None:
@@ -329,8 +336,10 @@ class Device:
             if main is None or self._watched.get(main.sock.fileno()) is not main or not self._read(main):
                 return
 
-    def _dispatch(self, conn: ClientConn, message: tuple) -> None:
-        """One message of a host's connection (shape errors raise)."""
+    def _dispatch(self, conn: ClientConn, message: tuple, deferred: list) -> None:
+        """One message of a host's connection (shape errors raise).  A task run here that
+        succeeded is completed with the stream's others of the batch read (``deferred``):
+        one update of its progress for a burst of small tasks."""
         kind = message[0]
         if conn.client < 0 and kind != "hello":
             raise ValueError("a message before the hello")
@@ -341,8 +350,8 @@ class Device:
                 return
             if stream.context.stopped:
                 self.complete(stream, seq, stream.context.stopped, "the context stopped after a failure")
-            else:
-                stream.push(seq, op, args)
+            elif stream.push(seq, op, args, True) and stream.deferred[1] == 1:
+                deferred.append(stream)
         elif kind == "sc":
             _, slot, ctx, priority, flags = message
             self._open_stream(conn.client, slot, ctx, priority, flags)
@@ -1139,7 +1148,8 @@ class Device:
             trace.record(stream, op, args, start, time.monotonic_ns(), code)
         return code, message
 
-    def complete(self, stream: DeviceStream, seq: int, code: int, message: str) -> None:
+    def complete(self, stream: DeviceStream, seq: int, code: int, message: str, count: int = 1) -> None:
+        """Tasks of ``stream`` up to ``seq`` are done (``count`` of them ran), the last with ``code``."""
         if self.streams.get(stream.slot) is not stream:
             return   # destroyed while its task ran: the slot may already be another stream's
         control = self.control
@@ -1158,11 +1168,12 @@ class Device:
         if main is not None and main.sent != stream.msgs:
             # messages to its host before this point (prints, callbacks) a sync waits for
             control.stream_msgs[stream.slot] = stream.msgs = main.sent
-        if seq > int(control.stream_done[stream.slot]):
-            control.stream_done[stream.slot] = seq
-            if control.stream_sleepers[stream.slot] and seq >= control.stream_wake[stream.slot]:
-                futex.wake(control.done_word(stream.slot))
-        self.tasks_done += 1
+        with stream.done_lock:      # the worker and the reading thread may both complete tasks
+            if seq > int(control.stream_done[stream.slot]):
+                control.stream_done[stream.slot] = seq
+                if control.stream_sleepers[stream.slot] and seq >= control.stream_wake[stream.slot]:
+                    futex.wake(control.done_word(stream.slot))
+        self.tasks_done += count
         control.header[S.H_TASKS_DONE] = self.tasks_done
         if self.watchers:
             with self.progress:
