@@ -2,7 +2,8 @@
 
 Every connection is an AF_UNIX stream socket authenticated with the board secret (the
 HMAC challenge of ``multiprocessing.connection``).  After that, a message is a 4-byte
-little-endian length followed by a tuple of plain data, pickled:
+little-endian length followed by a tuple of plain data, pickled (or, for the commonest
+small tasks, packed with struct: see COMPACT):
 
     host --("t", slot, seq, op, args)--> device      a stream task (fire and forget)
     host --("r", req, op, args)-------> device       a request;  reply ("r", req, code, value)
@@ -101,6 +102,75 @@ def encode(message: tuple) -> bytes:
     return _LEN.pack(len(data)) + data
 
 
+# ---------------------------------------------------------------------------- compact tasks
+# The commonest small tasks travel without the pickler, whose encoding and restricted
+# decoding are most of what such a task costs on either side.  Their frame's length word
+# has COMPACT set; the frame is struct-packed: slot, seq, the op's index here, then its
+# arguments by the op's signature -- "i" a signed 64-bit int, "d" a location on a device
+# (("d", device, offset)).  It decodes to the same ("t", slot, seq, op, args) message, of
+# ints only.  Tasks whose arguments do not fit (pinned memory, huge values) are pickled.
+COMPACT = 1 << 31
+COMPACT_TASKS = (("memset", "dii"), ("fill32", "dii"), ("copy", "ddi"),
+                 ("record_event", "ii"), ("reset_event", "ii"))
+
+
+class _CompactTask:
+    """The codec of one op's compact frames.  Its two functions are generated from the
+    signature (this module's own table, never a peer's): a loop over the arguments would
+    cost what the pickler does."""
+
+    def __init__(self, code: int, op: str, signature: str) -> None:
+        self.op = op
+        fields = "".join("HQ" if kind == "d" else "q" for kind in signature)
+        self.struct = struct.Struct("<IIQB" + fields)
+        size = self.struct.size - 4
+        names = [f"a{i}" for i in range(len(signature))]
+        checks = " and ".join(f"type({n}) is tuple and len({n}) == 3 and {n}[0] == 'd'" if kind == "d"
+                              else f"type({n}) is int" for n, kind in zip(names, signature))
+        values = ", ".join(f"{n}[1], {n}[2]" if kind == "d" else n for n, kind in zip(names, signature))
+        built, at = [], 4
+        for kind in signature:
+            built.append(f"('d', v[{at}], v[{at + 1}])" if kind == "d" else f"v[{at}]")
+            at += 2 if kind == "d" else 1
+        source = (f"def encode(slot, seq, args):\n"
+                  f"    {', '.join(names)}, = args\n"
+                  f"    if {checks}:\n"
+                  f"        return pack({size | COMPACT}, slot, seq, {code}, {values})\n"
+                  f"def decode(v):\n"
+                  f"    return ('t', v[1], v[2], op, ({', '.join(built)},))\n")
+        scope = {"pack": self.struct.pack, "op": op}
+        exec(source, scope)
+        self.encode, self.decode = scope["encode"], scope["decode"]
+
+
+_COMPACT_BY_OP = {op: _CompactTask(code, op, sig) for code, (op, sig) in enumerate(COMPACT_TASKS)}
+_COMPACT_BY_CODE = list(_COMPACT_BY_OP.values())
+_COMPACT_MAX = max(codec.struct.size for codec in _COMPACT_BY_CODE) - 4
+
+
+def encode_task(slot: int, seq: int, op: str, args: tuple) -> bytes:
+    """The frame of a stream task: compact when its op and arguments allow, else pickled."""
+    codec = _COMPACT_BY_OP.get(op)
+    if codec is not None:
+        try:
+            frame = codec.encode(slot, seq, args)
+        except (struct.error, ValueError):     # a value out of its field's range
+            frame = None
+        if frame is not None:
+            return frame
+    return encode(("t", slot, seq, op, args))
+
+
+def _decode_compact(buf: bytearray, pos: int, n: int) -> tuple:
+    """The message of the compact frame of ``n`` bytes at ``pos`` (past its length word)."""
+    if n < 13 or buf[pos + 12] >= len(_COMPACT_BY_CODE):
+        raise FrameError("a compact task frame of an unknown op")
+    codec = _COMPACT_BY_CODE[buf[pos + 12]]
+    if codec.struct.size != n + 4:
+        raise FrameError(f"a compact {codec.op} frame of {n} bytes")
+    return codec.decode(codec.struct.unpack_from(buf, pos - 4))
+
+
 class Decoder:
     """Splits a byte stream into messages."""
 
@@ -132,6 +202,15 @@ class Decoder:
         pos = 0
         while len(buf) - pos >= 4:
             (n,) = _LEN.unpack_from(buf, pos)
+            if n & COMPACT:
+                n &= ~COMPACT
+                if n > _COMPACT_MAX:
+                    raise FrameError(f"a compact task frame of {n} bytes announced")
+                if len(buf) - pos - 4 < n:
+                    break
+                out.append(_decode_compact(buf, pos + 4, n))
+                pos += 4 + n
+                continue
             if n > MAX_FRAME:
                 raise FrameError(f"a frame of {n} bytes announced; at most {MAX_FRAME}")
             if len(buf) - pos - 4 < n:

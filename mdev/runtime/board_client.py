@@ -262,7 +262,7 @@ class DeviceLink:
             # counted before it is sent: a thread that reads how many tasks a stream was given
             # (trace host records) must never see fewer than have run
             seq = stream.seq = stream.seq + 1
-            self._queue(protocol.encode(("t", stream.slot, seq, op, args)))
+            self._queue(protocol.encode_task(stream.slot, seq, op, args))
             return seq
 
     def post(self, message: tuple) -> None:
