@@ -3,7 +3,7 @@
 Every connection is an AF_UNIX stream socket authenticated with the board secret (the
 HMAC challenge of ``multiprocessing.connection``).  After that, a message is a 4-byte
 little-endian length followed by a tuple of plain data, pickled (or, for the commonest
-small tasks, packed with struct: see COMPACT):
+small messages, packed with struct: see COMPACT):
 
     host --("t", slot, seq, op, args)--> device      a stream task (fire and forget)
     host --("r", req, op, args)-------> device       a request;  reply ("r", req, code, value)
@@ -102,72 +102,96 @@ def encode(message: tuple) -> bytes:
     return _LEN.pack(len(data)) + data
 
 
-# ---------------------------------------------------------------------------- compact tasks
-# The commonest small tasks travel without the pickler, whose encoding and restricted
+# ---------------------------------------------------------------------------- compact frames
+# The commonest small messages travel without the pickler, whose encoding and restricted
 # decoding are most of what such a task costs on either side.  Their frame's length word
-# has COMPACT set; the frame is struct-packed: slot, seq, the op's index here, then its
-# arguments by the op's signature -- "i" a signed 64-bit int, "d" a location on a device
-# (("d", device, offset)).  It decodes to the same ("t", slot, seq, op, args) message, of
-# ints only.  Tasks whose arguments do not fit (pinned memory, huge values) are pickled.
+# has COMPACT set; the frame is struct-packed: a code (the message's index in COMPACT_TASKS
+# then COMPACT_MESSAGES), then for a task its slot, seq and arguments by the op's signature
+# -- "i" a signed 64-bit int, "d" a location on a device (("d", device, offset)) -- and for
+# another message its int fields.  It decodes to the same message as the pickled frame,
+# of ints only.  Values that do not fit (pinned memory, huge ints) are pickled.
 COMPACT = 1 << 31
 COMPACT_TASKS = (("memset", "dii"), ("fill32", "dii"), ("copy", "ddi"),
                  ("record_event", "ii"), ("reset_event", "ii"))
+COMPACT_MESSAGES = (("sc", 4), ("sd", 1), ("ec", 1), ("ed", 2))    # kind, int fields: made / destroyed
 
 
-class _CompactTask:
-    """The codec of one op's compact frames.  Its two functions are generated from the
-    signature (this module's own table, never a peer's): a loop over the arguments would
-    cost what the pickler does."""
+class _Compact:
+    """The codec of one compact message.  Its two functions are generated from this module's
+    own tables (never a peer's): a loop over the fields would cost what the pickler does."""
 
-    def __init__(self, code: int, op: str, signature: str) -> None:
-        self.op = op
-        fields = "".join("HQ" if kind == "d" else "q" for kind in signature)
-        self.struct = struct.Struct("<IIQB" + fields)
-        size = self.struct.size - 4
+    def __init__(self, code: int, name: str, signature: str, task: bool) -> None:
+        self.name = name
         names = [f"a{i}" for i in range(len(signature))]
+        fields = "".join("HQ" if kind == "d" else "q" for kind in signature)
+        self.struct = struct.Struct("<IB" + ("IQ" if task else "") + fields)
         checks = " and ".join(f"type({n}) is tuple and len({n}) == 3 and {n}[0] == 'd'" if kind == "d"
                               else f"type({n}) is int" for n, kind in zip(names, signature))
         values = ", ".join(f"{n}[1], {n}[2]" if kind == "d" else n for n, kind in zip(names, signature))
-        built, at = [], 4
+        built, at = [], 4 if task else 2
         for kind in signature:
             built.append(f"('d', v[{at}], v[{at + 1}])" if kind == "d" else f"v[{at}]")
             at += 2 if kind == "d" else 1
-        source = (f"def encode(slot, seq, args):\n"
-                  f"    {', '.join(names)}, = args\n"
-                  f"    if {checks}:\n"
-                  f"        return pack({size | COMPACT}, slot, seq, {code}, {values})\n"
-                  f"def decode(v):\n"
-                  f"    return ('t', v[1], v[2], op, ({', '.join(built)},))\n")
-        scope = {"pack": self.struct.pack, "op": op}
+        head = f"{(self.struct.size - 4) | COMPACT}, {code}"
+        if task:
+            source = (f"def encode(slot, seq, args):\n"
+                      f"    {', '.join(names)}, = args\n"
+                      f"    if {checks}:\n"
+                      f"        return pack({head}, slot, seq, {values})\n"
+                      f"def decode(v):\n"
+                      f"    return ('t', v[2], v[3], name, ({', '.join(built)},))\n")
+        else:
+            source = (f"def encode(message):\n"
+                      f"    _, {', '.join(names)}, = message\n"
+                      f"    if {checks}:\n"
+                      f"        return pack({head}, {values})\n"
+                      f"def decode(v):\n"
+                      f"    return (name, {', '.join(built)},)\n")
+        scope = {"pack": self.struct.pack, "name": name}
         exec(source, scope)
         self.encode, self.decode = scope["encode"], scope["decode"]
 
 
-_COMPACT_BY_OP = {op: _CompactTask(code, op, sig) for code, (op, sig) in enumerate(COMPACT_TASKS)}
-_COMPACT_BY_CODE = list(_COMPACT_BY_OP.values())
+_COMPACT_BY_CODE = [_Compact(code, op, signature, True) for code, (op, signature) in enumerate(COMPACT_TASKS)] + \
+    [_Compact(len(COMPACT_TASKS) + i, kind, "i" * fields, False) for i, (kind, fields) in enumerate(COMPACT_MESSAGES)]
+_COMPACT_TASK = {c.name: c for c in _COMPACT_BY_CODE[:len(COMPACT_TASKS)]}
+_COMPACT_MESSAGE = {c.name: c for c in _COMPACT_BY_CODE[len(COMPACT_TASKS):]}
 _COMPACT_MAX = max(codec.struct.size for codec in _COMPACT_BY_CODE) - 4
 
 
 def encode_task(slot: int, seq: int, op: str, args: tuple) -> bytes:
     """The frame of a stream task: compact when its op and arguments allow, else pickled."""
-    codec = _COMPACT_BY_OP.get(op)
+    codec = _COMPACT_TASK.get(op)
     if codec is not None:
         try:
             frame = codec.encode(slot, seq, args)
-        except (struct.error, ValueError):     # a value out of its field's range
+        except (struct.error, ValueError):     # a value out of its field's range, a wrong count
             frame = None
         if frame is not None:
             return frame
     return encode(("t", slot, seq, op, args))
 
 
+def encode_message(message: tuple) -> bytes:
+    """The frame of a message: compact when it is one of COMPACT_MESSAGES of ints, else pickled."""
+    codec = _COMPACT_MESSAGE.get(message[0])
+    if codec is not None:
+        try:
+            frame = codec.encode(message)
+        except (struct.error, ValueError):
+            frame = None
+        if frame is not None:
+            return frame
+    return encode(message)
+
+
 def _decode_compact(buf: bytearray, pos: int, n: int) -> tuple:
     """The message of the compact frame of ``n`` bytes at ``pos`` (past its length word)."""
-    if n < 13 or buf[pos + 12] >= len(_COMPACT_BY_CODE):
-        raise FrameError("a compact task frame of an unknown op")
-    codec = _COMPACT_BY_CODE[buf[pos + 12]]
+    if n < 1 or buf[pos] >= len(_COMPACT_BY_CODE):
+        raise FrameError("a compact frame of an unknown kind")
+    codec = _COMPACT_BY_CODE[buf[pos]]
     if codec.struct.size != n + 4:
-        raise FrameError(f"a compact {codec.op} frame of {n} bytes")
+        raise FrameError(f"a compact {codec.name} frame of {n} bytes")
     return codec.decode(codec.struct.unpack_from(buf, pos - 4))
 
 

@@ -173,8 +173,8 @@ def test_a_frame_decodes_to_plain_data_only():
 
 # compact task frames (mdev.protocol.COMPACT): an op code past the table, a memset's code with a
 # frame of the wrong size
-COMPACT_BAD = [struct.pack("<IIQB", 13 | 1 << 31, 0, 1, 200),
-               struct.pack("<IIQBq", 21 | 1 << 31, 0, 1, 0, 5)]
+COMPACT_BAD = [struct.pack("<IBIQ", 13 | 1 << 31, 200, 0, 1),
+               struct.pack("<IBIQq", 21 | 1 << 31, 0, 0, 1, 5)]
 
 
 @pytest.mark.parametrize("frame", [_frame(m) for m in HOSTILE] + [b"\xff\xff\xff\xff" + b"x" * 64,

@@ -274,7 +274,7 @@ class DeviceLink:
         if self._task_sock is None:
             self.ensure_main()
         with self.lock:
-            self._queue(protocol.encode(message), start=False)
+            self._queue(protocol.encode_message(message), start=False)
 
     def _queue(self, frame: bytes, start: bool = True) -> None:
         """Send ``frame`` (with whatever was gathered before it) now if it starts a burst,
