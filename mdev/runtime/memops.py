@@ -427,11 +427,14 @@ def memset_async(dev_ptr: int, max_count: int, value: int, count: int, stream) -
     st = rt.stream_in_context(stream)
     op, value = _memset_operand(dev_ptr, max_count, value, count)
     if op is not None:
-        _fill_by_stream(st, op, PAGEABLE, "memset_async", lambda: rt.memory.view(op).fill(value & 0xFF),
-                        "memset", value)
+        _fill_by_stream(st, op, PAGEABLE, "memset_async", _fill8_here, "memset", value)
 
 
-def _fill_by_stream(st, op: Operand, at_once: str, api_name: str, fill_here: Callable[[], None],
+def _fill8_here(op: Operand, value: int) -> None:
+    rt.memory.view(op).fill(value & 0xFF)
+
+
+def _fill_by_stream(st, op: Operand, at_once: str, api_name: str, fill_here: Callable[[Operand, int], None],
                     task: str, value: int) -> None:
     """A fill on stream ``st``: host memory of kind ``at_once`` is filled when the stream has
     drained, before the call returns (as documented); other memory gets ``task`` tasks."""
@@ -442,7 +445,7 @@ def _fill_by_stream(st, op: Operand, at_once: str, api_name: str, fill_here: Cal
     if op.kind == at_once:
         _graph.check_pageable(st, api_name)
         streams.wait([st])
-        fill_here()
+        fill_here(op, value)
         return
     for part in op.parts():
         streams.submit(st, task, part.location(), value, part.nbytes)
@@ -489,7 +492,7 @@ def memset_d32_async(ptr, mem_size: int, value: int, count: int, stream) -> None
     st = rt.stream_in_context(stream)
     op, value = _d32_operand(ptr, mem_size, value, count)
     if op is not None:
-        _fill_by_stream(st, op, PINNED, "memset_d32_async", lambda: _fill32_here(op, value), "fill32", value)
+        _fill_by_stream(st, op, PINNED, "memset_d32_async", _fill32_here, "fill32", value)
 
 
 # ---------------------------------------------------------------------------- cache maintenance

@@ -106,8 +106,10 @@ class Operand:
 
     def location(self) -> tuple:
         """How a device process names this range (pageable memory has no such name)."""
-        self._single()
         a = self.allocation
+        if self.kind == DEVICE and self.pieces is None:
+            return ("d", a.device, self.ptr - _DEVICE_LOW - a.device * address.DEVICE_SPAN)
+        self._single()
         if self.kind == DEVICE:
             return ("d", a.device, self.ptr - address.device_base(a.device))
         return ("p", a.segment.name, self.ptr - a.ptr)
