@@ -659,7 +659,7 @@ class Device:
             if block is None or offset + nbytes > block.offset + block.reserved:
                 raise dma_fault(f"device {self.index}: {nbytes} bytes at offset {offset:#x} "
                                 f"are not inside a live allocation (freed while queued?)")
-            if not self.may_use(client, block, offset, nbytes):
+            if block.owner != client and not self.may_use(client, block, offset, nbytes):
                 raise self._denied(client, loc, nbytes)
             return self.hbm
         if kind == "d":   # a peer's HBM: its live pages and their owners are on its control page
