@@ -151,6 +151,7 @@ class ClientConn:
         self.command = ""
         self.lock = threading.Lock()
         self.sent = 0
+        self.gone = False            # disconnected: what was read of it before is not handled
 
     def send(self, message: tuple) -> None:
         data = protocol.encode(message)
@@ -311,6 +312,8 @@ class Device:
         deferred: list[DeviceStream] = []
         try:
             for message in messages:
+                if conn.gone:
+                    return False     # its process went while a message of it was handled
                 try:
                     self._dispatch(conn, message, deferred)
                 except (ValueError, TypeError, IndexError, KeyError, AttributeError):
@@ -364,6 +367,8 @@ class Device:
         elif kind == "r":
             if conn.role != "main":
                 self._catch_up(conn.client)
+                if conn.gone:
+                    return           # its task socket closed meanwhile: the process is gone
             self._request(conn, message[1], message[2], message[3])
         elif kind == "cbdone":
             self._callback_done(conn.client, message[1], message[2], message[3])
@@ -398,6 +403,7 @@ class Device:
                 conn.send(("r", req, 0, result))
 
     def _disconnect(self, conn: ClientConn) -> None:
+        conn.gone = True
         fd = conn.sock.fileno()
         if self._watched.get(fd) is conn:
             del self._watched[fd]
