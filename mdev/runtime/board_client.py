@@ -255,11 +255,7 @@ class DeviceLink:
         """
         if self._reader_done or self._gone:      # the device died (a send may still get through)
             raise self.lost("the device process is gone")
-        index = self.index
-        for arg in args:
-            if type(arg) is tuple and len(arg) == 3 and arg[1] != index and arg[0] == "d":
-                self._check_peers(args)
-                break
+        self._check_peers(args)
         if self._task_sock is None:
             self.ensure_main()
         with self.lock:
