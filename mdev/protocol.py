@@ -2,7 +2,8 @@
 
 Every connection is an AF_UNIX stream socket authenticated with the board secret (the
 HMAC challenge of ``multiprocessing.connection``).  After that, a message is a 4-byte
-little-endian length followed by a tuple of plain data, pickled:
+little-endian length followed by a tuple of plain data, pickled (or, for the commonest
+small messages, packed with struct: see COMPACT):
 
     host --("t", slot, seq, op, args)--> device      a stream task (fire and forget)
     host --("r", req, op, args)-------> device       a request;  reply ("r", req, code, value)
@@ -101,6 +102,99 @@ def encode(message: tuple) -> bytes:
     return _LEN.pack(len(data)) + data
 
 
+# ---------------------------------------------------------------------------- compact frames
+# The commonest small messages travel without the pickler, whose encoding and restricted
+# decoding are most of what such a task costs on either side.  Their frame's length word
+# has COMPACT set; the frame is struct-packed: a code (the message's index in COMPACT_TASKS
+# then COMPACT_MESSAGES), then for a task its slot, seq and arguments by the op's signature
+# -- "i" a signed 64-bit int, "d" a location on a device (("d", device, offset)) -- and for
+# another message its int fields.  It decodes to the same message as the pickled frame,
+# of ints only.  Values that do not fit (pinned memory, huge ints) are pickled.
+COMPACT = 1 << 31
+COMPACT_TASKS = (("memset", "dii"), ("fill32", "dii"), ("copy", "ddi"),
+                 ("record_event", "ii"), ("reset_event", "ii"))
+COMPACT_MESSAGES = (("sc", 4), ("sd", 1), ("ec", 1), ("ed", 2))    # kind, int fields: made / destroyed
+
+
+class _Compact:
+    """The codec of one compact message.  Its two functions are generated from this module's
+    own tables (never a peer's): a loop over the fields would cost what the pickler does."""
+
+    def __init__(self, code: int, name: str, signature: str, task: bool) -> None:
+        self.name = name
+        names = [f"a{i}" for i in range(len(signature))]
+        fields = "".join("HQ" if kind == "d" else "q" for kind in signature)
+        self.struct = struct.Struct("<IB" + ("IQ" if task else "") + fields)
+        checks = " and ".join(f"type({n}) is tuple and len({n}) == 3 and {n}[0] == 'd'" if kind == "d"
+                              else f"type({n}) is int" for n, kind in zip(names, signature))
+        values = ", ".join(f"{n}[1], {n}[2]" if kind == "d" else n for n, kind in zip(names, signature))
+        built, at = [], 4 if task else 2
+        for kind in signature:
+            built.append(f"('d', v[{at}], v[{at + 1}])" if kind == "d" else f"v[{at}]")
+            at += 2 if kind == "d" else 1
+        head = f"{(self.struct.size - 4) | COMPACT}, {code}"
+        if task:
+            source = (f"def encode(slot, seq, args):\n"
+                      f"    {', '.join(names)}, = args\n"
+                      f"    if {checks}:\n"
+                      f"        return pack({head}, slot, seq, {values})\n"
+                      f"def decode(v):\n"
+                      f"    return ('t', v[2], v[3], name, ({', '.join(built)},))\n")
+        else:
+            source = (f"def encode(message):\n"
+                      f"    _, {', '.join(names)}, = message\n"
+                      f"    if {checks}:\n"
+                      f"        return pack({head}, {values})\n"
+                      f"def decode(v):\n"
+                      f"    return (name, {', '.join(built)},)\n")
+        scope = {"pack": self.struct.pack, "name": name}
+        exec(source, scope)
+        self.encode, self.decode = scope["encode"], scope["decode"]
+
+
+_COMPACT_BY_CODE = [_Compact(code, op, signature, True) for code, (op, signature) in enumerate(COMPACT_TASKS)] + \
+    [_Compact(len(COMPACT_TASKS) + i, kind, "i" * fields, False) for i, (kind, fields) in enumerate(COMPACT_MESSAGES)]
+_COMPACT_TASK = {c.name: c for c in _COMPACT_BY_CODE[:len(COMPACT_TASKS)]}
+_COMPACT_MESSAGE = {c.name: c for c in _COMPACT_BY_CODE[len(COMPACT_TASKS):]}
+_COMPACT_MAX = max(codec.struct.size for codec in _COMPACT_BY_CODE) - 4
+
+
+def encode_task(slot: int, seq: int, op: str, args: tuple) -> bytes:
+    """The frame of a stream task: compact when its op and arguments allow, else pickled."""
+    codec = _COMPACT_TASK.get(op)
+    if codec is not None:
+        try:
+            frame = codec.encode(slot, seq, args)
+        except (struct.error, ValueError):     # a value out of its field's range, a wrong count
+            frame = None
+        if frame is not None:
+            return frame
+    return encode(("t", slot, seq, op, args))
+
+
+def encode_message(message: tuple) -> bytes:
+    """The frame of a message: compact when it is one of COMPACT_MESSAGES of ints, else pickled."""
+    codec = _COMPACT_MESSAGE.get(message[0])
+    if codec is not None:
+        try:
+            frame = codec.encode(message)
+        except (struct.error, ValueError):
+            frame = None
+        if frame is not None:
+            return frame
+    return encode(message)
+
+
+def _decode_compact(buf: bytearray, pos: int, n: int) -> tuple:
+    """The message of the compact frame of ``n`` bytes at ``pos`` (past its length word)."""
+    if n < 1 or buf[pos] >= len(_COMPACT_BY_CODE):
+        raise FrameError("a compact frame of an unknown kind")
+    codec = _COMPACT_BY_CODE[buf[pos]]
+    if codec.struct.size != n + 4:
+        raise FrameError(f"a compact {codec.name} frame of {n} bytes")
+    return codec.decode(codec.struct.unpack_from(buf, pos - 4))
+
+
 class Decoder:
     """Splits a byte stream into messages."""
 
@@ -108,7 +202,7 @@ class Decoder:
         self._buf = bytearray()
         self._scratch = bytearray()
 
-    def read(self, sock: socket.socket, size: int) -> int:
+    def read(self, sock: socket.socket, size: int, flags: int = 0) -> int:
         """Receive up to ``size`` bytes of ``sock`` into the decoder (0: the peer closed it).
 
         Into a buffer kept from call to call: ``sock.recv(size)`` allocates ``size`` bytes
@@ -117,7 +211,7 @@ class Decoder:
         """
         if len(self._scratch) != size:
             self._scratch = bytearray(size)
-        n = sock.recv_into(self._scratch)
+        n = sock.recv_into(self._scratch, 0, flags)
         self._buf += memoryview(self._scratch)[:n]
         return n
 
@@ -132,6 +226,15 @@ class Decoder:
         pos = 0
         while len(buf) - pos >= 4:
             (n,) = _LEN.unpack_from(buf, pos)
+            if n & COMPACT:
+                n &= ~COMPACT
+                if n > _COMPACT_MAX:
+                    raise FrameError(f"a compact task frame of {n} bytes announced")
+                if len(buf) - pos - 4 < n:
+                    break
+                out.append(_decode_compact(buf, pos + 4, n))
+                pos += 4 + n
+                continue
             if n > MAX_FRAME:
                 raise FrameError(f"a frame of {n} bytes announced; at most {MAX_FRAME}")
             if len(buf) - pos - 4 < n:
@@ -270,13 +373,16 @@ class Admission:
         self._wake.close()
 
 
-def receive(sock: socket.socket, decoder: Decoder, size: int = 1 << 16) -> list | None:
+def receive(sock: socket.socket, decoder: Decoder, size: int = 1 << 16, flags: int = 0) -> list | None:
     """The messages that are readable on ``sock`` now; None once the peer has closed it
-    (or has sent a frame that closes it: FrameError)."""
+    (or has sent a frame that closes it: FrameError).  With MSG_DONTWAIT in ``flags``,
+    BlockingIOError when nothing is there."""
     try:
-        if not decoder.read(sock, size):
+        if not decoder.read(sock, size, flags):
             return None
         return decoder.messages()
+    except BlockingIOError:
+        raise
     except (OSError, FrameError):
         return None
 

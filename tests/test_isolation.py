@@ -164,6 +164,41 @@ def test_a_process_off_the_pid_list_reaches_nothing_of_the_exporter(acl, board):
 
 
 
+def test_streams_and_events_are_made_and_destroyed_only_in_slots_of_the_own_lease(acl, board):
+    """A process makes and destroys streams and events by messages naming slots of its own
+    lease (no reply): the same messages naming another process's slots are dropped, and
+    so are tasks for them; the other process's stream and event are untouched."""
+    from mdev.runtime import events
+    assert acl.rt.set_device(0) == 0
+    stream, ret = acl.rt.create_stream()
+    assert ret == 0
+    event, ret = acl.rt.create_event()
+    assert ret == 0
+    buf, ret = acl.rt.malloc(N, 0)
+    assert ret == 0
+    slot, ev = rt.stream(stream).slot, events.get(event)
+    control = rt.link(0).control
+    gens = (int(control.stream_gen[slot]), int(control.event_gen[ev.slot]))
+    with Peer(board) as b:
+        b.do(ATTACKER, N=N)
+        b.do("stream0, buf0 = own(0)")
+        b.do("link = rt.link(0)\n"
+             "for message in [('sd', slot), ('ed', eslot, uid), ('sc', slot, 0, 0, 0), ('ec', eslot),\n"
+             "                ('t', slot, 1, 'memset', (loc(buf0), 0xEE, N))]:\n"
+             "    link.post(message)", slot=slot, eslot=ev.slot, uid=ev.uid)
+        # handled in order before its own next task, which runs: the connection stayed
+        b.do("ok(acl.rt.memset_async(buf0, N, 1, N, stream0)); ok(acl.rt.synchronize_stream(stream0))")
+        assert b.ev("bytes(get(buf0, N)) == bytes([1]) * N")
+    assert (int(control.stream_gen[slot]), int(control.event_gen[ev.slot])) == gens
+    assert acl.rt.memset_async(buf, N, 7, N, stream) == 0
+    assert acl.rt.record_event(event, stream) == 0
+    assert acl.rt.synchronize_event(event) == 0
+    assert (from_device(acl, buf, N) == 7).all()
+    assert acl.rt.destroy_event(event) == 0
+    assert acl.rt.destroy_stream(stream) == 0
+    assert acl.rt.free(buf) == 0
+
+
 NOBODY = 65534
 CONNECT = r'''
 import socket, sys

@@ -7,6 +7,7 @@ root to switch users and skip only when the suite does not run as root.
 from __future__ import annotations
 
 import os
+import struct
 import shutil
 import tempfile
 import stat
@@ -198,10 +199,17 @@ def test_a_frame_decodes_to_plain_data_only():
     assert not MARK.exists()
 
 
+# compact task frames (mdev.protocol.COMPACT): an op code past the table, a memset's code with a
+# frame of the wrong size
+COMPACT_BAD = [struct.pack("<IBIQ", 13 | 1 << 31, 200, 0, 1),
+               struct.pack("<IBIQq", 21 | 1 << 31, 0, 0, 1, 5)]
+
+
 @pytest.mark.parametrize("frame", [_frame(m) for m in HOSTILE] + [b"\xff\xff\xff\xff" + b"x" * 64,
                                                                    b"\x08\x00\x00\x00garbage!"]
-                         + [_frame(m) for m in OBJECTS.values()],
-                         ids=[repr(m) for m in HOSTILE] + ["4GiB-length", "undecodable"] + list(OBJECTS))
+                         + COMPACT_BAD + [_frame(m) for m in OBJECTS.values()],
+                         ids=[repr(m) for m in HOSTILE] + ["4GiB-length", "undecodable", "compact-unknown-op",
+                                                           "compact-wrong-size"] + list(OBJECTS))
 def test_a_malformed_frame_closes_its_connection_and_nothing_else(frame, acl, board):
     """Frames no client sends, after a successful handshake, to the supervisor and to a
     device: each closes the connection it came on; the supervisor and the device keep

@@ -10,7 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from helpers import GiB, MiB, attached, extra_board, from_device, wait_until
+from mdev.kernel import kernel
+from helpers import GiB, MiB, attached, extra_board, from_device, to_device, wait_until
 
 NPY_UINT8 = 2
 
@@ -97,6 +98,97 @@ def test_stream_ids_per_device(dev):
     # ids are per device: both stream handles answer, from any current device
     assert acl.rt.get_stream_id(s0)[1] == 0 and acl.rt.get_stream_id(s1)[1] == 0
     assert acl.rt.get_stream_id(12345) == (0, acl.ACL_ERROR_INVALID_PARAM)
+
+
+def _requests(monkeypatch) -> list:
+    """The requests (round trips to a device) this process makes from now on, by name."""
+    from mdev.runtime import board_client
+    asked, real = [], board_client.DeviceLink.request
+
+    def counted(self, op, *args, **kwargs):
+        asked.append(op)
+        return real(self, op, *args, **kwargs)
+    monkeypatch.setattr(board_client.DeviceLink, "request", counted)
+    return asked
+
+
+def test_streams_and_events_are_made_and_destroyed_without_a_round_trip(dev, monkeypatch):
+    """Made in slots this process holds (set_device leased a block for streams, the first
+    event one for events), told to the device in order with the tasks."""
+    acl = dev
+    ptr, _ = acl.rt.malloc(4096, 0)
+    first, _ = acl.rt.create_event()
+    assert acl.rt.destroy_event(first) == 0
+    asked = _requests(monkeypatch)
+    made = [acl.rt.create_stream() for _ in range(8)]
+    events = [acl.rt.create_event() for _ in range(8)]
+    assert all(ret == 0 for _, ret in made + events)
+    for n, ((stream, _), (event, _)) in enumerate(zip(made, events)):
+        assert acl.rt.memset_async(ptr, 4096, n, 4096, stream) == 0       # the device knows it
+        assert acl.rt.record_event(event, stream) == 0
+        assert acl.rt.synchronize_event(event) == 0
+        assert (from_device(acl, ptr, 4096) == n).all()
+    for (stream, _), (event, _) in zip(made, events):
+        assert acl.rt.destroy_event(event) == 0
+        assert acl.rt.destroy_stream(stream) == 0
+    assert asked == []
+    assert acl.rt.free(ptr) == 0
+
+
+@kernel
+def failing(ctx):
+    raise RuntimeError("a kernel bug")
+
+
+def test_a_reused_stream_slot_starts_afresh(dev):
+    """A destroyed stream's slot serves a new stream only once the device has cleared it:
+    the new one never reads its predecessor's progress (or errors) as its own."""
+    from mdev.runtime.core import RUNTIME as rt
+    acl = dev
+    ptr, _ = acl.rt.malloc(4096, 0)
+    word, _ = acl.rt.malloc(4096, 0)
+    assert acl.rt.memset(word, 8, 0, 8) == 0
+    old, _ = acl.rt.create_stream()
+    for _ in range(5):
+        assert acl.rt.memset_async(ptr, 4096, 1, 4096, old) == 0
+    assert failing[1, old]() == 0                                         # a failure left in the slot
+    assert acl.rt.synchronize_stream(old) == 507035
+    slot, old_id = rt.stream(old).slot, acl.rt.get_stream_id(old)[0]
+    assert acl.rt.destroy_stream(old) == 0
+    made = []
+    while not made or rt.stream(made[-1]).slot != slot:      # the longest-free slot comes back last
+        made.append(acl.rt.create_stream()[0])
+        assert len(made) < 200
+    new = made[-1]
+    assert acl.rt.get_stream_id(new)[0] != old_id
+    assert acl.rt.value_wait(word, 1, acl.ACL_STREAM_WAIT_VALUE_EQ, new) == 0
+    assert acl.rt.memset_async(ptr, 4096, 2, 4096, new) == 0
+    assert acl.rt.stream_query(new) == (acl.ACL_STREAM_STATUS_NOT_READY, 0)
+    to_device(acl, word, np.array([1], np.uint64))
+    assert acl.rt.synchronize_stream(new) == 0
+    assert (from_device(acl, ptr, 4096) == 2).all()
+    for stream in made:
+        assert acl.rt.destroy_stream(stream) == 0
+    assert acl.rt.free(ptr) == 0 and acl.rt.free(word) == 0
+
+
+def test_stream_limit(dev):
+    """Up to get_stream_available_num streams, then ACL_ERROR_RT_NO_STREAM_RESOURCE; the
+    count comes back once they are destroyed."""
+    acl = dev
+    left, ret = acl.rt.get_stream_available_num()
+    assert ret == 0 and 0 < left <= 1984 - 1
+    made = [acl.rt.create_stream() for _ in range(left)]
+    assert all(ret == 0 for _, ret in made)
+    assert acl.rt.create_stream() == (0, acl.ACL_ERROR_RT_NO_STREAM_RESOURCE)
+    assert acl.rt.get_stream_available_num() == (0, 0)
+    ptr, _ = acl.rt.malloc(4096, 0)
+    assert acl.rt.memset_async(ptr, 4096, 3, 4096, made[-1][0]) == 0     # the last one works
+    assert acl.rt.synchronize_stream(made[-1][0]) == 0
+    for stream, _ in made:
+        assert acl.rt.destroy_stream(stream) == 0
+    assert acl.rt.get_stream_available_num() == (left, 0)
+    assert acl.rt.free(ptr) == 0
 
 
 # ---------------------------------------------------------------------------- order and asynchrony

@@ -95,6 +95,47 @@ class SlotPool:
         self.freed.append(slot)
 
 
+class Lender:
+    """The slots of one control-page table (streams, events) lent to host processes in
+    blocks: a host makes and destroys its streams and events in the slots it holds without
+    asking, telling the device in its task stream (the device checks each slot is the
+    sender's).  At most ``limit`` slots are lent at once, so a device's limit counts the
+    slots its hosts hold in reserve as taken."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.pool = SlotPool(size)
+        self.limit = limit
+        self.count = 0
+        self.of: dict[int, set[int]] = {}        # client -> the slots it holds
+
+    def lend(self, client: int, want: int) -> list[int]:
+        n = min(want, self.limit - self.count)
+        slots = [self.pool.take() for _ in range(max(n, 0))]
+        self.of.setdefault(client, set()).update(slots)
+        self.count += len(slots)
+        return slots
+
+    def holds(self, client: int, slot: int) -> bool:
+        return slot in self.of.get(client, ())
+
+    def take_back(self, client: int, slots: list, live) -> None:
+        """The client returns free slots of its lease (ones still in use stay its)."""
+        held = self.of.get(client, set())
+        for slot in slots:
+            if slot in held and slot not in live:
+                held.discard(slot)
+                self.pool.give(slot)
+                self.count -= 1
+
+    def release(self, client: int) -> list[int]:
+        """Every slot the client held comes back (it detached); returns them."""
+        slots = list(self.of.pop(client, ()))
+        for slot in slots:
+            self.pool.give(slot)
+        self.count -= len(slots)
+        return slots
+
+
 class ClientConn:
     """One socket from a host process (``client`` is -1 until its hello proved it)."""
 
@@ -110,6 +151,7 @@ class ClientConn:
         self.command = ""
         self.lock = threading.Lock()
         self.sent = 0
+        self.gone = False            # disconnected: what was read of it before is not handled
 
     def send(self, message: tuple) -> None:
         data = protocol.encode(message)
@@ -153,8 +195,7 @@ class Device:
         self.progress = threading.Condition(self.lock)
         self.watchers = 0
         self.streams: dict[int, DeviceStream] = {}
-        self._free_slots = list(range(S.MAX_STREAMS - 1, -1, -1))
-        self._next_stream_id = 0
+        self.stream_slots = Lender(S.MAX_STREAMS, self.stream_limit)
         self.contexts: dict[tuple[int, int], ContextState] = {}
         self.clients: dict[int, dict] = {}
         self.sync_waiters: dict[int, list[SyncWaiter]] = {}
@@ -168,7 +209,7 @@ class Device:
         self.events: dict[int, int] = {}        # slot -> uid of the live event in it
         self.notifies: dict[int, int] = {}
         self._uids = itertools.count(1)
-        self._free_events = SlotPool(S.MAX_EVENTS)
+        self.event_slots = Lender(S.MAX_EVENTS, S.MAX_EVENTS)
         self._free_notifies = SlotPool(S.MAX_NOTIFIES)
         self._free_grants = list(range(S.GRANTS))     # a heap: the lowest row first, so that
                                                       # peers scan only the rows below H_GRANTS
@@ -180,9 +221,9 @@ class Device:
         self._segments: dict[str, Segment] = {}
         self._peer_controls: dict[int, S.ControlPage] = {}
         self._peer_hbm: dict[int, tuple[int, Segment]] = {}     # device -> (its boot ns, HBM)
-        self._event_owner: dict[int, int] = {}
         self._notify_owner: dict[int, int] = {}
         self.trace = None        # mdev.board.trace.Recorder while a host traces its tasks
+        self.tasks_done = 0      # H_TASKS_DONE, counted here (a page word's += costs more)
         self._running = True
         self.handlers = {name[4:]: getattr(self, name) for name in dir(self) if name.startswith("rpc_")}
 
@@ -257,22 +298,51 @@ class Device:
         self._watched[sock.fileno()] = what
         self._poll.register(sock.fileno(), select.EPOLLIN)
 
-    def _read(self, conn: ClientConn) -> None:
-        messages = protocol.receive(conn.sock, conn.decoder, 1 << 18)
+    READ_SIZE = 1 << 18
+
+    def _read(self, conn: ClientConn) -> bool:
+        """Handle the messages readable on ``conn`` now; False if there were none (or it closed)."""
+        try:
+            messages = protocol.receive(conn.sock, conn.decoder, self.READ_SIZE, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return False     # a request's catch-up read it first
         if messages is None:
             self._disconnect(conn)
-            return
-        for message in messages:
-            try:
-                self._dispatch(conn, message)
-            except (ValueError, TypeError, IndexError, KeyError, AttributeError):
-                # a message of the wrong shape (the handlers' own faults are caught inside
-                # them): a broken or hostile peer, whose connection goes
-                self._disconnect(conn)
+            return False
+        deferred: list[DeviceStream] = []
+        try:
+            for message in messages:
+                if conn.gone:
+                    return False     # its process went while a message of it was handled
+                try:
+                    self._dispatch(conn, message, deferred)
+                except (ValueError, TypeError, IndexError, KeyError, AttributeError):
+                    # a message of the wrong shape (the handlers' own faults are caught inside
+                    # them): a broken or hostile peer, whose connection goes
+                    self._disconnect(conn)
+                    return False
+        finally:
+            for stream in deferred:
+                seq, count = stream.deferred
+                stream.deferred = None
+                self.complete(stream, seq, 0, "", count)
+        return True
+
+    def _catch_up(self, client: int) -> None:
+        """Handle what the client sent on its task socket before this request: a host sends
+        its tasks (and its stream and event creations) there without waiting, flushes them
+        before every request, and its request must find them done -- the two sockets are
+        read in whatever order epoll reports them.  A sent frame is in our receive queue
+        once the host's send returned (AF_UNIX), so reading until it is empty is enough."""
+        main = self.main_conns.get(client)
+        for _ in range(16):          # more than a socket buffer holds
+            if main is None or self._watched.get(main.sock.fileno()) is not main or not self._read(main):
                 return
 
-    def _dispatch(self, conn: ClientConn, message: tuple) -> None:
-        """One message of a host's connection (shape errors raise)."""
+    def _dispatch(self, conn: ClientConn, message: tuple, deferred: list) -> None:
+        """One message of a host's connection (shape errors raise).  A task run here that
+        succeeded is completed with the stream's others of the batch read (``deferred``):
+        one update of its progress for a burst of small tasks."""
         kind = message[0]
         if conn.client < 0 and kind != "hello":
             raise ValueError("a message before the hello")
@@ -283,9 +353,22 @@ class Device:
                 return
             if stream.context.stopped:
                 self.complete(stream, seq, stream.context.stopped, "the context stopped after a failure")
-            else:
-                stream.push(seq, op, args)
+            elif stream.push(seq, op, args, True) and stream.deferred[1] == 1:
+                deferred.append(stream)
+        elif kind == "sc":
+            _, slot, ctx, priority, flags = message
+            self._open_stream(conn.client, slot, ctx, priority, flags)
+        elif kind == "sd":
+            self._close_stream(conn.client, message[1])
+        elif kind == "ec":
+            self._open_event(conn.client, message[1])
+        elif kind == "ed":
+            self._close_event(conn.client, message[1], message[2])
         elif kind == "r":
+            if conn.role != "main":
+                self._catch_up(conn.client)
+                if conn.gone:
+                    return           # its task socket closed meanwhile: the process is gone
             self._request(conn, message[1], message[2], message[3])
         elif kind == "cbdone":
             self._callback_done(conn.client, message[1], message[2], message[3])
@@ -320,6 +403,7 @@ class Device:
                 conn.send(("r", req, 0, result))
 
     def _disconnect(self, conn: ClientConn) -> None:
+        conn.gone = True
         fd = conn.sock.fileno()
         if self._watched.get(fd) is conn:
             del self._watched[fd]
@@ -354,11 +438,14 @@ class Device:
                 del self.contexts[key]
             for name in [n for n, (owner, _) in self._admitted.items() if owner == client]:
                 del self._admitted[name]
-            for table, free, owners in ((self.events, self._free_events, self._event_owner),
-                                        (self.notifies, self._free_notifies, self._notify_owner)):
-                for slot in [slot for slot, owner in owners.items() if owner == client]:
-                    self._release_slot(table, free, owners, slot)
-            self.control.header[S.H_EVENTS] = len(self.events)
+            for slot in self.event_slots.release(client):
+                if slot in self.events:
+                    self._drop_event(slot)
+            self.stream_slots.release(client)
+            self.control.header[S.H_STREAMS_LENT] = self.stream_slots.count
+            self.control.header[S.H_EVENTS_LENT] = self.event_slots.count
+            for slot in [slot for slot, owner in self._notify_owner.items() if owner == client]:
+                self._release_slot(self.notifies, self._free_notifies, self._notify_owner, slot)
             self.control.header[S.H_NOTIFIES] = len(self.notifies)
             for key in [k for k in self._callbacks if k[0] == client]:
                 self._callback_done(client, key[1], E.ACL_ERROR_RT_SOCKET_CLOSE, "the host process is gone")
@@ -578,7 +665,7 @@ class Device:
             if block is None or offset + nbytes > block.offset + block.reserved:
                 raise dma_fault(f"device {self.index}: {nbytes} bytes at offset {offset:#x} "
                                 f"are not inside a live allocation (freed while queued?)")
-            if not self.may_use(client, block, offset, nbytes):
+            if block.owner != client and not self.may_use(client, block, offset, nbytes):
                 raise self._denied(client, loc, nbytes)
             return self.hbm
         if kind == "d":   # a peer's HBM: its live pages and their owners are on its control page
@@ -683,26 +770,51 @@ class Device:
                 self.progress.notify_all()
 
     # ------------------------------------------------------------------ streams
-    def rpc_create_stream(self, conn, req, ctx: int, priority: int, flags: int, default: bool) -> tuple:
+    def rpc_lease(self, conn, req, kind: str, want: int, back: list) -> list:
+        """Lend the client up to ``want`` more slots of its ``kind`` ("stream" / "event")
+        table, after taking ``back`` free ones back; also what a host asks to know the device
+        has handled everything it sent before (want 0: its catch-up did that)."""
+        lender, live, code, lent = {
+            "stream": (self.stream_slots, self.streams, E.ACL_ERROR_RT_NO_STREAM_RESOURCE, S.H_STREAMS_LENT),
+            "event": (self.event_slots, self.events, E.ACL_ERROR_RT_NO_EVENT_RESOURCE, S.H_EVENTS_LENT)}[kind]
         with self.lock:
-            if len(self.streams) >= self.stream_limit:
-                raise AclError(E.ACL_ERROR_RT_NO_STREAM_RESOURCE,
-                               f"device {self.index}: all {self.stream_limit} streams are in use")
-            slot = self._free_slots.pop()
-            context = self.contexts.setdefault((conn.client, ctx), ContextState(conn.client, ctx))
-            stream_id = self._next_stream_id
-            self._next_stream_id += 1
-            self.control.stream_done[slot] = 0
-            self.control.stream_msgs[slot] = 0   # the slot's previous owner had its own count
-            self.control.stream_sleepers[slot] = 0
-            self.control.stream_mt[slot] = 0     # ... and its own modelled clock
-            # a stopped stop-on-failure context refuses the work of its new streams too
-            self.control.stream_err[slot] = context.stopped
-            stream = DeviceStream(self, slot, stream_id, conn.client, context, priority, flags)
+            lender.take_back(conn.client, list(back), live)
+            slots = lender.lend(conn.client, int(want))
+            self.control.header[lent] = lender.count
+        if want and not slots:
+            raise AclError(code, f"device {self.index}: no {kind} left (all {lender.limit} are in use "
+                           "or held in reserve by processes)")
+        return slots
+
+    def _open_stream(self, client: int, slot: int, ctx: int, priority: int, flags: int) -> None:
+        """A host made a stream in a slot of its lease (its first message about it)."""
+        with self.lock:
+            if not self.stream_slots.holds(client, slot) or slot in self.streams:
+                return      # not its slot, or still in use: a broken or hostile host
+            context = self.contexts.get((client, ctx))
+            if context is None:
+                context = self.contexts[(client, ctx)] = ContextState(client, ctx)
+            gen = int(self.control.stream_gen[slot])
+            stream_id = S.stream_id(slot, gen)
+            self.control.stream_gen[slot] = gen + 1
+            # the slot's words were cleared when it was freed (not now: its host may already
+            # be sleeping on it); a stopped stop-on-failure context refuses the work of its
+            # new streams too
+            if context.stopped:
+                self.control.stream_err[slot] = context.stopped
+            stream = DeviceStream(self, slot, stream_id, client, context, int(priority), int(flags))
             self.streams[slot] = stream
             context.streams.add(stream)
             self.control.header[S.H_STREAMS] = len(self.streams)
-        return slot, stream_id
+
+    def _close_stream(self, client: int, slot: int) -> None:
+        """A host destroyed a drained stream (nothing of it runs any more)."""
+        with self.lock:
+            stream = self.streams.get(slot)
+            if stream is None or stream.client != client:
+                return
+            self._destroy_stream(stream)
+        stream.halt(E.ACL_ERROR_RT_STREAM_ABORT, f"stream {stream.stream_id} was destroyed")
 
     @property
     def stream_limit(self) -> int:
@@ -725,14 +837,25 @@ class Device:
         stream.close()
         self.streams.pop(stream.slot, None)
         stream.context.streams.discard(stream)
-        self._free_slots.append(stream.slot)
+        c, slot = self.control, stream.slot
+        sleepers = int(c.stream_sleepers[slot])
+        # cleared for the slot's next stream, which its host may make as soon as it sees
+        # the generation move on
+        c.stream_done[slot] = c.stream_msgs[slot] = c.stream_sleepers[slot] = c.stream_wake[slot] = 0
+        c.stream_err[slot] = 0
+        c.stream_mt[slot] = 0
+        c.stream_gen[slot] += 1
         # hosts parked on the stream must not wait forever: it is gone, nothing more will run
-        futex.wake(self.control.done_word(stream.slot))
-        for waiter in self.sync_waiters.get(stream.slot, [])[:]:
-            waiter.conn.send(("r", waiter.req, 0, (0, "", 0)))
-        gone = {id(w) for w in self.sync_waiters.get(stream.slot, [])}
-        self._drop_waiters(lambda w: id(w) in gone)
-        self.sync_waiters.pop(stream.slot, None)
+        # (one that counts itself after this look finds the stream destroyed before it sleeps)
+        if sleepers:
+            futex.wake(c.done_word(slot))
+        waiters = self.sync_waiters.get(slot)
+        if waiters:
+            for waiter in waiters[:]:
+                waiter.conn.send(("r", waiter.req, 0, (0, "", 0)))
+            gone = {id(w) for w in waiters}
+            self._drop_waiters(lambda w: id(w) in gone)
+        self.sync_waiters.pop(slot, None)
         self.control.header[S.H_STREAMS] = len(self.streams)
 
     def rpc_set_failure_mode(self, conn, req, slot: int, mode: int) -> None:
@@ -833,22 +956,32 @@ class Device:
         owners.pop(slot, None)
         free.give(slot)
 
-    def rpc_create_event(self, conn, req) -> tuple[int, int]:
+    def _open_event(self, client: int, slot: int) -> None:
+        """A host made an event in a slot of its lease."""
         with self.lock:
-            slot, uid = self._take_slot(self.events, self._free_events, self._event_owner, conn.client,
-                                        E.ACL_ERROR_RT_NO_EVENT_RESOURCE, "events")
+            if not self.event_slots.holds(client, slot) or slot in self.events:
+                return
             c = self.control
-            c.event_ts[slot] = c.event_done[slot] = c.event_reset[slot] = c.event_issued[slot] = 0
-            c.event_remote[slot] = 0
-            self.control.header[S.H_EVENTS] = len(self.events)
-        return slot, uid
+            gen = int(c.event_gen[slot])
+            # event_issued is its host's to write from now on: cleared when the slot was freed
+            c.event_ts[slot] = c.event_done[slot] = c.event_reset[slot] = c.event_remote[slot] = 0
+            self.events[slot] = S.event_uid(slot, gen)
+            c.event_gen[slot] = gen + 1
+            c.header[S.H_EVENTS] = len(self.events)
 
-    def rpc_destroy_event(self, conn, req, slot: int, uid: int) -> None:
+    def _close_event(self, client: int, slot: int, uid: int) -> None:
         with self.lock:
-            if self.events.get(slot) == uid and self._event_owner.get(slot) == conn.client:
-                self._release_slot(self.events, self._free_events, self._event_owner, slot)
-                self.control.header[S.H_EVENTS] = len(self.events)
+            if self.events.get(slot) == uid and self.event_slots.holds(client, slot):
+                self._drop_event(slot)
             self.progress.notify_all()   # waits on it are released
+
+    def _drop_event(self, slot: int) -> None:
+        del self.events[slot]
+        c = self.control
+        c.event_ts[slot] = c.event_done[slot] = c.event_reset[slot] = c.event_issued[slot] = 0
+        c.event_remote[slot] = 0
+        c.event_gen[slot] += 1
+        self.control.header[S.H_EVENTS] = len(self.events)
 
     def rpc_create_notify(self, conn, req) -> tuple[int, int]:
         with self.lock:
@@ -1023,7 +1156,8 @@ class Device:
             trace.record(stream, op, args, start, time.monotonic_ns(), code)
         return code, message
 
-    def complete(self, stream: DeviceStream, seq: int, code: int, message: str) -> None:
+    def complete(self, stream: DeviceStream, seq: int, code: int, message: str, count: int = 1) -> None:
+        """Tasks of ``stream`` up to ``seq`` are done (``count`` of them ran), the last with ``code``."""
         if self.streams.get(stream.slot) is not stream:
             return   # destroyed while its task ran: the slot may already be another stream's
         control = self.control
@@ -1039,13 +1173,16 @@ class Device:
                     stream.error_message = message
                 if stream.context.stop_on_failure and not stream.context.stopped:
                     self._stop_context(stream.context, code, message)
-        if main is not None:
-            control.stream_msgs[stream.slot] = main.sent
-        if seq > int(control.stream_done[stream.slot]):
-            control.stream_done[stream.slot] = seq
-            if control.stream_sleepers[stream.slot]:
-                futex.wake(control.done_word(stream.slot))
-        control.header[S.H_TASKS_DONE] += 1
+        if main is not None and main.sent != stream.msgs:
+            # messages to its host before this point (prints, callbacks) a sync waits for
+            control.stream_msgs[stream.slot] = stream.msgs = main.sent
+        with stream.done_lock:      # the worker and the reading thread may both complete tasks
+            if seq > int(control.stream_done[stream.slot]):
+                control.stream_done[stream.slot] = seq
+                if control.stream_sleepers[stream.slot] and seq >= control.stream_wake[stream.slot]:
+                    futex.wake(control.done_word(stream.slot))
+        self.tasks_done += count
+        control.header[S.H_TASKS_DONE] = self.tasks_done
         if self.watchers:
             with self.progress:
                 for waiter in list(self.sync_waiters.get(stream.slot, ())):

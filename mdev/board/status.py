@@ -95,7 +95,7 @@ F_CLIENT, F_SEQ, F_WALL, F_END = range(4)          # a host_floor row, valid whi
 
 # header fields (int64 each)
 H_MAGIC, H_DEVICE, H_PID, H_STATE, H_HBM_TOTAL, H_HBM_USED, H_STREAMS, H_EVENTS, \
-    H_NOTIFIES, H_BOOT_NS, H_TASKS_DONE, H_CLIENTS, H_GRANTS = range(13)
+    H_NOTIFIES, H_BOOT_NS, H_TASKS_DONE, H_CLIENTS, H_GRANTS, H_STREAMS_LENT, H_EVENTS_LENT = range(15)
 HEADER_FIELDS = 64
 
 STATE_STARTING, STATE_ALIVE, STATE_FAULTED, STATE_STOPPED = 0, 1, 2, 3
@@ -123,6 +123,13 @@ def _layout() -> list[tuple[str, tuple, type]]:
         ("host_floor", (MAX_STREAMS, HOST_OPS, 4), np.float64),
         ("event_placed", (MAX_EVENTS,), np.uint64),
         ("grants", (GRANTS, 3), np.int64),
+        # a slot's generation: odd while a stream (event) lives in it, even while it is free;
+        # a host reuses a slot of its lease only once the device made it even again
+        ("stream_gen", (MAX_STREAMS,), np.uint64),
+        # the lowest seq a sleeping host thread of the slot waits for: the device wakes the
+        # sleepers when the stream gets there, not at every task before
+        ("stream_wake", (MAX_STREAMS,), np.uint64),
+        ("event_gen", (MAX_EVENTS,), np.uint64),
     ]
 
 
@@ -132,6 +139,18 @@ PAGE = 4096
 def size_for(hbm_bytes: int) -> int:
     fixed = sum(int(np.prod(shape)) * np.dtype(dt).itemsize for _, shape, dt in _layout())
     return fixed + 4 * -(-hbm_bytes // PAGE)
+
+
+def stream_id(slot: int, gen: int) -> int:
+    """The id of the stream living in ``slot`` at generation ``gen`` (free before it): unique
+    for the device's lifetime, the slot number itself for a slot's first stream."""
+    return (gen >> 1) * MAX_STREAMS + slot
+
+
+def event_uid(slot: int, gen: int) -> int:
+    """The id of the event living in ``slot`` at generation ``gen``: never 0, unique for the
+    device's lifetime (tasks name an event by slot and id, so a stale one finds nothing)."""
+    return (gen >> 1) * MAX_EVENTS + slot + 1
 
 
 class ControlPage:

@@ -39,6 +39,9 @@ class DeviceStream:
         self.overflow_switch = 0     # aclrtSetStreamOverflowSwitch: its kernels report overflows
         self.error_message = ""
         self.received = 0            # highest seq pushed
+        self.msgs = 0                # stream_msgs as last written for it (the page's word starts at 0)
+        self.deferred: tuple[int, int] | None = None    # (seq, count) run by the reader, not yet completed
+        self.done_lock = threading.Lock()               # stream_done only ever grows
         self.drop_upto = 0           # tasks with seq <= this are discarded (abort)
         self._queue: collections.deque = collections.deque()
         self._lock = threading.Lock()               # the Condition's own: push takes it directly
@@ -51,10 +54,13 @@ class DeviceStream:
         self._writers = 0            # its other running tasks (copies, memsets, waits, ...)
         self._writers_done = threading.Condition()
 
-    def push(self, seq: int, op: str, args: tuple) -> None:
+    def push(self, seq: int, op: str, args: tuple, defer: bool = False) -> bool:
+        """Queue or run a task (an idle stream runs a quick one at once).  With ``defer``, one
+        run at once that succeeded is left for the caller to complete (it returns True, with
+        the task in ``deferred``), which it does before it reads on."""
         with self._lock:
             if self._closed:
-                return
+                return False
             self.received = seq
             dropped = seq <= self.drop_upto
             idle = not dropped and not self._queue and self.running_task is None
@@ -62,18 +68,22 @@ class DeviceStream:
                 self.running_task = (seq, op, args)    # idle stream: try the fast path
             elif not dropped:
                 self._enqueue(seq, op, args)
-                return
+                return False
         if dropped:   # complete() takes the device lock: never call it holding ours
             self.device.complete(self, seq, 0, "")
-            return
+            return False
         result = self.device.run_task(self, op, args, inline=True)
         with self._lock:
             self.running_task = None
             if result is None:
                 self._enqueue(seq, op, args)
-                return
+                return False
             done = max(seq, self.drop_upto) if not self._queue else seq
+        if defer and not result[0]:
+            self.deferred = (done, self.deferred[1] + 1 if self.deferred else 1)
+            return True
         self.device.complete(self, done, *result)
+        return False
 
     def _enqueue(self, seq: int, op: str, args: tuple) -> None:
         """Hand a task to the stream's worker (call with the lock held)."""

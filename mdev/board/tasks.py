@@ -95,7 +95,8 @@ def copy2d(device: "Device", stream: "DeviceStream", dst: tuple, dpitch: int, sr
 @op("dma", quick=lambda args: args[2] <= QUICK_BYTES)
 def memset(device: "Device", stream: "DeviceStream", dst: tuple, value: int, nbytes: int) -> None:
     device.view(dst, nbytes, stream, write=True).fill(value & 0xFF)
-    device.on_memory_written(dst)
+    if device.watchers:         # value waits re-check (on_memory_written), a call less when none
+        device.on_memory_written(dst)
 
 
 @op("dma", quick=lambda args: args[2] <= QUICK_BYTES)

@@ -18,12 +18,14 @@ dead device's memory included) until the runtime replaces it at a device reset.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import os
 import select
 import socket
 import sys
 import threading
+import time
 import traceback
 from typing import Callable
 
@@ -80,6 +82,88 @@ class ExitWatch:
 # tasks gathered before they are written whatever else happens: a device starts on a burst
 # before its end, and one write stays well inside a device's read
 BATCH_FRAMES = 256
+# ... or this many after a stream or event made or destroyed: the device frees slots in
+# time for their reuse (SlotLease) without a write per message
+POST_FRAMES = 16
+
+
+LEASE_BLOCK = 16           # slots asked for at once
+LEASE_KEEP = 4 * LEASE_BLOCK   # unused slots a process keeps; past that it gives a block back
+LEASE_SPIN_S = 0.0002      # how long a reuse watches for the device to free its slot before asking
+
+
+class SlotLease:
+    """The slots of one device table (streams or events) this process holds: a stream or
+    event is made in one of them and destroyed without waiting for the device, which learns
+    of both in order with the tasks (DeviceLink.post).  A destroyed one's slot is reused only
+    once the device has freed it (its generation on the control page, ``field``, moved on
+    past it), so nothing reads the old occupant's progress words as the new one's.  It names
+    no link (its link holds it: a cycle would keep a dead device's page mapped)."""
+
+    def __init__(self, kind: str, field: str) -> None:
+        self.kind, self.field = kind, field
+        self.idle: collections.deque[tuple[int, int]] = collections.deque()   # (slot, its free generation)
+        self.lock = threading.Lock()
+
+    def take(self, link: "DeviceLink") -> tuple[int, int]:
+        """A slot of this process's lease and the generation its new occupant gets."""
+        gens = getattr(link.control, self.field)
+        with self.lock:
+            while not self._head_free(link, gens):
+                # the device lags behind this process's destroys: a bigger lease lets the
+                # next ones wait longer (the request also has the device catch up)
+                self._ask(link, gens, LEASE_BLOCK if len(self.idle) < LEASE_KEEP - LEASE_BLOCK else 0)
+            return self.idle.popleft()
+
+    def give(self, link: "DeviceLink", slot: int, gen: int) -> None:
+        """The occupant of ``slot`` (made at ``gen``) was destroyed: the slot is free once the
+        device has seen that.  A process that destroyed many keeps only LEASE_KEEP of them."""
+        with self.lock:
+            self.idle.append((slot, gen + 2))
+            if len(self.idle) > LEASE_KEEP:
+                back = [self.idle.pop()[0] for _ in range(LEASE_BLOCK)]
+                try:
+                    link.request("lease", self.kind, 0, back)
+                except AclError:
+                    pass        # the device is gone, its slots with it
+
+    def unused(self) -> int:
+        return len(self.idle)
+
+    def _head_free(self, link: "DeviceLink", gens) -> bool:
+        if not self.idle:
+            return False
+        slot, gen = self.idle[0]
+        if int(gens[slot]) == gen:
+            return True
+        link.flush()
+        deadline = time.perf_counter() + LEASE_SPIN_S
+        while time.perf_counter() < deadline:
+            os.sched_yield()
+            if int(gens[slot]) == gen:
+                return True
+        return False
+
+    def _ask(self, link: "DeviceLink", gens, want: int) -> None:
+        """Lend more slots (want > 0), or just wait until the device has handled every
+        destroy sent so far (it answers a request only after that)."""
+        try:
+            slots = link.request("lease", self.kind, want, [])
+        except AclError as exc:
+            if not self.idle or exc.code == E.ACL_ERROR_RT_SOCKET_CLOSE:
+                raise
+            slots = link.request("lease", self.kind, 0, [])     # the device is full: use ours
+        self.idle.extendleft((slot, int(gens[slot])) for slot in slots)
+        if slots:
+            return
+        slot, gen = self.idle[0]
+        now = int(gens[slot])
+        if now != gen:
+            # every destroy is handled now, so the device never made this one (a lost
+            # message): the slot is free at the generation it shows, or not ours to use
+            self.idle.popleft()
+            if now % 2 == 0:
+                self.idle.appendleft((slot, now))
 
 
 class DeviceLink:
@@ -109,6 +193,8 @@ class DeviceLink:
         self._reader_done = False
         self._gone = False
         self._sockets: list[socket.socket] = []    # every socket opened, for close_after_fork
+        self.stream_slots = SlotLease("stream", "stream_gen")
+        self.event_slots = SlotLease("event", "event_gen")
 
     # -- sockets
     def _open(self, role: str) -> protocol.Channel:
@@ -150,8 +236,9 @@ class DeviceLink:
     def _check_peers(self, args: tuple) -> None:
         """A task naming another device's memory must not reach a restarted one: the old
         offsets would land in the successor's allocations (the device re-maps its peers)."""
+        index = self.index
         for arg in args:
-            if type(arg) is tuple and len(arg) == 3 and arg[0] == "d" and arg[1] != self.index:
+            if type(arg) is tuple and len(arg) == 3 and arg[1] != index and arg[0] == "d":
                 peer = self.board._links.get(arg[1])
                 if peer is not None:
                     peer.check_alive()
@@ -175,19 +262,38 @@ class DeviceLink:
             # counted before it is sent: a thread that reads how many tasks a stream was given
             # (trace host records) must never see fewer than have run
             seq = stream.seq = stream.seq + 1
-            frame = protocol.encode(("t", stream.slot, seq, op, args))
-            out = self._out
-            if out or self._burst:
-                out.append(frame)
-                if len(out) >= BATCH_FRAMES:
-                    self._send_gathered()
-                elif not self._kicked:
-                    self._kicked = True
-                    self._kick.release()
-            else:
-                self._burst = True
-                self._send(frame)
+            self._queue(protocol.encode_task(stream.slot, seq, op, args))
             return seq
+
+    def post(self, message: tuple) -> None:
+        """Send a message the device handles in order with this process's tasks and does not
+        answer (a stream or event made or destroyed).  Always gathered: nothing waits for it
+        but later tasks and requests, which send it along."""
+        if self._reader_done or self._gone:
+            raise self.lost("the device process is gone")
+        if self._task_sock is None:
+            self.ensure_main()
+        with self.lock:
+            self._queue(protocol.encode_message(message), start=False)
+
+    def _queue(self, frame: bytes, start: bool = True) -> None:
+        """Send ``frame`` (with whatever was gathered before it) now if it starts a burst,
+        else gather it (call with the lock held)."""
+        out = self._out
+        if self._burst or not start:
+            out.append(frame)
+            if len(out) >= (BATCH_FRAMES if start else POST_FRAMES):
+                self._send_gathered()
+            elif not self._kicked:
+                self._kicked = True
+                self._kick.release()
+        else:
+            self._burst = True
+            if out:
+                out.append(frame)
+                self._send_gathered()
+            else:
+                self._send(frame)
 
     def flush(self) -> None:
         """Send the gathered tasks now (before anything that must see them on the device)."""

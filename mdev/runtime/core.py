@@ -57,6 +57,7 @@ class Stream:
     host_floor: float = 0.0            # the latest host clock its tasks were submitted under (modelled)
     floor_rows: int = 0                # host_floor rows written for it
     host_marks: dict = field(default_factory=dict)   # host thread -> its latest record a task follows
+    gen: int = 0                       # the slot's generation it was made at (control page stream_gen)
 
     @property
     def is_default(self) -> bool:
@@ -156,6 +157,11 @@ class Runtime:
         return len(self.attach().devices)
 
     def link(self, device: int):
+        board = self.board
+        if board is not None:
+            link = board._links.get(device)      # every task asks: the dict first
+            if link is not None:
+                return link
         return self.attach().link(device)
 
     def check_device(self, device) -> int:
@@ -211,8 +217,12 @@ class Runtime:
 
     def stream_in_context(self, handle) -> Stream:
         """A stream usable for submission from this thread (its context must be current)."""
-        ctx = self.current_context()
-        stream = self.stream(handle, ctx)
+        ctx = self.thread.context
+        if ctx is None or ctx.destroyed:
+            ctx = self.current_context()
+        stream = self.streams.get(handle) if handle and type(handle) is int else None
+        if stream is None or stream.destroyed:
+            stream = self.stream(handle, ctx)       # the default stream, or what is wrong
         if stream.context is not ctx:
             raise AclError(E.ACL_ERROR_RT_STREAM_CONTEXT,
                            f"stream {handle:#x} belongs to a context of device {stream.device}, "

@@ -60,6 +60,7 @@ class Event:
     opened: str | None = None                    # the key, for an event opened from another process
     flag_modes: dict = field(default_factory=dict)   # "record" / "wait" -> the first *_with_flag flag
     destroyed: bool = False
+    gen: int = 0                                 # its slot's generation when it was made (event_gen)
 
     @property
     def timed(self) -> bool:
@@ -73,8 +74,10 @@ class Event:
 def _create(flags: int, api: str) -> int:
     device = rt.current_context().device
     reap()
-    slot, uid = rt.link(device).request("create_event")
-    event = Event(rt.new_handle(EVENT_HANDLES), device, slot, uid, flags, api)
+    link = rt.link(device)
+    slot, gen = link.event_slots.take(link)      # this process's lease: no round trip (see SlotLease)
+    link.post(("ec", slot))
+    event = Event(rt.new_handle(EVENT_HANDLES), device, slot, S.event_uid(slot, gen), flags, api, gen=gen)
     with rt.lock:
         rt.events[event.handle] = event
     return event.handle
@@ -170,9 +173,11 @@ def reap() -> None:
             except ValueError:
                 continue      # another thread reaping at the same time took it
             try:
-                rt.link(ev.device).request("destroy_event", ev.slot, ev.uid)
+                link = rt.link(ev.device)
+                link.post(("ed", ev.slot, ev.uid))
             except AclError:
-                pass      # the device is gone, and its slots with it
+                continue      # the device is gone, and its slots with it
+            link.event_slots.give(link, ev.slot, ev.gen)
 
 
 @api()
@@ -306,9 +311,10 @@ def stream_wait_event_with_flag(stream, event, timeout: int, flag: int) -> None:
 
 @api(1)
 def get_event_avail_num() -> int:
-    """Events the current device can still create."""
-    header = rt.link(rt.current_context().device).control.header
-    return S.MAX_EVENTS - int(header[S.H_EVENTS])
+    """Events this process can still create on the current device: the device's limit less
+    the slots lent to processes, plus this process's own unused ones (see SlotLease)."""
+    link = rt.link(rt.current_context().device)
+    return S.MAX_EVENTS - int(link.control.header[S.H_EVENTS_LENT]) + link.event_slots.unused()
 
 
 @api(1)

@@ -120,6 +120,9 @@ def ipc_get_event_handle(event) -> bytes:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "only events from create_event_ex_with_flag(ACL_EVENT_IPC) "
                        "can be shared")
     if ev.ipc_key is None:
+        # the device learns of a new event in order with this process's tasks: have it
+        # handled before another process can name it
+        rt.link(ev.device).request("lease", "event", 0, [])
         ev.ipc_key = rt.attach().request("ipc_export", "event", ev.device, (ev.slot, ev.uid), False)
     return ev.ipc_key.encode().ljust(IPC_EVENT_HANDLE_SIZE, b"\0")
 

@@ -384,6 +384,11 @@ def memcpy2d_async(dst, dpitch, src, spitch, width, height, kind, stream) -> Non
 
 # ---------------------------------------------------------------------------- memset
 def _memset_operand(dev_ptr, max_count, value, count) -> tuple[Operand | None, int]:
+    if dev_ptr and type(max_count) is int and type(count) is int and type(value) is int and \
+            0 < count <= max_count < 1 << 64:
+        # the common call, checked in one expression (a small task's host time is mostly
+        # checks like these): the checks below tell what is wrong with any other
+        return rt.memory.operand(dev_ptr, count, write=True, what="devPtr"), value
     _require(dev_ptr, "devPtr")
     max_count, count = size(max_count, "maxCount"), size(count, "count")
     value = as_int(value, "value")
@@ -422,19 +427,25 @@ def memset_async(dev_ptr: int, max_count: int, value: int, count: int, stream) -
     st = rt.stream_in_context(stream)
     op, value = _memset_operand(dev_ptr, max_count, value, count)
     if op is not None:
-        _fill_by_stream(st, op, PAGEABLE, "memset_async", lambda: rt.memory.view(op).fill(value & 0xFF),
-                        "memset", value)
+        _fill_by_stream(st, op, PAGEABLE, "memset_async", _fill8_here, "memset", value)
 
 
-def _fill_by_stream(st, op: Operand, at_once: str, api_name: str, fill_here: Callable[[], None],
+def _fill8_here(op: Operand, value: int) -> None:
+    rt.memory.view(op).fill(value & 0xFF)
+
+
+def _fill_by_stream(st, op: Operand, at_once: str, api_name: str, fill_here: Callable[[Operand, int], None],
                     task: str, value: int) -> None:
     """A fill on stream ``st``: host memory of kind ``at_once`` is filled when the stream has
     drained, before the call returns (as documented); other memory gets ``task`` tasks."""
+    if op.kind == DEVICE and op.pieces is None and op.allocation.device == st.device:
+        streams.submit(st, task, op.location(), value, op.nbytes)      # its own device's memory
+        return
     check_reach(st.device, op)
     if op.kind == at_once:
         _graph.check_pageable(st, api_name)
         streams.wait([st])
-        fill_here()
+        fill_here(op, value)
         return
     for part in op.parts():
         streams.submit(st, task, part.location(), value, part.nbytes)
@@ -481,7 +492,7 @@ def memset_d32_async(ptr, mem_size: int, value: int, count: int, stream) -> None
     st = rt.stream_in_context(stream)
     op, value = _d32_operand(ptr, mem_size, value, count)
     if op is not None:
-        _fill_by_stream(st, op, PINNED, "memset_d32_async", lambda: _fill32_here(op, value), "fill32", value)
+        _fill_by_stream(st, op, PINNED, "memset_d32_async", _fill32_here, "fill32", value)
 
 
 # ---------------------------------------------------------------------------- cache maintenance

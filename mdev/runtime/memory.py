@@ -35,6 +35,10 @@ from mdev.memory.segment import Segment, map_private, unlink
 DEVICE, PINNED, PAGEABLE = "device", "pinned", "pageable"
 
 
+_DEVICE_LOW = address.DEVICE_BASE                                        # every device's addresses
+_DEVICE_HIGH = address.DEVICE_BASE + address.MAX_DEVICES * address.DEVICE_SPAN
+
+
 @dataclass(eq=False)
 class Allocation:
     ptr: int
@@ -102,8 +106,10 @@ class Operand:
 
     def location(self) -> tuple:
         """How a device process names this range (pageable memory has no such name)."""
-        self._single()
         a = self.allocation
+        if self.kind == DEVICE and self.pieces is None:
+            return ("d", a.device, self.ptr - _DEVICE_LOW - a.device * address.DEVICE_SPAN)
+        self._single()
         if self.kind == DEVICE:
             return ("d", a.device, self.ptr - address.device_base(a.device))
         return ("p", a.segment.name, self.ptr - a.ptr)
@@ -200,6 +206,18 @@ class MemoryTable:
         return table
 
     def containing(self, ptr: int) -> Allocation | None:
+        # first without the lock, which threads submitting to different devices would all
+        # take: allocations never overlap, so one found holding ``ptr`` is the answer (as
+        # live as under the lock); a miss may be a concurrent malloc or free's doing
+        starts = self._starts
+        i = bisect.bisect_right(starts, ptr) - 1
+        if i >= 0:
+            try:
+                alloc = self._by_start[starts[i]]
+            except (KeyError, IndexError):
+                alloc = None
+            if alloc is not None and alloc.ptr <= ptr < alloc.end:
+                return alloc
         with self.lock:
             i = bisect.bisect_right(self._starts, ptr) - 1
             if i < 0:
@@ -216,6 +234,10 @@ class MemoryTable:
     # -- classification
     def operand(self, ptr, nbytes: int, *, write: bool, what: str = "pointer") -> Operand:
         """Classify and bounds-check [ptr, ptr+nbytes); AclError if it is not usable memory."""
+        if type(ptr) is int and _DEVICE_LOW <= ptr < _DEVICE_HIGH and hooks.checker is None:
+            alloc = self.containing(ptr)      # the common case first: inside a device allocation
+            if alloc is not None and ptr + nbytes <= alloc.end:
+                return Operand(DEVICE, ptr, nbytes, alloc)
         if not isinstance(ptr, int) or isinstance(ptr, bool):
             raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{what} must be an int address, got {type(ptr).__name__}")
         if ptr == 0:

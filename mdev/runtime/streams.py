@@ -33,9 +33,16 @@ NON_EXECUTING = C.ACL_STREAM_PERSISTENT | C.ACL_STREAM_DEVICE_USE_ONLY | C.ACL_S
 
 
 def new_stream(ctx: Context, priority: int = 0, flags: int = 0, default: bool = False) -> Stream:
+    """Made in a slot of this process's lease without a round trip: the device learns of it
+    from the message ahead of its first task (a lease runs out: one request for more)."""
     link = rt.link(ctx.device)
-    slot, stream_id = link.request("create_stream", ctx.handle, priority, flags, default)
-    stream = Stream(rt.new_handle(STREAM_HANDLES), ctx.device, slot, stream_id, ctx, priority, flags)
+    slot, gen = link.stream_slots.take(link)
+    link.post(("sc", slot, ctx.handle, priority, flags))
+    if ctx.stop_on_failure:
+        # a stopped context's new stream refuses work at once: have the device mark it now
+        link.request("lease", "stream", 0, [])
+    stream = Stream(rt.new_handle(STREAM_HANDLES), ctx.device, slot, S.stream_id(slot, gen), ctx, priority, flags,
+                    gen=gen)
     with rt.lock:
         rt.streams[stream.handle] = stream
         if not default:
@@ -108,8 +115,11 @@ def _briefly(condition) -> bool:
 
 def is_done(stream: Stream, seq: int) -> bool:
     link = rt.link(stream.device)
+    done = link.control.stream_done
+    if int(done[stream.slot]) >= seq:
+        return True
     link.flush()        # a task still gathered in this process would never be done
-    return int(link.control.stream_done[stream.slot]) >= seq
+    return int(done[stream.slot]) >= seq
 
 
 def wait_targets(targets: list[tuple[Stream, int]], timeout: int = -1, consume: bool = True) -> None:
@@ -126,11 +136,27 @@ def wait_targets(targets: list[tuple[Stream, int]], timeout: int = -1, consume: 
     _trace.synced(targets)
 
 
+def _reached(stream: Stream, seq: int) -> bool:
+    """One executing stream already got to ``seq`` without a failure: the general path below
+    in short (a synchronisation of an idle stream, a destroy's drain)."""
+    if stream.destroyed or stream.flags & NON_EXECUTING:
+        return False
+    link = rt.link(stream.device)
+    control = link.control
+    link.check_alive()         # a lost device fails every sync, even of idle streams
+    if int(control.stream_done[stream.slot]) < seq or control.stream_err[stream.slot]:
+        return False
+    link.wait_received(int(control.stream_msgs[stream.slot]))
+    return True
+
+
 # failures of a synchronisation that did not see its streams get there
 _NOT_REACHED = (E.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, E.ACL_ERROR_RT_SOCKET_CLOSE)
 
 
 def _wait_targets(targets: list[tuple[Stream, int]], timeout: int, consume: bool) -> None:
+    if len(targets) == 1 and _reached(*targets[0]):
+        return
     by_device: dict[int, list[tuple[Stream, int]]] = {}
     for stream, seq in targets:
         if stream.destroyed:
@@ -144,7 +170,6 @@ def _wait_targets(targets: list[tuple[Stream, int]], timeout: int, consume: bool
         by_device.setdefault(stream.device, []).append((stream, seq))
     for device, group in by_device.items():
         link = rt.link(device)
-        link.flush()
         control = link.control
         done, err = control.stream_done, control.stream_err
 
@@ -152,6 +177,8 @@ def _wait_targets(targets: list[tuple[Stream, int]], timeout: int, consume: bool
             return all(int(done[s.slot]) >= seq and not err[s.slot] for s, seq in group)
 
         link.check_alive()         # a lost device fails every sync, even of idle streams
+        if not finished():
+            link.flush()           # a task still gathered in this process would never be done
         if not (finished() or _briefly(finished)) and futex.AVAILABLE:
             _sleep(link, group, None if timeout < 0 else time.monotonic() + timeout / 1000.0, timeout)
         if finished():
@@ -169,30 +196,35 @@ def _wait_targets(targets: list[tuple[Stream, int]], timeout: int, consume: bool
 
 
 _sleepers_lock = threading.Lock()
-_sleepers: dict[tuple[int, int], int] = {}    # (device, slot) -> this process's threads asleep on it
+_sleepers: dict[tuple[int, int], list[int]] = {}    # (device, slot) -> the seqs this process's threads asleep on it wait for
 
 
-def _count_sleeper(device: int, slot: int, sleepers, change: int) -> None:
-    """Publish this process's count of threads asleep on the slot.  Stored, not added to the
-    page's word: the device clears the word when it hands the slot to a new stream, and a
-    sleeper of the old stream leaving after that must not drive it below the new ones."""
+def _count_sleeper(device: int, slot: int, control, seq: int, joins: bool) -> None:
+    """Publish this process's count of threads asleep on the slot and the lowest seq they wait
+    for (the device wakes them when the stream gets there, not at every task before).
+    Stored, not added to the page's words: the device clears them when it frees the slot,
+    and a sleeper of the old stream leaving after that must not drive them below the new ones."""
     with _sleepers_lock:
-        count = _sleepers.get((device, slot), 0) + change
-        if count:
-            _sleepers[(device, slot)] = count
+        seqs = _sleepers.setdefault((device, slot), [])
+        if joins:
+            seqs.append(seq)
         else:
-            _sleepers.pop((device, slot), None)
-        sleepers[slot] = count
+            seqs.remove(seq)
+        if seqs:
+            control.stream_wake[slot] = min(seqs)       # before the count: a device seeing the count sees it
+        else:
+            del _sleepers[(device, slot)]
+        control.stream_sleepers[slot] = len(seqs)
 
 
 def _sleep(link, group: list[tuple[Stream, int]], deadline: float | None, timeout: int) -> None:
     """Sleep on each stream's stream_done word (a futex the device wakes when it advances it)
     until the stream has run its task ``seq`` -- or is destroyed; a lost device raises."""
     control = link.control
-    done, sleepers = control.stream_done, control.stream_sleepers
+    done = control.stream_done
     for stream, seq in group:
         slot = stream.slot
-        _count_sleeper(stream.device, slot, sleepers, 1)   # before looking: the device sees it, or we see its work
+        _count_sleeper(stream.device, slot, control, seq, True)   # before looking: the device sees it, or we see its work
         try:
             word = control.done_word(slot)
             while not stream.destroyed:
@@ -210,7 +242,7 @@ def _sleep(link, group: list[tuple[Stream, int]], deadline: float | None, timeou
                 if link.dead():
                     raise link.lost("the device process is gone")
         finally:
-            _count_sleeper(stream.device, slot, sleepers, -1)
+            _count_sleeper(stream.device, slot, control, seq, False)
 
 
 def is_idle(stream: Stream) -> bool:
@@ -222,12 +254,20 @@ def context_streams(ctx: Context) -> list[Stream]:
 
 
 def release(stream: Stream, drain: bool) -> None:
+    """Destroy the stream on its device.  Drained, it has nothing left to run and the device
+    learns of it in order with this process's tasks, unanswered; otherwise (a forced
+    destroy, or a drain that failed) the device stops its work before answering."""
     notify_state(stream, C.ACL_RT_STREAM_STATE_DESTROY_PRE)
+    drained = drain
     if drain:
         try:
             wait([stream], consume=False)
         except AclError:
-            pass  # destroying a stream does not report its task failures
+            # destroying a stream does not report its task failures (it got there all the same)
+            try:
+                drained = is_done(stream, stream.seq)
+            except AclError:
+                drained = False
     stream.destroyed = True
     if hooks.checker is not None:
         hooks.checker.stream_dropped(stream)
@@ -235,9 +275,14 @@ def release(stream: Stream, drain: bool) -> None:
         rt.streams.pop(stream.handle, None)
         stream.context.streams.discard(stream)
     try:
-        rt.link(stream.device).request("destroy_stream", stream.slot)
+        link = rt.link(stream.device)
+        if drained:
+            link.post(("sd", stream.slot))
+        else:
+            link.request("destroy_stream", stream.slot)
     except AclError:
-        pass  # the device is gone; nothing left to destroy there
+        return  # the device is gone; nothing left to destroy there, its slots with it
+    link.stream_slots.give(link, stream.slot, stream.gen)
 
 
 # ---------------------------------------------------------------------------- API
@@ -483,9 +528,11 @@ def reg_stream_state_callback(reg_name: str, callback, args=None) -> None:
 
 @api(1)
 def get_stream_available_num() -> int:
-    """Streams the current device can still give out (to any process)."""
-    header = rt.link(rt.current_context().device).control.header
-    return S.STREAM_LIMIT - int(header[S.H_STREAMS])
+    """Streams this process can still make on the current device: the device's limit less
+    the slots lent to processes (each keeps up to 64 of them unused, see
+    board_client.SlotLease), plus this process's own unused ones."""
+    link = rt.link(rt.current_context().device)
+    return S.STREAM_LIMIT - int(link.control.header[S.H_STREAMS_LENT]) + link.stream_slots.unused()
 
 
 @api(1)
