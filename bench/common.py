@@ -59,6 +59,27 @@ def dedicated_board(tag: str, topology: str = "laptop2", hbm: int | None = None,
         stop_board(name)
 
 
+@contextmanager
+def device_and_stream(tag: str, topology: str, hbm: int):
+    """On a dedicated board (see dedicated_board): device 0 set, a stream and a 4 KiB device
+    buffer.  Yields (stream, buffer, sync, empty): sync synchronises the stream, empty is a
+    kernel that does nothing.  The caller frees the buffer and the stream."""
+    import mdev.acl as acl
+    from mdev.kernel import kernel
+
+    @kernel
+    def empty(ctx):
+        pass
+
+    with dedicated_board(tag, topology, hbm=hbm):
+        check(acl.rt.set_device(0), "set_device")
+        stream, ret = acl.rt.create_stream()
+        check(ret, "create_stream")
+        dev, ret = acl.rt.malloc(4096, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+        check(ret, "malloc")
+        yield stream, dev, lambda: check(acl.rt.synchronize_stream(stream), "synchronize_stream"), empty
+
+
 def stop_board(name: str, timeout: float = 15.0) -> None:
     """Stop board ``name`` and wait until its supervisor has exited and its segments are gone."""
     import psutil

@@ -20,7 +20,7 @@ import os
 import threading
 import time
 
-from bench.common import Result, check, dedicated_board, latency, print_table
+from bench.common import Result, check, device_and_stream, latency, print_table
 from bench.kernels import _rate
 
 TASKS = 50_000
@@ -157,20 +157,9 @@ def _threaded_rate(acl, devices: list[int], tasks: int, repeats: int = 3) -> flo
 
 def run() -> list[Result]:
     import mdev.acl as acl
-    from mdev.kernel import kernel
-
-    @kernel
-    def empty(ctx):
-        pass
 
     results: list[Result] = []
-    with dedicated_board("dispatch", "pcie4", hbm=256 << 20):
-        check(acl.rt.set_device(0), "set_device")
-        stream, ret = acl.rt.create_stream()
-        check(ret, "create_stream")
-        dev, ret = acl.rt.malloc(4096, acl.ACL_MEM_MALLOC_HUGE_FIRST)
-        check(ret, "malloc")
-        sync = lambda: check(acl.rt.synchronize_stream(stream), "synchronize_stream")  # noqa: E731
+    with device_and_stream("dispatch", "pcie4", hbm=256 << 20) as (stream, dev, sync, empty):
         _task_rate(acl, dev, stream, 2_000, repeats=1)        # warm-up: the stream's worker
 
         # ---- small tasks vs pipe messages

@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from bench.common import Result, best_of, check, dedicated_board, print_table
+from bench.common import Result, best_of, check, device_and_stream, print_table
 
 LAUNCHES = 5_000
 N = 16 << 20
@@ -42,20 +42,9 @@ def _rate(submit, sync, count: int, repeats: int = 3) -> tuple[float, float]:
 def run() -> list[Result]:
     import mdev.acl as acl
     from mdev import ops
-    from mdev.kernel import kernel
-
-    @kernel
-    def empty(ctx):
-        pass
 
     results: list[Result] = []
-    with dedicated_board("kernels", "laptop2", hbm=512 << 20):
-        check(acl.rt.set_device(0), "set_device")
-        stream, ret = acl.rt.create_stream()
-        check(ret, "create_stream")
-        dev, ret = acl.rt.malloc(4096, acl.ACL_MEM_MALLOC_HUGE_FIRST)
-        check(ret, "malloc")
-        sync = lambda: check(acl.rt.synchronize_stream(stream), "synchronize_stream")  # noqa: E731
+    with device_and_stream("kernels", "laptop2", hbm=512 << 20) as (stream, dev, sync, empty):
 
         # ---- launch rate (warm-up: registration of the kernel, the stream's worker)
         for blocks in (1, 48):
