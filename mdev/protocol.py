@@ -138,16 +138,18 @@ class _Compact:
                       f"    {', '.join(names)}, = args\n"
                       f"    if {checks}:\n"
                       f"        return pack({head}, slot, seq, {values})\n"
-                      f"def decode(v):\n"
+                      f"def decode(buf, pos):\n"
+                      f"    v = unpack_from(buf, pos)\n"
                       f"    return ('t', v[2], v[3], name, ({', '.join(built)},))\n")
         else:
             source = (f"def encode(message):\n"
                       f"    _, {', '.join(names)}, = message\n"
                       f"    if {checks}:\n"
                       f"        return pack({head}, {values})\n"
-                      f"def decode(v):\n"
+                      f"def decode(buf, pos):\n"
+                      f"    v = unpack_from(buf, pos)\n"
                       f"    return (name, {', '.join(built)},)\n")
-        scope = {"pack": self.struct.pack, "name": name}
+        scope = {"pack": self.struct.pack, "unpack_from": self.struct.unpack_from, "name": name}
         exec(source, scope)
         self.encode, self.decode = scope["encode"], scope["decode"]
 
@@ -185,14 +187,8 @@ def encode_message(message: tuple) -> bytes:
     return encode(message)
 
 
-def _decode_compact(buf: bytearray, pos: int, n: int) -> tuple:
-    """The message of the compact frame of ``n`` bytes at ``pos`` (past its length word)."""
-    if n < 1 or buf[pos] >= len(_COMPACT_BY_CODE):
-        raise FrameError("a compact frame of an unknown kind")
-    codec = _COMPACT_BY_CODE[buf[pos]]
-    if codec.struct.size != n + 4:
-        raise FrameError(f"a compact {codec.name} frame of {n} bytes")
-    return codec.decode(codec.struct.unpack_from(buf, pos - 4))
+# per code: the frame's size with its length word, and the decoder of the frame at a position
+_COMPACT_DECODE = [(codec.struct.size, codec.decode) for codec in _COMPACT_BY_CODE]
 
 
 class Decoder:
@@ -224,20 +220,29 @@ class Decoder:
         buf += data
         out = []
         pos = 0
-        while len(buf) - pos >= 4:
-            (n,) = _LEN.unpack_from(buf, pos)
+        end = len(buf)
+        length, kinds = _LEN.unpack_from, len(_COMPACT_DECODE)
+        # a burst of small tasks is thousands of compact frames: their decoding stays in this loop
+        while end - pos >= 4:
+            (n,) = length(buf, pos)
             if n & COMPACT:
                 n &= ~COMPACT
                 if n > _COMPACT_MAX:
                     raise FrameError(f"a compact task frame of {n} bytes announced")
-                if len(buf) - pos - 4 < n:
+                if end - pos - 4 < n:
                     break
-                out.append(_decode_compact(buf, pos + 4, n))
-                pos += 4 + n
+                code = buf[pos + 4] if n else kinds
+                if code >= kinds:
+                    raise FrameError("a compact frame of an unknown kind")
+                size, decode = _COMPACT_DECODE[code]
+                if size != n + 4:
+                    raise FrameError(f"a compact {_COMPACT_BY_CODE[code].name} frame of {n} bytes")
+                out.append(decode(buf, pos))
+                pos += size
                 continue
             if n > MAX_FRAME:
                 raise FrameError(f"a frame of {n} bytes announced; at most {MAX_FRAME}")
-            if len(buf) - pos - 4 < n:
+            if end - pos - 4 < n:
                 break
             try:
                 message = _DataUnpickler(io.BytesIO(buf[pos + 4:pos + 4 + n])).load()

@@ -185,6 +185,8 @@ class Device:
         self.seal_key = seal_key
         self.boot_ns = time.monotonic_ns()
         self.hbm = Segment(paths.hbm(index), self.spec.hbm_bytes, create=True)
+        # small writes into it go through this: a slice assignment costs half a numpy view's fill
+        self.hbm_bytes = memoryview(self.hbm.array)
         self.hbm_windows = WindowPool(paths.hbm(index))      # kernel launches write through these
         self.control = S.ControlPage(Segment(paths.control(index), S.size_for(self.spec.hbm_bytes), create=True))
         h = self.control.header
@@ -223,6 +225,11 @@ class Device:
         self._peer_hbm: dict[int, tuple[int, Segment]] = {}     # device -> (its boot ns, HBM)
         self._notify_owner: dict[int, int] = {}
         self.trace = None        # mdev.board.trace.Recorder while a host traces its tasks
+        # Engines whose slot the reading thread holds for the small tasks it runs itself: it
+        # keeps a slot from one task of a batch to the next instead of taking and giving it back
+        # each time, and gives it back when the batch ends, before any other message (which
+        # may wait for a worker) and as soon as a worker waits for the engine.
+        self._held: dict[str, Engine] = {}
         self.tasks_done = 0      # H_TASKS_DONE, counted here (a page word's += costs more)
         self._running = True
         self.handlers = {name[4:]: getattr(self, name) for name in dir(self) if name.startswith("rpc_")}
@@ -310,6 +317,7 @@ class Device:
             self._disconnect(conn)
             return False
         deferred: list[DeviceStream] = []
+        held = self._held
         try:
             for message in messages:
                 if conn.gone:
@@ -322,11 +330,19 @@ class Device:
                     self._disconnect(conn)
                     return False
         finally:
+            if held:
+                self.release_held()
             for stream in deferred:
                 seq, count = stream.deferred
                 stream.deferred = None
                 self.complete(stream, seq, 0, "", count)
         return True
+
+    def release_held(self) -> None:
+        """Give back the engine slots the reading thread kept for its small tasks."""
+        held = self._held
+        while held:
+            held.popitem()[1].release()
 
     def _catch_up(self, client: int) -> None:
         """Handle what the client sent on its task socket before this request: a host sends
@@ -346,6 +362,8 @@ class Device:
         kind = message[0]
         if conn.client < 0 and kind != "hello":
             raise ValueError("a message before the hello")
+        if kind != "t" and self._held:
+            self.release_held()
         if kind == "t":
             _, slot, seq, op, args = message
             stream = self.streams.get(slot)
@@ -661,12 +679,7 @@ class Device:
         page owners (a peer's HBM), or the owner in a pinned buffer's name."""
         kind, key, offset = loc
         if kind == "d" and key == self.index:
-            block = self.allocator.find(offset)
-            if block is None or offset + nbytes > block.offset + block.reserved:
-                raise dma_fault(f"device {self.index}: {nbytes} bytes at offset {offset:#x} "
-                                f"are not inside a live allocation (freed while queued?)")
-            if block.owner != client and not self.may_use(client, block, offset, nbytes):
-                raise self._denied(client, loc, nbytes)
+            self.check_own(offset, nbytes, client)
             return self.hbm
         if kind == "d":   # a peer's HBM: its live pages and their owners are on its control page
             page, seg = self.peer_hbm(key)
@@ -689,6 +702,16 @@ class Device:
         if offset + nbytes > seg.size:
             raise dma_fault(f"{nbytes} bytes at {offset:#x} overrun {seg.name}")
         return seg
+
+    def check_own(self, offset: int, nbytes: int, client: int) -> None:
+        """TaskFault unless [offset, offset+nbytes) of this HBM is inside a live allocation
+        that ``client`` may touch (locate's case of this device's own memory)."""
+        block = self.allocator.find(offset)
+        if block is None or offset + nbytes > block.offset + block.reserved:
+            raise dma_fault(f"device {self.index}: {nbytes} bytes at offset {offset:#x} "
+                            f"are not inside a live allocation (freed while queued?)")
+        if block.owner != client and not self.may_use(client, block, offset, nbytes):
+            raise self._denied(client, ("d", self.index, offset), nbytes)
 
     def may_use(self, client: int, block, offset: int, nbytes: int) -> bool:
         """``client`` may touch [offset, offset+nbytes) of ``block`` of this HBM."""
@@ -1102,12 +1125,25 @@ class Device:
         fn = OPS.get(op)
         if fn is None:
             return E.ACL_ERROR_RT_TASK_TYPE_NOT_SUPPORT, f"unknown task {op!r}"
-        engine = self.engines.get(fn.engine) if fn.engine else None
         if inline:
             # the dispatcher runs it: no free (or teardown) can come in until it is done
-            if not fn.quick(args) or (engine is not None and not engine.try_acquire()):
+            if not fn.quick(args):
                 return None
-            return self._execute(stream, op, args, fn, engine)
+            name = fn.engine
+            if name:
+                held = self._held
+                engine = held.get(name)
+                if engine is None:
+                    engine = self.engines[name]
+                    if not engine.try_acquire():
+                        return None
+                    held[name] = engine
+                elif engine.waiting:     # a worker waits for it: it goes first (and this one after it)
+                    del held[name]
+                    engine.release()
+                    return None
+            return self._execute(stream, op, args, fn, None)
+        engine = self.engines.get(fn.engine) if fn.engine else None
         users = self.pin([a[2] for a in args if type(a) is tuple and len(a) == 3 and a[0] == "d"
                           and a[1] == self.index])
         try:

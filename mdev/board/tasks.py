@@ -77,9 +77,24 @@ def _always(args: tuple) -> bool:
     return True
 
 
+# Up to this size a write into the device's own HBM is a slice assignment of its memoryview
+# (about 0.13 us for 4 bytes, against 0.27 us for a numpy view and its fill); larger ones
+# use numpy, whose fill and copy need no bytes object of the size.
+SMALL_BYTES = 4096
+_BYTE = [bytes([value]) for value in range(256)]
+
+
 @op("dma", quick=lambda args: args[2] <= QUICK_BYTES)
 def copy(device: "Device", stream: "DeviceStream", dst: tuple, src: tuple, nbytes: int) -> None:
-    np.copyto(device.view(dst, nbytes, stream, write=True), device.view(src, nbytes, stream))
+    index = device.index
+    if nbytes <= SMALL_BYTES and dst[1] == index and src[1] == index and dst[0] == "d" and src[0] == "d":
+        client, to, at = stream.client, dst[2], src[2]
+        device.check_own(to, nbytes, client)
+        device.check_own(at, nbytes, client)
+        hbm = device.hbm_bytes
+        hbm[to:to + nbytes] = hbm[at:at + nbytes]     # the same as np.copyto when they overlap
+    else:
+        np.copyto(device.view(dst, nbytes, stream, write=True), device.view(src, nbytes, stream))
     device.on_memory_written(dst)
 
 
@@ -94,7 +109,12 @@ def copy2d(device: "Device", stream: "DeviceStream", dst: tuple, dpitch: int, sr
 
 @op("dma", quick=lambda args: args[2] <= QUICK_BYTES)
 def memset(device: "Device", stream: "DeviceStream", dst: tuple, value: int, nbytes: int) -> None:
-    device.view(dst, nbytes, stream, write=True).fill(value & 0xFF)
+    if nbytes <= SMALL_BYTES and dst[1] == device.index and dst[0] == "d":
+        offset = dst[2]
+        device.check_own(offset, nbytes, stream.client)
+        device.hbm_bytes[offset:offset + nbytes] = _BYTE[value & 0xFF] * nbytes
+    else:
+        device.view(dst, nbytes, stream, write=True).fill(value & 0xFF)
     if device.watchers:         # value waits re-check (on_memory_written), a call less when none
         device.on_memory_written(dst)
 

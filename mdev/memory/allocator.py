@@ -37,6 +37,8 @@ class Allocator:
         self.blocks: dict[int, Block] = {}
         self._starts: list[int] = []                    # sorted offsets of live blocks
         self.used = 0
+        self._last: Block | None = None                 # find's last answer: bursts of tasks
+                                                        # name the same allocation over and over
 
     def allocate(self, size: int, reserved: int, page: int, owner: int, policy: int) -> Block:
         for i, (start, length) in enumerate(self.free):
@@ -63,6 +65,8 @@ class Allocator:
 
     def release(self, offset: int) -> Block:
         block = self.blocks.pop(offset)
+        if block is self._last:
+            self._last = None
         del self._starts[bisect.bisect_left(self._starts, offset)]
         self.used -= block.reserved
         return_hole(self.free, block.offset, block.reserved)
@@ -70,11 +74,19 @@ class Allocator:
 
     def find(self, offset: int) -> Block | None:
         """The live block containing ``offset``."""
+        block = self._last
+        if block is not None and block.offset <= offset < block.offset + block.reserved:
+            return block
         i = bisect.bisect_right(self._starts, offset) - 1
         if i < 0:
             return None
         block = self.blocks[self._starts[i]]
-        return block if offset < block.offset + block.reserved else None
+        if offset < block.offset + block.reserved:
+            self._last = block
+            if self.blocks.get(block.offset) is not block:
+                self._last = None    # released meanwhile by another thread: never cache a freed block
+            return block
+        return None
 
     def owned_by(self, owner: int) -> list[Block]:
         return [b for b in self.blocks.values() if b.owner == owner]
