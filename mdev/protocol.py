@@ -128,10 +128,12 @@ class _Compact:
         checks = " and ".join(f"type({n}) is tuple and len({n}) == 3 and {n}[0] == 'd'" if kind == "d"
                               else f"type({n}) is int" for n, kind in zip(names, signature))
         values = ", ".join(f"{n}[1], {n}[2]" if kind == "d" else n for n, kind in zip(names, signature))
-        built, at = [], 4 if task else 2
-        for kind in signature:
-            built.append(f"('d', v[{at}], v[{at + 1}])" if kind == "d" else f"v[{at}]")
-            at += 2 if kind == "d" else 1
+        # decode unpacks into locals (faster than indexing the unpacked tuple)
+        unpacked = ["_n", "_c"] + (["slot", "seq"] if task else [])
+        built = []
+        for n, kind in zip(names, signature):
+            unpacked += [f"{n}d", f"{n}o"] if kind == "d" else [n]
+            built.append(f"('d', {n}d, {n}o)" if kind == "d" else n)
         head = f"{(self.struct.size - 4) | COMPACT}, {code}"
         if task:
             source = (f"def encode(slot, seq, args):\n"
@@ -139,15 +141,15 @@ class _Compact:
                       f"    if {checks}:\n"
                       f"        return pack({head}, slot, seq, {values})\n"
                       f"def decode(buf, pos):\n"
-                      f"    v = unpack_from(buf, pos)\n"
-                      f"    return ('t', v[2], v[3], name, ({', '.join(built)},))\n")
+                      f"    {', '.join(unpacked)}, = unpack_from(buf, pos)\n"
+                      f"    return ('t', slot, seq, name, ({', '.join(built)},))\n")
         else:
             source = (f"def encode(message):\n"
                       f"    _, {', '.join(names)}, = message\n"
                       f"    if {checks}:\n"
                       f"        return pack({head}, {values})\n"
                       f"def decode(buf, pos):\n"
-                      f"    v = unpack_from(buf, pos)\n"
+                      f"    {', '.join(unpacked)}, = unpack_from(buf, pos)\n"
                       f"    return (name, {', '.join(built)},)\n")
         scope = {"pack": self.struct.pack, "unpack_from": self.struct.unpack_from, "name": name}
         exec(source, scope)

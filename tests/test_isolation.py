@@ -119,6 +119,10 @@ def test_a_process_off_the_pid_list_reaches_nothing_of_the_exporter(acl, board):
             assert b.ev(f"raw({device}, {stream}, 'copy', loc({buf}), loc(victim), N)", victim=victim) == E_PARAM
             assert b.ev(f"raw({device}, {stream}, 'memset', loc(victim), 0xEE, N)", victim=victim) == E_PARAM
             assert b.ev(f"raw({device}, {stream}, 'copy', loc(victim), loc({buf}), N)", victim=victim) == E_PARAM
+            for n in (1, 16):   # small ones, which the device writes through another path
+                assert b.ev(f"raw({device}, {stream}, 'copy', loc({buf}), loc(victim), n)", victim=victim, n=n) == E_PARAM
+                assert b.ev(f"raw({device}, {stream}, 'memset', loc(victim), 0xEE, n)", victim=victim, n=n) == E_PARAM
+                assert b.ev(f"raw({device}, {stream}, 'copy', loc(victim + 8), loc({buf}), n)", victim=victim, n=n) == E_PARAM
             # the exporter's pinned buffer, named by its segment
             assert b.ev(f"raw({device}, {stream}, 'copy', loc({buf}), ('p', seg, 0), N)", seg=segment.name) == E_PARAM
             assert b.ev(f"raw({device}, {stream}, 'memset', ('p', seg, 0), 0xEE, N)", seg=segment.name) == E_PARAM

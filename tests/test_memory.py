@@ -502,6 +502,44 @@ def test_memset_async(dev):
     assert acl.rt.free(ptr) == 0
 
 
+def test_small_device_copies_and_memsets_match_numpy(dev):
+    """Up to 4 KiB the device writes its own HBM through another path than numpy's: the
+    same bytes, overlapping copies included, and the first and last byte of an allocation."""
+    acl = dev
+    size = 8192
+    ptr, _ = acl.rt.malloc(size, 0)
+    s, _ = acl.rt.create_stream()
+    want = rand_bytes(size, seed=5)
+    to_device(acl, ptr, want)
+    steps = [("copy", 100, 0, 4096), ("copy", 0, 1, 4095), ("copy", 7, 3, 16),      # overlapping both ways
+             ("copy", 5000, 0, 1), ("copy", size - 4096, 0, 4096), ("copy", 0, 4095, 4097),
+             ("set", 0, 0x1A5, 1), ("set", size - 1, 0xFE, 1), ("set", 300, 0x33, 4096),
+             ("set", 10, 0, 4097)]
+    for kind, at, arg, n in steps:
+        if kind == "copy":
+            assert acl.rt.memcpy_async(ptr + at, size - at, ptr + arg, n, acl.ACL_MEMCPY_DEVICE_TO_DEVICE, s) == 0
+            want[at:at + n] = want[arg:arg + n].copy()
+        else:
+            assert acl.rt.memset_async(ptr + at, size - at, arg, n, s) == 0
+            want[at:at + n] = arg & 0xFF
+    assert acl.rt.synchronize_stream(s) == 0
+    assert from_device(acl, ptr, size).tobytes() == want.tobytes()
+    assert acl.rt.destroy_stream(s) == 0
+    assert acl.rt.free(ptr) == 0
+
+
+def test_allocator_find_never_answers_a_released_block():
+    """find keeps its last answer for the next lookup: a release must end that."""
+    from mdev.memory.allocator import Allocator
+    alloc = Allocator(1 << 20)
+    first = alloc.allocate(100, 4096, 4096, 1, 0)
+    assert alloc.find(first.offset + 10) is first
+    alloc.release(first.offset)
+    assert alloc.find(first.offset + 10) is None
+    second = alloc.allocate(100, 4096, 4096, 2, 0)
+    assert second.offset == first.offset and alloc.find(first.offset + 10) is second
+
+
 # ---------------------------------------------------------------------------- 2-D copies
 def test_memcpy2d_h2d_d2h(dev):
     acl = dev

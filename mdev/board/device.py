@@ -1138,7 +1138,7 @@ class Device:
                     if not engine.try_acquire():
                         return None
                     held[name] = engine
-                elif engine.waiting:     # a worker waits for it: it goes first (and this one after it)
+                elif engine.waiters:     # a worker waits for it: it goes first (and this one after it)
                     del held[name]
                     engine.release()
                     return None

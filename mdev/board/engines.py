@@ -21,7 +21,7 @@ class Engine:
         # is a Python-level call on every small task
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
-        self._waiting: list[tuple[int, int, int]] = []
+        self.waiters: list[tuple[int, int, int]] = []    # a heap of (priority, ticket, slots)
         self._tickets = itertools.count()
         self.busy_ns = 0
 
@@ -29,22 +29,22 @@ class Engine:
         """Take ``n`` slots (a kernel wave takes one per block)."""
         n = min(n, self.slots)
         with self._cond:
-            if self._free >= n and not self._waiting:
+            if self._free >= n and not self.waiters:
                 self._free -= n
                 return
             entry = (priority, next(self._tickets), n)
-            heapq.heappush(self._waiting, entry)
-            while not (self._free >= n and self._waiting[0] == entry):
+            heapq.heappush(self.waiters, entry)
+            while not (self._free >= n and self.waiters[0] == entry):
                 self._cond.wait()
-            heapq.heappop(self._waiting)
+            heapq.heappop(self.waiters)
             self._free -= n
-            if self._free and self._waiting:
+            if self._free and self.waiters:
                 self._cond.notify_all()
 
     def try_acquire(self) -> bool:
         """Take a slot only if one is free and nobody waits (never jumps the priority queue)."""
         with self._lock:
-            if self._free and not self._waiting:
+            if self._free and not self.waiters:
                 self._free -= 1
                 return True
             return False
@@ -52,7 +52,7 @@ class Engine:
     def release(self, n: int = 1) -> None:
         with self._lock:
             self._free += min(n, self.slots)
-            if self._waiting:
+            if self.waiters:
                 self._cond.notify_all()
 
     @property
@@ -62,4 +62,4 @@ class Engine:
     @property
     def waiting(self) -> int:
         """Tasks queued for a slot."""
-        return len(self._waiting)
+        return len(self.waiters)
