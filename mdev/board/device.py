@@ -333,9 +333,8 @@ class Device:
             if held:
                 self.release_held()
             for stream in deferred:
-                seq, count = stream.deferred
-                stream.deferred = None
-                self.complete(stream, seq, 0, "", count)
+                count, stream.deferred_count = stream.deferred_count, 0
+                self.complete(stream, stream.deferred_seq, 0, "", count)
         return True
 
     def release_held(self) -> None:
@@ -371,7 +370,7 @@ class Device:
                 return
             if stream.context.stopped:
                 self.complete(stream, seq, stream.context.stopped, "the context stopped after a failure")
-            elif stream.push(seq, op, args, True) and stream.deferred[1] == 1:
+            elif stream.push(seq, op, args, True) and stream.deferred_count == 1:
                 deferred.append(stream)
         elif kind == "sc":
             _, slot, ctx, priority, flags = message

@@ -40,7 +40,8 @@ class DeviceStream:
         self.error_message = ""
         self.received = 0            # highest seq pushed
         self.msgs = 0                # stream_msgs as last written for it (the page's word starts at 0)
-        self.deferred: tuple[int, int] | None = None    # (seq, count) run by the reader, not yet completed
+        self.deferred_count = 0      # tasks run by the reader and not completed yet (the reader
+        self.deferred_seq = 0        # completes them after its batch), the last one's seq
         self.done_lock = threading.Lock()               # stream_done only ever grows
         self.drop_upto = 0           # tasks with seq <= this are discarded (abort)
         self._queue: collections.deque = collections.deque()
@@ -56,31 +57,33 @@ class DeviceStream:
 
     def push(self, seq: int, op: str, args: tuple, defer: bool = False) -> bool:
         """Queue or run a task (an idle stream runs a quick one at once).  With ``defer``, one
-        run at once that succeeded is left for the caller to complete (it returns True, with
-        the task in ``deferred``), which it does before it reads on."""
-        with self._lock:
+        run at once that succeeded is left for the caller to complete (it returns True, the
+        task counted in ``deferred_count``), which it does before it reads on."""
+        lock = self._lock
+        with lock:
             if self._closed:
                 return False
             self.received = seq
             dropped = seq <= self.drop_upto
-            idle = not dropped and not self._queue and self.running_task is None
-            if idle:
+            if not dropped:
+                if self._queue or self.running_task is not None:
+                    self._enqueue(seq, op, args)
+                    return False
                 self.running_task = (seq, op, args)    # idle stream: try the fast path
-            elif not dropped:
-                self._enqueue(seq, op, args)
-                return False
         if dropped:   # complete() takes the device lock: never call it holding ours
             self.device.complete(self, seq, 0, "")
             return False
         result = self.device.run_task(self, op, args, inline=True)
-        with self._lock:
+        with lock:
             self.running_task = None
             if result is None:
                 self._enqueue(seq, op, args)
                 return False
-            done = max(seq, self.drop_upto) if not self._queue else seq
+            drop = self.drop_upto
+            done = drop if drop > seq and not self._queue else seq
         if defer and not result[0]:
-            self.deferred = (done, self.deferred[1] + 1 if self.deferred else 1)
+            self.deferred_seq = done
+            self.deferred_count += 1
             return True
         self.device.complete(self, done, *result)
         return False
