@@ -316,6 +316,40 @@ def test_a_lost_wake_costs_only_a_slice(dev, monkeypatch):
     assert acl.rt.free(ptr) == 0
 
 
+def test_a_sync_whose_stream_another_thread_destroys_returns(dev, monkeypatch):
+    """One thread sleeps in a synchronisation while another destroys the stream (its drain
+    sees the work done) and the device clears the slot: the sleeper returns success instead
+    of asking the device to wait on a slot that no longer holds its stream (it hung)."""
+    from mdev.runtime import streams
+    from mdev.runtime.core import RUNTIME as rt
+    acl = dev
+    word, _ = acl.rt.malloc(4096, 0)
+    assert acl.rt.memset(word, 8, 0, 8) == 0
+    s, _ = acl.rt.create_stream()
+    stream = rt.stream(s)
+    control = rt.link(stream.device).control
+    assert acl.rt.value_wait(word, 1, acl.ACL_STREAM_WAIT_VALUE_EQ, s) == 0
+    real_sleep, calls = streams._sleep, []
+    context, _ = acl.rt.get_context()
+
+    def sleep_while_another_thread_destroys(link, group, deadline, timeout):
+        calls.append(1)
+        if len(calls) > 1:                      # the destroying thread's own drain
+            return real_sleep(link, group, deadline, timeout)
+        to_device(acl, word, np.array([1], np.uint64))
+        gen = int(control.stream_gen[stream.slot])
+        destroyer = threading.Thread(target=lambda: calls.append((acl.rt.set_context(context),
+                                                                  acl.rt.destroy_stream(s))))
+        destroyer.start()
+        destroyer.join(30)
+        assert wait_until(lambda: int(control.stream_gen[stream.slot]) != gen, timeout=10)   # slot cleared
+
+    monkeypatch.setattr(streams, "_sleep", sleep_while_another_thread_destroys)
+    assert acl.rt.synchronize_stream_with_timeout(s, 10_000) == 0
+    assert (0, 0) in calls                       # the destroy itself succeeded
+    assert acl.rt.free(word) == 0
+
+
 # ---------------------------------------------------------------------------- sync with timeout
 def test_synchronize_stream_with_timeout(dev):
     acl = dev

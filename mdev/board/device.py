@@ -915,8 +915,13 @@ class Device:
             self.progress.notify_all()
 
     def rpc_wait(self, conn, req, targets: list, consume: bool):
-        """Answer when every (slot, seq) has completed; the reply carries the first error."""
-        waiter = SyncWaiter(conn, req, targets, consume)
+        """Answer when every (slot, seq) has completed; the reply carries the first error.
+        A target whose stream (slot, stream id) is gone counts as reached: a destroy drains
+        its stream first, and the slot's words were cleared or belong to a successor."""
+        with self.lock:
+            live = [(slot, seq) for slot, seq, stream_id in targets
+                    if getattr(self.streams.get(slot), "stream_id", None) == stream_id]
+        waiter = SyncWaiter(conn, req, live, consume)
         with self.lock:
             # count the watcher before looking: a worker completing the awaited task right
             # now either sees the count (and settles us under the lock) or finished before

@@ -181,12 +181,17 @@ def _wait_targets(targets: list[tuple[Stream, int]], timeout: int, consume: bool
             link.flush()           # a task still gathered in this process would never be done
         if not (finished() or _briefly(finished)) and futex.AVAILABLE:
             _sleep(link, group, None if timeout < 0 else time.monotonic() + timeout / 1000.0, timeout)
+        # a stream destroyed meanwhile (by another thread) was drained first; its slot's
+        # words are cleared, or already a successor's, and say nothing of it any more
+        group = [(s, seq) for s, seq in group if not s.destroyed]
+        if not group:
+            continue
         if finished():
             link.wait_received(max(int(control.stream_msgs[s.slot]) for s, _ in group))
             continue
         # a failure to report (the device's reply carries it, and consumes it), or no futex: ask the device
         try:
-            code, message, sent = link.request("wait", [(s.slot, seq) for s, seq in group], consume,
+            code, message, sent = link.request("wait", [(s.slot, seq, s.stream_id) for s, seq in group], consume,
                                                timeout=None if timeout < 0 else timeout / 1000.0)
         except TimeoutError:
             raise AclError(E.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, f"synchronisation timed out after {timeout} ms") from None
