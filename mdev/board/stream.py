@@ -164,7 +164,8 @@ class DeviceStream:
         with self._cond:
             self._closed = True
             self._queue.clear()
-            self._cond.notify()
+            if self._thread is not None:      # only its worker ever waits on it
+                self._cond.notify()
 
     def _run(self) -> None:
         device = self.device
