@@ -416,6 +416,33 @@ def test_memcpy_kind_is_corrected_from_the_pointers(dev):
     assert acl.rt.free(d) == 0 and acl.rt.free_host(pinned) == 0
 
 
+def test_memcpy_async_within_a_device_under_every_kind(dev):
+    """The short path of memcpy_async (both pointers in the stream's own device's memory)
+    copies under every kind the pointers correct, and refuses what the general path refuses."""
+    acl = dev
+    n = 64
+    a, _ = acl.rt.malloc(n, 0)
+    b, _ = acl.rt.malloc(n, 0)
+    s, _ = acl.rt.create_stream()
+    kinds = (acl.ACL_MEMCPY_HOST_TO_HOST, acl.ACL_MEMCPY_HOST_TO_DEVICE, acl.ACL_MEMCPY_DEVICE_TO_HOST,
+             acl.ACL_MEMCPY_DEVICE_TO_DEVICE, acl.ACL_MEMCPY_DEFAULT)
+    for value, kind in enumerate(kinds, 1):
+        assert acl.rt.memset(a, n, value, n) == 0 and acl.rt.memset(b, n, 0, n) == 0
+        assert acl.rt.memcpy_async(b, n, a, 4, kind, s) == 0
+        assert acl.rt.synchronize_stream(s) == 0
+        out = np.ones(n, np.uint8)
+        assert acl.rt.memcpy(acl.util.numpy_to_ptr(out), n, b, n, acl.ACL_MEMCPY_DEVICE_TO_HOST) == 0
+        assert (out[:4] == value).all() and (out[4:] == 0).all()
+    assert acl.rt.memcpy_async(b, n, a, n, acl.ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE, s) == acl.ACL_ERROR_RT_PARAM_INVALID
+    assert acl.rt.memcpy_async(b, 4, a, 8, acl.ACL_MEMCPY_DEVICE_TO_DEVICE, s) == acl.ACL_ERROR_RT_PARAM_INVALID
+    assert acl.rt.memcpy_async(b, n, a, n + 1, acl.ACL_MEMCPY_DEVICE_TO_DEVICE, s) == acl.ACL_ERROR_RT_PARAM_INVALID
+    assert acl.rt.memcpy_async(b, n, a, n, 99, s) == acl.ACL_ERROR_INVALID_PARAM
+    assert acl.rt.memcpy_async(b, n, b, n, acl.ACL_MEMCPY_DEVICE_TO_DEVICE, s) == 0      # onto itself: nothing
+    assert acl.rt.synchronize_stream(s) == 0
+    assert acl.rt.destroy_stream(s) == 0
+    assert acl.rt.free(a) == 0 and acl.rt.free(b) == 0
+
+
 def test_memcpy_async_pinned_is_asynchronous(dev):
     """With pinned host memory the copy is queued: the stream is held by a host func until
     the call has returned and been looked at, so "not done yet" is not a race."""

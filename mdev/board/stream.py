@@ -25,6 +25,18 @@ if TYPE_CHECKING:
     from mdev.board.device import Device, ContextState
 
 
+class _LockCondition(threading.Condition):
+    """A Condition over a plain Lock, made without Condition.__init__'s three probes for
+    RLock methods (each a caught AttributeError: 2.3 us of a stream's 3 us to make); a
+    Lock has none of them, so the class's own fallbacks are the ones it would use anyway."""
+
+    def __init__(self, lock: threading.Lock) -> None:   # noqa: super().__init__ deliberately not called
+        self._lock = lock
+        self.acquire = lock.acquire
+        self.release = lock.release
+        self._waiters = collections.deque()
+
+
 class DeviceStream:
     def __init__(self, device: "Device", slot: int, stream_id: int, client: int,
                  context: "ContextState", priority: int, flags: int) -> None:
@@ -46,14 +58,14 @@ class DeviceStream:
         self.drop_upto = 0           # tasks with seq <= this are discarded (abort)
         self._queue: collections.deque = collections.deque()
         self._lock = threading.Lock()               # the Condition's own: push takes it directly
-        self._cond = threading.Condition(self._lock)
+        self._cond = _LockCondition(self._lock)
         self._closed = False
         self.aborting = False
         self._thread: threading.Thread | None = None
         self.running_task = None
         self.launches: set = set()   # kernel launches running for this stream (graph lanes too)
         self._writers = 0            # its other running tasks (copies, memsets, waits, ...)
-        self._writers_done = threading.Condition()
+        self._writers_done = _LockCondition(threading.Lock())
 
     def push(self, seq: int, op: str, args: tuple, defer: bool = False) -> bool:
         """Queue or run a task (an idle stream runs a quick one at once).  With ``defer``, one
@@ -136,9 +148,13 @@ class DeviceStream:
         """After close(): stop the running launches and wait until no other task of the
         stream runs any more (they notice the stream is gone, or end within their work).
         Call without the device lock: the tasks finish through it."""
-        self.stop_running(code, why)
-        with self._writers_done:
-            self._writers_done.wait_for(lambda: not self._writers)
+        if self.launches:
+            self.stop_running(code, why)
+        # unlocked look first (most streams have nothing running): a task that starts after
+        # it would have started after a locked look too
+        if self._writers:
+            with self._writers_done:
+                self._writers_done.wait_for(lambda: not self._writers)
 
     def pending(self) -> int:
         with self._cond:
@@ -148,7 +164,8 @@ class DeviceStream:
         with self._cond:
             self._closed = True
             self._queue.clear()
-            self._cond.notify()
+            if self._thread is not None:      # only its worker ever waits on it
+                self._cond.notify()
 
     def _run(self) -> None:
         device = self.device

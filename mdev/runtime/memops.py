@@ -34,6 +34,8 @@ _KIND_NAMES = {
 }
 _H2H, _H2D, _D2H, _D2D = (C.ACL_MEMCPY_HOST_TO_HOST, C.ACL_MEMCPY_HOST_TO_DEVICE,
                           C.ACL_MEMCPY_DEVICE_TO_HOST, C.ACL_MEMCPY_DEVICE_TO_DEVICE)
+# kinds the pointers correct (see corrected_kind)
+_PLAIN_KINDS = frozenset((_H2H, _H2D, _D2H, _D2D, C.ACL_MEMCPY_DEFAULT))
 # The kind asynchronous and 2-D copies end up with, as the runtime corrects it from the
 # pointers (MemcpyKindAutoCorrect).  Between memory the runtime knows (device memory,
 # pinned or registered host memory) the pointers decide whatever the caller said ...
@@ -278,13 +280,27 @@ def memcpy(dst: int, dest_max: int, src: int, count: int, kind: int) -> None:
 
 @api()
 def memcpy_async(dst: int, dest_max: int, src: int, count: int, kind: int, stream) -> None:
-    _require(dst, "dst"), _require(src, "src")
-    kind = _kind(kind, _KIND_NAMES)
-    _, count = _sizes(dest_max, count)
-    st = rt.stream_in_context(stream)
-    if count == 0:
-        return
-    d, s = _operands(dst, src, count)
+    if dst and src and type(kind) is int and kind in _PLAIN_KINDS and type(dest_max) is int and \
+            type(count) is int and 0 < count <= dest_max < 1 << 64:
+        # the common call, checked in one expression (as memset_async's); a copy within the
+        # stream's own device's memory needs neither the kind's correction (the pointers make
+        # it device to device) nor the reach check (a small copy: 4.4 us of host time, was 7)
+        st = rt.stream_in_context(stream)
+        d, s = _operands(dst, src, count)
+        device = st.device
+        if d.kind == DEVICE and s.kind == DEVICE and d.pieces is None and s.pieces is None and \
+                d.allocation.device == device and s.allocation.device == device:
+            if dst != src:
+                streams.submit(st, "copy", d.location(), s.location(), count)
+            return
+    else:
+        _require(dst, "dst"), _require(src, "src")
+        kind = _kind(kind, _KIND_NAMES)
+        _, count = _sizes(dest_max, count)
+        st = rt.stream_in_context(stream)
+        if count == 0:
+            return
+        d, s = _operands(dst, src, count)
     if corrected_kind(kind, d, s) == _H2H:
         raise AclError(E.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "asynchronous host-to-host copies are not supported")
     if dst == src:
