@@ -10,6 +10,7 @@ queued: its page says "not ready") are killed for real.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import time
 
@@ -22,8 +23,8 @@ from mdev.board.naming import BoardPaths
 from mdev.procfs import process_gone
 
 LOST = 507901          # ACL_ERROR_RT_SOCKET_CLOSE
+AT_ONCE_S = 2.0        # no call waits out its 5 s timeout (a loaded host may take a while for any call)
 GEQ = 0                # ACL_STREAM_WAIT_VALUE_GEQ
-AT_ONCE_S = 0.1
 
 
 def _pinned_segments(name: str) -> list[str]:
@@ -60,15 +61,16 @@ def test_queries_of_a_killed_device_say_device_lost_at_once(monkeypatch, busy):
         assert _pinned_segments(name)
 
         pid = launcher.status(name)["devices"][0]["pid"]
+        pidfd = os.pidfd_open(pid)
+        death = select.poll()
+        death.register(pidfd, select.POLLIN)
         os.kill(pid, signal.SIGKILL)
-        killed = time.monotonic()
-        # the first query to notice: within AT_ONCE_S of the kill (the process takes a few
-        # milliseconds to die: its threads exit, its sockets close), never "success" later
-        while acl.rt.stream_query(stream)[1] != LOST and time.monotonic() - killed < 5:
-            time.sleep(0.001)
-        noticed = time.monotonic() - killed
-        assert noticed < AT_ONCE_S, f"stream_query said device lost {noticed:.3f} s after the kill"
-        # its sockets close while it exits, so it may be reported lost before it is a zombie
+        # the process takes a while to die (its threads exit, its sockets close: milliseconds,
+        # more on a loaded host); once the kernel says it has exited, the very first query
+        # says so, whether or not this process's reader of its socket has run yet
+        assert death.poll(5000)
+        os.close(pidfd)
+        assert acl.rt.stream_query(stream)[1] == LOST
         assert wait_until(lambda: process_gone(pid), timeout=5)
         calls = {
             "stream_query": lambda: acl.rt.stream_query(stream)[1],

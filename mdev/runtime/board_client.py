@@ -215,19 +215,21 @@ class DeviceLink:
     def lost(self, why) -> AclError:
         return AclError(E.ACL_ERROR_RT_SOCKET_CLOSE, f"device {self.index} is not reachable: {why}")
 
-    def check_alive(self, touching: bool = False) -> None:
+    def check_alive(self, exact: bool = False) -> None:
         """507901 once the device process is gone.  Queries call it before they answer from
         the control page, whose counters a dead device left where they were.  Its death is
         seen at once, before the supervisor marks the page FAULTED: by the reader of the task
         socket (the kernel closes a dead process's sockets before anything else of its exit
         shows), or, while this process has no task socket to it, by a poll of its pidfd.
-        ``touching``: the caller is about to read or write the device's HBM itself, so the
-        pidfd is polled even with a task socket (its reader may not have run yet on a busy
-        host); a death seen so is remembered for every later check."""
+        ``exact``: the pidfd is polled even with a task socket open, whose reader may not
+        have run yet on a busy host -- for queries, which answer from the page, and for the
+        host's own reads and writes of the HBM.  Synchronisations leave it to the reader and
+        to their sleep's slices (the poll would add 1.3 us to every idle sync).  A death seen
+        so is remembered for every later check."""
         if self.control.state != S.STATE_ALIVE:
             self._drop_hbm()
             raise self.lost(S.STATE_NAMES.get(self.control.state, "unknown state"))
-        if touching and not self._gone and self._exit():
+        if exact and not self._gone and self._exit():
             self._gone = True
         if self._reader_done or self._gone or (self._task_sock is None and self._exit()):
             self._drop_hbm()

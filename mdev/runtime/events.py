@@ -334,7 +334,7 @@ def query_event_status(event) -> int:
 
 def _found_complete(ev: Event) -> bool:
     """A query: a record found done orders the host after it (modelled time, traces)."""
-    rt.link(ev.device).check_alive()       # a dead device's page shows its last records
+    rt.link(ev.device).check_alive(exact=True)       # a dead device's page shows its last records
     done = is_complete(ev)
     if done and ev.last_record is not None:
         _trace.synced([ev.last_record])
@@ -348,7 +348,7 @@ def query_event_wait_status(event) -> int:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "query_event_wait_status does not take Ex events")
     for s, _ in ev.waits:
         if not s.destroyed:
-            rt.link(s.device).check_alive()
+            rt.link(s.device).check_alive(exact=True)
     done = all(s.destroyed or streams.is_done(s, seq) for s, seq in ev.waits)
     return C.ACL_EVENT_WAIT_STATUS_COMPLETE if done else C.ACL_EVENT_WAIT_STATUS_NOT_READY
 
@@ -409,7 +409,7 @@ def _timestamp_ns(ev: Event) -> int:
         raise AclError(E.ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID, "the event was not created with ACL_EVENT_TIME_LINE")
     if ev.issued == 0:
         raise AclError(E.ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID, "the event was never recorded")
-    rt.link(ev.device).check_alive()
+    rt.link(ev.device).check_alive(exact=True)
     if not is_complete(ev):
         raise AclError(E.ACL_ERROR_RT_EVENT_NOT_COMPLETE, "the event's record has not executed yet")
     return int(rt.link(ev.device).control.event_ts[ev.slot])

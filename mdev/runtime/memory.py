@@ -306,7 +306,7 @@ class MemoryTable:
         if operand.kind == DEVICE:
             a = operand.allocation
             link = self.runtime.link(a.device)
-            link.check_alive(touching=True)
+            link.check_alive(exact=True)
             off = operand.ptr - address.device_base(a.device)
             return link.hbm().array[off:off + operand.nbytes]
         if operand.kind == PINNED:

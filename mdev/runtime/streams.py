@@ -357,7 +357,7 @@ def stream_query(stream) -> int:
     s = rt.stream(stream)
     if rt.captures:
         _graph.check_sync([s])
-    rt.link(s.device).check_alive()        # a dead device's page shows its last progress
+    rt.link(s.device).check_alive(exact=True)        # a dead device's page shows its last progress
     if not is_idle(s):
         return C.ACL_STREAM_STATUS_NOT_READY
     if hooks.checker is not None:
