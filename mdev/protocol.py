@@ -30,6 +30,7 @@ import hmac
 import io
 import os
 import pickle
+import select
 import socket
 import struct
 import threading
@@ -347,6 +348,14 @@ class Admission:
         with self._lock:
             ready, self._ready = list(self._ready), collections.deque()
         return ready
+
+    def quiet(self) -> bool:
+        """No connection is waiting on the listener, handshaking, or authenticated but not
+        yet taken by the serving loop (a supervisor going idle would cut such a client off)."""
+        with self._lock:
+            if self._pending or self._ready:
+                return False
+        return not select.select([self.listener], [], [], 0)[0]
 
     def expire(self) -> None:
         """Cut off handshakes past their time (call now and then from the serving loop)."""

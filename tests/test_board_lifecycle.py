@@ -156,6 +156,32 @@ def test_on_demand_board_starts_and_stops_when_idle():
         launcher.stop(name)
 
 
+def test_an_idle_board_does_not_cut_off_a_host_still_handshaking(monkeypatch):
+    """An on-demand board past its idle time keeps serving while a connection is still
+    proving its secret: before, it shut down under a host whose handshake or hello had not
+    reached the serving loop yet (507901 'supervisor is gone' at a loaded host's attach)."""
+    import socket
+    import time
+    name = PREFIX + "idlehs"
+    monkeypatch.setenv("MDEV_TOPOLOGY", "laptop2")
+    paths, started = launcher.start(name, on_demand=True, idle_timeout=0.3, owner_pid=os.getpid())
+    try:
+        assert started
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(str(paths.socket))
+        time.sleep(1.5)                          # well past the idle time, the handshake not begun
+        protocol.handshake(sock, launcher.read_key(paths), server=False)
+        channel = protocol.Channel(sock)
+        channel.send(("hello", os.getpid(), "test"))
+        assert launcher.request(channel, "status")["board"] == name
+        channel.close()
+        # the last client left: now it goes idle and leaves nothing behind
+        assert wait_until(lambda: not shm_entries(name) and not paths.sockets() and not paths.key.exists(),
+                          timeout=20)
+    finally:
+        launcher.stop(name)
+
+
 def test_explicit_board_does_not_stop_when_idle(run_py):
     with extra_board("keep", "laptop2", hbm=32 * MiB) as name:
         run_py("import mdev.acl as acl; assert acl.rt.set_device(0) == 0", name,

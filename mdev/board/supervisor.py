@@ -137,7 +137,8 @@ class Supervisor:
                 last_check = now
                 self._check_clients()
                 self._check_devices()
-            if self.on_demand and not self.clients and now - self._idle_since > self.idle_timeout:
+            if self.on_demand and not self.clients and now - self._idle_since > self.idle_timeout \
+                    and admission.quiet():
                 break
             if self.owner_pid and not psutil.pid_exists(self.owner_pid):
                 break
@@ -146,13 +147,15 @@ class Supervisor:
         """Stop the devices and remove everything of the board that start() made; then let
         go of the lock, removing its file, unless ``keep_lock`` (a failed start: its launcher
         holds the lock too, and the file must stay until it lets go)."""
+        # the listener first: a host connecting while the devices stop is refused (and
+        # starts the board anew once the lock is free) rather than admitted and cut off
+        if self.listener is not None:      # None: the board failed before it listened
+            self.listener.close()
+        if self.admission is not None:
+            self.admission.close()
         for client in list(self.clients.values()):
             self._drop(client)
         self.fleet.stop()
-        if self.admission is not None:
-            self.admission.close()
-        if self.listener is not None:      # None: the board failed before it listened
-            self.listener.close()
         residence.clear(self.paths)
         if not keep_lock:
             residence.release(self.paths, self.lock_fd, remove=True)
