@@ -350,6 +350,32 @@ def test_a_sync_whose_stream_another_thread_destroys_returns(dev, monkeypatch):
     assert acl.rt.free(word) == 0
 
 
+def test_a_device_wait_request_parks_until_its_stream_gets_there(dev):
+    """The device's wait request (the path a synchronisation takes to collect a failure, or
+    without a futex) parks a target not reached yet and answers once it is; a target naming
+    a stream the slot no longer holds is answered at once."""
+    from mdev.runtime.core import RUNTIME as rt
+    acl = dev
+    word, _ = acl.rt.malloc(4096, 0)
+    assert acl.rt.memset(word, 8, 0, 8) == 0
+    s, _ = acl.rt.create_stream()
+    stream = rt.stream(s)
+    link = rt.link(stream.device)
+    assert acl.rt.value_wait(word, 1, acl.ACL_STREAM_WAIT_VALUE_EQ, s) == 0
+    target = [(stream.slot, stream.seq, stream.stream_id)]
+    with pytest.raises(TimeoutError):
+        link.request("wait", target, True, timeout=0.3)
+    answer = {}
+    waiter = threading.Thread(target=lambda: answer.update(r=link.request("wait", target, True, timeout=30)))
+    waiter.start()
+    to_device(acl, word, np.array([1], np.uint64))
+    waiter.join(30)
+    assert answer["r"][:2] == (0, "")
+    stale = [(stream.slot, stream.seq + 5, stream.stream_id + 1)]          # not the slot's stream
+    assert link.request("wait", stale, True, timeout=5)[:2] == (0, "")
+    assert acl.rt.destroy_stream(s) == 0 and acl.rt.free(word) == 0
+
+
 # ---------------------------------------------------------------------------- sync with timeout
 def test_synchronize_stream_with_timeout(dev):
     acl = dev

@@ -919,10 +919,9 @@ class Device:
         A target whose stream (slot, stream id) is gone counts as reached: a destroy drains
         its stream first, and the slot's words were cleared or belong to a successor."""
         with self.lock:
-            live = [(slot, seq) for slot, seq, stream_id in targets
-                    if getattr(self.streams.get(slot), "stream_id", None) == stream_id]
-        waiter = SyncWaiter(conn, req, live, consume)
-        with self.lock:
+            waiter = SyncWaiter(conn, req, [(slot, seq) for slot, seq, stream_id in targets
+                                            if getattr(self.streams.get(slot), "stream_id", None) == stream_id],
+                                consume)
             # count the watcher before looking: a worker completing the awaited task right
             # now either sees the count (and settles us under the lock) or finished before
             # the look below, which then sees its work done
@@ -930,7 +929,7 @@ class Device:
             if self._settle(waiter):
                 self.watchers -= 1
                 return _DEFERRED
-            for slot, _ in targets:
+            for slot, _ in waiter.targets:
                 self.sync_waiters.setdefault(slot, []).append(waiter)
         return _DEFERRED
 
