@@ -209,21 +209,22 @@ class MemoryTable:
         # first without the lock, which threads submitting to different devices would all
         # take: allocations never overlap, so one found holding ``ptr`` is the answer (as
         # live as under the lock); a miss may be a concurrent malloc or free's doing
+        alloc = self._holding(ptr)
+        if alloc is None:
+            with self.lock:
+                alloc = self._holding(ptr)
+        return alloc
+
+    def _holding(self, ptr: int) -> Allocation | None:
         starts = self._starts
         i = bisect.bisect_right(starts, ptr) - 1
-        if i >= 0:
-            try:
-                alloc = self._by_start[starts[i]]
-            except (KeyError, IndexError):
-                alloc = None
-            if alloc is not None and alloc.ptr <= ptr < alloc.end:
-                return alloc
-        with self.lock:
-            i = bisect.bisect_right(self._starts, ptr) - 1
-            if i < 0:
-                return None
-            alloc = self._by_start[self._starts[i]]
-        return alloc if ptr < alloc.end else None
+        if i < 0:
+            return None
+        try:
+            alloc = self._by_start[starts[i]]
+        except (KeyError, IndexError):      # changed under a look without the lock
+            return None
+        return alloc if alloc.ptr <= ptr < alloc.end else None
 
     def get(self, ptr: int) -> Allocation | None:
         return self._by_start.get(ptr)
