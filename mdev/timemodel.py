@@ -70,7 +70,10 @@ def kernel_factor() -> float:
         return 1.0
 
 
-def _duration_ns(r: tuple, meta: dict) -> float:
+def duration_ns(r: tuple, meta: dict) -> float:
+    """How long the task of trace record ``r`` takes alone, in ns: a copy over its path's links
+    (``meta``: their GB/s and latency, and each device's HBM bandwidth), a kernel or host
+    work as long as it ran (kernels scaled by MDEV_MODEL_KERNEL_FACTOR), anything else 0."""
     dev, kind, nbytes, route, path = r[0], r[3], r[4], r[5], r[6]
     if dev == HOST:
         if kind == SYNC:
@@ -260,7 +263,7 @@ def model(records: list, meta: dict, sources: dict[int, int]) -> list[tuple[floa
             latency_ns = sum((links.get(l, {}).get("latency_us") or 0.0) for l, _ in r[6]) * 1000.0
             heapq.heappush(timers, (now + latency_ns, i, True))
         else:
-            heapq.heappush(timers, (now + _duration_ns(r, meta), i, False))
+            heapq.heappush(timers, (now + duration_ns(r, meta), i, False))
 
     def finish(i: int) -> None:
         end[i] = now

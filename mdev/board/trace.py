@@ -441,7 +441,7 @@ class DeviceModel:
                 start = max(start, slots[slot])
             end = self._shared_end(transfer, start) if transfer is not None else None
             if end is None:
-                end = start + tm._duration_ns(rec, self.meta)
+                end = start + tm.duration_ns(rec, self.meta)
             if slots is not None:
                 slots[slot] = end
             self.stream_t[key] = end

@@ -249,7 +249,7 @@ class DeviceLink:
         index = self.index
         for arg in args:
             if type(arg) is tuple and len(arg) == 3 and arg[1] != index and arg[0] == "d":
-                peer = self.board._links.get(arg[1])
+                peer = self.board.links.get(arg[1])
                 if peer is not None:
                     peer.check_alive()
 
@@ -501,7 +501,9 @@ class BoardClient:
         self.topology = launcher.read_topology(self.paths)
         self.node = self.topology.node(node)
         self.devices: range = self.node.devices     # board indices of the devices it sees
-        self._links: dict[int, DeviceLink] = {}
+        # device index -> its open link; the runtime's hot paths read it without a call,
+        # everything else opens or drops links through link() and drop_link()
+        self.links: dict[int, DeviceLink] = {}
 
     def request(self, op: str, *args):
         """Ask the supervisor; its refusals come back as AclError with their code."""
@@ -525,18 +527,18 @@ class BoardClient:
                 unlink(name)
 
     def link(self, device: int) -> DeviceLink:
-        link = self._links.get(device)
+        link = self.links.get(device)
         if link is None:
             with self._lock:
-                link = self._links.get(device)
+                link = self.links.get(device)
                 if link is None:
-                    link = self._links[device] = DeviceLink(self, device)
+                    link = self.links[device] = DeviceLink(self, device)
         return link
 
     def drop_link(self, device: int) -> None:
         """Forget the link to a device whose process died; the next use opens a new one."""
         with self._lock:
-            link = self._links.pop(device, None)
+            link = self.links.pop(device, None)
         if link is not None:
             link.close()
             for sock in link._sockets:     # other threads' request sockets too
@@ -546,9 +548,9 @@ class BoardClient:
                     pass
 
     def close(self) -> None:
-        for link in self._links.values():
+        for link in self.links.values():
             link.close()
-        self._links.clear()
+        self.links.clear()
         self._channel.close()
 
     def close_after_fork(self) -> None:
@@ -559,7 +561,7 @@ class BoardClient:
         the parent exits or dies.  Closing the copies does not disturb the parent's
         connections.  No locks: a parent thread may have held one at fork time.
         """
-        for link in list(self._links.values()):
+        for link in list(self.links.values()):
             link._out = []          # the parent's tasks: the parent sends them
             for sock in link._sockets:
                 sock.close()

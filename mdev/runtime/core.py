@@ -159,7 +159,7 @@ class Runtime:
     def link(self, device: int):
         board = self.board
         if board is not None:
-            link = board._links.get(device)      # every task asks: the dict first
+            link = board.links.get(device)      # every task asks: the dict first
             if link is not None:
                 return link
         return self.attach().link(device)

@@ -157,7 +157,7 @@ def reset_device_force(device_id: int) -> None:
 
 def _dead_link(device: int) -> bool:
     board = rt.board
-    link = board._links.get(device) if board is not None else None
+    link = board.links.get(device) if board is not None else None
     return link is not None and link.dead()
 
 

@@ -101,10 +101,10 @@ def ipc_mem_import_by_key(key: str, flags: int) -> int:
 @api()
 def ipc_mem_close(key: str) -> None:
     board = rt.attach()
-    imported = next((a for a in list(rt.memory._by_start.values()) if a.ipc_key == key), None)
+    imported = next((a for a in rt.memory.allocations() if a.ipc_key == key), None)
     role = board.request("ipc_close", key)
     if role == "exporter":
-        for alloc in list(rt.memory._by_start.values()):
+        for alloc in rt.memory.allocations():
             if alloc.exports and key in alloc.exports:
                 alloc.exports = [k for k in alloc.exports if k != key]
     if role == "importer" and imported is not None:

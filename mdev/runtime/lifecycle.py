@@ -168,10 +168,10 @@ def _release_all() -> None:
         ctx.destroyed = True
     for stream in rt.streams.values():
         stream.destroyed = True
-    links = list(rt.board._links.values()) if rt.board is not None else []
+    links = list(rt.board.links.values()) if rt.board is not None else []
     if hooks.checker is not None:
-        hooks.checker.teardown(list(rt.memory._by_start.values()), "finalize")
-    for alloc in list(rt.memory._by_start.values()):
+        hooks.checker.teardown(rt.memory.allocations(), "finalize")
+    for alloc in rt.memory.allocations():
         rt.memory.remove(alloc.ptr)
         if alloc.segment is not None:
             # devices keep pinned segments mapped until told: unmapping is what frees the RAM

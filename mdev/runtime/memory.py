@@ -229,6 +229,10 @@ class MemoryTable:
     def get(self, ptr: int) -> Allocation | None:
         return self._by_start.get(ptr)
 
+    def allocations(self) -> list[Allocation]:
+        """Every live allocation of this process (a list of its own: callers free as they go)."""
+        return list(self._by_start.values())
+
     def of_device(self, device: int) -> list[Allocation]:
         return [a for a in self._by_start.values() if a.kind == DEVICE and a.device == device]
 
@@ -364,7 +368,7 @@ class MemoryTable:
         board = self.runtime.board
         if board is None:
             return
-        for link in list(board._links.values()):
+        for link in list(board.links.values()):
             try:
                 link.request("forget_segment", seg.name)
             except AclError:

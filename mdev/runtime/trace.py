@@ -196,7 +196,7 @@ def host_op(kind: str, dst, src, nbytes: int, run: Callable[[], None]) -> None:
     modelled = (None, None)
     if _clock is not None:                  # the thread's clock runs on by the operation's link time
         begin = me.end
-        me.end = begin + timemodel._duration_ns(rec, _meta)
+        me.end = begin + timemodel.duration_ns(rec, _meta)
         modelled = (begin, me.end)
     _keep_host(me, rec + modelled + (None,))
 
