@@ -7,7 +7,11 @@
     kernel blocks   an empty kernel launched with 48 blocks, beside the same with 1 block
     stream churn    ``create_stream`` + ``destroy_stream`` pairs/s, beside the small-task rate
     threads         4 host threads on 4 devices, each TASKS / 4 small tasks then a sync,
-                    beside 1 thread on 1 device doing all TASKS (total tasks/s)
+                    beside 1 thread on 1 device doing all TASKS (total tasks/s); its note
+                    gives the CPU a task cost the host threads and the device processes,
+                    and the ceiling that split sets: the host threads share one GIL and
+                    every process shares the machine's CPUs, so 4 threads reach at most
+                    min(1 / host, CPUs / (host + device)) tasks/s
 
 Targets (issue 21): small tasks >= 0.15 of the pipe message rate; round trip <= 4x the
 pipe ping-pong; 48 blocks >= 0.5 of 1 block; stream churn >= 0.25 of the task rate;
@@ -19,16 +23,18 @@ from __future__ import annotations
 import os
 import threading
 import time
+from dataclasses import dataclass
 
-from bench.common import Result, check, device_and_stream, latency, print_table
+from bench.common import Result, board_name, check, device_and_stream, latency, print_table
 from bench.kernels import _rate
 
 TASKS = 50_000
 PIPE_MESSAGES = 200_000
 PINGS = 5_000
 LAUNCHES = 3_000
-CHURN = 1_000
+CHURN = 10_000
 THREADS = 4
+TAG = "dispatch"
 
 
 # ---------------------------------------------------------------------------- raw primitives
@@ -110,9 +116,32 @@ def _task_rate(acl, dev: int, stream: int, tasks: int, repeats: int = 3) -> floa
     return best
 
 
-def _threaded_rate(acl, devices: list[int], tasks: int, repeats: int = 3) -> float:
-    """Best total tasks/s of one thread per device, each ``tasks`` small tasks then a sync
-    (streams and buffers made beforehand; the clock runs from a common start to the last end)."""
+@dataclass
+class Threaded:
+    """Total tasks/s of one thread per device, and the CPU a task cost each side (us)."""
+    rate: float
+    host_us: float       # the submitting threads' own CPU time (thread_time)
+    device_us: float     # the device processes' CPU time (user + system)
+
+    def ceiling(self, cpus: int) -> float:
+        """The most tasks/s this split of work allows: the host threads share one GIL (at
+        most one submits at a time), and every host and device process shares ``cpus``."""
+        return min(1e6 / self.host_us, cpus * 1e6 / (self.host_us + self.device_us))
+
+
+def _device_cpu(pids: list[int]) -> float:
+    """CPU seconds the processes ``pids`` have used so far."""
+    import psutil
+    times = [psutil.Process(pid).cpu_times() for pid in pids]
+    return sum(t.user + t.system for t in times)
+
+
+def _threaded_rate(acl, board: str, devices: list[int], tasks: int, repeats: int = 3) -> Threaded:
+    """Best total tasks/s of one thread per device of ``board``, each ``tasks`` small tasks then
+    a sync (streams and buffers made beforehand; the clock runs from a common start to the last end),
+    with the CPU a task cost the host threads and the device processes over every round."""
+    from mdev.board import launcher
+
     setup = []
     for device in devices:
         check(acl.rt.set_device(device), "set_device")
@@ -124,18 +153,25 @@ def _threaded_rate(acl, devices: list[int], tasks: int, repeats: int = 3) -> flo
         check(ret, "malloc")
         setup.append((ctx, stream, dev))
     errors: list[str] = []
+    host_cpu: list[float] = []
+    pids = [d["pid"] for d in launcher.status(board)["devices"] if d["id"] in devices]
 
     def work(ctx, stream, dev, start: threading.Barrier) -> None:
         if acl.rt.set_context(ctx) != 0:
             errors.append("set_context")
         start.wait()
+        t0 = time.thread_time()
         for i in range(tasks):
             acl.rt.memset_async(dev, 4, i & 0xFF, 4, stream)
         if acl.rt.synchronize_stream(stream) != 0:
             errors.append("synchronize_stream")
+        host_cpu.append(time.thread_time() - t0)
 
     best = 0.0
-    for _ in range(repeats + 1):            # the first round warms every stream up
+    for round_ in range(repeats + 1):            # the first round warms every stream up
+        if round_ == 1:
+            host_cpu.clear()
+            device_cpu = _device_cpu(pids)
         start = threading.Barrier(len(devices) + 1)
         threads = [threading.Thread(target=work, args=(*s, start)) for s in setup]
         for t in threads:
@@ -145,6 +181,7 @@ def _threaded_rate(acl, devices: list[int], tasks: int, repeats: int = 3) -> flo
         for t in threads:
             t.join()
         best = max(best, tasks * len(devices) / (time.perf_counter() - t0))
+    device_cpu = _device_cpu(pids) - device_cpu
     if errors:
         raise RuntimeError(f"threaded tasks failed: {errors}")
     for (ctx, stream, dev), device in zip(setup, devices):
@@ -152,14 +189,15 @@ def _threaded_rate(acl, devices: list[int], tasks: int, repeats: int = 3) -> flo
         check(acl.rt.free(dev), "free")
         check(acl.rt.destroy_stream(stream), "destroy_stream")
         check(acl.rt.reset_device(device), "reset_device")
-    return best
+    counted = tasks * len(devices) * repeats
+    return Threaded(best, sum(host_cpu) / counted * 1e6, device_cpu / counted * 1e6)
 
 
 def run() -> list[Result]:
     import mdev.acl as acl
 
     results: list[Result] = []
-    with device_and_stream("dispatch", "pcie4", hbm=256 << 20) as (stream, dev, sync, empty):
+    with device_and_stream(TAG, "pcie4", hbm=256 << 20) as (stream, dev, sync, empty):
         _task_rate(acl, dev, stream, 2_000, repeats=1)        # warm-up: the stream's worker
 
         # ---- small tasks vs pipe messages
@@ -210,11 +248,18 @@ def run() -> list[Result]:
         check(acl.rt.reset_device(0), "reset_device")
 
         # ---- several threads on several devices
-        single = _threaded_rate(acl, [0], TASKS)
-        multi = _threaded_rate(acl, list(range(THREADS)), TASKS // THREADS)
-        results.append(Result(f"{THREADS} threads on {THREADS} devices, small tasks", multi, "tasks/s",
-                              single, "tasks/s", "1 thread on 1 device", multi / single,
-                              ("ratio", ">=", 1.5), note=f"{os.cpu_count()} CPUs"))
+        single = _threaded_rate(acl, board_name(TAG), [0], TASKS)
+        multi = _threaded_rate(acl, board_name(TAG), list(range(THREADS)), TASKS // THREADS)
+        cpus = len(os.sched_getaffinity(0))
+        ceiling = multi.ceiling(cpus)
+        results.append(Result(f"{THREADS} threads on {THREADS} devices, small tasks", multi.rate, "tasks/s",
+                              single.rate, "tasks/s", "1 thread on 1 device", multi.rate / single.rate,
+                              ("ratio", ">=", 1.5),
+                              note=f"{cpus} CPUs; a task cost {multi.host_us:.1f} us of host CPU and "
+                                   f"{multi.device_us:.1f} us of device CPU (one thread: {single.host_us:.1f} "
+                                   f"and {single.device_us:.1f}), so one GIL and {cpus} CPUs allow at most "
+                                   f"{ceiling:,.0f} tasks/s, {ceiling / single.rate:.2f}x one thread; "
+                                   f"reached {multi.rate / ceiling:.2f} of it"))
     return results
 
 

@@ -377,6 +377,21 @@ def test_bench_hccl_prints_nccl_tests_columns():
         assert 0.9 <= float(ratio) <= 1.1 and float(numpy_us) > 0 and float(wall) > 0
 
 
+def test_bench_dispatch_threads_measures_each_side(acl, board):
+    """bench dispatch's thread figure: the rate of one thread per device, and the CPU a task
+    cost the submitting threads and the device processes, which set the ceiling it prints."""
+    sys.path.insert(0, str(ROOT))
+    from bench.dispatch import Threaded, _threaded_rate
+    assert acl.init() == 0
+    try:
+        two = _threaded_rate(acl, board, [0, 1], 20_000, repeats=1)   # device CPU is counted in 10 ms ticks
+    finally:
+        assert acl.finalize() == 0
+    assert two.rate > 0 and two.host_us > 0 and two.device_us > 0, two
+    assert Threaded(0, 2.0, 4.0).ceiling(2) == pytest.approx(1e6 / 3)      # the CPUs bound it
+    assert Threaded(0, 4.0, 20.0).ceiling(8) == pytest.approx(1e6 / 4)     # the GIL does
+
+
 def test_bench_cli_lists_every_group():
     sys.path.insert(0, str(ROOT))
     import bench
