@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from mdev import errors as E
-from mdev.board.tasks import TaskFault
+from mdev.board import sanitize
+from mdev.board.tasktable import TaskFault
 from mdev.board.windows import LaunchWindows
 from mdev.memory import address
 
@@ -186,7 +187,6 @@ class Launch:
                 self.fault = (ptr, nbytes, f"a {nbytes}-byte access of kernel {self.name}")
             raise
         if self.accesses is not None:
-            from mdev.board import sanitize
             view, root = sanitize.tracked(raw, self.spinning)
             self.accesses.append((location, raw, raw.copy(), root))
             raw = view

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 from mdev import constants as C
 from mdev import errors as E
-from mdev.board.tasks import feature_state, op, request
+from mdev.board.tasks import feature_state
+from mdev.board.tasktable import op, request
 from mdev.errors import AclError
 
 if TYPE_CHECKING:

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mdev import errors as E
-from mdev.board.tasks import COMM_PARA, CommGuard, TaskFault, op
+from mdev.board.tasks import COMM_PARA, CommGuard
+from mdev.board.tasktable import TaskFault, op
 
 if TYPE_CHECKING:
     from mdev.board.device import Device

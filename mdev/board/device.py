@@ -4,7 +4,7 @@
     host process A ---per-thread sockets-----+--> dispatcher thread --> DeviceStream queues
     host process B ---...--------------------+        |  requests          | workers
                                                       v                    v
-                                          allocator / contexts    tasks.OPS on HBM (shm)
+                                          allocator / contexts    tasktable.OPS on HBM (shm)
                                                                            |
                      control page (shm) <--- stream_done / errors ---------+
 
@@ -17,61 +17,42 @@ owner shared with it), its own pinned buffers and those shared with it (``admit_
 is parked as a waiter and answered by the worker that completes the awaited task.  The
 control page lets hosts answer queries without asking.  Peer devices' HBM and control
 pages are mapped for P2P work and re-mapped when a peer is restarted (see peer_control).
+
+The device runs ops and answers requests from the tables of mdev.board.tasktable, not
+knowing the modules that fill them: they stand above it (they use the device), and the
+device process's entry point (mdev.board.device_process) imports them all before it
+builds the Device and serves.
 """
 
 from __future__ import annotations
 
 import collections
-import ctypes
 import heapq
 import itertools
 import os
 import pickle
 import select
-import signal
 import socket
-import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from mdev import protocol
-from mdev import constants as C
 from mdev import errors as E
 from mdev.errors import AclError
-from mdev.board import residence
 from mdev.board import status as S
 from mdev.board.engines import Engine
 from mdev.board.naming import BoardPaths
-from mdev.board.stream import DeviceStream
-from mdev.board.tasks import OPS, REQUESTS, TaskFault, dma_fault
+from mdev.board.stream import ContextState, DeviceStream
+from mdev.board.tasktable import OPS, REQUESTS, TaskFault, dma_fault
 from mdev.board.windows import WindowPool
-from mdev.board import kernels as _kernel_tasks  # noqa: F401  (registers the "kernel" task)
-from mdev.board import systasks as _systasks  # noqa: F401
-from mdev.board import collectives as _collectives  # noqa: F401  (the "coll_check" task)
-from mdev.board import trace as _trace  # noqa: F401  (trace_start / trace_collect requests)
-from mdev.board import graphs as _graph_tasks  # noqa: F401  (stored graphs, "run_graph")
-from mdev.board import cntnotify as _cnt_notify  # noqa: F401  (counting notifies)
 from mdev.kernel.api import Kernel, kernels_of
 from mdev.memory import address, futex
 from mdev.memory.allocator import Allocator, OutOfMemory
 from mdev.memory.segment import Segment
 
 DMA_ENGINES = 2
-PR_SET_PDEATHSIG = 1        # <linux/prctl.h>
-
-
-@dataclass
-class ContextState:
-    client: int
-    ctx: int
-    streams: set = field(default_factory=set)
-    stopped: int = 0          # failure code once a stop-on-failure context has stopped
-
-    @property
-    def stop_on_failure(self) -> bool:
-        return any(s.failure_mode == C.ACL_STOP_ON_FAILURE for s in self.streams)
 
 
 class SlotPool:
@@ -1266,38 +1247,3 @@ _DEFERRED = object()
 def _granted(grants: list, pid: int, start: int, end: int) -> bool:
     """One of a block's grants lets ``pid`` touch [start, end)."""
     return any(g[0] == pid and g[1] <= start and end <= g[2] for g in grants)
-
-
-def main(paths: BoardPaths, index: int, topo, authkey: bytes, seal_key: bytes, ready_fd: int,
-         supervisor: int) -> None:
-    """Entry point of a device process (forked by the supervisor, pid ``supervisor``).
-
-    The supervisor's death ends it (SIGTERM by the kernel on Linux, else the serving loop's
-    check), and it then removes what it made and, if nobody holds the board's lock, what
-    the supervisor made and the hosts' pinned segments (residence.abandon): a SIGKILLed
-    supervisor leaves nothing behind once its devices have gone."""
-    early: list[int] = []
-    signal.signal(signal.SIGTERM, lambda *_: early.append(1))      # until the device can stop
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _end_with_parent()
-    try:
-        try:
-            device = Device(paths, index, topo, authkey, seal_key, supervisor)
-        except Exception as exc:
-            os.write(ready_fd, b"!" + f"{type(exc).__name__}: {exc}".encode()[:1000])    # the reason, to Fleet
-            raise
-        signal.signal(signal.SIGTERM, device.stop)
-        if early or device.orphaned():
-            device.stop()
-        device.serve(ready_fd)
-    finally:
-        if os.getppid() != supervisor:
-            residence.abandon(paths, [paths.hbm(index), paths.control(index)])
-
-
-def _end_with_parent() -> None:
-    """Have the kernel send SIGTERM when the supervisor dies (Linux PR_SET_PDEATHSIG; it
-    follows the forking thread, and the supervisor forks from its main thread only)."""
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)

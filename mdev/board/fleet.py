@@ -22,7 +22,7 @@ import selectors
 import time
 
 from mdev import errors as E
-from mdev.board import device as device_process
+from mdev.board import device_process
 from mdev.board.naming import BoardPaths
 from mdev.errors import AclError
 

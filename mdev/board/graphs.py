@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 
 from mdev import errors as E
 from mdev import protocol
-from mdev.board.tasks import TaskFault, feature_state, op, request
+from mdev.board.tasks import feature_state
+from mdev.board.tasktable import TaskFault, op, request
 
 if TYPE_CHECKING:
     from mdev.board.device import Device

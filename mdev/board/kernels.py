@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from mdev import errors as E
 from mdev.board import overflow, sanitize
-from mdev.board.tasks import TaskFault, op, request
+from mdev.board.tasktable import TaskFault, op, request
 from mdev.errors import AclError
 from mdev.kernel.api import Kernel
 from mdev.kernel import params
@@ -160,7 +160,7 @@ def kernel(device: "Device", stream: "DeviceStream", fid: int, num_blocks: int, 
             _watchdog(device).disarm(alarm)
         if launch is not None:
             if launch.accesses is not None:
-                sanitize.report(device, stream, launch)
+                sanitize.report(device, stream, launch.accesses, launch.fault)
             launch.close()
         with device.lock:
             for offset in scratch:

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mdev.board.tasks import feature_state, op, request
+from mdev.board.tasks import feature_state
+from mdev.board.tasktable import op, request
 
 if TYPE_CHECKING:
     from mdev.board.device import Device

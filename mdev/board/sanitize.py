@@ -10,6 +10,8 @@
 
 Copies, memsets and the other stream tasks need nothing from here: the host knows their
 bytes from their arguments.  Only kernels choose their addresses while they run.
+A launch (mdev.board.block) makes its tracked views here, so this module knows no launch:
+``report`` is handed the launch's log and its first fault.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import threading
 
 import numpy as np
 
-from mdev.board.tasks import own_client, request
+from mdev.board.tasktable import own_client, request
 
 try:
     from numpy.lib.array_utils import byte_bounds
@@ -29,7 +31,7 @@ except ImportError:                      # numpy < 2
 
 if TYPE_CHECKING:
     from mdev.board.device import Device
-    from mdev.board.block import Launch
+    from mdev.board.stream import DeviceStream
 
 MAX_WRITE_RANGES = 64      # per view; a scattered write beyond that is sent as its bounding range
 
@@ -192,17 +194,19 @@ def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return [(lo, hi) for lo, hi in out]
 
 
-def report(device: "Device", stream, launch: "Launch") -> None:
+def report(device: "Device", stream: "DeviceStream", accesses: list, fault: tuple | None) -> None:
+    """What a watched launch touched (``accesses``: Launch.memory's log) and its first bad
+    access, to its client's task socket."""
     conn = device.main_conns.get(stream.client)
     if conn is None or stream.running_task is None:
         return
-    accesses = []
-    for loc, view, snapshot, root in launch.accesses:
+    touched = []
+    for loc, view, snapshot, root in accesses:
         if root.reads or root.writes:
             reads, writes = _merge(root.reads), _merge(root.writes)
         else:    # used some way the view cannot see (np.asarray, a buffer): read whole, and
                  # written where its bytes changed (a concurrent writer would show up too)
             reads, writes = [(0, len(view))], _merge(_written(view, snapshot))
-        accesses.append((loc, reads, writes, root.flag))
-    conn.send(("sanitize", {"slot": stream.slot, "seq": stream.running_task[0], "accesses": accesses,
-                            "fault": launch.fault, "inner": getattr(stream, "position", None)}))
+        touched.append((loc, reads, writes, root.flag))
+    conn.send(("sanitize", {"slot": stream.slot, "seq": stream.running_task[0], "accesses": touched,
+                            "fault": fault, "inner": getattr(stream, "position", None)}))

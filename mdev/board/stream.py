@@ -1,6 +1,6 @@
 """A stream inside a device process: an ordered queue and the worker thread that drains it.
 
-    dispatcher --push(seq, op, args)--> queue --worker--> tasks.run(op) --> complete(seq)
+    dispatcher --push(seq, op, args)--> queue --worker--> device.run_task(op) --> device.complete(seq)
 
 Tasks of one stream run strictly one after another; each stream has its own worker, so a
 stream blocked on an event or a long kernel never holds up another stream.  Workers are
@@ -10,6 +10,9 @@ Stopping a stream's running work (abort, stop, destroy, the owner's detach) cuts
 memory mappings of its running kernel launches (mdev.board.windows): from then on they
 write nowhere.  Destroying also waits for its running copies, memsets and other
 non-kernel tasks, which end within a chunk of work or notice the stream is gone.
+
+The device (mdev.board.device) makes its streams and imports this module; a stream knows
+its device only as the ``TaskRunner`` it runs tasks and completes them with.
 """
 
 from __future__ import annotations
@@ -17,12 +20,33 @@ from __future__ import annotations
 import collections
 import contextlib
 import threading
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import Protocol
 
 from mdev import constants as C
 
-if TYPE_CHECKING:
-    from mdev.board.device import Device, ContextState
+
+class TaskRunner(Protocol):
+    """What a stream asks of its device (mdev.board.device.Device, which imports this module):
+    to run a task, and to count tasks done."""
+
+    def run_task(self, stream: "DeviceStream", op: str, args: tuple,
+                 inline: bool = False) -> tuple[int, str] | None: ...
+
+    def complete(self, stream: "DeviceStream", seq: int, code: int, message: str, count: int = 1) -> None: ...
+
+
+@dataclass
+class ContextState:
+    """A host process's context on the device, as its streams know it."""
+    client: int
+    ctx: int
+    streams: set = field(default_factory=set)
+    stopped: int = 0          # failure code once a stop-on-failure context has stopped
+
+    @property
+    def stop_on_failure(self) -> bool:
+        return any(s.failure_mode == C.ACL_STOP_ON_FAILURE for s in self.streams)
 
 
 class _LockCondition(threading.Condition):
@@ -38,8 +62,8 @@ class _LockCondition(threading.Condition):
 
 
 class DeviceStream:
-    def __init__(self, device: "Device", slot: int, stream_id: int, client: int,
-                 context: "ContextState", priority: int, flags: int) -> None:
+    def __init__(self, device: TaskRunner, slot: int, stream_id: int, client: int,
+                 context: ContextState, priority: int, flags: int) -> None:
         self.device = device
         self.slot = slot
         self.stream_id = stream_id

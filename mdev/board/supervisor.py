@@ -15,7 +15,7 @@ device on request (telling its peers to drop their mappings of the dead one's me
 and stops the board on request or, for a board started on demand, once it has been idle
 for a while.  It holds the board's lock (mdev.board.residence) from its launcher's start
 to its exit: one supervisor per board name.  On stop it removes every segment and file
-of the board, the lock file last; if it dies instead, its devices do (device.main).
+of the board, the lock file last; if it dies instead, its devices do (device_process.main).
 """
 
 from __future__ import annotations

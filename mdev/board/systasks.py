@@ -20,7 +20,7 @@ import numpy as np
 
 from mdev import constants as C
 from mdev import errors as E
-from mdev.board.tasks import TaskFault, dma_fault, op
+from mdev.board.tasktable import TaskFault, dma_fault, op
 
 if TYPE_CHECKING:
     from mdev.board.device import Device

@@ -1,8 +1,10 @@
-"""What a device does when a stream task reaches the head of its stream.
+"""The basic tasks a device runs when they reach the head of their stream: copies, memsets,
+events, notifies, value writes and waits, host callbacks; and what the task modules above
+the device share (``feature_state``, the collectives' ``CommGuard``).
 
-Each op is a function ``op(device, stream, *args)`` registered in ``OPS``; it raises
-``TaskFault`` to fail the task (the failure surfaces at the next synchronisation).
-Memory operands arrive as locations resolved by the host:
+Each op is a function ``op(device, stream, *args)`` registered in mdev.board.tasktable's
+``OPS``; it raises ``TaskFault`` to fail the task (the failure surfaces at the next
+synchronisation).  Memory operands arrive as locations resolved by the host:
 
     ("d", device, offset)    HBM of a device (this one or a peer mapped for P2P)
     ("p", segment, offset)   a host process's pinned buffer (shared segment)
@@ -11,41 +13,18 @@ Memory operands arrive as locations resolved by the host:
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import psutil
 
 from mdev import errors as E
+from mdev.board.tasktable import TaskFault, op, request
 from mdev.errors import AclError
 
 if TYPE_CHECKING:
     from mdev.board.device import Device
     from mdev.board.stream import DeviceStream
-
-
-class TaskFault(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-OPS: dict[str, Callable] = {}
-REQUESTS: dict[str, Callable] = {}
-
-
-def request(fn: Callable) -> Callable:
-    """Register a device request handler ``fn(device, conn, *args)`` by its name, for features
-    that live outside device.py (graphs, ...); its return value is the reply."""
-    REQUESTS[fn.__name__] = fn
-    return fn
-
-
-def own_client(conn, client) -> None:
-    """A request naming a client must come from that client's own connection."""
-    if client != conn.client:
-        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"client {client!r:.20} is not this connection's")
 
 
 def feature_state(device: "Device", name: str) -> dict:
@@ -59,18 +38,6 @@ def feature_state(device: "Device", name: str) -> dict:
 
 
 QUICK_BYTES = 64 << 10
-
-
-def op(engine: str | None, quick: Callable[[tuple], bool] | None = None):
-    """Register a task op; ``engine`` names the engine it occupies while running, ``quick``
-    says (from its arguments) whether it is short enough for the dispatcher to run it
-    itself when its stream is idle, saving the hand-over to the stream's worker."""
-    def register(fn: Callable) -> Callable:
-        fn.engine = engine
-        fn.quick = quick or (lambda args: False)
-        OPS[fn.__name__] = fn
-        return fn
-    return register
 
 
 def _always(args: tuple) -> bool:
@@ -143,10 +110,6 @@ def cmo(device: "Device", stream: "DeviceStream", where: tuple, nbytes: int, kin
 
 def _rows(flat: np.ndarray, pitch: int, width: int, height: int) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(flat, shape=(height, width), strides=(pitch, 1))
-
-
-def dma_fault(message: str) -> TaskFault:
-    return TaskFault(E.ACL_ERROR_RT_SYS_DMA, message)
 
 
 # ---------------------------------------------------------------------------- events

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from mdev.board import status as S
-from mdev.board.tasks import OPS, own_client, request
+from mdev.board.tasktable import OPS, own_client, request
 
 if TYPE_CHECKING:
     from mdev.board.device import Device

@@ -1,0 +1,65 @@
+"""The device process: its entry point, and every module whose ops and requests it serves.
+
+    Fleet (supervisor) --fork--> main() --> Device(...).serve()    until SIGTERM or orphaned
+                                 |
+                                 +-- importing this module registered every op and request
+                                     (mdev.board.tasktable): basic tasks, kernels, system
+                                     tasks, collectives, stored graphs, counting notifies,
+                                     overflow status, the sanitizer, tracing
+
+This module stands above all of them: the Device (mdev.board.device) finds ops and requests
+in the tables alone, and the task modules use the Device, so none of them imports another
+upwards.  The supervisor imports this module before it forks (mdev.board.fleet): its
+devices start with everything loaded.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+
+from mdev.board import residence
+from mdev.board.device import Device
+from mdev.board.naming import BoardPaths
+# each registers its ops and requests when imported
+from mdev.board import (cntnotify, collectives, graphs, kernels, overflow, sanitize,  # noqa: F401
+                        systasks, tasks, trace)
+
+PR_SET_PDEATHSIG = 1        # <linux/prctl.h>
+
+
+def main(paths: BoardPaths, index: int, topo, authkey: bytes, seal_key: bytes, ready_fd: int,
+         supervisor: int) -> None:
+    """Entry point of a device process (forked by the supervisor, pid ``supervisor``).
+
+    The supervisor's death ends it (SIGTERM by the kernel on Linux, else the serving loop's
+    check), and it then removes what it made and, if nobody holds the board's lock, what
+    the supervisor made and the hosts' pinned segments (residence.abandon): a SIGKILLed
+    supervisor leaves nothing behind once its devices have gone."""
+    early: list[int] = []
+    signal.signal(signal.SIGTERM, lambda *_: early.append(1))      # until the device can stop
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _end_with_parent()
+    try:
+        try:
+            device = Device(paths, index, topo, authkey, seal_key, supervisor)
+        except Exception as exc:
+            os.write(ready_fd, b"!" + f"{type(exc).__name__}: {exc}".encode()[:1000])    # the reason, to Fleet
+            raise
+        signal.signal(signal.SIGTERM, device.stop)
+        if early or device.orphaned():
+            device.stop()
+        device.serve(ready_fd)
+    finally:
+        if os.getppid() != supervisor:
+            residence.abandon(paths, [paths.hbm(index), paths.control(index)])
+
+
+def _end_with_parent() -> None:
+    """Have the kernel send SIGTERM when the supervisor dies (Linux PR_SET_PDEATHSIG; it
+    follows the forking thread, and the supervisor forks from its main thread only)."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
