@@ -376,6 +376,34 @@ def test_a_device_wait_request_parks_until_its_stream_gets_there(dev):
     assert acl.rt.destroy_stream(s) == 0 and acl.rt.free(word) == 0
 
 
+def test_a_task_after_a_synchronisation_goes_out_at_once(dev):
+    """A synchronisation ends the host's burst, also when it finds its stream done at the
+    first look: the next task is written to the device at once, not gathered for the link's
+    flusher thread, which gets the interpreter only when the submitting thread lets go (up
+    to a switch interval, 5 ms, of a thread computing in Python)."""
+    import sys
+    from mdev.runtime.core import RUNTIME as rt
+    acl = dev
+    ptr, _ = acl.rt.malloc(4096, 0)
+    s, _ = acl.rt.create_stream()
+    stream, link = rt.streams[s], rt.link(0)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(10.0)         # the flusher cannot take the interpreter meanwhile
+    try:
+        for short_path in (False, True):
+            assert acl.rt.memset_async(ptr, 4, 1, 4, s) == 0          # starts a burst: written at once
+            if short_path:   # the device is done before the synchronisation looks
+                wait_until(lambda: int(link.control.stream_done[stream.slot]) >= stream.seq)
+            assert acl.rt.synchronize_stream(s) == 0
+            assert acl.rt.memset_async(ptr, 4, 2, 4, s) == 0
+            assert link._out == [], short_path          # written, not gathered
+            assert acl.rt.synchronize_stream(s) == 0
+    finally:
+        sys.setswitchinterval(interval)
+    assert from_device(acl, ptr, 1)[0] == 2
+    assert acl.rt.destroy_stream(s) == 0 and acl.rt.free(ptr) == 0
+
+
 # ---------------------------------------------------------------------------- sync with timeout
 def test_synchronize_stream_with_timeout(dev):
     acl = dev

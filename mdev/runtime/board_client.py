@@ -312,6 +312,14 @@ class DeviceLink:
                 self._send_gathered()
                 self._burst = False
 
+    def end_burst(self) -> None:
+        """The program waited for the device and found its work done: its next task starts a
+        burst (written at once) instead of being gathered.  The frames gathered so far (a
+        stream made, say) stay gathered: nothing waits for them yet.  A plain store, not
+        under the lock: racing another thread's submit, it only decides whether that task
+        is gathered or written with what was gathered before it."""
+        self._burst = False
+
     def _send_gathered(self) -> None:
         """Send the gathered frames in one write (call with the lock held)."""
         out = self._out

@@ -148,6 +148,7 @@ def _reached(stream: Stream, seq: int) -> bool:
     if int(control.stream_done[stream.slot]) < seq or control.stream_err[stream.slot]:
         return False
     link.wait_received(int(control.stream_msgs[stream.slot]))
+    link.end_burst()           # as the general path's flush does (see there)
     return True
 
 
@@ -178,8 +179,10 @@ def _wait_targets(targets: list[tuple[Stream, int]], timeout: int, consume: bool
             return all(int(done[s.slot]) >= seq and not err[s.slot] for s, seq in group)
 
         link.check_alive()         # a lost device fails every sync, even of idle streams
-        if not finished():
-            link.flush()           # a task still gathered in this process would never be done
+        # a task still gathered in this process would never be done; and the flush ends the
+        # burst: the program waited for the device, so its next task goes out at once, not
+        # gathered for a flusher thread that gets the interpreter only when this one lets go
+        link.flush()
         if not (finished() or _briefly(finished)) and futex.AVAILABLE:
             _sleep(link, group, None if timeout < 0 else time.monotonic() + timeout / 1000.0, timeout)
         # a stream destroyed meanwhile (by another thread) was drained first; its slot's
