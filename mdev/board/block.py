@@ -124,7 +124,7 @@ class Launch:
         self.accesses: list | None = [] if watch else None
         self.fault: tuple | None = None
         self.spinning = threading.local()   # .on while a block of this launch spins (sanitizer)
-        self.windows = LaunchWindows(device.hbm_windows)
+        self.windows = LaunchWindows(device.memory.hbm_windows)
         self.used: dict[int, object] = {}    # offset -> block of this HBM it touched (pinned)
         self._using = threading.Lock()
         self.stopped: tuple[int, str] | None = None     # (code, why) once a teardown cut it off
@@ -137,9 +137,9 @@ class Launch:
         offsets = [split[1] for split in (address.split(v) for v in values
                                           if isinstance(v, int) and not isinstance(v, bool))
                    if split is not None and split[0] == own]
-        for block in self.device.pin(offsets):
+        for block in self.device.memory.pin(offsets):
             if block.freed:
-                self.device.unpin([block])
+                self.device.memory.unpin([block])
             else:
                 self.used[block.offset] = block
         self.stream.launches.add(self)
@@ -175,7 +175,7 @@ class Launch:
     def close(self) -> None:
         self.stream.launches.discard(self)
         self.windows.close()
-        self.device.unpin(list(self.used.values()))
+        self.device.memory.unpin(list(self.used.values()))
 
     def memory(self, ptr: int, dtype: np.dtype, count) -> np.ndarray:
         shape = (count,) if isinstance(count, (int, np.integer)) else tuple(count) if count else None
@@ -210,7 +210,7 @@ class Launch:
                     raise self.fault_of(f"kernel {self.name}: {nbytes} bytes at {ptr:#x} overrun the "
                                       f"{block.size}-byte allocation at offset {block.offset:#x} "
                                       f"by {offset + nbytes - end} bytes")
-                if not self.device.may_use(self.client, block, offset, nbytes) and block.offset not in self.scratch:
+                if not self.device.memory.may_use(self.client, block, offset, nbytes) and block.offset not in self.scratch:
                     raise self.fault_of(f"kernel {self.name}: {ptr:#x} is not memory of its process")
                 return ("d", device, offset), self.windows.hbm.array[offset:offset + nbytes]
             location = ("d", device, offset)
@@ -241,20 +241,20 @@ class Launch:
             for block in self.used.values():
                 if block.offset <= offset < block.offset + block.reserved:
                     return block
-            pinned = self.device.pin([offset])
+            pinned = self.device.memory.pin([offset])
             if not pinned:
                 return None
             if pinned[0].freed:
-                self.device.unpin(pinned)
+                self.device.memory.unpin(pinned)
                 return None
             self.used[pinned[0].offset] = pinned[0]
             return pinned[0]
 
     def _mapped(self, location: tuple, nbytes: int) -> np.ndarray:
         """The bytes at a checked location, through this launch's mapping of its segment."""
-        seg = self.device.locate(location, nbytes, self.client)
+        seg = self.device.memory.locate(location, nbytes, self.client)
         try:
-            window = self.windows.hbm if seg is self.device.hbm else self.windows.segment(seg.name)
+            window = self.windows.hbm if seg is self.device.memory.hbm else self.windows.segment(seg.name)
         except Exception as exc:
             raise self.fault_of(f"kernel {self.name}: cannot map {seg.name}: {exc}") from None
         return window.array[location[2]:location[2] + nbytes]

@@ -38,8 +38,8 @@ def coll_check(device: "Device", stream: "DeviceStream", mine: tuple, peer: tupl
     guard.raise_if_failed(peer_alive=True)
     peer_rank = guard.peer_rank
     words = 1 + max(f[1] for f in fields)
-    here = [int(w) for w in device.view(mine, 8 * words, stream).view(np.uint64)]
-    there = [int(w) for w in device.view(peer, 8 * words, stream).view(np.uint64)]
+    here = [int(w) for w in device.memory.view(mine, 8 * words, stream).view(np.uint64)]
+    there = [int(w) for w in device.memory.view(peer, 8 * words, stream).view(np.uint64)]
     differ = [f for f in fields if _value(f, here) != _value(f, there)]
     if differ:
         guard.set(COMM_PARA, peer_rank)

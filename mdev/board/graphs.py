@@ -124,7 +124,7 @@ class Run:
         """A label switch at task ``k`` of lane ``index``: where this lane goes on (None: the
         picked label is on another lane, which now runs from there)."""
         where, count, labels = args
-        picked = int(self.device.view(where, 4, self.outer).view(np.uint32)[0])
+        picked = int(self.device.memory.view(where, 4, self.outer).view(np.uint32)[0])
         label = labels[min(picked, count - 1)]
         target = self.graph.labels.get(label)
         if target is None:

@@ -79,21 +79,14 @@ def _arguments(device: "Device", stream: "DeviceStream", kernel, args_kind: str,
         return values
     if args_kind == "loc":
         dev, offset, size = args
-        block = bytearray(device.view(("d", dev, offset), size, stream).tobytes())
+        block = bytearray(device.memory.view(("d", dev, offset), size, stream).tobytes())
     else:
         block = bytearray(args)
     for addr_offset, data in placeholders:
         # runtime-owned device memory for the placeholder's data, alive for the launch
-        reserved = address.align_up(max(len(data), 1), address.NORMAL_PAGE)
-        with device.lock:
-            piece = device.allocator.allocate(len(data) or 1, reserved, address.NORMAL_PAGE, -1, 0)
-            scratch.append(piece.offset)
-            try:
-                device.back(piece.offset, reserved)
-            except AclError as exc:
-                raise TaskFault(exc.code, exc.message) from None
-        device.hbm.array[piece.offset:piece.offset + len(data)] = memoryview(data)
-        block[addr_offset:addr_offset + 8] = (address.device_base(device.index) + piece.offset).to_bytes(8, "little")
+        offset = device.memory.hold(data)
+        scratch.append(offset)
+        block[addr_offset:addr_offset + 8] = (address.device_base(device.index) + offset).to_bytes(8, "little")
     return params.decode(kernel.types, bytes(block))
 
 
@@ -105,7 +98,7 @@ def register_cpu_func(device: "Device", conn, bin_id: int, func_name: str, kerne
                      None)
         if found is None:
             raise AclError(E.ACL_ERROR_RT_KERNEL_LOOKUP, f"the binary has no function {func_name!r}")
-        fid = next(device._fids)
+        fid = device.new_fid()
         device.kernels[fid] = Kernel(found.fn, core="aicpu", vectorized=found.vectorized, name=kernel_name)
         device.binaries[bin_id].append(fid)
     return fid
@@ -162,9 +155,7 @@ def kernel(device: "Device", stream: "DeviceStream", fid: int, num_blocks: int, 
             if launch.accesses is not None:
                 sanitize.report(device, stream, launch.accesses, launch.fault)
             launch.close()
-        with device.lock:
-            for offset in scratch:
-                device.allocator.release(offset)
+        device.memory.drop(scratch)
         device.on_memory_written(None)
     if launch.stopped is not None and launch.stopped[0]:
         raise TaskFault(*launch.stopped)

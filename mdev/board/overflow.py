@@ -42,12 +42,12 @@ def watching(device: "Device", stream: "DeviceStream"):
 
 @request
 def set_overflow_switch(device: "Device", conn, slot: int, flag: int) -> None:
-    device._own_stream(conn, slot).overflow_switch = flag
+    device.own_stream(conn, slot).overflow_switch = flag
 
 
 @op(None, quick=lambda args: True)
 def overflow_status(device: "Device", stream: "DeviceStream", dst: tuple) -> None:
-    record = device.view(dst, 64, stream, write=True)
+    record = device.memory.view(dst, 64, stream, write=True)
     record.fill(0)
     record[:4].view(np.uint32)[0] = _status(device).get(stream.client, 0)
     device.on_memory_written(dst)

@@ -82,8 +82,8 @@ def reduce(device: "Device", stream: "DeviceStream", dst: tuple, src: tuple, nby
     dtype = DTYPES[data_type]
     size = itemsize(data_type)
     n = nbytes // size
-    d_raw = device.view(dst, n * size, stream, write=True)
-    s_raw = device.view(src, n * size, stream)
+    d_raw = device.memory.view(dst, n * size, stream, write=True)
+    s_raw = device.memory.view(src, n * size, stream)
     if dtype is BF16:
         d_bits, s_bits = d_raw.view(np.uint16), s_raw.view(np.uint16)
         result = _reduce_values(kind, bf16_to_float32(d_bits), bf16_to_float32(s_bits), np.float32)
@@ -105,7 +105,7 @@ def _param(device: "Device", stream: "DeviceStream", para: tuple, data_type: int
     if para[0] == "v":
         return para[1]
     _, loc, size = para
-    raw = device.view(loc, size, stream).tobytes()
+    raw = device.memory.view(loc, size, stream).tobytes()
     if data_type is None:                     # seeds and counts: unsigned 64-bit
         return int.from_bytes(raw.ljust(8, b"\0")[:8], "little")
     dtype = DTYPES[data_type]
@@ -173,8 +173,8 @@ def random_num(device: "Device", stream: "DeviceStream", data_type: int, func_ty
     if result_bytes is not None and nbytes > result_bytes:
         raise dma_fault(f"random_num: {n} values need {nbytes} bytes; the result buffer holds "
                         f"{result_bytes} bytes")
-    out = device.view(result, nbytes, stream, write=True)
-    word = device.view(counter, 16, stream, write=True)
+    out = device.memory.view(result, nbytes, stream, write=True)
+    word = device.memory.view(counter, 16, stream, write=True)
     count = int.from_bytes(word.tobytes(), "little")
     gen = np.random.Generator(np.random.Philox(key=seed_value, counter=count))
     get = {k: _param(device, stream, v, data_type, k) for k, v in params.items()}

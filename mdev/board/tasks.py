@@ -19,6 +19,7 @@ import numpy as np
 import psutil
 
 from mdev import errors as E
+from mdev.board.hbm import DeviceMemory
 from mdev.board.tasktable import TaskFault, op, request
 from mdev.errors import AclError
 
@@ -49,39 +50,43 @@ def _always(args: tuple) -> bool:
 # use numpy, whose fill and copy need no bytes object of the size.
 SMALL_BYTES = 4096
 _BYTE = [bytes([value]) for value in range(256)]
+# their check, called as the plain function: no bound method is made for each task
+_check_own = DeviceMemory.check_own
 
 
 @op("dma", quick=lambda args: args[2] <= QUICK_BYTES)
 def copy(device: "Device", stream: "DeviceStream", dst: tuple, src: tuple, nbytes: int) -> None:
-    index = device.index
+    memory = device.memory
+    index = memory.index
     if nbytes <= SMALL_BYTES and dst[1] == index and src[1] == index and dst[0] == "d" and src[0] == "d":
         client, to, at = stream.client, dst[2], src[2]
-        device.check_own(to, nbytes, client)
-        device.check_own(at, nbytes, client)
-        hbm = device.hbm_bytes
+        _check_own(memory, to, nbytes, client)
+        _check_own(memory, at, nbytes, client)
+        hbm = memory.hbm_bytes
         hbm[to:to + nbytes] = hbm[at:at + nbytes]     # the same as np.copyto when they overlap
     else:
-        np.copyto(device.view(dst, nbytes, stream, write=True), device.view(src, nbytes, stream))
+        np.copyto(memory.view(dst, nbytes, stream, write=True), memory.view(src, nbytes, stream))
     device.on_memory_written(dst)
 
 
 @op("dma", quick=lambda args: args[4] * args[5] <= QUICK_BYTES)
 def copy2d(device: "Device", stream: "DeviceStream", dst: tuple, dpitch: int, src: tuple,
            spitch: int, width: int, height: int) -> None:
-    dst_rows = _rows(device.view(dst, dpitch * (height - 1) + width, stream, write=True), dpitch, width, height)
-    src_rows = _rows(device.view(src, spitch * (height - 1) + width, stream), spitch, width, height)
+    dst_rows = _rows(device.memory.view(dst, dpitch * (height - 1) + width, stream, write=True), dpitch, width, height)
+    src_rows = _rows(device.memory.view(src, spitch * (height - 1) + width, stream), spitch, width, height)
     np.copyto(dst_rows, src_rows)
     device.on_memory_written(dst)
 
 
 @op("dma", quick=lambda args: args[2] <= QUICK_BYTES)
 def memset(device: "Device", stream: "DeviceStream", dst: tuple, value: int, nbytes: int) -> None:
-    if nbytes <= SMALL_BYTES and dst[1] == device.index and dst[0] == "d":
+    memory = device.memory
+    if nbytes <= SMALL_BYTES and dst[1] == memory.index and dst[0] == "d":
         offset = dst[2]
-        device.check_own(offset, nbytes, stream.client)
-        device.hbm_bytes[offset:offset + nbytes] = _BYTE[value & 0xFF] * nbytes
+        _check_own(memory, offset, nbytes, stream.client)
+        memory.hbm_bytes[offset:offset + nbytes] = _BYTE[value & 0xFF] * nbytes
     else:
-        device.view(dst, nbytes, stream, write=True).fill(value & 0xFF)
+        memory.view(dst, nbytes, stream, write=True).fill(value & 0xFF)
     if device.watchers:         # value waits re-check (on_memory_written), a call less when none
         device.on_memory_written(dst)
 
@@ -89,7 +94,7 @@ def memset(device: "Device", stream: "DeviceStream", dst: tuple, value: int, nby
 @op("dma", quick=lambda args: args[2] <= QUICK_BYTES)
 def fill32(device: "Device", stream: "DeviceStream", dst: tuple, value: int, nbytes: int) -> None:
     """aclrtMemsetD32Async: 32-bit words of ``value``."""
-    device.view(dst, nbytes, stream, write=True).view(np.uint32).fill(value)
+    device.memory.view(dst, nbytes, stream, write=True).view(np.uint32).fill(value)
     device.on_memory_written(dst)
 
 
@@ -97,7 +102,7 @@ def fill32(device: "Device", stream: "DeviceStream", dst: tuple, value: int, nby
 def copy_desc(device: "Device", stream: "DeviceStream", desc: tuple, base: int) -> None:
     """aclrtMemcpyAsyncWithDesc: source, destination and size are read from the descriptor
     (device memory) when the task runs."""
-    src, dst, nbytes, _ = (int(v) for v in device.view(desc, 32, stream).view(np.uint64))
+    src, dst, nbytes, _ = (int(v) for v in device.memory.view(desc, 32, stream).view(np.uint64))
     if nbytes:
         copy(device, stream, ("d", device.index, dst - base), ("d", device.index, src - base), nbytes)
 
@@ -105,7 +110,7 @@ def copy_desc(device: "Device", stream: "DeviceStream", desc: tuple, base: int) 
 @op(None, quick=_always)
 def cmo(device: "Device", stream: "DeviceStream", where: tuple, nbytes: int, kind: int) -> None:
     """aclrtCmoAsync: no caches to maintain; the memory must still be there."""
-    device.view(where, nbytes, stream)
+    device.memory.view(where, nbytes, stream)
 
 
 def _rows(flat: np.ndarray, pitch: int, width: int, height: int) -> np.ndarray:
@@ -133,7 +138,7 @@ def reset_event(device: "Device", stream: "DeviceStream", slot: int, uid: int) -
 def record_remote_event(device: "Device", stream: "DeviceStream", owner: int, slot: int) -> None:
     """A record of another device's IPC event (an importing process's stream records it):
     counted on the owner's page, among the records of other devices."""
-    page = device.peer_control(owner)
+    page = device.memory.peer_control(owner)
     # several streams of this device, and other devices, may record the same event
     with device.lock, page.remote_lock(slot):
         page.event_remote[slot] += 1
@@ -164,7 +169,7 @@ def wait_event(device: "Device", stream: "DeviceStream", slot: int, uid: int, ta
 def wait_remote_event(device: "Device", stream: "DeviceStream", owner: int, slot: int, target: int,
                       timeout_s: float) -> None:
     """Wait for an IPC event of another device, watching that device's control page."""
-    page = device.peer_control(owner)
+    page = device.memory.peer_control(owner)
     device.wait_until(stream, lambda: page.event_count(slot) >= target, timeout_s, f"event {slot} of device {owner}")
 
 
@@ -189,7 +194,7 @@ def wait_event_flag(device: "Device", stream: "DeviceStream", slot: int, uid: in
 # ---------------------------------------------------------------------------- notify
 @op(None, quick=_always)
 def record_notify(device: "Device", stream: "DeviceStream", owner: int, slot: int) -> None:
-    page = device.peer_control(owner)
+    page = device.memory.peer_control(owner)
     # several streams of this device, and other devices, may record the same notify
     with device.lock, page.record_lock(slot):
         page.notify_rec[slot] += 1
@@ -246,7 +251,7 @@ class CommGuard:
                  peer_err: tuple | None, own_err: tuple) -> None:
         self.device, self.stream = device, stream
         self.peer_pid, self.peer_rank, self.peer_err = peer_pid, peer_rank, peer_err
-        self.word = device.view(own_err, 16, stream, write=True).view(np.int64)
+        self.word = device.memory.view(own_err, 16, stream, write=True).view(np.int64)
         self.next_check = time.monotonic() + self.PEER_CHECK_S
 
     def raise_if_failed(self, peer_alive: bool) -> None:
@@ -276,7 +281,7 @@ class CommGuard:
         if self.peer_err is None:
             return None
         try:
-            return self.device.view(self.peer_err, 16, self.stream).view(np.int64)
+            return self.device.memory.view(self.peer_err, 16, self.stream).view(np.int64)
         except TaskFault:                 # its memory is gone: the peer left
             return np.array([COMM_LEFT, self.peer_rank], np.int64)
 
@@ -319,14 +324,14 @@ _VALUE_TESTS = {
 
 @op(None, quick=_always)
 def value_write(device: "Device", stream: "DeviceStream", dst: tuple, value: int) -> None:
-    device.view(dst, 8, stream, write=True).view(np.uint64)[0] = value
+    device.memory.view(dst, 8, stream, write=True).view(np.uint64)[0] = value
     device.on_memory_written(dst)
 
 
 @op(None)
 def value_wait(device: "Device", stream: "DeviceStream", src: tuple, value: int, flag: int,
                timeout_s: float) -> None:
-    word = device.view(src, 8, stream).view(np.uint64)
+    word = device.memory.view(src, 8, stream).view(np.uint64)
     test = _VALUE_TESTS[flag]
     device.wait_until(stream, lambda: test(int(word[0]), value), timeout_s, f"value at {src}")
     if device.trace is not None:     # which write it saw: flow arrow, modelled time (mdev.board.trace)

@@ -138,7 +138,7 @@ class Recorder:
         mem, off = src[1] + 1, src[2]
         newest: dict[bool, tuple] = {}           # is a kernel -> (start, device, row index, row)
         for d in self.device.node_devices:
-            rows = self.device.peer_control(d).writes.copy()
+            rows = self.device.memory.peer_control(d).writes.copy()
             live = (rows[:, S.W_SEQ] != 0) & (rows[:, S.W_CLIENT] == client)
             exact = live & (rows[:, S.W_MEM] == mem) & (rows[:, S.W_LO] <= off) & (rows[:, S.W_HI] > off)
             for kernel, mask in ((False, exact), (True, live & (rows[:, S.W_MEM] == S.W_ANY))):
@@ -162,7 +162,7 @@ class Recorder:
         behind (it is made after the task returns), so wait for it -- not for a kernel,
         which may have written the word long before it returns."""
         _, d, i, seq, kernel = released
-        row = self.device.peer_control(d).writes[i]
+        row = self.device.memory.peer_control(d).writes[i]
         deadline = time.monotonic() + (0.0 if kernel else WRITER_WAIT_S)
         while int(row[S.W_SEQ]) == seq:
             end = int(row[S.W_END])
@@ -244,7 +244,7 @@ class Recorder:
         if op == "wait_event_flag":
             return engine, 0, "", (), ("e", dev.index, args[0], int(c.event_done[args[0]]))
         if op == "record_notify":
-            page = dev.peer_control(args[0])
+            page = dev.memory.peer_control(args[0])
             return engine, 0, "", (), ("n", args[0], args[1], int(page.notify_rec[args[1]]))
         if op == "wait_notify":
             return engine, 0, "", (), ("n", dev.index, args[0], int(c.notify_taken[args[0]]))
@@ -346,7 +346,7 @@ class DeviceModel:
     def base(self, index: int) -> int:
         """Event timestamp (ns since that device booted) of modelled time 0."""
         dev = self.device
-        boot = dev.boot_ns if index == dev.index else int(dev.peer_control(index).header[S.H_BOOT_NS])
+        boot = dev.boot_ns if index == dev.index else int(dev.memory.peer_control(index).header[S.H_BOOT_NS])
         return self.origin - boot
 
     def _earliest(self, stream) -> float:
@@ -396,7 +396,7 @@ class DeviceModel:
                 time.sleep(20e-6)
             return self.event_mt[args[:2]][1]
         if rec[3] == "wait_remote_event":             # the owner's record, in this client's time
-            page = self.device.peer_control(args[0])
+            page = self.device.memory.peer_control(args[0])
             deadline = time.monotonic() + NOTIFY_WAIT_S
             while int(page.event_placed[args[1]]) < args[2]:
                 if time.monotonic() >= deadline:
@@ -429,7 +429,7 @@ class DeviceModel:
                 if ts:
                     start = max(start, ts - self.base(dev.index))
             elif op == "wait_remote_event" and after is None:
-                ts = int(dev.peer_control(args[0]).event_ts[args[1]])
+                ts = int(dev.memory.peer_control(args[0]).event_ts[args[1]])
                 if ts:
                     start = max(start, ts - self.base(args[0]))
             if after is not None:
@@ -453,7 +453,7 @@ class DeviceModel:
             dev.control.event_placed[args[0]] = rec[10][3]      # after event_ts: IPC waiters read it then
             self.event_mt[args[:2]] = (rec[10][3], end)
         elif op == "record_notify" and rec[10] is not None:
-            cell = dev.peer_control(args[0]).notify_mt[args[1], rec[10][3] % S.NOTIFY_MT_RING]
+            cell = dev.memory.peer_control(args[0]).notify_mt[args[1], rec[10][3] % S.NOTIFY_MT_RING]
             cell[0] = 0
             cell[1:] = (rec[10][3], end)
             cell[0] = self.client
@@ -469,7 +469,7 @@ class DeviceModel:
         mine[S.X_START] = start
         others, me = [], None
         for d in self.device.node_devices:
-            rows = self.device.peer_control(d).transfers.copy()
+            rows = self.device.memory.peer_control(d).transfers.copy()
             mask = (rows[:, S.X_SEQ] != 0) & (rows[:, S.X_CLIENT] == self.client) & \
                 (np.isnan(rows[:, S.X_END]) | (rows[:, S.X_END] > start))
             for r in rows[mask]:

@@ -11,7 +11,7 @@
 A Python kernel cannot be stopped from outside while it runs; revoking its mappings is what
 ends its effects on memory the moment a stream, context or process is torn down (and its
 next ``ctx.gm`` faults).  Memory that a running task uses is also not handed out again
-before the task ends (``Device.pin``), whoever frees it.
+before the task ends (``DeviceMemory.pin``, mdev.board.hbm), whoever frees it.
 """
 
 from __future__ import annotations
