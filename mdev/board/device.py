@@ -1,169 +1,92 @@
-"""One emulated device: a process that owns an HBM segment and runs stream tasks.
+"""One emulated device: what its hosts' messages act on -- streams, events, notifies,
+kernels, the tasks they run and their completion.
 
-    host process A ---main socket (tasks)----+
-    host process A ---per-thread sockets-----+--> dispatcher thread --> DeviceStream queues
-    host process B ---...--------------------+        |  requests          | workers
-                                                      v                    v
-                                   rpc_* of the device (streams,     tasktable.OPS
-                                   events, kernels) and of its             | operands
-                                   memory (malloc, free, grant...)         v
-                                       +-------------------------> device.memory (mdev.board.hbm):
-                                                                   HBM, allocations, grants, peers
-                     control page (shm) <--- stream_done / errors ---------+
+    mdev.board.serving (the reading thread): one message at a time
+        | "t"                  | "sc" "sd" "ec" "ed"          | "r": rpc_* (also its memory's)
+        v                      v                              v
+    stream.push ------+    open_/close_stream, open_/close_event, lease (mdev.board.slots),
+        |  inline     |    notifies, kernels, wait (parked as a SyncWaiter), abort, stop, ...
+        |  or worker  v
+        +--> run_task --> tasktable.OPS[op] --operands--> device.memory (mdev.board.hbm):
+                 |                                        HBM, allocations, grants, peers
+                 v
+             complete(stream, seq) --> control page (shm): stream_done, errors, tasks done
+                 |                         (hosts read it, and sleep on its futex words)
+                 +--> parked synchronisations answered on their host's connection
 
-The dispatcher thread reads every client socket, queues tasks on their streams and answers
-requests (create stream, malloc, ...), its own and its memory's (``rpc_*`` methods of both,
-found by name).  A connection's process is the kernel's word (its pid) and the client id its
-hello names must carry the supervisor's seal for that pid; every memory operand of a task
-is checked against what that process may touch by the device's memory (mdev.board.hbm),
-which holds the HBM, its allocations and grants, and the pinned buffers and peers' HBM it
-maps.  A blocking request (a host synchronising a stream) is parked as a waiter and answered
-by the worker that completes the awaited task.  The control page lets hosts answer queries
-without asking.
+A stream's tasks run in order: a quick one on an idle stream by the reading thread itself
+(``run_task`` inline, holding its engine's slot across a batch in ``held_engines``), the
+others by the stream's worker.  A task's memory operands are checked against what its
+process may touch by the device's memory (mdev.board.hbm), which holds the HBM, its
+allocations and grants, and the pinned buffers and peers' HBM it maps.  Stream and event
+slots of the control page are lent to hosts in blocks (mdev.board.slots): a host makes
+and destroys streams and events in them without waiting for an answer.  A blocking request
+(a host synchronising a stream) is parked as a waiter and answered by the thread that
+completes the awaited task.  The control page lets hosts answer queries without asking.
 
-The device runs ops and answers requests from the tables of mdev.board.tasktable, not
-knowing the modules that fill them: they stand above it (they use the device), and the
-device process's entry point (mdev.board.device_process) imports them all before it
-builds the Device and serves.
+The device knows its hosts' connections only as ``Connection``s: the Server
+(mdev.board.serving) that reads them stands above it, and so do the modules that fill
+the tables of mdev.board.tasktable it runs ops and answers requests from (they use the
+device).  The device process's entry point (mdev.board.device_process) imports them all
+before it builds the Device and serves it.
 """
 
 from __future__ import annotations
 
-import collections
 import itertools
 import os
 import pickle
-import select
-import socket
 import threading
 import time
-import traceback
 from dataclasses import dataclass
+from typing import Protocol
 
-from mdev import protocol
 from mdev import errors as E
 from mdev.errors import AclError
 from mdev.board import status as S
 from mdev.board.engines import Engine
 from mdev.board.hbm import DeviceMemory
 from mdev.board.naming import BoardPaths
+from mdev.board.slots import Lender, SlotPool
 from mdev.board.stream import ContextState, DeviceStream
-from mdev.board.tasktable import OPS, REQUESTS, TaskFault
+from mdev.board.tasktable import OPS, TaskFault
 from mdev.kernel.api import Kernel, kernels_of
 from mdev.memory import futex
 from mdev.memory.segment import Segment
 
 DMA_ENGINES = 2
+DEFERRED = object()      # a request's answer that its handler sends later itself (rpc_wait)
 
 
-class SlotPool:
-    """Free slots of a control-page table, the longest-free first: a slot comes back only
-    after every other was used.  Never-used slots are a count, not a list: a device's fixed
-    memory should not hold 65536 integers (a 1024-device board has 1024 devices)."""
+class Connection(Protocol):
+    """What the device asks of a host's connection (mdev.board.serving.ClientConn, which
+    stands above this module): who sent on it, how many messages it was sent, and to send."""
 
-    def __init__(self, size: int) -> None:
-        self.size, self.fresh, self.freed = size, 0, collections.deque()
+    client: int
+    pid: int
+    command: str
+    sent: int
 
-    def __bool__(self) -> bool:
-        return self.fresh < self.size or bool(self.freed)
-
-    def take(self) -> int:
-        if self.fresh < self.size:
-            self.fresh += 1
-            return self.fresh - 1
-        return self.freed.popleft()
-
-    def give(self, slot: int) -> None:
-        self.freed.append(slot)
-
-
-class Lender:
-    """The slots of one control-page table (streams, events) lent to host processes in
-    blocks: a host makes and destroys its streams and events in the slots it holds without
-    asking, telling the device in its task stream (the device checks each slot is the
-    sender's).  At most ``limit`` slots are lent at once, so a device's limit counts the
-    slots its hosts hold in reserve as taken."""
-
-    def __init__(self, size: int, limit: int) -> None:
-        self.pool = SlotPool(size)
-        self.limit = limit
-        self.count = 0
-        self.of: dict[int, set[int]] = {}        # client -> the slots it holds
-
-    def lend(self, client: int, want: int) -> list[int]:
-        n = min(want, self.limit - self.count)
-        slots = [self.pool.take() for _ in range(max(n, 0))]
-        self.of.setdefault(client, set()).update(slots)
-        self.count += len(slots)
-        return slots
-
-    def holds(self, client: int, slot: int) -> bool:
-        return slot in self.of.get(client, ())
-
-    def take_back(self, client: int, slots: list, live) -> None:
-        """The client returns free slots of its lease (ones still in use stay its)."""
-        held = self.of.get(client, set())
-        for slot in slots:
-            if slot in held and slot not in live:
-                held.discard(slot)
-                self.pool.give(slot)
-                self.count -= 1
-
-    def release(self, client: int) -> list[int]:
-        """Every slot the client held comes back (it detached); returns them."""
-        slots = list(self.of.pop(client, ()))
-        for slot in slots:
-            self.pool.give(slot)
-        self.count -= len(slots)
-        return slots
-
-
-class ClientConn:
-    """One socket from a host process (``client`` is -1 until its hello proved it)."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.decoder = protocol.Decoder()
-        self.client = -1
-        try:
-            self.pid = protocol.peer_credentials(sock)[0]
-        except OSError:
-            self.pid = 0
-        self.role = ""
-        self.command = ""
-        self.lock = threading.Lock()
-        self.sent = 0
-        self.gone = False            # disconnected: what was read of it before is not handled
-
-    def send(self, message: tuple) -> None:
-        data = protocol.encode(message)
-        with self.lock:
-            try:
-                self.sock.sendall(data)
-            except OSError:
-                pass  # the host is gone; its cleanup runs when the dispatcher sees EOF
-            self.sent += 1
+    def send(self, message: tuple) -> None: ...
 
 
 @dataclass
 class SyncWaiter:
-    conn: ClientConn
+    """A host's synchronisation parked until its targets are done (answered by ``_settle``)."""
+    conn: Connection
     req: int
     targets: list            # [(slot, seq)]
     consume: bool = True
 
 
 class Device:
-    def __init__(self, paths: BoardPaths, index: int, topo, authkey: bytes, seal_key: bytes,
-                 supervisor: int) -> None:
+    def __init__(self, paths: BoardPaths, index: int, topo, seal_key: bytes) -> None:
         self.paths = paths
         self.index = index
-        self.supervisor = supervisor        # its pid
         self.topo = topo
         self.spec = topo.device(index)
         # the devices of this one's cluster node: its hosts' tasks run there and nowhere else
         self.node_devices: range = topo.node(topo.node_of(index)).devices
-        self.authkey = authkey
         self.seal_key = seal_key
         self.boot_ns = time.monotonic_ns()
         # the HBM before the control page: a peer that finds the page (STARTING) maps the HBM
@@ -193,229 +116,33 @@ class Device:
         self._uids = itertools.count(1)
         self.event_slots = Lender(S.MAX_EVENTS, S.MAX_EVENTS)
         self._free_notifies = SlotPool(S.MAX_NOTIFIES)
-        self.main_conns: dict[int, ClientConn] = {}
+        self.main_conns: dict[int, Connection] = {}
         self._callbacks: dict[tuple[int, int], threading.Event] = {}
         self._callback_codes: dict[tuple[int, int], tuple[int, str]] = {}
         self._notify_owner: dict[int, int] = {}
         self.trace = None        # mdev.board.trace.Recorder while a host traces its tasks
-        # Engines whose slot the reading thread holds for the small tasks it runs itself: it
-        # keeps a slot from one task of a batch to the next instead of taking and giving it back
-        # each time, and gives it back when the batch ends, before any other message (which
-        # may wait for a worker) and as soon as a worker waits for the engine.
-        self._held: dict[str, Engine] = {}
+        # Engines whose slot the reading thread holds for the small tasks it runs itself
+        # (run_task inline): it keeps a slot from one task of a batch to the next instead of
+        # taking and giving it back each time.  Here, beside the engines: run_task gives one
+        # up as soon as a worker waits for the engine; the reader (mdev.board.serving), which
+        # alone knows where a batch ends, calls release_held then and before any other message.
+        self.held_engines: dict[str, Engine] = {}
         self.tasks_done = 0      # H_TASKS_DONE, counted here (a page word's += costs more)
-        self._running = True
-        # requests by name: the device's own and its memory's.  dir() of the class: the
-        # instance's would make its __dict__ a real (split) dict, on which Python 3.11 does
-        # not specialise attribute reads (about 15 ns more for each, on every task)
-        self.handlers = {name[4:]: getattr(owner, name) for owner in (self, self.memory)
-                         for name in dir(type(owner)) if name.startswith("rpc_")}
 
-    # ------------------------------------------------------------------ serving
-    def serve(self, ready_fd: int | None = None) -> None:
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        path = self.paths.device_socket(self.index)
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-        old = os.umask(0o177)
-        try:
-            listener.bind(path)
-        finally:
-            os.umask(old)
-        listener.listen(128)
-        inode = os.stat(path).st_ino
-        # epoll itself, not selectors: its select() is Python work on every wake-up, which
-        # a small task's round trip pays in full
-        self._poll = select.epoll()
-        self._watched: dict[int, object] = {}      # fd -> listener / admission / ClientConn
-        admission = protocol.Admission(listener, self.authkey)
-        self._watch(listener, listener)
-        self._watch(admission.waker, admission)
-        self.control.header[S.H_STATE] = S.STATE_ALIVE
-        if ready_fd is not None:
-            os.write(ready_fd, b"+")          # serving (Fleet._spawn)
-            os.close(ready_fd)
-        poll, watched = self._poll.poll, self._watched
-        housekeeping = time.monotonic() + self.HOUSEKEEPING_S
-        try:
-            while self._running:
-                for fd, _ in poll(self.HOUSEKEEPING_S):
-                    what = watched.get(fd)
-                    if type(what) is ClientConn:
-                        self._read(what)
-                    elif what is listener:
-                        admission.admit()
-                    elif what is admission:
-                        for sock in admission.admitted():
-                            self._watch(sock, ClientConn(sock))
-                now = time.monotonic()
-                if now >= housekeeping:
-                    housekeeping = now + self.HOUSEKEEPING_S
-                    admission.expire()
-                    if self.orphaned():
-                        break  # the supervisor died (and the death signal was lost): do not outlive it
-        finally:
-            self._poll.close()
-            self.control.header[S.H_STATE] = S.STATE_STOPPED
-            admission.close()
-            listener.close()
-            try:
-                # only our own socket file: a board restarted under the same name may
-                # already have a new device listening at this path
-                if os.stat(path).st_ino == inode:
-                    os.unlink(path)
-            except FileNotFoundError:
-                pass
-
-    HOUSEKEEPING_S = 0.5     # how often the serving loop expires handshakes and looks for its parent
-
-    def stop(self, *_) -> None:
-        self._running = False
-
-    def orphaned(self) -> bool:
-        """The supervisor that forked this process is gone (it was reparented)."""
-        return os.getppid() != self.supervisor
-
-    def _watch(self, sock: socket.socket, what: object) -> None:
-        self._watched[sock.fileno()] = what
-        self._poll.register(sock.fileno(), select.EPOLLIN)
-
-    READ_SIZE = 1 << 18
-
-    def _read(self, conn: ClientConn) -> bool:
-        """Handle the messages readable on ``conn`` now; False if there were none (or it closed)."""
-        try:
-            messages = protocol.receive(conn.sock, conn.decoder, self.READ_SIZE, socket.MSG_DONTWAIT)
-        except BlockingIOError:
-            return False     # a request's catch-up read it first
-        if messages is None:
-            self._disconnect(conn)
-            return False
-        deferred: list[DeviceStream] = []
-        held = self._held
-        try:
-            for message in messages:
-                if conn.gone:
-                    return False     # its process went while a message of it was handled
-                try:
-                    self._dispatch(conn, message, deferred)
-                except (ValueError, TypeError, IndexError, KeyError, AttributeError):
-                    # a message of the wrong shape (the handlers' own faults are caught inside
-                    # them): a broken or hostile peer, whose connection goes
-                    self._disconnect(conn)
-                    return False
-        finally:
-            if held:
-                self.release_held()
-            for stream in deferred:
-                count, stream.deferred_count = stream.deferred_count, 0
-                self.complete(stream, stream.deferred_seq, 0, "", count)
-        return True
+    # ------------------------------------------------------------------ clients
+    def attach(self, conn: Connection) -> None:
+        """A host process's task socket proved its client id (its hello): the process is
+        a client of this device from now on, until release_client."""
+        self.clients[conn.client] = {"pid": conn.pid, "command": conn.command}
+        self.main_conns[conn.client] = conn
+        self.control.header[S.H_CLIENTS] = len(self.clients)
 
     def release_held(self) -> None:
         """Give back the engine slots the reading thread kept for its small tasks."""
-        held = self._held
+        held = self.held_engines
         while held:
             held.popitem()[1].release()
 
-    def _catch_up(self, client: int) -> None:
-        """Handle what the client sent on its task socket before this request: a host sends
-        its tasks (and its stream and event creations) there without waiting, flushes them
-        before every request, and its request must find them done -- the two sockets are
-        read in whatever order epoll reports them.  A sent frame is in our receive queue
-        once the host's send returned (AF_UNIX), so reading until it is empty is enough."""
-        main = self.main_conns.get(client)
-        for _ in range(16):          # more than a socket buffer holds
-            if main is None or self._watched.get(main.sock.fileno()) is not main or not self._read(main):
-                return
-
-    def _dispatch(self, conn: ClientConn, message: tuple, deferred: list) -> None:
-        """One message of a host's connection (shape errors raise).  A task run here that
-        succeeded is completed with the stream's others of the batch read (``deferred``):
-        one update of its progress for a burst of small tasks."""
-        kind = message[0]
-        if conn.client < 0 and kind != "hello":
-            raise ValueError("a message before the hello")
-        if kind != "t" and self._held:
-            self.release_held()
-        if kind == "t":
-            _, slot, seq, op, args = message
-            stream = self.streams.get(slot)
-            if stream is None or stream.client != conn.client:
-                return
-            if stream.context.stopped:
-                self.complete(stream, seq, stream.context.stopped, "the context stopped after a failure")
-            elif stream.push(seq, op, args, True) and stream.deferred_count == 1:
-                deferred.append(stream)
-        elif kind == "sc":
-            _, slot, ctx, priority, flags = message
-            self._open_stream(conn.client, slot, ctx, priority, flags)
-        elif kind == "sd":
-            self._close_stream(conn.client, message[1])
-        elif kind == "ec":
-            self._open_event(conn.client, message[1])
-        elif kind == "ed":
-            self._close_event(conn.client, message[1], message[2])
-        elif kind == "r":
-            if conn.role != "main":
-                self._catch_up(conn.client)
-                if conn.gone:
-                    return           # its task socket closed meanwhile: the process is gone
-            self._request(conn, message[1], message[2], message[3])
-        elif kind == "cbdone":
-            self._callback_done(conn.client, message[1], message[2], message[3])
-        elif kind == "hello":
-            _, client, seal, role, command = message
-            if conn.client >= 0 or not protocol.sealed(self.seal_key, seal, "client", client, conn.pid):
-                raise ValueError("a client id without the supervisor's seal for this process")
-            conn.client, conn.role, conn.command = client, role, command
-            if conn.role == "main":
-                self.clients[conn.client] = {"pid": conn.pid, "command": conn.command}
-                self.main_conns[conn.client] = conn
-                self.control.header[S.H_CLIENTS] = len(self.clients)
-        elif kind == "cancel":
-            self._cancel_waiter(conn, message[1])
-
-    def _request(self, conn: ClientConn, req: int, op: str, args: tuple) -> None:
-        handler = self.handlers.get(op)
-        try:
-            if handler is not None:
-                result = handler(conn, req, *args)
-            elif op in REQUESTS:
-                result = REQUESTS[op](self, conn, *args)
-            else:
-                raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"unknown request {op!r}")
-        except AclError as exc:
-            conn.send(("r", req, exc.code, exc.message))
-        except Exception as exc:  # a bug here must not take the device down
-            traceback.print_exc()
-            conn.send(("r", req, E.ACL_ERROR_RT_INTERNAL_ERROR, f"device {self.index}: {exc!r}"))
-        else:
-            if result is not _DEFERRED:
-                conn.send(("r", req, 0, result))
-
-    def _disconnect(self, conn: ClientConn) -> None:
-        conn.gone = True
-        fd = conn.sock.fileno()
-        if self._watched.get(fd) is conn:
-            del self._watched[fd]
-            try:
-                self._poll.unregister(fd)
-            except (OSError, ValueError):
-                pass
-        conn.sock.close()
-        self._drop_waiters(lambda w: w.conn is conn)
-        if conn.role == "main":
-            # the client's other connections go with its task socket: a request of theirs
-            # waiting on a stream that is now gone would otherwise wait for ever
-            for other in list(self._watched.values()):
-                if isinstance(other, ClientConn) and other.client == conn.client:
-                    self._disconnect(other)
-            self.release_client(conn.client)
-
-    # ------------------------------------------------------------------ clients
     def release_client(self, client: int) -> None:
         """Free everything a host process held here (it detached or died).  Memory its
         still-running tasks use is handed out again only once they have ended."""
@@ -436,7 +163,7 @@ class Device:
                 self._release_slot(self.notifies, self._free_notifies, self._notify_owner, slot)
             self.control.header[S.H_NOTIFIES] = len(self.notifies)
             for key in [k for k in self._callbacks if k[0] == client]:
-                self._callback_done(client, key[1], E.ACL_ERROR_RT_SOCKET_CLOSE, "the host process is gone")
+                self.callback_done(client, key[1], E.ACL_ERROR_RT_SOCKET_CLOSE, "the host process is gone")
             self.clients.pop(client, None)
             self.main_conns.pop(client, None)
             self.control.header[S.H_CLIENTS] = len(self.clients)
@@ -465,7 +192,7 @@ class Device:
                            "or held in reserve by processes)")
         return slots
 
-    def _open_stream(self, client: int, slot: int, ctx: int, priority: int, flags: int) -> None:
+    def open_stream(self, client: int, slot: int, ctx: int, priority: int, flags: int) -> None:
         """A host made a stream in a slot of its lease (its first message about it)."""
         with self.lock:
             if not self.stream_slots.holds(client, slot) or slot in self.streams:
@@ -486,7 +213,7 @@ class Device:
             context.streams.add(stream)
             self.control.header[S.H_STREAMS] = len(self.streams)
 
-    def _close_stream(self, client: int, slot: int) -> None:
+    def close_stream(self, client: int, slot: int) -> None:
         """A host destroyed a drained stream (nothing of it runs any more)."""
         with self.lock:
             stream = self.streams.get(slot)
@@ -506,7 +233,7 @@ class Device:
             self._destroy_stream(stream)
         stream.halt(E.ACL_ERROR_RT_STREAM_ABORT, f"stream {stream.stream_id} was destroyed")
 
-    def own_stream(self, conn: ClientConn, slot: int) -> DeviceStream:
+    def own_stream(self, conn: Connection, slot: int) -> DeviceStream:
         """The stream in ``slot`` if it is the asking process's, else ACL_ERROR_RT_INVALID_HANDLE."""
         stream = self.streams.get(slot)
         if stream is None or stream.client != conn.client:
@@ -586,13 +313,18 @@ class Device:
             self.watchers += 1
             if self._settle(waiter):
                 self.watchers -= 1
-                return _DEFERRED
+                return DEFERRED
             for slot, _ in waiter.targets:
                 self.sync_waiters.setdefault(slot, []).append(waiter)
-        return _DEFERRED
+        return DEFERRED
 
-    def _cancel_waiter(self, conn: ClientConn, req: int) -> None:
-        self._drop_waiters(lambda w: w.conn is conn and w.req == req)
+    def cancel_waiters(self, conn: Connection, req: int | None = None) -> None:
+        """Forget the synchronisations parked for ``conn`` (its host cancelled request
+        ``req``, or every one: the connection closed)."""
+        if req is None:
+            self._drop_waiters(lambda w: w.conn is conn)
+        else:
+            self._drop_waiters(lambda w: w.conn is conn and w.req == req)
 
     def _drop_waiters(self, match) -> None:
         """Forget parked synchronisations (each counted once, whatever its number of slots)."""
@@ -640,7 +372,7 @@ class Device:
         owners.pop(slot, None)
         free.give(slot)
 
-    def _open_event(self, client: int, slot: int) -> None:
+    def open_event(self, client: int, slot: int) -> None:
         """A host made an event in a slot of its lease."""
         with self.lock:
             if not self.event_slots.holds(client, slot) or slot in self.events:
@@ -653,7 +385,7 @@ class Device:
             c.event_gen[slot] = gen + 1
             c.header[S.H_EVENTS] = len(self.events)
 
-    def _close_event(self, client: int, slot: int, uid: int) -> None:
+    def close_event(self, client: int, slot: int, uid: int) -> None:
         with self.lock:
             if self.events.get(slot) == uid and self.event_slots.holds(client, slot):
                 self._drop_event(slot)
@@ -781,7 +513,7 @@ class Device:
         if code:
             raise TaskFault(code, message)
 
-    def _callback_done(self, client: int, callback: int, code: int, message: str) -> None:
+    def callback_done(self, client: int, callback: int, code: int, message: str) -> None:
         with self.lock:
             done = self._callbacks.pop((client, callback), None)
             if done is not None:
@@ -802,7 +534,7 @@ class Device:
                 return None
             name = fn.engine
             if name:
-                held = self._held
+                held = self.held_engines
                 engine = held.get(name)
                 if engine is None:
                     engine = self.engines[name]
@@ -927,7 +659,3 @@ class Device:
                 "engines": {n: e.in_use for n, e in self.engines.items()},
                 "engines_waiting": {n: e.waiting for n, e in self.engines.items()},
             }
-
-
-_DEFERRED = object()
-

@@ -1,6 +1,6 @@
 """The device process: its entry point, and every module whose ops and requests it serves.
 
-    Fleet (supervisor) --fork--> main() --> Device(...).serve()    until SIGTERM or orphaned
+    Fleet (supervisor) --fork--> main() --> Server(Device(...)).serve()   until SIGTERM or orphaned
                                  |
                                  +-- importing this module registered every op and request
                                      (mdev.board.tasktable): basic tasks, kernels, system
@@ -9,7 +9,8 @@
 
 This module stands above all of them: the Device (mdev.board.device) finds ops and requests
 in the tables alone, and the task modules use the Device, so none of them imports another
-upwards.  The supervisor imports this module before it forks (mdev.board.fleet): its
+upwards.  The Server (mdev.board.serving) reads the hosts' connections and hands each
+message to the Device.  The supervisor imports this module before it forks (mdev.board.fleet): its
 devices start with everything loaded.
 """
 
@@ -23,6 +24,7 @@ import sys
 from mdev.board import residence
 from mdev.board.device import Device
 from mdev.board.naming import BoardPaths
+from mdev.board.serving import Server
 # each registers its ops and requests when imported
 from mdev.board import (cntnotify, collectives, graphs, kernels, overflow, sanitize,  # noqa: F401
                         systasks, tasks, trace)
@@ -44,14 +46,14 @@ def main(paths: BoardPaths, index: int, topo, authkey: bytes, seal_key: bytes, r
     _end_with_parent()
     try:
         try:
-            device = Device(paths, index, topo, authkey, seal_key, supervisor)
+            server = Server(Device(paths, index, topo, seal_key), authkey, supervisor)
         except Exception as exc:
             os.write(ready_fd, b"!" + f"{type(exc).__name__}: {exc}".encode()[:1000])    # the reason, to Fleet
             raise
-        signal.signal(signal.SIGTERM, device.stop)
-        if early or device.orphaned():
-            device.stop()
-        device.serve(ready_fd)
+        signal.signal(signal.SIGTERM, server.stop)
+        if early or server.orphaned():
+            server.stop()
+        server.serve(ready_fd)
     finally:
         if os.getppid() != supervisor:
             residence.abandon(paths, [paths.hbm(index), paths.control(index)])

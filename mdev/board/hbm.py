@@ -20,8 +20,9 @@ with it (``admit_segment``).  Peer devices' HBM and control pages are mapped for
 and re-mapped when a peer is restarted (see ``peer_control``).
 
 The device (mdev.board.device) makes one, with its lock, its control page and its book of
-clients, and answers the ``rpc_*`` requests here by their names like its own; the task
-modules reach it as ``device.memory``.  It knows neither of them.
+clients; the device's server (mdev.board.serving) answers the ``rpc_*`` requests here by
+their names like the device's own; the task modules reach it as ``device.memory``.  It
+knows none of them.
 """
 
 from __future__ import annotations

@@ -2,14 +2,15 @@
 them, and the fault a task raises.
 
     task module --@op(engine, quick)--> OPS[name]        Device.run_task(stream, op, args)
-                --@request------------> REQUESTS[name]   Device._request(conn, req, op, args)
+                --@request------------> REQUESTS[name]   Server._request(conn, req, op, args)
 
 An op is a function ``op(device, stream, *args)``; it raises ``TaskFault`` to fail the task
 (the failure surfaces at the next synchronisation).  A request handler is
 ``fn(device, conn, *args)``; its return value is the reply.  A module that defines ops or
 requests registers them when it is imported, and the device process imports every such
 module before it serves (mdev.board.device_process).  This module knows no device: the
-device (mdev.board.device) imports it, and so does every task module above the device.
+device (mdev.board.device) runs its ops, the device's server (mdev.board.serving) answers its
+requests with the device, and every task module above the device imports it too.
 """
 
 from __future__ import annotations
