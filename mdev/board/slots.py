@@ -7,9 +7,9 @@ and which a host process holds.
 
     SlotPool (notifies): take() --> a slot the device fills itself --> give(slot)
 
-A slot comes back to the pool only after every other was used, so a handle a host still
-holds to a destroyed stream or event names a slot that is long free or has a new
-generation.  The device (mdev.board.device) keeps one of these per table under its lock;
+A freed slot is handed out again only after every other was used: a stale handle of a
+host names a slot that stays free as long as the table allows (the slot's generation on
+the control page, which the device moves on, tells it apart after that).  The device (mdev.board.device) keeps one of these per table under its lock;
 this module knows neither the device nor the control page.
 """
 
