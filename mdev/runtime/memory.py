@@ -107,11 +107,9 @@ class Operand:
     def location(self) -> tuple:
         """How a device process names this range (pageable memory has no such name)."""
         a = self.allocation
-        if self.kind == DEVICE and self.pieces is None:
+        if self.kind == DEVICE and self.pieces is None:     # address.device_base inlined: every task asks
             return ("d", a.device, self.ptr - _DEVICE_LOW - a.device * address.DEVICE_SPAN)
-        self._single()
-        if self.kind == DEVICE:
-            return ("d", a.device, self.ptr - address.device_base(a.device))
+        self._single()              # device memory of several VMM mappings has no one name
         return ("p", a.segment.name, self.ptr - a.ptr)
 
 
