@@ -241,17 +241,22 @@ class Device:
         return stream
 
     def _destroy_stream(self, stream: DeviceStream) -> None:
+        """Call with the device lock held."""
         stream.close()
-        self.streams.pop(stream.slot, None)
-        stream.context.streams.discard(stream)
         c, slot = self.control, stream.slot
-        sleepers = int(c.stream_sleepers[slot])
-        # cleared for the slot's next stream, which its host may make as soon as it sees
-        # the generation move on
-        c.stream_done[slot] = c.stream_msgs[slot] = c.stream_sleepers[slot] = c.stream_wake[slot] = 0
-        c.stream_err[slot] = 0
-        c.stream_mt[slot] = 0
-        c.stream_gen[slot] += 1
+        # under the stream's done_lock too: a worker completing a task the destroy overtook
+        # (after its last look at the running tasks, halt) looks under it whether the
+        # stream still holds the slot, and must not write its progress into the cleared words
+        with stream.done_lock:
+            self.streams.pop(slot, None)
+            sleepers = int(c.stream_sleepers[slot])
+            # cleared for the slot's next stream, which its host may make as soon as it sees
+            # the generation move on
+            c.stream_done[slot] = c.stream_msgs[slot] = c.stream_sleepers[slot] = c.stream_wake[slot] = 0
+            c.stream_err[slot] = 0
+            c.stream_mt[slot] = 0
+            c.stream_gen[slot] += 1
+        stream.context.streams.discard(stream)
         # hosts parked on the stream must not wait forever: it is gone, nothing more will run
         # (one that counts itself after this look finds the stream destroyed before it sleeps)
         if sleepers:
@@ -608,15 +613,18 @@ class Device:
                 main.send(("exc", {"device": self.index, "stream": stream.stream_id, "task": seq,
                                    "code": code, "message": message}))
             with self.lock:
-                if not control.stream_err[stream.slot]:
+                # looked at again under the lock _destroy_stream clears the slot's words under
+                if self.streams.get(stream.slot) is stream and not control.stream_err[stream.slot]:
                     control.stream_err[stream.slot] = code
                     stream.error_message = message
                 if stream.context.stop_on_failure and not stream.context.stopped:
                     self._stop_context(stream.context, code, message)
-        if main is not None and main.sent != stream.msgs:
-            # messages to its host before this point (prints, callbacks) a sync waits for
-            control.stream_msgs[stream.slot] = stream.msgs = main.sent
         with stream.done_lock:      # the worker and the reading thread may both complete tasks
+            if self.streams.get(stream.slot) is not stream:
+                return   # destroyed since the look above: the slot's words are cleared for its next stream
+            if main is not None and main.sent != stream.msgs:
+                # messages to its host before this point (prints, callbacks) a sync waits for
+                control.stream_msgs[stream.slot] = stream.msgs = main.sent
             if seq > int(control.stream_done[stream.slot]):
                 control.stream_done[stream.slot] = seq
                 if control.stream_sleepers[stream.slot] and seq >= control.stream_wake[stream.slot]:
