@@ -640,11 +640,11 @@ def test_reset_device_force_ends_queued_work(acl):
     and the task queued behind it is dropped."""
     ok(acl, acl.rt.set_device(1))
     s = out(acl, acl.rt.create_stream())
-    release, after = threading.Event(), threading.Event()
-    ok(acl, acl.rt.launch_host_func(s, lambda _: release.wait(30), None))
+    release, returned, after = threading.Event(), threading.Event(), threading.Event()
+    ok(acl, acl.rt.launch_host_func(s, lambda _: (release.wait(60), returned.set()), None))
     ok(acl, acl.rt.launch_host_func(s, lambda _: after.set(), None))
     assert in_threads(lambda: acl.rt.reset_device_force(1), timeout=30) == [0]
-    assert not release.is_set()
+    assert not returned.is_set()          # the reset came back while the host func still waited
     release.set()
     ok(acl, acl.rt.set_device(1))
     ok(acl, acl.rt.synchronize_device())

@@ -393,7 +393,7 @@ def test_a_task_after_a_synchronisation_goes_out_at_once(dev):
         for short_path in (False, True):
             assert acl.rt.memset_async(ptr, 4, 1, 4, s) == 0          # starts a burst: written at once
             if short_path:   # the device is done before the synchronisation looks
-                wait_until(lambda: int(link.control.stream_done[stream.slot]) >= stream.seq)
+                assert wait_until(lambda: int(link.control.stream_done[stream.slot]) >= stream.seq)
             assert acl.rt.synchronize_stream(s) == 0
             assert acl.rt.memset_async(ptr, 4, 2, 4, s) == 0
             assert link._out == [], short_path          # written, not gathered

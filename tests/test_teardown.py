@@ -103,20 +103,24 @@ def test_context_and_device_teardown_stop_a_running_kernel(dev, tmp_path, teardo
     os.mkfifo(fifo)
 
     @kernel
-    def blocked_op(ctx, out: ptr):
-        result = ctx.gm(out, np.uint8, 4096)
+    def blocked_op(ctx, out: ptr, kept: ptr):
+        result, other = ctx.gm(out, np.uint8, 4096), ctx.gm(kept, np.uint8, 4096)
         try:
             with open(fifo, "rb") as f:
                 f.read(1)
         except BaseException:
             pass
         result[:] = 0xBA
+        other[:] = 0xBA
 
     if teardown == "destroy_context":
         context = out(acl, acl.rt.create_context(0))
     stream = out(acl, acl.rt.create_stream())    # reset_device_force: of the default context
     result = device_buffer(acl, 4096)
-    ok(acl, blocked_op[1, stream](result))
+    # memory of the process that outlives a destroyed context: the kernel still names it when
+    # it comes back (a reset frees every allocation of the device: then the result itself)
+    kept = device_buffer(acl, 4096) if teardown == "destroy_context" else result
+    ok(acl, blocked_op[1, stream](result, kept))
     assert acl.rt.synchronize_stream_with_timeout(stream, 100) == SYNC_TIMEOUT
     if teardown == "destroy_context":
         ok(acl, acl.rt.free(result))                 # memory is the process's: freed by hand
@@ -131,6 +135,9 @@ def test_context_and_device_teardown_stop_a_running_kernel(dev, tmp_path, teardo
     assert wait_until(lambda: hbm_free(acl) > held)  # it ended: its range is back
     later.append(device_buffer(acl, 4096))
     assert all(from_device(acl, p, 4096).max() == 0 for p in later)
+    if kept != result:
+        assert from_device(acl, kept, 4096).max() == 0   # cut off memory: its write went nowhere
+        ok(acl, acl.rt.free(kept))
 
 
 def test_free_while_a_kernel_runs_keeps_the_range(dev):
