@@ -167,11 +167,7 @@ def _threaded_rate(acl, board: str, devices: list[int], tasks: int, repeats: int
             errors.append("synchronize_stream")
         host_cpu.append(time.thread_time() - t0)
 
-    best = 0.0
-    for round_ in range(repeats + 1):            # the first round warms every stream up
-        if round_ == 1:
-            host_cpu.clear()
-            device_cpu = _device_cpu(pids)
+    def one_round() -> float:
         start = threading.Barrier(len(devices) + 1)
         threads = [threading.Thread(target=work, args=(*s, start)) for s in setup]
         for t in threads:
@@ -180,7 +176,12 @@ def _threaded_rate(acl, board: str, devices: list[int], tasks: int, repeats: int
         t0 = time.perf_counter()
         for t in threads:
             t.join()
-        best = max(best, tasks * len(devices) / (time.perf_counter() - t0))
+        return tasks * len(devices) / (time.perf_counter() - t0)
+
+    one_round()                                  # warms every stream up; neither timed nor counted
+    host_cpu.clear()
+    device_cpu = _device_cpu(pids)
+    best = max(one_round() for _ in range(repeats))
     device_cpu = _device_cpu(pids) - device_cpu
     if errors:
         raise RuntimeError(f"threaded tasks failed: {errors}")
