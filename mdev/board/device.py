@@ -101,7 +101,7 @@ class Device:
         self.progress = threading.Condition(self.lock)
         self.watchers = 0
         self.streams: dict[int, DeviceStream] = {}
-        self.stream_slots = Lender(S.MAX_STREAMS, self.stream_limit)
+        self.stream_slots = Lender(S.MAX_STREAMS, S.STREAM_LIMIT)
         self.contexts: dict[tuple[int, int], ContextState] = {}
         self.sync_waiters: dict[int, list[SyncWaiter]] = {}
         self.engines = {"dma": Engine("dma", DMA_ENGINES),
@@ -221,10 +221,6 @@ class Device:
                 return
             self._destroy_stream(stream)
         stream.halt(E.ACL_ERROR_RT_STREAM_ABORT, f"stream {stream.stream_id} was destroyed")
-
-    @property
-    def stream_limit(self) -> int:
-        return S.STREAM_LIMIT
 
     def rpc_destroy_stream(self, conn, req, slot: int) -> None:
         """aclrtDestroyStream(Force): once answered, no task of the stream touches memory."""

@@ -73,17 +73,23 @@ class DeviceMemory:
     def rpc_malloc(self, conn, req, size: int, reserved: int, page: int, policy: int) -> int:
         with self.lock:
             try:
-                block = self.allocator.allocate(size, reserved, page, conn.client, policy)
+                block = self._allocate_backed(size, reserved, page, conn.client, policy)
             except OutOfMemory as exc:
                 raise AclError(E.ACL_ERROR_RT_MEMORY_ALLOCATION, f"device {self.index}: {exc}")
-            try:
-                self.back(block.offset, block.reserved)
-            except AclError:
-                self.allocator.release(block.offset)
-                raise
             self._mark_pages(block.offset, block.reserved, conn.client)
             self._note_used()
         return address.device_base(self.index) + block.offset
+
+    def _allocate_backed(self, size: int, reserved: int, page: int, owner: int, policy: int):
+        """A block of the allocator with its pages backed (call with the lock held);
+        OutOfMemory, or AclError from back() with the block given back."""
+        block = self.allocator.allocate(size, reserved, page, owner, policy)
+        try:
+            self.back(block.offset, block.reserved)
+        except AclError:
+            self.allocator.release(block.offset)
+            raise
+        return block
 
     def _note_used(self) -> None:
         self.control.header[S.H_HBM_USED] = self.allocator.used
@@ -110,11 +116,9 @@ class DeviceMemory:
         argument) until ``drop``; TaskFault if /dev/shm cannot back it."""
         reserved = address.align_up(max(len(data), 1), address.NORMAL_PAGE)
         with self.lock:
-            piece = self.allocator.allocate(len(data) or 1, reserved, address.NORMAL_PAGE, -1, 0)
             try:
-                self.back(piece.offset, reserved)
+                piece = self._allocate_backed(len(data) or 1, reserved, address.NORMAL_PAGE, -1, 0)
             except AclError as exc:
-                self.allocator.release(piece.offset)
                 raise TaskFault(exc.code, exc.message) from None
         self.hbm.array[piece.offset:piece.offset + len(data)] = memoryview(data)
         return piece.offset
