@@ -460,13 +460,8 @@ class Device:
         return time.monotonic_ns() - self.boot_ns
 
     def wake(self) -> None:
-        """Re-evaluate tasks blocked in wait_until (something they may wait for happened)."""
-        if self.watchers:
-            with self.progress:
-                self.progress.notify_all()
-
-    def on_memory_written(self, loc: tuple) -> None:
-        """Wake tasks waiting on memory values (value waits re-check on every write)."""
+        """Re-evaluate tasks blocked in wait_until (something they may wait for happened:
+        a notify recorded, memory written -- value waits re-check on every write)."""
         if self.watchers:
             with self.progress:
                 self.progress.notify_all()

@@ -156,7 +156,7 @@ def kernel(device: "Device", stream: "DeviceStream", fid: int, num_blocks: int, 
                 sanitize.report(device, stream, launch.accesses, launch.fault)
             launch.close()
         device.memory.drop(scratch)
-        device.on_memory_written(None)
+        device.wake()
     if launch.stopped is not None and launch.stopped[0]:
         raise TaskFault(*launch.stopped)
 

@@ -50,7 +50,7 @@ def overflow_status(device: "Device", stream: "DeviceStream", dst: tuple) -> Non
     record = device.memory.view(dst, 64, stream, write=True)
     record.fill(0)
     record[:4].view(np.uint32)[0] = _status(device).get(stream.client, 0)
-    device.on_memory_written(dst)
+    device.wake()
 
 
 @op(None, quick=lambda args: True)

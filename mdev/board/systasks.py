@@ -95,7 +95,7 @@ def reduce(device: "Device", stream: "DeviceStream", dst: tuple, src: tuple, nby
         else:
             with np.errstate(over="ignore", invalid="ignore"):
                 _REDUCE[kind](d, s, out=d)
-    device.on_memory_written(dst)
+    device.wake()
 
 
 # ---------------------------------------------------------------------------- random numbers
@@ -202,4 +202,4 @@ def random_num(device: "Device", stream: "DeviceStream", data_type: int, func_ty
             values = _truncated_normal(gen, mean, std, n)
         _store_floats(values, dtype, out)
     word[:] = np.frombuffer(((count + n) % (1 << 128)).to_bytes(16, "little"), np.uint8)
-    device.on_memory_written(result)
+    device.wake()

@@ -66,7 +66,7 @@ def copy(device: "Device", stream: "DeviceStream", dst: tuple, src: tuple, nbyte
         hbm[to:to + nbytes] = hbm[at:at + nbytes]     # the same as np.copyto when they overlap
     else:
         np.copyto(memory.view(dst, nbytes, stream, write=True), memory.view(src, nbytes, stream))
-    device.on_memory_written(dst)
+    device.wake()
 
 
 @op("dma", quick=lambda args: args[4] * args[5] <= QUICK_BYTES)
@@ -75,7 +75,7 @@ def copy2d(device: "Device", stream: "DeviceStream", dst: tuple, dpitch: int, sr
     dst_rows = _rows(device.memory.view(dst, dpitch * (height - 1) + width, stream, write=True), dpitch, width, height)
     src_rows = _rows(device.memory.view(src, spitch * (height - 1) + width, stream), spitch, width, height)
     np.copyto(dst_rows, src_rows)
-    device.on_memory_written(dst)
+    device.wake()
 
 
 @op("dma", quick=lambda args: args[2] <= QUICK_BYTES)
@@ -87,15 +87,15 @@ def memset(device: "Device", stream: "DeviceStream", dst: tuple, value: int, nby
         memory.hbm_bytes[offset:offset + nbytes] = _BYTE[value & 0xFF] * nbytes
     else:
         memory.view(dst, nbytes, stream, write=True).fill(value & 0xFF)
-    if device.watchers:         # value waits re-check (on_memory_written), a call less when none
-        device.on_memory_written(dst)
+    if device.watchers:         # wake()'s own look, here: a call less per small memset
+        device.wake()
 
 
 @op("dma", quick=lambda args: args[2] <= QUICK_BYTES)
 def fill32(device: "Device", stream: "DeviceStream", dst: tuple, value: int, nbytes: int) -> None:
     """aclrtMemsetD32Async: 32-bit words of ``value``."""
     device.memory.view(dst, nbytes, stream, write=True).view(np.uint32).fill(value)
-    device.on_memory_written(dst)
+    device.wake()
 
 
 @op("dma")
@@ -325,7 +325,7 @@ _VALUE_TESTS = {
 @op(None, quick=_always)
 def value_write(device: "Device", stream: "DeviceStream", dst: tuple, value: int) -> None:
     device.memory.view(dst, 8, stream, write=True).view(np.uint64)[0] = value
-    device.on_memory_written(dst)
+    device.wake()
 
 
 @op(None)
