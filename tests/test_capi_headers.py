@@ -36,6 +36,7 @@ pytestmark = pytest.mark.skipif(not (GCC and GXX), reason="gcc and g++ are neede
 INCLUDE = include_dir()
 C11 = ["-std=c11", "-Wall", "-Wextra", "-Werror"]
 CXX17 = ["-std=c++17", "-D_GLIBCXX_USE_CXX11_ABI=0", "-Wall", "-Werror"]  # the samples' flags
+UPSTREAM_CXX17 = ["-std=c++17", "-D_GLIBCXX_USE_CXX11_ABI=0", "-Wall"]  # upstream code: not -Werror
 PEDANTIC = ["-Wextra", "-Wpedantic"]
 SAMPLES = samples_dir() or Path("/work/shared/cann-samples")
 
@@ -265,9 +266,26 @@ def cmake_include_dirs(sample: Path) -> list[str]:
     return dirs
 
 
+# Samples that include headers mdev does not provide (yet): sample -> the first one missing.
+NEEDS_MISSING_HEADER = {
+    "2_advanced_features/model_ri/2_model_switch": "aclnnop/aclnn_add.h",  # aclnn operators
+    "2_advanced_features/model_ri/3_cond_model": "aclnnop/aclnn_add.h",
+}
+
+
 @pytest.mark.parametrize("sample", sample_dirs())
 def test_sample_compiles(sample):
+    """Upstream code, so no -Werror: its own warnings (unused variables) are not ours, but a
+    warning or error located in mdev's headers fails."""
     sources = sorted(sample.glob("*.cpp"))
     assert sources, f"no .cpp in {sample}"
+    missing = NEEDS_MISSING_HEADER.get(sample.relative_to(SAMPLES / "example").as_posix())
     for source in sources:
-        compile_ok("g++", CXX17, source, *cmake_include_dirs(sample), "-fsyntax-only", cwd=sample)
+        result = subprocess.run(["g++", *UPSTREAM_CXX17, f"-I{INCLUDE}", *cmake_include_dirs(sample),
+                                 "-fsyntax-only", str(source)], capture_output=True, text=True, cwd=sample)
+        if missing:
+            assert result.returncode != 0, f"{source.name} compiles now: take it out of NEEDS_MISSING_HEADER"
+            assert f"fatal error: {missing}: No such file" in result.stderr, result.stderr
+            pytest.xfail(f"needs {missing}, a header mdev does not provide")
+        assert result.returncode == 0, result.stderr
+        assert str(INCLUDE) not in result.stderr, result.stderr
