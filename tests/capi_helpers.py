@@ -1,9 +1,5 @@
-"""Helpers of the C ABI tests (not a test module): where the CANN samples are, compiling and
-running C programs against a ``mdev cann-home`` tree.
-
-The samples are looked for in ``$MDEV_CANN_SAMPLES``, then in ``shared/cann-samples`` beside
-the checkout (where CI puts its copy of shared/), then in /work/shared/cann-samples.
-"""
+"""Helpers of the C ABI tests (not a test module): compiling and running C programs against a
+``mdev cann-home`` tree.  (Where the CANN samples are: tests/corpora.py.)"""
 
 from __future__ import annotations
 
@@ -14,15 +10,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 C_DIR = Path(__file__).resolve().parent / "c"
 STRICT = ["-std=c11", "-Wall", "-Wextra", "-Werror"]
-
-
-def samples_dir() -> Path | None:
-    candidates = [os.environ.get("MDEV_CANN_SAMPLES"), ROOT.parent / "shared" / "cann-samples",
-                  "/work/shared/cann-samples"]
-    for candidate in candidates:
-        if candidate and (Path(candidate) / "example").is_dir():
-            return Path(candidate)
-    return None
 
 
 def compile_c(home: Path, source: str, out: Path, *flags: str, libs: tuple[str, ...] = ("ascendcl",)) -> Path:

@@ -2,9 +2,9 @@
 Python constants, error codes and HCCL types, match functions.tsv, and build the CANN runtime
 samples.
 
-Needs gcc and g++; no board is started.  The samples are found as
-tests/capi_helpers.py says, compiled from where they are with ``-fsyntax-only`` and never
-copied.
+Needs gcc and g++; no board is started.  The CANN samples and HCCL's examples are external
+corpora (tests/corpora.py says where they are found), compiled from where they are with
+``-fsyntax-only`` and never copied.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from capi_helpers import samples_dir
+import corpora
 from mdev import hccl_types as py_hccl_types
 from mdev.capi import functions_tsv, include_dir, inventory
 
@@ -36,9 +36,7 @@ pytestmark = pytest.mark.skipif(not (GCC and GXX), reason="gcc and g++ are neede
 INCLUDE = include_dir()
 C11 = ["-std=c11", "-Wall", "-Wextra", "-Werror"]
 CXX17 = ["-std=c++17", "-D_GLIBCXX_USE_CXX11_ABI=0", "-Wall", "-Werror"]  # the samples' flags
-UPSTREAM_CXX17 = ["-std=c++17", "-D_GLIBCXX_USE_CXX11_ABI=0", "-Wall"]  # upstream code: not -Werror
 PEDANTIC = ["-Wextra", "-Wpedantic"]
-SAMPLES = samples_dir() or Path("/work/shared/cann-samples")
 
 
 def compile_ok(compiler: str, flags: list[str], source: Path, *extra: str, cwd: Path | None = None) -> None:
@@ -242,15 +240,25 @@ def test_every_inventoried_function_is_declared(tmp_path):
     compile_ok("gcc", C11 + ["-Wno-deprecated-declarations"], source, "-fsyntax-only")
 
 
-# --- the CANN runtime samples build against mdev's headers ------------------------------
+# --- upstream programs build against mdev's headers ------------------------------------
 
-def sample_dirs() -> list:
-    example = SAMPLES / "example"
-    if not example.is_dir():
-        return [pytest.param(None, marks=pytest.mark.skip(
-            reason=f"CANN samples not found at {example} (set MDEV_CANN_SAMPLES to the cann-samples checkout)"))]
-    return [pytest.param(cm.parent, id=cm.parent.relative_to(example).as_posix())
-            for cm in sorted(example.rglob("CMakeLists.txt"))]
+def compile_upstream(source: Path, std: str, *includes: str, cwd: Path) -> subprocess.CompletedProcess:
+    """``g++ -fsyntax-only`` of an upstream source: -Wall but not -Werror (its own warnings,
+    unused variables, are not ours), while a warning or error located in mdev's headers fails."""
+    result = subprocess.run(["g++", f"-std={std}", "-D_GLIBCXX_USE_CXX11_ABI=0", "-Wall", f"-I{INCLUDE}", *includes,
+                             "-fsyntax-only", str(source)], capture_output=True, text=True, cwd=cwd)
+    assert str(INCLUDE) not in result.stderr, result.stderr
+    return result
+
+
+def corpus_dirs(name: str, pattern: str, under: str) -> list:
+    """One parameter per folder of corpus ``name`` holding ``pattern``; without the corpus, one
+    parameter None, whose test skips (fails under CI) saying where to get it."""
+    root = corpora.find(name)
+    if root is None:
+        return [pytest.param(None, id=f"{name}-missing")]
+    return [pytest.param(path.parent, id=path.parent.relative_to(root / under).as_posix())
+            for path in sorted((root / under).rglob(pattern))]
 
 
 def cmake_include_dirs(sample: Path) -> list[str]:
@@ -273,19 +281,25 @@ NEEDS_MISSING_HEADER = {
 }
 
 
-@pytest.mark.parametrize("sample", sample_dirs())
+@pytest.mark.parametrize("sample", corpus_dirs("cann-samples", "CMakeLists.txt", "example"))
 def test_sample_compiles(sample):
-    """Upstream code, so no -Werror: its own warnings (unused variables) are not ours, but a
-    warning or error located in mdev's headers fails."""
+    """Every CANN runtime sample's host code (the kernel samples' too) with the samples' flags."""
+    example = corpora.require("cann-samples") / "example"
     sources = sorted(sample.glob("*.cpp"))
     assert sources, f"no .cpp in {sample}"
-    missing = NEEDS_MISSING_HEADER.get(sample.relative_to(SAMPLES / "example").as_posix())
+    missing = NEEDS_MISSING_HEADER.get(sample.relative_to(example).as_posix())
     for source in sources:
-        result = subprocess.run(["g++", *UPSTREAM_CXX17, f"-I{INCLUDE}", *cmake_include_dirs(sample),
-                                 "-fsyntax-only", str(source)], capture_output=True, text=True, cwd=sample)
+        result = compile_upstream(source, "c++17", *cmake_include_dirs(sample), cwd=sample)
         if missing:
             assert result.returncode != 0, f"{source.name} compiles now: take it out of NEEDS_MISSING_HEADER"
             assert f"fatal error: {missing}: No such file" in result.stderr, result.stderr
             pytest.xfail(f"needs {missing}, a header mdev does not provide")
         assert result.returncode == 0, result.stderr
-        assert str(INCLUDE) not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("example", corpus_dirs("hccl-examples", "main.cc", "examples"))
+def test_hccl_example_compiles(example):
+    """HCCL's C++ examples with their Makefiles' standard (they link -lhccl -lascendcl)."""
+    corpora.require("hccl-examples")
+    result = compile_upstream(example / "main.cc", "c++14", cwd=example)
+    assert result.returncode == 0, result.stderr

@@ -6,8 +6,9 @@ run.sh, unchanged, against a ``mdev cann-home`` tree, and print their success li
     peer access (laptop2: device_P2P needs two devices that reach each other)
     bash run.sh  -->  cmake, make, ./build/main (ipcevent: two processes)  -->  success line
 
-The samples are never copied into the project.  Without them the tests fail (CI has a copy
-of shared/ beside the checkout); they are not skipped.
+The samples are never copied into the project: they are an external corpus (tests/corpora.py
+says where they are found).  Without them the tests skip, saying where to get them; under CI
+they fail.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import subprocess
 
 import pytest
 
-from capi_helpers import board_env, samples_dir
+import corpora
+from capi_helpers import board_env
 from helpers import extra_board
 
 # sample -> its success line (the samples' README lists them), as a regular expression
@@ -44,10 +46,7 @@ SAMPLES = {
 @pytest.fixture(scope="module")
 def examples(tmp_path_factory):
     """A writable copy of the samples' example/ folder."""
-    source = samples_dir()
-    if source is None:
-        pytest.fail("the CANN runtime samples are missing: put shared/cann-samples beside the checkout "
-                    "or set MDEV_CANN_SAMPLES (they are not part of the project)")
+    source = corpora.require("cann-samples")
     copy = tmp_path_factory.mktemp("samples") / "example"
     shutil.copytree(source / "example", copy)
     for path in [copy, *copy.rglob("*")]:
