@@ -182,6 +182,33 @@ def test_an_idle_board_does_not_cut_off_a_host_still_handshaking(monkeypatch):
         launcher.stop(name)
 
 
+def test_status_queries_do_not_keep_an_idle_board_alive(monkeypatch):
+    """Polling ``board status`` (a connection that never attaches) does not reset an
+    on-demand board's idle time: before, each query's leaving restarted it, and a board
+    polled more often than its idle timeout never stopped."""
+    import time
+    name = PREFIX + "idlepoll"
+    monkeypatch.setenv("MDEV_TOPOLOGY", "laptop2")
+    paths, started = launcher.start(name, on_demand=True, idle_timeout=1.0, owner_pid=os.getpid())
+    try:
+        assert started
+        t0, polls = time.monotonic(), 0
+        while time.monotonic() - t0 < 8:
+            try:
+                assert launcher.status(name)["board"] == name
+            except (launcher.BoardError, protocol.ChannelClosed, OSError):
+                break                                     # it stopped
+            polls += 1
+            time.sleep(0.2)
+        else:
+            raise AssertionError(f"the board kept running through {polls} status queries")
+        assert time.monotonic() - t0 < 4, "stopped, but well after its idle time"
+        assert wait_until(lambda: not shm_entries(name) and not paths.sockets() and not paths.key.exists(),
+                          timeout=20)
+    finally:
+        launcher.stop(name)
+
+
 def test_explicit_board_does_not_stop_when_idle(run_py):
     with extra_board("keep", "laptop2", hbm=32 * MiB) as name:
         run_py("import mdev.acl as acl; assert acl.rt.set_device(0) == 0", name,

@@ -221,7 +221,10 @@ class Supervisor:
             self._tell_devices("forget_segment", [(name,) for name in sorted(client.segments)],
                                self.topo.node(client.node).devices)
         self.ipc.drop_client(client.id)
-        if not self.clients:
+        # idle time counts from the last attached process's leaving: a connection that never
+        # attached (board status, smi) keeps the board up while it is open, but a board polled
+        # by status queries still stops once idle
+        if client.pid and not any(c.pid for c in self.clients.values()):
             self._idle_since = time.monotonic()
 
     def _tell_devices(self, op: str, calls: list[tuple], devices: range | None = None) -> None:
