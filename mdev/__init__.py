@@ -5,4 +5,4 @@ board (supervisor + device processes) is shared by every host process that attac
 it.  The pyACL-shaped API lives in :mod:`mdev.acl`; see README.md for a tour.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"   # the one place the version is written (pyproject reads it)

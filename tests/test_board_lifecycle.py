@@ -4,15 +4,18 @@ stop, privacy (0600 files, per-board secret), lazy HBM on an 8 x 32 GiB board.""
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from conftest import PREFIX
 from helpers import GiB, MiB, attached, extra_board, shm_entries, stack_bytes, wait_until
+import mdev
 from mdev import protocol
 from mdev.board import launcher
 from mdev.board.naming import BoardPaths, runtime_dir
@@ -71,6 +74,7 @@ def test_cli_start_status_smi_stop():
             status = mdev_cli("board", "status", "--name", name)
             assert status.returncode == 0
             assert f"board {name!r}: topology laptop2" in status.stdout
+            assert status.stdout.splitlines()[0].endswith(f", mdev {mdev.__version__}")
             assert "2 devices, 1 attached processes" in status.stdout
 
             info = launcher.status(name)
@@ -87,6 +91,7 @@ def test_cli_start_status_smi_stop():
             row1 = next(line for line in lines if line.startswith("| 1 "))
             assert "Ascend910B1" in row0 and "ok" in row0
             assert "HBM-Usage(MB)" in smi.stdout
+            assert f"| mdev smi {mdev.__version__} " in smi.stdout
             assert row0.split()[4:8] == ["4", "/", "64", "2"], row0      # HBM used / total, streams
             assert row1.split()[4:8] == ["0", "/", "64", "0"], row1
             proc_row = next(line for line in lines if line.startswith(f"| {proc.pid} "))
@@ -106,6 +111,15 @@ def test_cli_start_status_smi_stop():
         assert stop.returncode == 0 and "was not running" in stop.stdout
     finally:
         launcher.stop(name)
+
+
+def test_version_is_one_and_printed():
+    out = mdev_cli("--version")
+    assert out.returncode == 0 and out.stdout == f"mdev {mdev.__version__}\n"
+    assert re.fullmatch(r"\d+\.\d+\.\d+", mdev.__version__)
+    root = Path(__file__).resolve().parents[1]
+    assert 'dynamic = ["version"]' in (root / "pyproject.toml").read_text()       # read from mdev.__version__
+    assert f"## {mdev.__version__} " in (root / "CHANGELOG.md").read_text()
 
 
 def test_cli_start_devices_override():

@@ -36,7 +36,7 @@ import traceback
 
 import psutil
 
-from mdev import protocol
+from mdev import __version__, protocol
 from mdev import errors as E
 from mdev.errors import AclError
 from mdev.board import residence
@@ -341,7 +341,8 @@ class Supervisor:
             })
         clients = [{"id": c.id, "pid": c.pid, "command": c.command, "node": c.node}
                    for c in self.clients.values() if c.pid]
-        return {"board": self.paths.name, "topology": self.topo.name, "nodes": self.topo.node_count,
+        return {"board": self.paths.name, "version": __version__, "topology": self.topo.name,
+                "nodes": self.topo.node_count,
                 "pid": os.getpid(), "on_demand": self.on_demand, "started": self.started, "devices": devices,
                 "clients": clients}
 

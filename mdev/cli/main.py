@@ -8,6 +8,7 @@
     mdev whatif prog.py --topology A --topology B   compare a program on several topologies
     mdev bench [group ...]           the benchmark suite (python -m bench)
     mdev cann-home [DIR]             a CANN toolkit tree for C/C++ programs (prints its path)
+    mdev --version                   mdev's version (mdev.__version__)
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from mdev import __version__
 from mdev.board.naming import UnsafeRuntimeDir
 from mdev.cli import bench, board, cann_home, run, topo, trace, whatif
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mdev", description="Emulated Ascend NPU boards behind the CANN Runtime API.")
+    parser.add_argument("--version", action="version", version=f"mdev {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     board.add_parser(sub)
     topo.add_parser(sub)
