@@ -19,6 +19,7 @@ import mdev
 from mdev import protocol
 from mdev.board import launcher
 from mdev.board.naming import BoardPaths, runtime_dir
+from mdev.board.proctitle import shown_title
 
 
 def mdev_cli(*args, timeout=60, env=None):
@@ -120,6 +121,19 @@ def test_version_is_one_and_printed():
     root = Path(__file__).resolve().parents[1]
     assert 'dynamic = ["version"]' in (root / "pyproject.toml").read_text()       # read from mdev.__version__
     assert f"## {mdev.__version__} " in (root / "CHANGELOG.md").read_text()
+
+
+def test_board_processes_are_titled_for_ps_and_top():
+    import psutil
+    with extra_board("title", "laptop2") as name:
+        info = launcher.status(name)
+        expected = {info["pid"]: (f"mdev: board {name} supervisor", f"mdev sup {name}"[:15])}
+        expected.update({d["pid"]: (f"mdev: board {name} device {d['id']}", f"mdev d{d['id']} {name}"[:15])
+                         for d in info["devices"]})
+        for pid, (command, comm) in expected.items():
+            proc = psutil.Process(pid)
+            assert shown_title(proc.cmdline()) == command                  # ps aux, top -c
+            assert proc.name() == comm                                    # top, ps -e (15 characters)
 
 
 def test_cli_start_devices_override():

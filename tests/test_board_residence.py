@@ -18,6 +18,7 @@ from conftest import PREFIX
 from helpers import attached, extra_board, wait_until
 from mdev.board import launcher
 from mdev.board.naming import runtime_dir
+from mdev.board.proctitle import shown_title, title
 
 NOBODY = 65534
 LOST = 507901          # ACL_ERROR_RT_SOCKET_CLOSE
@@ -36,12 +37,9 @@ def files_of(name: str) -> list[str]:
 
 def supervisors_of(name: str) -> list[int]:
     """Pids of the supervisor processes of board ``name`` (its forked devices excluded)."""
-    found = []
-    for proc in psutil.process_iter(["pid", "ppid", "cmdline"]):
-        cmd = proc.info["cmdline"] or []
-        if "mdev.board.supervisor" in cmd and name in cmd:
-            found.append((proc.info["pid"], proc.info["ppid"]))
-    pids = {pid for pid, _ in found}
+    found = [(p.info["pid"], p.info["ppid"]) for p in psutil.process_iter(["pid", "ppid", "cmdline"])
+             if shown_title(p.info["cmdline"] or []) == title(name, "supervisor")]
+    pids = {pid for pid, _ in found}      # a device just forked has its supervisor's title for a moment
     return sorted(pid for pid, ppid in found if ppid not in pids)
 
 
@@ -56,7 +54,7 @@ def gone(pid: int) -> bool:
 
 def processes_of(name: str) -> list[int]:
     return sorted(p.pid for p in psutil.process_iter(["cmdline"])
-                  if "mdev.board.supervisor" in (p.info["cmdline"] or []) and name in p.info["cmdline"])
+                  if shown_title(p.info["cmdline"] or []).startswith(title(name, "")))
 
 
 def host(name: str, code: str, autostart: bool = False) -> subprocess.Popen:

@@ -22,6 +22,7 @@ import signal
 import sys
 
 from mdev.board import residence
+from mdev.board.proctitle import name_process
 from mdev.board.device import Device
 from mdev.board.naming import BoardPaths
 from mdev.board.serving import Server
@@ -40,6 +41,7 @@ def main(paths: BoardPaths, index: int, topo, authkey: bytes, seal_key: bytes, r
     check), and it then removes what it made and, if nobody holds the board's lock, what
     the supervisor made and the hosts' pinned segments (residence.abandon): a SIGKILLed
     supervisor leaves nothing behind once its devices have gone."""
+    name_process(paths.name, f"device {index}", f"d{index}")
     early: list[int] = []
     signal.signal(signal.SIGTERM, lambda *_: early.append(1))      # until the device can stop
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -46,6 +46,7 @@ from mdev.procfs import process_gone
 from mdev.board.ipc_registry import IpcRegistry
 from mdev.board import naming
 from mdev.board.naming import BoardPaths
+from mdev.board.proctitle import name_process
 from mdev.memory import segment
 
 
@@ -419,6 +420,7 @@ def main(argv: list[str] | None = None) -> None:
                                                              "the node's first attach")
     args = parser.parse_args(argv)
     paths = BoardPaths(args.name)
+    name_process(paths.name, "supervisor", "sup")
     try:
         # the launcher's lock is this process's too (one open file); a lock another process
         # holds fails here, before anything is made or removed: no second supervisor of a name
