@@ -166,6 +166,45 @@ def test_shim_path_and_install_shim(tmp_path):
     assert proc.returncode == 0 and not (site_dir / PTH_NAME).exists()
 
 
+def test_mdev_env_serves_a_program_of_another_environment(tmp_path):
+    """`mdev env` gives a program that runs with another Python what `mdev run` would: `import
+    acl` is mdev.acl, and a board it starts on demand runs with MDEV_PYTHON (mdev's
+    interpreter), not with the program's Python, which may not have mdev."""
+    proc = subprocess.run([sys.executable, "-m", "mdev", "env"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    exported = dict(line[len("export "):].split("=", 1) for line in proc.stdout.splitlines()
+                    if line.startswith("export "))
+    assert exported["MDEV_PYTHON"] == sys.executable
+    path = exported["PYTHONPATH"].split(os.pathsep)
+    assert path[0] == str(SHIM_DIR) and str(ROOT) in path
+
+    used = tmp_path / "used"
+    mdev_python = tmp_path / "mdev-python"           # stands for mdev's interpreter: says it ran
+    mdev_python.write_text(f'#!/bin/sh\necho "$@" >> {used}\nexec {sys.executable} "$@"\n')
+    mdev_python.chmod(0o755)
+    name = PREFIX + "envpy"
+    env = dict(os.environ, **dict(exported, MDEV_PYTHON=str(mdev_python)), MDEV_BOARD=name,
+               MDEV_AUTOSTART="1", MDEV_TOPOLOGY="laptop2", MDEV_IDLE_TIMEOUT="0.5")
+    code = "import acl; assert acl.__name__ == 'mdev.acl'; print(acl.rt.set_device(0), acl.get_recent_err_msg())"
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0 and proc.stdout.startswith("0 "), proc.stdout + proc.stderr
+        assert "-m mdev.board.supervisor --name " + name in used.read_text()
+        proc = subprocess.run([sys.executable, "-c", code], env=dict(env, MDEV_PYTHON=str(tmp_path / "none"),
+                                                                     MDEV_BOARD=name + "x"),
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0 and proc.stdout.startswith("507899 "), proc.stdout + proc.stderr
+        assert "cannot run (No such file or directory); check MDEV_PYTHON" in proc.stdout
+    finally:
+        launcher.stop(name)
+
+
+def test_run_help_says_which_python_runs_the_program():
+    proc = subprocess.run([sys.executable, "-m", "mdev", "run", "--help"], capture_output=True, text=True, timeout=60)
+    text = " ".join(proc.stdout.split())
+    assert f"runs with mdev's interpreter ({sys.executable})" in text and "mdev env" in text
+
+
 # ----------------------------------------------------------------------------- unsupported names
 def test_unsupported_function_returns_200001_with_message():
     import mdev.acl as acl

@@ -138,8 +138,9 @@ def _run_supervisor(paths: BoardPaths, lock: int, on_demand: bool, idle_timeout:
                     owner_pid: int | None, eager: bool) -> None:
     """Run the board's supervisor, handing it the lock, and wait until it serves; BoardError
     with its reason if it does not."""
+    python = supervisor_python()
     r, w = os.pipe()
-    cmd = [sys.executable, "-m", "mdev.board.supervisor", "--name", paths.name,
+    cmd = [python, "-m", "mdev.board.supervisor", "--name", paths.name,
            "--topology-file", str(paths.topology), "--ready-fd", str(w), "--lock-fd", str(lock),
            "--idle-timeout", str(idle_timeout)]
     if on_demand:
@@ -153,6 +154,10 @@ def _run_supervisor(paths: BoardPaths, lock: int, on_demand: bool, idle_timeout:
     try:
         proc = subprocess.Popen(cmd, pass_fds=(w, lock), start_new_session=True,
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    except OSError as exc:
+        os.close(r)
+        raise BoardError(f"board {paths.name!r} failed to start: its supervisor's Python {python!r} "
+                         f"cannot run ({exc.strerror}); check MDEV_PYTHON") from exc
     finally:
         log.close()
         os.close(w)
@@ -168,6 +173,13 @@ def _run_supervisor(paths: BoardPaths, lock: int, on_demand: bool, idle_timeout:
         return
     why = answer[1:].decode(errors="replace") or _last_line(paths.log) or "no reason given"
     raise BoardError(f"board {paths.name!r} failed to start: {why}")
+
+
+def supervisor_python() -> str:
+    """The interpreter a board's supervisor runs with: ``$MDEV_PYTHON`` (``mdev env`` sets it
+    to mdev's own, for programs of another Python environment that start boards on demand),
+    else this process's."""
+    return os.environ.get("MDEV_PYTHON") or sys.executable
 
 
 def _last_line(path) -> str:

@@ -8,6 +8,7 @@
     mdev whatif prog.py --topology A --topology B   compare a program on several topologies
     mdev bench [group ...]           the benchmark suite (python -m bench)
     mdev cann-home [DIR]             a CANN toolkit tree for C/C++ programs (prints its path)
+    mdev env                         the variables a program of another Python environment needs
     mdev --version                   mdev's version (mdev.__version__)
 """
 
@@ -18,7 +19,7 @@ import sys
 
 from mdev import __version__
 from mdev.board.naming import UnsafeRuntimeDir
-from mdev.cli import bench, board, cann_home, run, topo, trace, whatif
+from mdev.cli import bench, board, cann_home, env, run, topo, trace, whatif
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     whatif.add_parser(sub)
     bench.add_parser(sub)
     cann_home.add_parser(sub)
+    env.add_parser(sub)
     return parser
 
 

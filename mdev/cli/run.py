@@ -6,7 +6,8 @@
     mdev shim-path                      the directory that makes ``import acl`` mean mdev.acl
     mdev install-shim [--site DIR]      opt in for good: a .pth file in this environment
 
-The program runs in a child interpreter (``sys.executable``) whose ``PYTHONPATH`` starts with
+The program runs in a child interpreter, mdev's own (``sys.executable``: not the program's
+environment; ``mdev env`` serves a program that needs its own), whose ``PYTHONPATH`` starts with
 the shim directory, so its ``import acl`` yields :mod:`mdev.acl`.  Nothing is installed: outside
 ``mdev run`` a real pyACL (or none) is what ``import acl`` finds.  The exit status is the
 program's (128 + N when a signal N ends it); with ``--sanitize``, a program that exits 0 but
@@ -41,7 +42,10 @@ def _size(text: str) -> int:
 
 def add_parser(sub) -> None:
     p = sub.add_parser("run", help="run a pyACL program (import acl) against an emulated board",
-                       description="Run an unmodified pyACL program: its `import acl` is mdev.acl.")
+                       description="Run an unmodified pyACL program: its `import acl` is mdev.acl.  The "
+                                   f"program runs with mdev's interpreter ({sys.executable}), not the "
+                                   "`python` of your shell or of another virtual environment; a program that "
+                                   "must run with its own Python: see `mdev env`.")
     p.add_argument("--board", help="board name (default: $MDEV_BOARD, or one named after --topology)")
     p.add_argument("--topology", help="topology file or preset name of the board")
     p.add_argument("--devices", type=int, help="number of devices (overrides the topology)")
