@@ -79,7 +79,7 @@ def _live(device: "Device", slot: int, uid: int) -> list | None:
     return entry if entry is not None and entry[0] == uid else None
 
 
-@op(None, quick=lambda args: True)
+@op(quick=lambda args: True)
 def cnt_notify_record(device: "Device", stream: "DeviceStream", slot: int, uid: int, mode: int, value: int) -> None:
     with device.lock:
         entry = _live(device, slot, uid)
@@ -88,7 +88,7 @@ def cnt_notify_record(device: "Device", stream: "DeviceStream", slot: int, uid: 
     device.wake()
 
 
-@op(None, quick=lambda args: True)
+@op(quick=lambda args: True)
 def cnt_notify_reset(device: "Device", stream: "DeviceStream", slot: int, uid: int) -> None:
     with device.lock:
         entry = _live(device, slot, uid)
@@ -97,7 +97,7 @@ def cnt_notify_reset(device: "Device", stream: "DeviceStream", slot: int, uid: i
     device.wake()
 
 
-@op(None)
+@op()
 def cnt_notify_wait(device: "Device", stream: "DeviceStream", slot: int, uid: int, mode: int, value: int,
                     timeout_s: float, clear: bool) -> None:
     test = RELEASED[mode]

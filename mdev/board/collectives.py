@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from mdev.board.stream import DeviceStream
 
 
-@op(None, quick=lambda args: True)
+@op(quick=lambda args: True)
 def coll_check(device: "Device", stream: "DeviceStream", mine: tuple, peer: tuple, fields: tuple,
                guard: tuple) -> None:
     """``fields``: (name, word, shift, bits, labels) of each descriptor field; ``labels`` names

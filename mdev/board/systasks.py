@@ -76,7 +76,7 @@ def _reduce_values(kind: int, a: np.ndarray, b: np.ndarray, dtype) -> np.ndarray
         return _REDUCE[kind](a, b).astype(dtype, copy=False)
 
 
-@op("dma")
+@op()
 def reduce(device: "Device", stream: "DeviceStream", dst: tuple, src: tuple, nbytes: int,
            kind: int, data_type: int) -> None:
     dtype = DTYPES[data_type]
@@ -160,7 +160,7 @@ def _truncated_normal(gen: np.random.Generator, mean: float, std: float, n: int)
     return mean + std * values
 
 
-@op("aiv")
+@op()
 def random_num(device: "Device", stream: "DeviceStream", data_type: int, func_type: int, params: dict,
                result: tuple, result_bytes: int | None, counter: tuple, seed: tuple, num: tuple) -> None:
     n = _param(device, stream, num, None, "randomNum")

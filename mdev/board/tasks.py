@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import psutil
 
+from mdev import dtypes
 from mdev import errors as E
 from mdev.board.hbm import DeviceMemory
 from mdev.board.tasktable import TaskFault, op, request
 from mdev.errors import AclError
+from mdev.taskspec import tensor_extent
 
 if TYPE_CHECKING:
     from mdev.board.device import Device
@@ -54,7 +56,7 @@ _BYTE = [bytes([value]) for value in range(256)]
 _check_own = DeviceMemory.check_own
 
 
-@op("dma", quick=lambda args: args[2] <= QUICK_BYTES)
+@op(quick=lambda args: args[2] <= QUICK_BYTES)
 def copy(device: "Device", stream: "DeviceStream", dst: tuple, src: tuple, nbytes: int) -> None:
     memory = device.memory
     index = memory.index
@@ -69,7 +71,7 @@ def copy(device: "Device", stream: "DeviceStream", dst: tuple, src: tuple, nbyte
     device.wake()
 
 
-@op("dma", quick=lambda args: args[4] * args[5] <= QUICK_BYTES)
+@op(quick=lambda args: args[4] * args[5] <= QUICK_BYTES)
 def copy2d(device: "Device", stream: "DeviceStream", dst: tuple, dpitch: int, src: tuple,
            spitch: int, width: int, height: int) -> None:
     dst_rows = _rows(device.memory.view(dst, dpitch * (height - 1) + width, stream, write=True), dpitch, width, height)
@@ -78,7 +80,31 @@ def copy2d(device: "Device", stream: "DeviceStream", dst: tuple, dpitch: int, sr
     device.wake()
 
 
-@op("dma", quick=lambda args: args[2] <= QUICK_BYTES)
+@op()
+def copy_strided(device: "Device", stream: "DeviceStream", dst: tuple, dst_strides: tuple, src: tuple,
+                 src_strides: tuple, shape: tuple, data_type: int) -> None:
+    """A tensor copy between two layouts of one shape (strides in elements): what the
+    operator library's view copies run."""
+    np.copyto(_tensor(device, stream, dst, shape, dst_strides, data_type, True),
+              _tensor(device, stream, src, shape, src_strides, data_type, False))
+    device.wake()
+
+
+def _tensor(device: "Device", stream: "DeviceStream", where: tuple, shape: tuple, strides: tuple,
+            data_type: int, write: bool) -> np.ndarray:
+    """The elements of a tensor operand as a strided view of its bytes, which are checked
+    first (the view reaches no byte outside them)."""
+    if not (len(shape) == len(strides) and all(type(n) is int and n >= 0 for n in (*shape, *strides))
+            and data_type in dtypes.DTYPES):
+        raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"tensor operand: shape {shape!r:.60}, strides "
+                        f"{strides!r:.60}, data type {data_type!r:.20} are not a tensor's")
+    dtype = dtypes.storage(data_type)
+    raw = device.memory.view(where, tensor_extent(shape, strides, data_type), stream, write=write)
+    return np.lib.stride_tricks.as_strided(raw.view(dtype), shape=shape,
+                                           strides=tuple(s * dtype.itemsize for s in strides))
+
+
+@op(quick=lambda args: args[2] <= QUICK_BYTES)
 def memset(device: "Device", stream: "DeviceStream", dst: tuple, value: int, nbytes: int) -> None:
     memory = device.memory
     if nbytes <= SMALL_BYTES and dst[1] == memory.index and dst[0] == "d":
@@ -91,14 +117,14 @@ def memset(device: "Device", stream: "DeviceStream", dst: tuple, value: int, nby
         device.wake()
 
 
-@op("dma", quick=lambda args: args[2] <= QUICK_BYTES)
+@op(quick=lambda args: args[2] <= QUICK_BYTES)
 def fill32(device: "Device", stream: "DeviceStream", dst: tuple, value: int, nbytes: int) -> None:
     """aclrtMemsetD32Async: 32-bit words of ``value``."""
     device.memory.view(dst, nbytes, stream, write=True).view(np.uint32).fill(value)
     device.wake()
 
 
-@op("dma")
+@op()
 def copy_desc(device: "Device", stream: "DeviceStream", desc: tuple, base: int) -> None:
     """aclrtMemcpyAsyncWithDesc: source, destination and size are read from the descriptor
     (device memory) when the task runs."""
@@ -107,7 +133,7 @@ def copy_desc(device: "Device", stream: "DeviceStream", desc: tuple, base: int) 
         copy(device, stream, ("d", device.index, dst - base), ("d", device.index, src - base), nbytes)
 
 
-@op(None, quick=_always)
+@op(quick=_always)
 def cmo(device: "Device", stream: "DeviceStream", where: tuple, nbytes: int, kind: int) -> None:
     """aclrtCmoAsync: no caches to maintain; the memory must still be there."""
     device.memory.view(where, nbytes, stream)
@@ -118,7 +144,7 @@ def _rows(flat: np.ndarray, pitch: int, width: int, height: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- events
-@op(None, quick=_always)
+@op(quick=_always)
 def record_event(device: "Device", stream: "DeviceStream", slot: int, uid: int) -> None:
     control = device.control
     if device.events.get(slot) != uid:
@@ -128,13 +154,13 @@ def record_event(device: "Device", stream: "DeviceStream", slot: int, uid: int) 
     device.wake()
 
 
-@op(None, quick=_always)
+@op(quick=_always)
 def reset_event(device: "Device", stream: "DeviceStream", slot: int, uid: int) -> None:
     if device.events.get(slot) == uid:
         device.control.event_reset[slot] = device.control.event_done[slot]
 
 
-@op(None, quick=_always)
+@op(quick=_always)
 def record_remote_event(device: "Device", stream: "DeviceStream", owner: int, slot: int) -> None:
     """A record of another device's IPC event (an importing process's stream records it):
     counted on the owner's page, among the records of other devices."""
@@ -156,7 +182,7 @@ def event_issue(device: "Device", conn, slot: int, uid: int) -> int:
         return int(device.control.event_issued[slot])
 
 
-@op(None)
+@op()
 def wait_event(device: "Device", stream: "DeviceStream", slot: int, uid: int, target: int,
                timeout_s: float) -> None:
     """Snapshot wait: until the event's first ``target`` records have executed."""
@@ -165,7 +191,7 @@ def wait_event(device: "Device", stream: "DeviceStream", slot: int, uid: int, ta
                       timeout_s, f"event {slot}")
 
 
-@op(None)
+@op()
 def wait_remote_event(device: "Device", stream: "DeviceStream", owner: int, slot: int, target: int,
                       timeout_s: float) -> None:
     """Wait for an IPC event of another device, watching that device's control page."""
@@ -173,7 +199,7 @@ def wait_remote_event(device: "Device", stream: "DeviceStream", owner: int, slot
     device.wait_until(stream, lambda: page.event_count(slot) >= target, timeout_s, f"event {slot} of device {owner}")
 
 
-@op(None)
+@op()
 def wait_event_latest(device: "Device", stream: "DeviceStream", slot: int, uid: int, timeout_s: float) -> None:
     """An EXTERNAL wait of a graph replay: for the records issued outside the graph by the
     time the replay gets here (what the host published in event_issued)."""
@@ -183,7 +209,7 @@ def wait_event_latest(device: "Device", stream: "DeviceStream", slot: int, uid: 
                       timeout_s, f"event {slot}")
 
 
-@op(None)
+@op()
 def wait_event_flag(device: "Device", stream: "DeviceStream", slot: int, uid: int, timeout_s: float) -> None:
     """Flag wait (graph replays): until a record executes after the latest reset."""
     c = device.control
@@ -192,7 +218,7 @@ def wait_event_flag(device: "Device", stream: "DeviceStream", slot: int, uid: in
 
 
 # ---------------------------------------------------------------------------- notify
-@op(None, quick=_always)
+@op(quick=_always)
 def record_notify(device: "Device", stream: "DeviceStream", owner: int, slot: int) -> None:
     page = device.memory.peer_control(owner)
     # several streams of this device, and other devices, may record the same notify
@@ -201,7 +227,7 @@ def record_notify(device: "Device", stream: "DeviceStream", owner: int, slot: in
     device.wake()
 
 
-@op(None)
+@op()
 def wait_notify(device: "Device", stream: "DeviceStream", slot: int, uid: int, timeout_s: float,
                 guard: tuple | None = None) -> None:
     """``guard`` (a collective's wait): (pid, rank, error word) of the process that is to record
@@ -322,13 +348,13 @@ _VALUE_TESTS = {
 }
 
 
-@op(None, quick=_always)
+@op(quick=_always)
 def value_write(device: "Device", stream: "DeviceStream", dst: tuple, value: int) -> None:
     device.memory.view(dst, 8, stream, write=True).view(np.uint64)[0] = value
     device.wake()
 
 
-@op(None)
+@op()
 def value_wait(device: "Device", stream: "DeviceStream", src: tuple, value: int, flag: int,
                timeout_s: float) -> None:
     word = device.memory.view(src, 8, stream).view(np.uint64)
@@ -339,7 +365,7 @@ def value_wait(device: "Device", stream: "DeviceStream", src: tuple, value: int,
 
 
 # ---------------------------------------------------------------------------- host callbacks
-@op(None)
+@op()
 def host_callback(device: "Device", stream: "DeviceStream", callback: int, block: bool) -> None:
     """Ask the submitting process to run a callback; a blocking one holds the stream."""
     device.run_host_callback(stream, callback, block)
