@@ -1,7 +1,8 @@
 """The house's floors: imports run one way, every module imports on its own, and a device
 process loads nothing of the host side.
 
-    ground (errors, constants, protocol, procfs, memory, timemodel, topology, kernel definitions)
+    ground (errors, constants, protocol, procfs, memory, timemodel, topology, kernel definitions,
+            ops, hccl_types, taskspec, dtypes, status)
       ^ board (device side)  ^ runtime (host side)  ^ sanitizer (tool)  ^ faces  ^ cli
 
 The import graph is read from the source with ``ast``: imports inside functions count,
@@ -26,7 +27,11 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("mdev", "topology")
 
 GROUND = ("mdev.errors", "mdev.constants", "mdev.protocol", "mdev.procfs", "mdev.memory", "mdev.timemodel", "mdev.kernel",
-          "topology")
+          "mdev.ops", "mdev.hccl_types", "mdev.taskspec", "mdev.dtypes", "mdev.status", "topology")
+# what a host process loads of the board: the launcher that starts one, with the names of
+# its files and the lock that says whether it lives (everything else it shares with the
+# devices stands on the ground floor)
+BOARD_DOORWAY = ("mdev.board", "mdev.board.launcher", "mdev.board.naming", "mdev.board.residence")
 FACES = ("mdev.acl", "mdev.capi", "mdev.hccl")
 # (modules, what they must never import)
 FLOORS = [
@@ -211,6 +216,15 @@ def test_every_module_imports_on_its_own() -> None:
     with ThreadPoolExecutor(4) as pool:
         failures = [f"{m}: {err}" for m, err in pool.map(_import_alone, modules) if err]
     assert failures == []
+
+
+def test_a_host_loads_of_the_board_only_its_launcher() -> None:
+    """The facts both sides share stand on the ground floor: a host importing a face loads
+    no device-side module (no device memory, no op table)."""
+    code = "import sys, mdev.acl, mdev.hccl; print(' '.join(m for m in sys.modules if m.startswith('mdev.board')))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "MDEV_AUTOSTART": "0"}, timeout=120, check=True)
+    assert sorted(set(proc.stdout.split()) - set(BOARD_DOORWAY)) == []
 
 
 def test_a_device_process_loads_no_host_side_module(acl) -> None:

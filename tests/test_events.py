@@ -372,7 +372,7 @@ def test_elapsed_time_and_timestamps(acl):
 
 def launcher_boot_ns(acl, device: int) -> int:
     """CLOCK_MONOTONIC of the device's boot, from its control page."""
-    from mdev.board import status as S
+    from mdev import status as S
     from mdev.runtime.core import RUNTIME
     return int(RUNTIME.link(device).control.header[S.H_BOOT_NS])
 

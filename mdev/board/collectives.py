@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mdev import errors as E
-from mdev.board.tasks import COMM_PARA, CommGuard
+from mdev.board.tasks import CommGuard
 from mdev.board.tasktable import TaskFault, op
+from mdev.taskspec import COMM_PARA
 
 if TYPE_CHECKING:
     from mdev.board.device import Device

@@ -43,7 +43,7 @@ from typing import Protocol
 
 from mdev import errors as E
 from mdev.errors import AclError
-from mdev.board import status as S
+from mdev import status as S
 from mdev.board.engines import Engine
 from mdev.board.hbm import DeviceMemory
 from mdev.board.naming import BoardPaths

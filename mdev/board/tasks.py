@@ -16,14 +16,14 @@ import time
 from typing import TYPE_CHECKING
 
 import numpy as np
-import psutil
 
 from mdev import dtypes
 from mdev import errors as E
 from mdev.board.hbm import DeviceMemory
 from mdev.board.tasktable import TaskFault, op, request
 from mdev.errors import AclError
-from mdev.taskspec import tensor_extent
+from mdev.procfs import process_gone
+from mdev.taskspec import COMM_LEFT, COMM_PARA, COMM_REMOTE, COMM_TIMEOUT, tensor_extent
 
 if TYPE_CHECKING:
     from mdev.board.device import Device
@@ -258,11 +258,7 @@ def wait_notify(device: "Device", stream: "DeviceStream", slot: int, uid: int, t
         raise
 
 
-# a rank's communicator error word (two int64 in its own HBM): the HcclResult that broke the
-# communicator and the rank it names; a rank's collective tasks give up once theirs, or that
-# of the peer they wait for, is set -- so a failure spreads along the operation's transfers
-COMM_TIMEOUT, COMM_PARA, COMM_REMOTE = 9, 1, 21           # HcclResult values (mdev.hccl_types)
-COMM_LEFT = 1 << 16          # not a failure: the rank destroyed its communicator (after its work)
+# a collective's task fails with the aclError of the HcclResult in the communicator's error word
 _COMM_FAULTS = {COMM_TIMEOUT: E.ACL_ERROR_RT_TASK_TIMEOUT, COMM_PARA: E.ACL_ERROR_RT_PARAM_INVALID,
                 COMM_REMOTE: E.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR}
 
@@ -298,7 +294,7 @@ class CommGuard:
                             f"rank {self.peer_rank} failed (HcclResult {int(peer[0])}, rank {int(peer[1])})")
         if not peer_alive and self.peer_pid and time.monotonic() >= self.next_check:
             self.next_check = time.monotonic() + self.PEER_CHECK_S
-            if not process_alive(self.peer_pid):
+            if process_gone(self.peer_pid):
                 self.set(COMM_REMOTE, self.peer_rank)
                 raise TaskFault(E.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
                                 f"rank {self.peer_rank} (process {self.peer_pid}) is gone")
@@ -319,13 +315,6 @@ class CommGuard:
         """The wait failed (timed out, aborted): the communicator is broken from here on."""
         if fault.code == E.ACL_ERROR_RT_TASK_TIMEOUT:
             self.set(COMM_TIMEOUT, self.peer_rank)
-
-
-def process_alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 @request

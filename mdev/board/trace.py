@@ -22,7 +22,7 @@ A value wait carries ("v", device, stream, start_ns): the record of the task tha
 the value it saw.  Before a task that writes device memory runs (its op's target operand,
 mdev.taskspec; a kernel, whose writes are unknown, as "any memory"), ``begin`` stamps
 its range, record identity and -- once placed -- modelled end into the ``writes`` ring of
-this device's control page (mdev.board.status); a released value wait reads the rings of
+this device's control page (mdev.status); a released value wait reads the rings of
 every device and takes the newest write covering its word whose value passes the wait's
 test (a kernel newer than that write if no write does).  A kernel's ``flow`` is
 ("k", kernel name, blocks) instead.
@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from mdev.board import status as S
+from mdev import status as S
 from mdev.board.tasktable import own_client, request
 from mdev.taskspec import SPECS
 

@@ -18,7 +18,7 @@ import uuid
 from mdev import constants as C
 from mdev import errors as E
 from mdev.errors import AclError
-from mdev.board import status as S
+from mdev import status as S
 from mdev.runtime import sysinfo
 from mdev.runtime.boundary import api
 from mdev.runtime.core import RUNTIME as rt

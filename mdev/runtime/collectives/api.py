@@ -24,7 +24,6 @@ import numpy as np
 from mdev.hccl_types import (DATA_TYPE_NAMES, DATA_TYPE_NUMPY, DATA_TYPE_SIZE, HCCL_CONNECT_TIMEOUT_DEFAULT,
                              HCCL_E_NOT_SUPPORT, HCCL_E_PARA, HCCL_E_PTR, HCCL_RECV, HCCL_SEND, REDUCE_OP_NAMES,
                              HcclError)
-from mdev.board.tasks import COMM_LEFT
 from mdev.runtime.boundary import api
 from mdev.runtime.collectives import algorithms as A
 from mdev.runtime import trace
@@ -34,6 +33,7 @@ from mdev.runtime.collectives.rendezvous import FileRendezvous, LocalRendezvous,
 from mdev.runtime.collectives.select import HIERARCHICAL, layout
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import Stream
+from mdev.taskspec import COMM_LEFT
 from mdev.runtime.memory import DEVICE, Operand
 
 _forming: dict[str, dict[int, C.Comm]] = {}      # rendezvous id -> ranks of this process being made
