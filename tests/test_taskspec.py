@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import mdev.board.device_process  # noqa: F401  registers every op
-from async_util import device_buffer, ok, out, read_device, write_device
+from async_util import device_buffer, ok, out
+from helpers import from_device, to_device
 from mdev import protocol, sanitizer, timemodel
 from mdev import taskspec as T
 from mdev.board.tasktable import OPS
@@ -106,11 +107,11 @@ def test_a_strided_copy_transposes_a_matrix(acl):
     stream = out(acl, acl.rt.create_stream())
     matrix = np.arange(12, dtype=np.float32).reshape(3, 4)
     src, dst = device_buffer(acl, 48), device_buffer(acl, 48)
-    write_device(acl, src, matrix)
+    to_device(acl, src, matrix)
     # dst is 4 x 3 (row-major): element (i, j) of the 3 x 4 source goes to (j, i)
     _submit_strided(acl, dst, (1, 3), src, (4, 1), (3, 4), stream)
     ok(acl, acl.rt.synchronize_stream(stream))
-    assert (read_device(acl, dst, 48, np.float32).reshape(4, 3) == matrix.T).all()
+    assert (from_device(acl, dst, 48, np.float32).reshape(4, 3) == matrix.T).all()
     # a bad tensor (a stride below zero) fails the task, not the device
     _submit_strided(acl, dst, (-1, 3), src, (4, 1), (3, 4), stream)
     assert acl.rt.synchronize_stream(stream) == acl.ACL_ERROR_RT_PARAM_INVALID

@@ -170,7 +170,7 @@ class Sanitizer:
                                                  fill if write else None),
                                 self.report, prune)
         if write and self.model.words and (task is None or not SPECS[task.op].flag):
-            self.model.wrote(location, nbytes, clock, who, fill)    # (a value write sets its word itself)
+            self.model.wrote(location, nbytes, clock, fill)    # (a value write sets its word itself)
 
     # ------------------------------------------------------------------ kernels
     @guarded
@@ -587,13 +587,12 @@ class Sanitizer:
             value = int(rt.link(key).hbm().array[offset:offset + 8].view("<u8")[0])
         except Exception:
             value = 0
-        word = order.Word(value, {}, "the value in memory")
+        word = order.Word(value, {})
         for region, lo, hi in self.regions.pieces(location, 8):
             for a in region.accesses:
                 if a.write and a.lo < hi and lo < a.hi:
                     word.value = order.overlay(word.value, offset, a.lo, a.hi, a.fill)
                     order.join(word.clock, a.clock)
-                    word.who = a.who
         return word
 
     def _external_notify(self, key: tuple) -> bool:
