@@ -450,7 +450,8 @@ def capture_task_update_end(stream) -> None:
 # ---------------------------------------------------------------------------- debug dumps
 # the graph's markers (mdev.runtime.capture): a device op's type and detail are its OpSpec's
 _MARKERS = {
-    R.RECORD: (C.ACL_MODEL_RI_TASK_EVENT_RECORD, "EVENT_RECORD"), R.WAIT: (C.ACL_MODEL_RI_TASK_EVENT_WAIT, "EVENT_WAIT"),
+    R.RECORD: (C.ACL_MODEL_RI_TASK_EVENT_RECORD, "EVENT_RECORD"),
+    R.WAIT: (C.ACL_MODEL_RI_TASK_EVENT_WAIT, "EVENT_WAIT"),
     R.ACTIVATE: (C.ACL_MODEL_RI_TASK_DEFAULT, "STREAM_ACTIVE"), R.LABEL: (C.ACL_MODEL_RI_TASK_DEFAULT, "LABEL_SET"),
     R.SWITCH: (C.ACL_MODEL_RI_TASK_DEFAULT, "LABEL_SWITCH_BY_INDEX"),
 }
