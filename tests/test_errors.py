@@ -1,6 +1,6 @@
-"""Error codes at the API boundary, the per-thread last error, error messages, and a board
-that keeps running whatever the input (the CANN Runtime API reference, www.hiascend.com > CANN > API > runtimeapi:
-aclError, Exception Handling)."""
+"""Error codes at the API boundary, the per-thread last error, error messages, and a board that
+keeps running whatever the input (the CANN Runtime API reference on hiascend.com: aclError,
+Exception Handling)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """aclInit / aclFinalize, the aclInit config, device management, default context and stream,
-per-thread current device (the CANN Runtime API reference, www.hiascend.com > CANN > API > runtimeapi:
-initialization, Device Management, Context Management)."""
+per-thread current device (the CANN Runtime API reference on hiascend.com: initialization,
+Device Management, Context Management)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Kernels (the CANN Runtime API reference, www.hiascend.com > CANN > API > runtimeapi: Kernel
-Loading and Execution; guide 03-03): both launch styles, every launch API, argument
-handles, device faults and exception callbacks, kernel prints, memory-semantic spins,
-core resource limits (the device and stream resource limits of the same reference,
-guide 07) and the AI Core stack reserved by set_device (aclInit's StackSize, guide 08).
+"""Kernels (the CANN Runtime API reference on hiascend.com: Kernel Loading and Execution; guide
+03-03): both launch styles, every launch API, argument handles, device faults and exception
+callbacks, kernel prints, memory-semantic spins, core resource limits (the device and stream
+resource limits of the same reference, guide 07) and the AI Core stack reserved by set_device
+(aclInit's StackSize, guide 08).
 
 The ``acl`` board is pcie4: 4 x Ascend910B4, 20 AI Core / 20 cube / 40 vector cores.
 """

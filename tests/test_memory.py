@@ -1,6 +1,5 @@
 """Device and pinned allocation, copies (all kinds, 1-D and 2-D, sync and async), memsets,
-pageable host memory (the CANN Runtime API reference, www.hiascend.com > CANN > API > runtimeapi:
-Memory Management)."""
+pageable host memory (the CANN Runtime API reference on hiascend.com: Memory Management)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Several devices: contexts, per-thread device and context, the guide's four multi-device
 patterns, device affinity of streams and events, reset_device_force, peer access and
-cross-device copies, device topology (the CANN Runtime API reference, www.hiascend.com > CANN > API > runtimeapi: Device
+cross-device copies, device topology (the CANN Runtime API reference on hiascend.com: Device
 Management, Context Management; programming guide 05 "多设备编程")."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Streams: creation, configuration, destruction, synchronisation, query, ids; in-order
-execution, asynchrony to the host, and concurrency between streams (the CANN Runtime API reference, www.hiascend.com > CANN > API > runtimeapi:
-Stream Management)."""
+"""Streams: creation, configuration, destruction, synchronisation, query, ids; in-order execution,
+asynchrony to the host, and concurrency between streams (the CANN Runtime API reference on
+hiascend.com: Stream Management)."""
 
 from __future__ import annotations
 
