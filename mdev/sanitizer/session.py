@@ -143,9 +143,9 @@ class Sanitizer:
             return
         # a value write / wait is itself a synchronisation: its word is a flag, not data
         spec = SPECS[task.op]
-        racing = not spec.flag
-        if spec.flag and spec.target() is not None:    # a kernel spinning on the word acquires this clock
-            self._flag_writes[task.args[0]] = task.clock
+        racing, flag = not spec.flag, spec.target()
+        if spec.flag and flag is not None:    # a kernel spinning on the word acquires this clock
+            self._flag_writes[task.args[flag.at]] = task.clock
             if len(self._flag_writes) > 4096:
                 del self._flag_writes[next(iter(self._flag_writes))]
         for location, nbytes, write, fill in _accesses(task.op, task.args):
