@@ -112,11 +112,17 @@ def test_a_strided_copy_transposes_a_matrix(acl):
     _submit_strided(acl, dst, (1, 3), src, (4, 1), (3, 4), stream)
     ok(acl, acl.rt.synchronize_stream(stream))
     assert (from_device(acl, dst, 48, np.float32).reshape(4, 3) == matrix.T).all()
-    # a bad tensor (a stride below zero) fails the task, not the device
-    _submit_strided(acl, dst, (-1, 3), src, (4, 1), (3, 4), stream)
-    assert acl.rt.synchronize_stream(stream) == acl.ACL_ERROR_RT_PARAM_INVALID
-    ok(acl, acl.rt.destroy_stream_force(stream))
-    stream = out(acl, acl.rt.create_stream())
+    # a bad tensor (a stride below zero; a destination writing one element many times) fails
+    # the task, not the device
+    for dst_strides in ((-1, 3), (0, 0)):
+        _submit_strided(acl, dst, dst_strides, src, (4, 1), (3, 4), stream)
+        assert acl.rt.synchronize_stream(stream) == acl.ACL_ERROR_RT_PARAM_INVALID
+        ok(acl, acl.rt.destroy_stream_force(stream))
+        stream = out(acl, acl.rt.create_stream())
+    # a source may repeat its elements: a row broadcast into every row
+    _submit_strided(acl, dst, (4, 1), src, (0, 1), (3, 4), stream)
+    ok(acl, acl.rt.synchronize_stream(stream))
+    assert (from_device(acl, dst, 48, np.float32).reshape(3, 4) == matrix[0]).all()
     _submit_strided(acl, dst, (1, 3), src, (4, 1), (3, 4), stream)       # the device still serves
     ok(acl, acl.rt.synchronize_stream(stream))
     ok(acl, acl.rt.destroy_stream(stream))

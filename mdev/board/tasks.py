@@ -84,9 +84,13 @@ def copy2d(device: "Device", stream: "DeviceStream", dst: tuple, dpitch: int, sr
 def copy_strided(device: "Device", stream: "DeviceStream", dst: tuple, dst_strides: tuple, src: tuple,
                  src_strides: tuple, shape: tuple, data_type: int) -> None:
     """A tensor copy between two layouts of one shape (strides in elements): what the
-    operator library's view copies run."""
-    np.copyto(_tensor(device, stream, dst, shape, dst_strides, data_type, True),
-              _tensor(device, stream, src, shape, src_strides, data_type, False))
+    operator library's view copies run.  The source may repeat elements (a stride of 0),
+    the destination may not: its bytes bound the work."""
+    out = _tensor(device, stream, dst, shape, dst_strides, data_type, True)
+    if out.size * out.itemsize > tensor_extent(shape, dst_strides, data_type):
+        raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"copy_strided: the destination's elements overlap "
+                        f"(shape {shape!r:.60}, strides {dst_strides!r:.60})")
+    np.copyto(out, _tensor(device, stream, src, shape, src_strides, data_type, False))
     device.wake()
 
 
