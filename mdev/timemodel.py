@@ -4,20 +4,23 @@ Computed from the task records when a trace is written (``MDEV_TRACE``), so ever
 carries a wall and a modelled start/end, and ``mdev whatif`` can compare topologies by a
 makespan that depends on them (wall time on the emulator mostly does not).
 
-    copy / copy2d / reduce   latency of its path + bytes / bottleneck bandwidth of the path
-                             (on one device: bytes / d2d_gbps; pinned host <-> device: the
+By the time kind of a task's op (mdev.taskspec):
+
+    TRANSFER (copy, copy2d,  latency of its path + bytes / bottleneck bandwidth of the path
+    copy_strided, reduce)    (on one device: bytes / d2d_gbps; pinned host <-> device: the
                              device's host path; peer copy: path(a, b))
-    memset / value_write     like a copy from the executing device to the target (on the
-                             device: bytes / hbm_gbps)
+    FILL (memset, fill32,    like a copy from the executing device to the target (on the
+    value_write)             device: bytes / hbm_gbps)
     host memcpy / memset     synchronous operations of the host process (device HOST, see
                              mdev.runtime.trace.host_op): as a copy / memset of the device
                              they ran for; host to host: measured wall time
-    kernel                   measured wall time x MDEV_MODEL_KERNEL_FACTOR (default 1.0)
-    host callback            measured wall time (the host function ran for real)
+    KERNEL                   measured wall time x MDEV_MODEL_KERNEL_FACTOR (default 1.0)
+    MEASURED                 measured wall time (a host callback: the host function ran
+                             for real; a model's execution)
     host synchronize         0, ending when the tasks it waited for ended
-    event / notify waits     end when the record that released them ends (modelled), never
-                             before the wait's stream reached them
-    records, resets, other   0
+    WAIT (event / notify /   end when the record that released them ends (modelled), never
+    value waits)             before the wait's stream reached them
+    INSTANT (records, ...)   0
 
 A task starts when its stream's previous task ended (modelled) and a slot of its engine is
 free (the board file's ``dma_engines`` DMA slots per device, default 2; kernels of one
@@ -56,11 +59,14 @@ import bisect
 import heapq
 import os
 
+from mdev.taskspec import FILL, KERNEL, MEASURED, MOVES, SPECS, TRANSFER
+
 DMA_SLOTS = 2             # DMA slots of a device the metadata does not describe
-COPIES = {"copy", "copy2d", "reduce", "memset", "value_write", "memcpy"}
 HOST = -1                 # device of host-side records (mdev.runtime.trace.HOST)
 SYNC = "synchronize"      # kind of a host record of a synchronisation
-ZERO = {"record_event", "reset_event", "record_notify", "value_wait", "update_graph"}
+# record kind -> time kind: a device task's op (mdev.taskspec), a host-side operation's
+# (mdev.runtime.trace.host_op: its "memset" is like the device's)
+TIME = {name: spec.time for name, spec in SPECS.items()} | {"memcpy": TRANSFER}
 
 
 def kernel_factor() -> float:
@@ -81,19 +87,20 @@ def duration_ns(r: tuple, meta: dict) -> float:
         if route == "H2H" or r[10] is None:
             return float(r[8] - r[7])
         dev = r[10][1]                                      # the device it ran for
-    if kind in COPIES:
+    time = TIME.get(kind)
+    if time in MOVES:
         if not path:
             devices = meta.get("device_bw", [])
             hbm, d2d = devices[dev] if dev < len(devices) else (1600.0, 800.0)
-            gbps = hbm if kind in ("memset", "value_write") else d2d
+            gbps = hbm if time == FILL else d2d
             return nbytes / gbps if gbps else 0.0          # GB/s = bytes per ns
         links = meta.get("links", {})
         gbps = min((links.get(l, {}).get("gbps") or 0.0) for l, _ in path) or 0.0
         latency_ns = sum((links.get(l, {}).get("latency_us") or 0.0) for l, _ in path) * 1000.0
         return latency_ns + (nbytes / gbps if gbps else 0.0)
-    if kind == "kernel":
+    if time == KERNEL:
         return (r[8] - r[7]) * kernel_factor()
-    if kind in ("host_callback", "run_graph"):
+    if time == MEASURED:
         return float(r[8] - r[7])
     return 0.0
 
@@ -259,7 +266,7 @@ def model(records: list, meta: dict, sources: dict[int, int]) -> list[tuple[floa
         r = records[i]
         start[i] = now
         gbps = min((links.get(l, {}).get("gbps") or 0.0) for l, _ in r[6]) if r[6] else 0.0
-        if r[3] in COPIES and gbps > 0:
+        if TIME.get(r[3]) in MOVES and gbps > 0:
             latency_ns = sum((links.get(l, {}).get("latency_us") or 0.0) for l, _ in r[6]) * 1000.0
             heapq.heappush(timers, (now + latency_ns, i, True))
         else:

@@ -3,14 +3,15 @@
     ok(acl, ret)                 assert ret == ACL_SUCCESS, with the thread's error text
     Gate(acl, stream)            a host func that holds ``stream`` until ``gate.open()``
     device_buffer(acl, nbytes)   device allocation, zeroed
-    read_device(acl, ptr, n)     bytes of device memory, through a synchronous D2H copy
-    settle(pred)                 poll a condition with a deadline
+    pinned(acl, nbytes)          a malloc_host buffer and a numpy view of it
+    stream_done(acl, stream)     the stream's work is done (stream_query)
+
+(Copies to and from device memory and polling with a deadline: tests/helpers.py.)
 """
 
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 
@@ -53,33 +54,12 @@ def device_buffer(acl, nbytes: int) -> int:
     return ptr
 
 
-def read_device(acl, ptr: int, nbytes: int, dtype=np.uint8) -> np.ndarray:
-    host = np.zeros(nbytes, np.uint8)
-    ok(acl, acl.rt.memcpy(acl.util.numpy_to_ptr(host), nbytes, ptr, nbytes, acl.ACL_MEMCPY_DEVICE_TO_HOST))
-    return host.view(dtype)
-
-
-def write_device(acl, ptr: int, data: np.ndarray) -> None:
-    data = np.ascontiguousarray(data)
-    ok(acl, acl.rt.memcpy(ptr, data.nbytes, acl.util.numpy_to_ptr(data), data.nbytes,
-                          acl.ACL_MEMCPY_HOST_TO_DEVICE))
-
-
 def pinned(acl, nbytes: int, dtype=np.uint8) -> tuple[int, np.ndarray]:
     """A malloc_host buffer and a live numpy view of it (zeroed)."""
     ptr = out(acl, acl.rt.malloc_host(nbytes))
     view = acl.util.ptr_to_numpy(ptr, (nbytes,), 2)   # NPY_UBYTE
     view[:] = 0
     return ptr, view.view(dtype)
-
-
-def settle(predicate, timeout: float = 10.0, interval: float = 0.005) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return bool(predicate())
 
 
 def stream_done(acl, stream) -> bool:

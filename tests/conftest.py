@@ -3,7 +3,9 @@
     board        a 4-device board (small HBM) for this test process, started once
     acl          mdev.acl attached to ``board``; finalized after each test, so every test
                  starts with no device set, no streams and no allocations
+    dev          ``acl`` with device 0 set
     board8       the full 8-device HCCS preset (small HBM), for the few tests that need it
+    islands_board  an islands8 board (two HCCS quads joined through the host), per module
     run_py       runs a Python snippet in a separate host process attached to a board
     cann_home    a CANN toolkit tree (mdev cann-home) for the C and C++ tests
 
@@ -80,6 +82,20 @@ def acl(board, monkeypatch):
 @pytest.fixture
 def acl8(board8, monkeypatch):
     yield from _attach(monkeypatch, board8)
+
+
+@pytest.fixture
+def dev(acl):
+    assert acl.rt.set_device(0) == acl.ACL_SUCCESS, acl.get_recent_err_msg()
+    return acl
+
+
+@pytest.fixture(scope="module")
+def islands_board() -> str:
+    name = PREFIX + "isl8"
+    launcher.start(name, launcher.resolve_topology("islands8", hbm=SMALL_HBM))
+    yield name
+    launcher.stop(name)
 
 
 @pytest.fixture

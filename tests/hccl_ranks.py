@@ -15,7 +15,7 @@ import threading
 import numpy as np
 
 from mdev import hccl_types as H
-from mdev.board.systasks import bf16_to_float32, float32_to_bf16
+from mdev.dtypes import bf16_to_float32, float32_to_bf16
 from mdev.runtime.collectives.algorithms import split      # how the algorithms cut a buffer into chunks
 
 DTYPES = {value: (np.dtype(np.uint16) if name == "bfloat16" else np.dtype(name))

@@ -93,7 +93,7 @@ def hbm_free(acl) -> int:
 
 def stack_bytes(acl, device: int) -> int:
     """HBM the runtime takes at set_device for the AI Core stacks: the default
-    aicore_stack_size (32 KiB) per AI Core (api_catalogue section 1, StackSize)."""
+    aicore_stack_size (32 KiB) per AI Core (aclInit's StackSize, CANN Runtime API reference)."""
     cores, ret = acl.rt.get_device_info(device, acl.ACL_DEV_ATTR_AICORE_CORE_NUM)
     assert ret == 0
     return 32 * 1024 * cores

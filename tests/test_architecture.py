@@ -1,7 +1,8 @@
 """The house's floors: imports run one way, every module imports on its own, and a device
 process loads nothing of the host side.
 
-    ground (errors, constants, protocol, procfs, memory, timemodel, topology, kernel definitions)
+    ground (errors, constants, protocol, procfs, memory, timemodel, topology, kernel definitions,
+            ops, hccl_types, taskspec, dtypes, status)
       ^ board (device side)  ^ runtime (host side)  ^ sanitizer (tool)  ^ faces  ^ cli
 
 The import graph is read from the source with ``ast``: imports inside functions count,
@@ -26,7 +27,11 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("mdev", "topology")
 
 GROUND = ("mdev.errors", "mdev.constants", "mdev.protocol", "mdev.procfs", "mdev.memory", "mdev.timemodel", "mdev.kernel",
-          "topology")
+          "mdev.ops", "mdev.hccl_types", "mdev.taskspec", "mdev.dtypes", "mdev.status", "topology")
+# what a host process loads of the board: the launcher that starts one, with the names of
+# its files and the lock that says whether it lives (everything else it shares with the
+# devices stands on the ground floor)
+BOARD_DOORWAY = ("mdev.board", "mdev.board.launcher", "mdev.board.naming", "mdev.board.residence")
 FACES = ("mdev.acl", "mdev.capi", "mdev.hccl")
 # (modules, what they must never import)
 FLOORS = [
@@ -213,6 +218,15 @@ def test_every_module_imports_on_its_own() -> None:
     assert failures == []
 
 
+def test_a_host_loads_of_the_board_only_its_launcher() -> None:
+    """The facts both sides share stand on the ground floor: a host importing a face loads
+    no device-side module (no device memory, no op table)."""
+    code = "import sys, mdev.acl, mdev.hccl; print(' '.join(m for m in sys.modules if m.startswith('mdev.board')))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "MDEV_AUTOSTART": "0"}, timeout=120, check=True)
+    assert sorted(set(proc.stdout.split()) - set(BOARD_DOORWAY)) == []
+
+
 def test_a_device_process_loads_no_host_side_module(acl) -> None:
     """A kernel runs inside the device process: it reports which mdev modules are loaded there."""
     from mdev.kernel import kernel
@@ -236,3 +250,37 @@ def test_a_device_process_loads_no_host_side_module(acl) -> None:
     assert "mdev.board.device" in names            # the report really came from a device
     host_side = [m for m in names if _within(m, ("mdev.runtime", "mdev.sanitizer", "mdev.cli", *FACES))]
     assert host_side == []
+
+
+def _defining_api() -> set[str]:
+    """The runtime's modules that make an API function (``@api(...)``, or ``api(...)(fn)``)."""
+    found = set()
+    for module, path in MODULES.items():
+        if _within(module, ("mdev.runtime",)) and module != "mdev.runtime.boundary":
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "api":
+                    found.add(module)
+    return found
+
+
+def test_every_api_function_is_in_the_registry_and_every_face_presents_it() -> None:
+    """One registry (mdev.runtime.registry) holds what ``@api`` marks, sub-packages' too, and
+    the pyACL and C faces both read it: none of them drops a function."""
+    import importlib
+    from mdev.capi import adapter, prototypes
+    from mdev.runtime import boundary, names, registry
+    entries = registry.entries()
+    # in a fresh interpreter, the registry alone loads them all
+    code = "from mdev.runtime import boundary, registry; registry.entries(); print(' '.join(boundary.REGISTRY))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "MDEV_AUTOSTART": "0"}, timeout=120, check=True)
+    assert sorted(_defining_api() - set(proc.stdout.split())) == []
+    assert "mdev.runtime.collectives.api" in _defining_api() and _defining_api() <= set(boundary.REGISTRY)
+    missing = [f"{e.face}.{e.name}" for e in entries
+               if getattr(getattr(importlib.import_module(f"mdev.{e.face}"), e.name, None), "__wrapped__", None)
+               is not e.fn]
+    assert missing == []
+    table = registry.c_table()
+    declared = {fn.name for fn in prototypes.functions()}
+    assert all(adapter.implementation(names.c_name(e.group, e.name), table) is e.fn
+               for e in entries if names.c_name(e.group, e.name) in declared)

@@ -7,7 +7,8 @@ import threading
 import time
 
 import numpy as np
-from async_util import device_buffer, ok, out, pinned, read_device, stream_done
+from async_util import device_buffer, ok, out, pinned, stream_done
+from helpers import from_device
 
 
 # ---------------------------------------------------------------------------- launch_host_func
@@ -37,7 +38,7 @@ def test_host_func_runs_after_earlier_work_and_holds_later_work(acl):
     assert seen["before"] == (0x42, 0x42)
     assert seen["args"] == {"tag": 7}
     assert seen["thread"] != threading.get_ident()
-    assert (read_device(acl, dev, n) == 0xEE).all()
+    assert (from_device(acl, dev, n) == 0xEE).all()
     ok(acl, acl.rt.free_host(host_ptr))
 
 
@@ -88,7 +89,7 @@ def test_raising_host_func_is_a_task_failure(acl):
     assert acl.rt.peek_at_last_error() == code
     assert acl.rt.get_last_error() == code
     assert acl.rt.get_last_error() == acl.ACL_SUCCESS
-    assert read_device(acl, word, 8, np.uint64)[0] == 11   # continue-on-failure
+    assert from_device(acl, word, 8, np.uint64)[0] == 11   # continue-on-failure
     ok(acl, acl.rt.synchronize_stream(stream))             # reported once
     # the host-func thread is alive: more callbacks run
     ran = []
@@ -182,10 +183,10 @@ def test_blocking_callback_holds_later_work(acl):
     ok(acl, acl.rt.value_write(word, 1, 0, stream))
     time.sleep(0.15)
     assert not stream_done(acl, stream)
-    assert read_device(acl, word, 8, np.uint64)[0] == 0
+    assert from_device(acl, word, 8, np.uint64)[0] == 0
     release.set()
     ok(acl, acl.rt.synchronize_stream(stream))
-    assert read_device(acl, word, 8, np.uint64)[0] == 1
+    assert from_device(acl, word, 8, np.uint64)[0] == 1
     ok(acl, acl.rt.unsubscribe_report(reporter.tid, stream))
     ok(acl, reporter.stop())
 
@@ -205,7 +206,7 @@ def test_non_blocking_callback_does_not_hold_the_stream(acl):
     ok(acl, acl.rt.launch_callback(slow, None, acl.ACL_CALLBACK_NO_BLOCK, stream))
     ok(acl, acl.rt.value_write(word, 2, 0, stream))
     ok(acl, acl.rt.synchronize_stream_with_timeout(stream, 5000))   # not held by the callback
-    assert read_device(acl, word, 8, np.uint64)[0] == 2
+    assert from_device(acl, word, 8, np.uint64)[0] == 2
     assert not ran.is_set()
     release.set()
     assert ran.wait(5)

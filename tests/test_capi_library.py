@@ -32,6 +32,7 @@ from mdev import ops
 from mdev.board import launcher
 from mdev.capi import adapter, failures, prototypes
 from mdev.capi.cann_home import make
+from mdev.runtime import registry
 
 
 @pytest.fixture(scope="module")
@@ -182,7 +183,7 @@ def test_every_declared_function_has_an_entry_point():
 def test_marshalled_outputs_match_the_implementations():
     """A prototype's output pointers are as many as the values its implementation returns,
     for every function marshalled from its prototype alone."""
-    table = adapter.implementations()
+    table = registry.c_table()
     for fn in prototypes.functions():
         impl = adapter.implementation(fn.name, table)
         if impl is None or fn.name in adapter.special.ADAPTERS or not failures.returns_status(fn):

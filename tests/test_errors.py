@@ -1,5 +1,6 @@
-"""Error codes at the API boundary, the per-thread last error, error messages, and a board
-that keeps running whatever the input (api_catalogue 0.2, 12.1, 12.2, 14 rules 6, 15, 19)."""
+"""Error codes at the API boundary, the per-thread last error, error messages, and a board that
+keeps running whatever the input (the CANN Runtime API reference on hiascend.com: aclError,
+Exception Handling)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import threading
 import time
 
 import numpy as np
-import pytest
 
 from conftest import SMALL_HBM
 from helpers import MiB, from_device, to_device
@@ -37,12 +37,6 @@ def test_error_names_and_numbers():
     for name, value in expected.items():
         assert getattr(acl, name) == value, name
         assert acl.errors.error_name(value) == name
-
-
-@pytest.fixture
-def dev(acl):
-    assert acl.rt.set_device(0) == 0
-    return acl
 
 
 def _cases(acl):

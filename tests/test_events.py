@@ -11,7 +11,8 @@ import numpy as np
 import psutil
 import pytest
 
-from async_util import Gate, device_buffer, ok, out, pinned, read_device, settle, stream_done
+from async_util import Gate, device_buffer, ok, out, pinned, stream_done
+from helpers import from_device, wait_until
 from mdev.board import launcher
 
 SYNC, PROGRESS, TIME_LINE = 0x1, 0x2, 0x8           # checked against the constants below
@@ -173,7 +174,7 @@ def test_rerecord_replaces_snapshot_for_later_waits_only(acl):
     assert not stream_done(acl, s2)
     g1.open()
     # s2's wait needs record #1 only: it completes while record #2 is still held
-    assert settle(lambda: stream_done(acl, s2), 10)
+    assert wait_until(lambda: stream_done(acl, s2), 10)
     assert out(acl, acl.rt.query_event_status(event)) == acl.ACL_EVENT_RECORDED_STATUS_NOT_READY
     assert not stream_done(acl, s1)                # waits for record #2
     ok(acl, acl.rt.memset(word, 8, 1, 1))          # releases s3 -> record #2
@@ -226,7 +227,7 @@ def test_synchronize_event_reports_failure_after_completion_too(acl):
     event = out(acl, acl.rt.create_event_ex_with_flag(SYNC))
     ok(acl, acl.rt.launch_host_func(stream, lambda _: 1 / 0, None))
     ok(acl, acl.rt.record_event(event, stream))
-    assert settle(lambda: out(acl, acl.rt.query_event_status(event)) == acl.ACL_EVENT_RECORDED_STATUS_COMPLETE)
+    assert wait_until(lambda: out(acl, acl.rt.query_event_status(event)) == acl.ACL_EVENT_RECORDED_STATUS_COMPLETE)
     assert acl.rt.synchronize_event(event) == acl.ACL_ERROR_RT_INTERNAL_ERROR
     assert acl.rt.synchronize_stream(stream) == acl.ACL_ERROR_RT_INTERNAL_ERROR
     ok(acl, acl.rt.synchronize_event(event))        # reported (and consumed) by the stream sync
@@ -277,7 +278,7 @@ def test_many_wait_one(acl):
     for s in waiters:
         ok(acl, acl.rt.synchronize_stream(s))
     for d in dsts:
-        assert (read_device(acl, d, n) == 0x33).all()
+        assert (from_device(acl, d, n) == 0x33).all()
     # one record released every waiter, and the event stays complete (unlike a notify)
     assert out(acl, acl.rt.query_event_wait_status(event)) == acl.ACL_EVENT_WAIT_STATUS_COMPLETE
     assert out(acl, acl.rt.query_event_status(event)) == acl.ACL_EVENT_RECORDED_STATUS_COMPLETE
@@ -372,7 +373,7 @@ def test_elapsed_time_and_timestamps(acl):
 
 def launcher_boot_ns(acl, device: int) -> int:
     """CLOCK_MONOTONIC of the device's boot, from its control page."""
-    from mdev.board import status as S
+    from mdev import status as S
     from mdev.runtime.core import RUNTIME
     return int(RUNTIME.link(device).control.header[S.H_BOOT_NS])
 
@@ -495,7 +496,7 @@ def test_waiting_stream_does_not_burn_a_core(acl, board):
     assert t1 - t0 >= 1.7
     share = ((c1.user + c1.system) - (c0.user + c0.system)) / (t1 - t0)
     assert share < 0.05, f"device process used {share:.1%} of a core while a stream waited"
-    assert (read_device(acl, buf, 64) == 7).all()
+    assert (from_device(acl, buf, 64) == 7).all()
 
 
 def test_destroying_an_event_keeps_its_queued_record_and_waits(acl):

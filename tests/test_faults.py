@@ -20,10 +20,10 @@ import time
 import numpy as np
 import psutil
 
-from async_util import ok, out, settle, stream_done
+from async_util import ok, out, stream_done
 from helpers import MiB, attached, extra_board, from_device, hbm_free, shm_entries, to_device, wait_until
 from mdev.board import launcher
-from mdev.board import status as S
+from mdev import status as S
 from mdev.board.naming import BoardPaths
 from mdev.kernel import kernel
 from mdev.memory.segment import Segment
@@ -423,7 +423,7 @@ def test_hung_wait_times_out_and_abort_clears_the_stream(acl):
     assert time.monotonic() - t0 < 3
     assert not stream_done(acl, stream)
     ok(acl, acl.rt.stream_abort(stream))
-    assert settle(lambda: stream_done(acl, stream), 5)
+    assert wait_until(lambda: stream_done(acl, stream), 5)
     acl.rt.synchronize_stream(stream)                                 # reports the abort, if any
     assert (from_device(acl, buf, 4096) == 0).all()                   # the queued memset was dropped
     # the stream is usable again
@@ -442,7 +442,7 @@ def test_hung_kernel_times_out_and_abort_clears_the_stream(acl):
     assert acl.rt.synchronize_stream_with_timeout(stream, 200) == SYNC_TIMEOUT
     assert acl.rt.synchronize_device_with_timeout(100) == SYNC_TIMEOUT
     ok(acl, acl.rt.stream_abort(stream))
-    assert settle(lambda: stream_done(acl, stream), 5)
+    assert wait_until(lambda: stream_done(acl, stream), 5)
     acl.rt.synchronize_stream(stream)
     ok(acl, acl.rt.memset_async(flag, 8, 3, 8, stream))
     ok(acl, acl.rt.synchronize_stream_with_timeout(stream, 5000))

@@ -11,6 +11,7 @@ import time
 import numpy as np
 import pytest
 
+from async_util import ok, out
 from mdev import ops
 
 F32 = 11             # NPY_FLOAT32 for acl.util.ptr_to_numpy
@@ -20,16 +21,6 @@ H2D, D2H = 1, 2
 
 
 # ---------------------------------------------------------------------------- helpers
-def ok(acl, ret) -> None:
-    assert ret == acl.ACL_SUCCESS, f"ret={ret}: {acl.get_recent_err_msg()}"
-
-
-def out(acl, result):
-    *values, ret = result
-    ok(acl, ret)
-    return values[0] if len(values) == 1 else tuple(values)
-
-
 def dev_floats(acl, n: int, value: float = 0.0) -> int:
     ptr = out(acl, acl.rt.malloc(n * 4, acl.ACL_MEM_MALLOC_HUGE_FIRST))
     data = np.full(n, value, np.float32)
@@ -55,10 +46,10 @@ def info(acl, stream) -> tuple[int, int]:
 
 
 @pytest.fixture
-def dev(acl):
-    ok(acl, acl.rt.set_device(0))
-    yield acl
-    acl.mdl.ri_capture_thread_exchange_mode(GLOBAL)
+def dev(dev):
+    """conftest's, and this thread's capture mode back to GLOBAL after the test."""
+    yield dev
+    dev.mdl.ri_capture_thread_exchange_mode(GLOBAL)
 
 
 def constants_ok(acl):

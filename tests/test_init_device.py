@@ -1,5 +1,6 @@
 """aclInit / aclFinalize, the aclInit config, device management, default context and stream,
-per-thread current device (api_catalogue sections 1, 2, 3, 14 rules 1, 2, 14)."""
+per-thread current device (the CANN Runtime API reference on hiascend.com: initialization,
+Device Management, Context Management)."""
 
 from __future__ import annotations
 

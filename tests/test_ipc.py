@@ -17,7 +17,6 @@ import re
 import numpy as np
 import pytest
 
-from conftest import PREFIX, SMALL_HBM
 from helpers import MiB, from_device, hbm_free, to_device, wait_until
 from mdev.board import launcher
 from peer import Peer, PeerError
@@ -55,14 +54,6 @@ def peer_on(board: str, device: int) -> Peer:
 
 def client_pids(board: str) -> list[int]:
     return [c["pid"] for c in launcher.status(board)["clients"]]
-
-
-@pytest.fixture(scope="module")
-def islands_board():
-    name = PREFIX + "ipc-isl8"
-    launcher.start(name, launcher.resolve_topology("islands8", hbm=SMALL_HBM))
-    yield name
-    launcher.stop(name)
 
 
 # ============================================================================ IPC memory

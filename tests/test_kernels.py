@@ -1,7 +1,8 @@
-"""Kernels (api_catalogue 10, guide 03-03): both launch styles, every launch API, argument
-handles, device faults and exception callbacks, kernel prints, memory-semantic spins,
-core resource limits (catalogue 2 "Resource limits", 4 "Stream-level core limits",
-guide 07) and the AI Core stack reserved by set_device (catalogue 1, guide 08).
+"""Kernels (the CANN Runtime API reference on hiascend.com: Kernel Loading and Execution; guide
+03-03): both launch styles, every launch API, argument handles, device faults and exception
+callbacks, kernel prints, memory-semantic spins, core resource limits (the device and stream
+resource limits of the same reference, guide 07) and the AI Core stack reserved by set_device
+(aclInit's StackSize, guide 08).
 
 The ``acl`` board is pcie4: 4 x Ascend910B4, 20 AI Core / 20 cube / 40 vector cores.
 """
@@ -17,7 +18,8 @@ import time
 import numpy as np
 import pytest
 
-from async_util import Gate, device_buffer, ok, out, pinned, read_device, settle, stream_done, write_device
+from async_util import Gate, device_buffer, ok, out, pinned, stream_done
+from helpers import from_device, to_device, wait_until
 from mdev import ops
 from mdev.kernel import float32, kernel
 
@@ -26,22 +28,16 @@ KiB = 1 << 10
 NPY_FLOAT32 = 11
 
 
-@pytest.fixture
-def dev(acl):
-    ok(acl, acl.rt.set_device(0))
-    return acl
-
-
 def floats(acl, values) -> int:
     """Device buffer holding ``values`` as float32."""
     data = np.asarray(values, np.float32)
     ptr_ = device_buffer(acl, max(data.nbytes, 4))
-    write_device(acl, ptr_, data)
+    to_device(acl, ptr_, data)
     return ptr_
 
 
 def read_f32(acl, ptr_, n) -> np.ndarray:
-    return read_device(acl, ptr_, 4 * n, np.float32)
+    return from_device(acl, ptr_, 4 * n, np.float32)
 
 
 # ---------------------------------------------------------------------------- kernels of this module
@@ -207,7 +203,7 @@ def test_mixed_style_default_stream(dev, config):
     launch = {"omitted": record_blocks[6], "none": record_blocks[6, None], "zero": record_blocks[6, 0]}[config]
     ok(acl, launch(buf))
     ok(acl, acl.rt.synchronize_stream(0))
-    assert list(read_device(acl, buf, 48, np.int64)) == [6001, 6002, 6003, 6004, 6005, 6006]
+    assert list(from_device(acl, buf, 48, np.int64)) == [6001, 6002, 6003, 6004, 6005, 6006]
 
 
 def test_every_block_runs_once(dev):
@@ -216,7 +212,7 @@ def test_every_block_runs_once(dev):
     buf = device_buffer(acl, 8 * blocks)
     ok(acl, record_blocks[blocks](buf))
     ok(acl, acl.rt.synchronize_device())
-    assert list(read_device(acl, buf, 8 * blocks, np.int64)) == [blocks * 1000 + b + 1 for b in range(blocks)]
+    assert list(from_device(acl, buf, 8 * blocks, np.int64)) == [blocks * 1000 + b + 1 for b in range(blocks)]
 
 
 def test_vectorized_kernel_runs_once_for_all_blocks(dev):
@@ -224,7 +220,7 @@ def test_vectorized_kernel_runs_once_for_all_blocks(dev):
     buf = device_buffer(acl, 8 * 13)
     ok(acl, record_vectorized[12](buf))
     ok(acl, acl.rt.synchronize_device())
-    assert list(read_device(acl, buf, 8 * 13, np.int64)) == list(range(1, 13)) + [-1]
+    assert list(from_device(acl, buf, 8 * 13, np.int64)) == list(range(1, 13)) + [-1]
 
 
 def test_launch_error_is_returned_and_recorded(dev):
@@ -269,7 +265,7 @@ def test_same_kernel_on_two_devices(dev):
         buf = device_buffer(acl, 16)
         ok(acl, record_blocks[2](buf))
         ok(acl, acl.rt.synchronize_device())
-        results.append(list(read_device(acl, buf, 16, np.int64)))
+        results.append(list(from_device(acl, buf, 16, np.int64)))
     assert results == [[2001, 2002]] * 2
 
 
@@ -314,8 +310,8 @@ def test_ops_other_dtypes(dev, acl_type, dtype):
     x, y = (np.arange(n) % 20).astype(dtype), (np.arange(n)[::-1] % 7).astype(dtype)
     size = x.nbytes
     px, py, pout = (device_buffer(acl, size) for _ in range(3))
-    write_device(acl, px, x)
-    write_device(acl, py, y)
+    to_device(acl, px, x)
+    to_device(acl, py, y)
     for op, args, expected in [(ops.add, (px, py, pout, n, acl_type), x + y),
                                (ops.mul, (px, py, pout, n, acl_type), x * y),
                                (ops.axpy, (px, py, pout, 2.0, n, acl_type), (x + 2 * y).astype(dtype)),
@@ -324,7 +320,7 @@ def test_ops_other_dtypes(dev, acl_type, dtype):
                                (ops.scale, (px, pout, 3.0, n, acl_type), (3 * x).astype(dtype))]:
         ok(acl, op[4](*args))
         ok(acl, acl.rt.synchronize_device())
-        np.testing.assert_array_equal(read_device(acl, pout, size, dtype), expected, err_msg=op.name)
+        np.testing.assert_array_equal(from_device(acl, pout, size, dtype), expected, err_msg=op.name)
 
 
 def test_ops_large_launch_in_parallel_parts(dev):
@@ -350,7 +346,7 @@ def test_ops_numpy_dtype_in_mixed_style(dev):
     buf = device_buffer(acl, 8 * 5)
     ok(acl, ops.fill[2](buf, 1.5, 5, np.float64))
     ok(acl, acl.rt.synchronize_device())
-    assert list(read_device(acl, buf, 40, np.float64)) == [1.5] * 5
+    assert list(from_device(acl, buf, 40, np.float64)) == [1.5] * 5
 
 
 def test_ops_from_the_module_file_as_a_binary(dev):
@@ -438,7 +434,7 @@ def test_launch_kernel_args_in_device_memory(dev, binary):
     px, py, pz = floats(acl, x), floats(acl, 2 * x), device_buffer(acl, 4 * n)
     block = struct.pack("<QQQq", px, py, pz, n)
     args = device_buffer(acl, len(block))
-    write_device(acl, args, np.frombuffer(block, np.uint8))
+    to_device(acl, args, np.frombuffer(block, np.uint8))
     stream = out(acl, acl.rt.create_stream())
     ok(acl, acl.rt.launch_kernel(function(acl, binary, "add_custom"), 8, args, len(block), stream))
     ok(acl, acl.rt.synchronize_stream(stream))
@@ -461,7 +457,7 @@ def test_launch_kernel_v2_scalar_in_device_args(dev, binary):
     px = floats(acl, [1, 2, 3])
     block = struct.pack("<Qqf4x", px, 3, 4.0)
     args = device_buffer(acl, len(block))
-    write_device(acl, args, np.frombuffer(block, np.uint8))
+    to_device(acl, args, np.frombuffer(block, np.uint8))
     ok(acl, acl.rt.launch_kernel_v2(function(acl, binary, "scale_by"), 1, args, len(block), None, 0))
     ok(acl, acl.rt.synchronize_device())
     assert list(read_f32(acl, px, 3)) == [4.0, 8.0, 12.0]
@@ -622,7 +618,7 @@ def test_kernel_fault_leaves_other_streams_running(dev):
     ok(acl, ops.scale[2, good](buf, buf, 0.5, 8))
     ok(acl, acl.rt.synchronize_stream(good))
     assert list(read_f32(acl, buf, 8)) == [2.0] * 8       # the overrun wrote nothing (bounds are checked first)
-    assert read_device(acl, flag, 8, np.uint64)[0] == 1
+    assert from_device(acl, flag, 8, np.uint64)[0] == 1
 
 
 @pytest.mark.parametrize("bad", ["overrun", "wild", "raise"])
@@ -685,14 +681,14 @@ def test_kernel_spins_until_another_stream_writes_the_flag(dev):
     ok(acl, acl.rt.synchronize_stream(writer))
     time.sleep(0.2)
     assert not stream_done(acl, waiter)
-    assert read_device(acl, result, 8, np.uint64)[0] == 0
+    assert from_device(acl, result, 8, np.uint64)[0] == 0
     # other work of the device is not starved by the spinning kernel
     other = device_buffer(acl, 16)
     ok(acl, ops.fill[4, writer](other, 1.0, 4))
     ok(acl, acl.rt.synchronize_stream(writer))
     ok(acl, acl.rt.value_write(flag, 2, 0, writer))
     ok(acl, acl.rt.synchronize_stream(waiter))
-    assert read_device(acl, result, 8, np.uint64)[0] == 7
+    assert from_device(acl, result, 8, np.uint64)[0] == 7
 
 
 def test_spinning_kernel_released_by_a_kernel_and_by_a_host_write(dev):
@@ -702,12 +698,12 @@ def test_spinning_kernel_released_by_a_kernel_and_by_a_host_write(dev):
     ok(acl, wait_for_flag[1, waiter](flag, result))
     ok(acl, ops.fill[1, writer](flag, 2, 1, acl.ACL_UINT64))       # a kernel writes the flag
     ok(acl, acl.rt.synchronize_stream(waiter))
-    assert read_device(acl, result, 8, np.uint64)[0] == 7
+    assert from_device(acl, result, 8, np.uint64)[0] == 7
     ok(acl, acl.rt.memset(flag, 8, 0, 8))
     ok(acl, wait_for_flag[1, waiter](flag, result))
     time.sleep(0.1)
     assert not stream_done(acl, waiter)
-    write_device(acl, flag, np.array([2], np.uint64))               # the device polls host writes
+    to_device(acl, flag, np.array([2], np.uint64))               # the device polls host writes
     ok(acl, acl.rt.synchronize_stream_with_timeout(waiter, 5000))
 
 
@@ -731,10 +727,10 @@ def test_guide_memory_semantic_sample(dev):
     ok(acl, acl.rt.synchronize_stream(s2))
     time.sleep(0.1)
     assert not stream_done(acl, s1)                      # past the value_wait, spinning in the kernel
-    assert read_device(acl, result, 8, np.uint64)[0] == 0
+    assert from_device(acl, result, 8, np.uint64)[0] == 0
     ok(acl, acl.rt.value_write(sync_mem, 2, 0, s2))
     ok(acl, acl.rt.synchronize_stream_with_timeout(s1, 5000))
-    assert read_device(acl, result, 8, np.uint64)[0] == 7
+    assert from_device(acl, result, 8, np.uint64)[0] == 7
 
 
 def test_abort_interrupts_a_spinning_kernel(dev):
@@ -744,14 +740,14 @@ def test_abort_interrupts_a_spinning_kernel(dev):
     ok(acl, wait_for_flag[1, stream](flag, result))
     time.sleep(0.1)
     ok(acl, acl.rt.stream_abort(stream))
-    assert settle(lambda: stream_done(acl, stream), 5)
+    assert wait_until(lambda: stream_done(acl, stream), 5)
     acl.rt.synchronize_stream(stream)
     ok(acl, acl.rt.destroy_stream(stream))
 
 
 # ============================================================================ concurrency
 def peaks(acl, counters, blocks) -> np.ndarray:
-    return read_device(acl, counters, 8 * (blocks + 1), np.int64)[1:]
+    return from_device(acl, counters, 8 * (blocks + 1), np.int64)[1:]
 
 
 def test_blocks_of_a_launch_run_concurrently_up_to_the_core_count(dev):
@@ -760,7 +756,7 @@ def test_blocks_of_a_launch_run_concurrently_up_to_the_core_count(dev):
     ok(acl, concurrency[48](counters, 0.3))
     ok(acl, acl.rt.synchronize_device())
     assert peaks(acl, counters, 48).max() == VECTOR
-    assert read_device(acl, counters, 8, np.int64)[0] == 0
+    assert from_device(acl, counters, 8, np.int64)[0] == 0
 
 
 def test_cube_kernel_uses_the_cube_cores(dev):
@@ -780,7 +776,7 @@ def test_kernels_on_different_streams_run_concurrently(dev):
     for s in streams:
         ok(acl, acl.rt.synchronize_stream(s))
     # all six blocks of the three launches were inside the kernel at once
-    assert max(read_device(acl, p, 16, np.int64).max() for p in peak_bufs) == 6
+    assert max(from_device(acl, p, 16, np.int64).max() for p in peak_bufs) == 6
 
 
 def test_streams_share_the_device_cores(dev):
@@ -797,7 +793,7 @@ def test_streams_share_the_device_cores(dev):
         ok(acl, cube_peak[15, s](running, peak, 0.3))
     for s in streams:
         ok(acl, acl.rt.synchronize_stream(s))
-    assert max(read_device(acl, p, 8 * 15, np.int64).max() for p in peak_bufs) == 15
+    assert max(from_device(acl, p, 8 * 15, np.int64).max() for p in peak_bufs) == 15
 
 
 # ============================================================================ core resource limits
@@ -963,13 +959,13 @@ def test_aicore_stack_released_by_finalize(acl):
     assert total - free >= 32 * KiB * AICORE
     ok(acl, acl.finalize())
     out(acl, acl.rt.create_context(2))                  # attached afresh; no stack of its own
-    assert settle(lambda: acl.rt.get_mem_info(acl.ACL_HBM_MEM)[0] == total, 10)
+    assert wait_until(lambda: acl.rt.get_mem_info(acl.ACL_HBM_MEM)[0] == total, 10)
 
 
 def test_aicore_stack_released_when_the_process_goes(board, run_py, acl):
     out(acl, acl.rt.create_context(3))
     # memory of earlier tests' processes is released asynchronously
-    assert settle(lambda: acl.rt.get_mem_info(acl.ACL_HBM_MEM)[0] == acl.rt.get_mem_info(acl.ACL_HBM_MEM)[1], 10)
+    assert wait_until(lambda: acl.rt.get_mem_info(acl.ACL_HBM_MEM)[0] == acl.rt.get_mem_info(acl.ACL_HBM_MEM)[1], 10)
     free0, total, _ = acl.rt.get_mem_info(acl.ACL_HBM_MEM)
     proc = run_py("""
         import mdev.acl as acl
@@ -978,7 +974,7 @@ def test_aicore_stack_released_when_the_process_goes(board, run_py, acl):
         print(free)
     """, board)
     assert free0 - int(proc.stdout.split()[0]) == 32 * KiB * AICORE
-    assert settle(lambda: acl.rt.get_mem_info(acl.ACL_HBM_MEM)[0] == free0, 10)
+    assert wait_until(lambda: acl.rt.get_mem_info(acl.ACL_HBM_MEM)[0] == free0, 10)
 
 
 # ============================================================================ regression: stream slot reuse

@@ -1,5 +1,5 @@
 """Device and pinned allocation, copies (all kinds, 1-D and 2-D, sync and async), memsets,
-pageable host memory (api_catalogue 7.1-7.3, 14 rules 5, 16, 20)."""
+pageable host memory (the CANN Runtime API reference on hiascend.com: Memory Management)."""
 
 from __future__ import annotations
 
@@ -16,13 +16,6 @@ from mdev.board.naming import BoardPaths
 from mdev.memory import address
 
 NPY_UINT8, NPY_INT32, NPY_FLOAT32 = 2, 5, 11
-
-
-@pytest.fixture
-def dev(acl):
-    """acl with device 0 set."""
-    assert acl.rt.set_device(0) == 0
-    return acl
 
 
 def used_by(acl, size, policy):

@@ -1,7 +1,7 @@
 """Several devices: contexts, per-thread device and context, the guide's four multi-device
 patterns, device affinity of streams and events, reset_device_force, peer access and
-cross-device copies, device topology (api_catalogue sections 2 "Peer access", 3, 14 rules
-1, 2, 10, 11, 14; programming guide 05 "多设备编程")."""
+cross-device copies, device topology (the CANN Runtime API reference on hiascend.com: Device
+Management, Context Management; programming guide 05 "多设备编程")."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 import topology
-from conftest import PREFIX, SMALL_HBM
+from async_util import ok, out
+from conftest import SMALL_HBM
 from helpers import MiB, attached, extra_board, from_device, to_device
-from mdev.board import launcher
 from mdev.kernel import int64, kernel, ptr
 from mdev.memory import address
 
@@ -27,17 +27,6 @@ HUGE_FIRST = 0
 
 
 # ---------------------------------------------------------------------------- helpers
-def ok(acl, ret) -> None:
-    assert ret == acl.ACL_SUCCESS, f"ret={ret}: {acl.get_recent_err_msg()}"
-
-
-def out(acl, result):
-    """Unpack ``(value..., ret)``, assert success, return the value(s)."""
-    *values, ret = result
-    ok(acl, ret)
-    return values[0] if len(values) == 1 else tuple(values)
-
-
 def sync(acl, stream) -> None:
     """synchronize_stream, bounded: a lost completion fails the test instead of hanging the suite."""
     ok(acl, acl.rt.synchronize_stream_with_timeout(stream, 30000))
@@ -90,15 +79,6 @@ def finish(procs: list[subprocess.Popen], timeout: float = 120) -> list[str]:
         assert p.returncode == 0, f"process failed ({p.returncode}):\n{stdout}\n{stderr}"
         outs.append(stdout)
     return outs
-
-
-@pytest.fixture(scope="module")
-def islands_board():
-    """An islands8 board (two HCCS quads joined through the host) of this module."""
-    name = PREFIX + "isl8"
-    launcher.start(name, launcher.resolve_topology("islands8", hbm=SMALL_HBM))
-    yield name
-    launcher.stop(name)
 
 
 @pytest.fixture

@@ -8,7 +8,8 @@ import time
 import numpy as np
 import pytest
 
-from async_util import Gate, device_buffer, ok, out, pinned, read_device, settle, stream_done, write_device
+from async_util import Gate, device_buffer, ok, out, pinned, stream_done
+from helpers import from_device, to_device, wait_until
 from mdev.kernel import kernel, ptr
 
 GEQ, EQ, AND, NOR = 0, 1, 2, 3
@@ -81,7 +82,7 @@ def test_one_record_releases_exactly_one_wait(acl):
     assert not any(stream_done(acl, s) for s in waiters)
     for released in (1, 2, 3):
         ok(acl, acl.rt.record_notify(notify, recorder))
-        assert settle(lambda: sum(stream_done(acl, s) for s in waiters) >= released)
+        assert wait_until(lambda: sum(stream_done(acl, s) for s in waiters) >= released)
         time.sleep(0.1)   # give a wrongly released second waiter time to show up
         assert sum(stream_done(acl, s) for s in waiters) == released
 
@@ -121,7 +122,7 @@ def test_notify_wait_timeout(acl):
     assert acl.rt.get_last_error() == acl.ACL_ERROR_RT_TASK_TIMEOUT
     assert acl.rt.get_last_error() == acl.ACL_SUCCESS
     # continue-on-failure: the task after the timed-out wait ran
-    assert (read_device(acl, buf, 64) == 9).all()
+    assert (from_device(acl, buf, 64) == 9).all()
     ok(acl, acl.rt.synchronize_stream(stream))
     assert acl.rt.wait_and_reset_notify(notify, stream, -1) == acl.ACL_ERROR_INVALID_PARAM
 
@@ -154,7 +155,7 @@ def test_notify_between_devices(acl):
     ok(acl, acl.rt.set_device(0))
     s0 = out(acl, acl.rt.create_stream())
     dev0 = device_buffer(acl, n)
-    write_device(acl, dev0, np.arange(n, dtype=np.uint8))
+    to_device(acl, dev0, np.arange(n, dtype=np.uint8))
     gate = Gate(acl, s0)
     ok(acl, acl.rt.memcpy_async(staging_ptr, n, dev0, n, acl.ACL_MEMCPY_DEVICE_TO_HOST, s0))
     ok(acl, acl.rt.record_notify(notify, s0))            # recorded by device 0
@@ -222,16 +223,16 @@ def test_value_wait_comparisons(acl, flag, value, blocking, releasing):
     waiter, writer = out(acl, acl.rt.create_stream()), out(acl, acl.rt.create_stream())
     word = device_buffer(acl, 8)
     marker = device_buffer(acl, 8)
-    write_device(acl, word, np.array([blocking], np.uint64))
+    to_device(acl, word, np.array([blocking], np.uint64))
     ok(acl, acl.rt.value_wait(word, value, flag, waiter))
     ok(acl, acl.rt.value_write(marker, 77, 0, waiter))
     time.sleep(0.1)
     assert not stream_done(acl, waiter), "released by a value that does not satisfy the wait"
-    assert read_device(acl, marker, 8, np.uint64)[0] == 0
+    assert from_device(acl, marker, 8, np.uint64)[0] == 0
     ok(acl, acl.rt.value_write(word, releasing, 0, writer))
     ok(acl, acl.rt.synchronize_stream_with_timeout(waiter, 5000))
-    assert read_device(acl, marker, 8, np.uint64)[0] == 77
-    assert read_device(acl, word, 8, np.uint64)[0] == releasing
+    assert from_device(acl, marker, 8, np.uint64)[0] == 77
+    assert from_device(acl, word, 8, np.uint64)[0] == releasing
 
 
 def test_value_wait_already_satisfied(acl):
@@ -264,7 +265,7 @@ def test_value_write_orders_streams_like_the_guide(acl):
     ok(acl, acl.rt.synchronize_stream(s1))
     ok(acl, acl.rt.synchronize_stream(s2))
     assert (host == 0xA5).all()
-    assert read_device(acl, sync_mem, 8, np.uint64)[0] == 2
+    assert from_device(acl, sync_mem, 8, np.uint64)[0] == 2
 
 
 @pytest.mark.parametrize("how", ["memset", "memset_async", "memcpy", "memcpy_async"])
@@ -281,7 +282,7 @@ def test_value_wait_released_by_ordinary_writes(acl, how):
     elif how == "memset_async":
         ok(acl, acl.rt.memset_async(word, 8, 1, 8, other))    # a DMA task of another stream
     elif how == "memcpy":
-        write_device(acl, word, ones)
+        to_device(acl, word, ones)
     else:
         host_ptr, host = pinned(acl, 8)
         host[:] = 1
@@ -317,7 +318,7 @@ def test_value_wait_timeout(acl):
     assert acl.rt.synchronize_stream(stream) == acl.ACL_ERROR_RT_TASK_TIMEOUT
     assert 0.5 <= time.monotonic() - t0 < 5
     assert acl.rt.peek_at_last_error() == acl.ACL_ERROR_RT_TASK_TIMEOUT
-    assert read_device(acl, marker, 8, np.uint64)[0] == 3      # later task ran
+    assert from_device(acl, marker, 8, np.uint64)[0] == 3      # later task ran
     ok(acl, acl.rt.set_op_wait_timeout(0))
 
 
@@ -335,10 +336,10 @@ def test_value_argument_errors(acl):
     assert acl.rt.value_write(0, 1, 0, stream) != acl.ACL_SUCCESS
     ok(acl, acl.rt.value_write(word, -1, 0, stream))                                          # as uint64
     ok(acl, acl.rt.synchronize_stream(stream))
-    assert read_device(acl, word, 8, np.uint64)[0] == U64
+    assert from_device(acl, word, 8, np.uint64)[0] == U64
     ok(acl, acl.rt.value_write(word, 5, 0, 0))                                                # default stream
     ok(acl, acl.rt.synchronize_stream(0))
-    assert read_device(acl, word, 8, np.uint64)[0] == 5
+    assert from_device(acl, word, 8, np.uint64)[0] == 5
 
 
 def test_value_wait_released_by_a_kernel(acl):
@@ -358,4 +359,4 @@ def test_value_wait_released_by_a_kernel(acl):
     ok(acl, set_word[2, runner](word, 0x78))
     ok(acl, acl.rt.synchronize_stream(runner))
     ok(acl, acl.rt.synchronize_stream_with_timeout(waiter, 5000))
-    assert read_device(acl, marker, 8, np.uint64)[0] == 1
+    assert from_device(acl, marker, 8, np.uint64)[0] == 1

@@ -12,7 +12,8 @@ import time
 import numpy as np
 import pytest
 
-from async_util import device_buffer, ok, out, read_device, settle, stream_done
+from async_util import device_buffer, ok, out, stream_done
+from helpers import from_device, wait_until
 
 
 
@@ -86,15 +87,15 @@ def test_higher_priority_stream_gets_the_free_engine_first(acl):
                                                     args, len(args), None, 0))
 
     launch(hold, x, flag)
-    assert settle(lambda: _engine_stats("aicpu") == (slots, 0))
+    assert wait_until(lambda: _engine_stats("aicpu") == (slots, 0))
     launch(take_turn, low, log, 7)
     launch(take_turn, high, log, 0)
-    assert settle(lambda: _engine_stats("aicpu") == (slots, 2))      # both queued behind the kernel
-    assert (read_device(acl, log, 24) == 0).all()
+    assert wait_until(lambda: _engine_stats("aicpu") == (slots, 2))      # both queued behind the kernel
+    assert (from_device(acl, log, 24) == 0).all()
     ok(acl, acl.rt.memcpy(flag, 8, np.array([1], np.uint64).ctypes.data, 8, acl.ACL_MEMCPY_HOST_TO_DEVICE))
     for s in (x, low, high):
         ok(acl, acl.rt.synchronize_stream(s))
-    assert read_device(acl, log, 24).view(np.int64).tolist() == [2, 0, 7]
+    assert from_device(acl, log, 24).view(np.int64).tolist() == [2, 0, 7]
 
 
 # ---------------------------------------------------------------------------- failure mode API
@@ -174,7 +175,7 @@ def test_task_failure_is_asynchronous(acl, kind):
     word = device_buffer(acl, 8)
     ok(acl, acl.rt.value_write(word, 99, 0, stream))
     ok(acl, acl.rt.synchronize_stream(stream))
-    assert read_device(acl, word, 8, np.uint64)[0] == 99
+    assert from_device(acl, word, 8, np.uint64)[0] == 99
 
 
 @pytest.mark.parametrize("kind", sorted(FAILURES))
@@ -197,10 +198,10 @@ def test_continue_on_failure_runs_later_tasks(acl):
     ok(acl, acl.rt.value_write(marks + 8, 2, 0, other))        # another stream: unaffected
     ok(acl, acl.rt.synchronize_stream(other))
     assert acl.rt.synchronize_stream(stream) == acl.ACL_ERROR_RT_INTERNAL_ERROR
-    assert list(read_device(acl, marks, 16, np.uint64)) == [1, 2]
+    assert list(from_device(acl, marks, 16, np.uint64)) == [1, 2]
     ok(acl, acl.rt.value_write(marks, 3, 0, stream))           # new submissions accepted
     ok(acl, acl.rt.synchronize_stream(stream))
-    assert read_device(acl, marks, 8, np.uint64)[0] == 3
+    assert from_device(acl, marks, 8, np.uint64)[0] == 3
 
 
 # ---------------------------------------------------------------------------- stop on failure
@@ -224,7 +225,7 @@ def test_stop_on_failure_stops_the_context(acl):
     assert acl.rt.synchronize_stream(failing) == code
     ok(acl, acl.rt.memset(hold, 8, 1, 1))                      # let the sibling's wait finish
     assert acl.rt.synchronize_stream(sibling) == code
-    assert list(read_device(acl, marks, 24, np.uint64)) == [0, 0, 0]   # nothing ran after the failure
+    assert list(from_device(acl, marks, 24, np.uint64)) == [0, 0, 0]   # nothing ran after the failure
     # later sync calls keep returning the error, new submissions are refused with it
     assert acl.rt.synchronize_stream(failing) == code
     assert acl.rt.synchronize_device() == code
@@ -233,7 +234,7 @@ def test_stop_on_failure_stops_the_context(acl):
     assert acl.rt.get_last_error() == code
     late = out(acl, acl.rt.create_stream())
     assert acl.rt.value_write(marks + 16, 3, 0, late) == code
-    assert list(read_device(acl, marks, 24, np.uint64)) == [0, 0, 0]
+    assert list(from_device(acl, marks, 24, np.uint64)) == [0, 0, 0]
 
 
 def test_stop_on_failure_leaves_other_contexts_alone(acl):
@@ -246,7 +247,7 @@ def test_stop_on_failure_leaves_other_contexts_alone(acl):
     word = device_buffer(acl, 8)
     ok(acl, acl.rt.value_write(word, 4, 0, stream))
     ok(acl, acl.rt.synchronize_stream(stream))
-    assert read_device(acl, word, 8, np.uint64)[0] == 4
+    assert from_device(acl, word, 8, np.uint64)[0] == 4
     ok(acl, acl.rt.destroy_stream(stream))
     ok(acl, acl.rt.destroy_context(ctx))
     ok(acl, acl.rt.set_device(1))
@@ -275,7 +276,7 @@ def test_stop_on_failure_set_through_attribute(acl):
     ok(acl, acl.rt.launch_host_func(stream, _boom, None))
     ok(acl, acl.rt.value_write(word, 1, 0, stream))
     assert acl.rt.synchronize_stream(stream) == acl.ACL_ERROR_RT_INTERNAL_ERROR
-    assert read_device(acl, word, 8, np.uint64)[0] == 0
+    assert from_device(acl, word, 8, np.uint64)[0] == 0
 
 
 def test_error_reaches_only_the_syncing_thread(acl):
@@ -309,8 +310,8 @@ def test_abort_drops_queued_work(acl):
     ok(acl, acl.rt.stream_abort(stream))
     assert acl.rt.synchronize_stream_with_timeout(stream, 5000) == acl.ACL_ERROR_RT_STREAM_ABORT
     assert time.monotonic() - t0 < 2
-    assert settle(lambda: stream_done(acl, stream))
-    assert not read_device(acl, marks, 80, np.uint64).any()
+    assert wait_until(lambda: stream_done(acl, stream))
+    assert not from_device(acl, marks, 80, np.uint64).any()
     ok(acl, acl.rt.value_write(marks, 5, 0, stream))          # the stream works again
     ok(acl, acl.rt.synchronize_stream(stream))
-    assert read_device(acl, marks, 8, np.uint64)[0] == 5
+    assert from_device(acl, marks, 8, np.uint64)[0] == 5

@@ -9,7 +9,6 @@ import textwrap
 import time
 
 import numpy as np
-import pytest
 
 from async_util import device_buffer, ok, out
 from helpers import from_device, to_device
@@ -19,12 +18,6 @@ E_PARAM, E_INVALID, E_NOT_SUPPORT, E_TIMEOUT, E_NOT_CAPTURED = 107000, 100000, 2
 SIZE_MAX = (1 << 64) - 1
 H2D, D2H, INNER_D2D = 1, 2, 6
 HOST, DEVICE, UNREGISTERED = 0, 1, 2          # aclrtMemLocationType
-
-
-@pytest.fixture
-def dev(acl):
-    ok(acl, acl.rt.set_device(0))
-    yield acl
 
 
 def held_stream(acl):

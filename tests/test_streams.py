@@ -1,6 +1,6 @@
-"""Streams: creation, configuration, destruction, synchronisation, query, ids; in-order
-execution, asynchrony to the host, and concurrency between streams (api_catalogue 4,
-14 rules 3-5, 8)."""
+"""Streams: creation, configuration, destruction, synchronisation, query, ids; in-order execution,
+asynchrony to the host, and concurrency between streams (the CANN Runtime API reference on
+hiascend.com: Stream Management)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,6 @@ from mdev.kernel import kernel
 from helpers import GiB, MiB, attached, extra_board, from_device, to_device, wait_until
 
 NPY_UINT8 = 2
-
-
-@pytest.fixture
-def dev(acl):
-    assert acl.rt.set_device(0) == 0
-    return acl
 
 
 @pytest.fixture(scope="module")

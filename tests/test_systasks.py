@@ -1,22 +1,18 @@
-"""System tasks (api_catalogue 7.6, guide 03-04): SDMA reduce and random numbers."""
+"""System tasks (aclrtReduceAsync and aclrtRandomNumAsync of the CANN Runtime API reference;
+guide 03-04): SDMA reduce and random numbers."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from async_util import device_buffer, ok, out, pinned, read_device, write_device
+from async_util import device_buffer, ok, out, pinned
+from helpers import from_device, to_device
 from random_tasks import DROPOUT, NORMAL, TRUNCATED, UNIFORM, normal, para, task, uniform
 
 SUM, MAX, MIN, EQUAL = 10, 11, 12, 13
 ACL_FLOAT, ACL_FLOAT16, ACL_INT8, ACL_INT32, ACL_UINT8 = 0, 1, 2, 3, 4
 ACL_INT16, ACL_UINT32, ACL_INT64, ACL_UINT64, ACL_DOUBLE, ACL_BF16 = 6, 8, 9, 10, 11, 27
-
-
-@pytest.fixture
-def dev(acl):
-    ok(acl, acl.rt.set_device(0))
-    return acl
 
 
 def bf16_bits(values) -> np.ndarray:
@@ -32,7 +28,7 @@ def bf16_values(bits) -> np.ndarray:
 
 def on_device(acl, data: np.ndarray) -> int:
     ptr = device_buffer(acl, max(data.nbytes, 1))
-    write_device(acl, ptr, data)
+    to_device(acl, ptr, data)
     return ptr
 
 
@@ -46,12 +42,12 @@ def test_reduce_guide_example(dev):
     ok(acl, acl.rt.reduce_async(dst, src, data.nbytes, acl.ACL_RT_MEMCPY_SDMA_AUTOMATIC_SUM, acl.ACL_FLOAT,
                                 stream, None))
     ok(acl, acl.rt.synchronize_stream(stream))
-    assert list(read_device(acl, dst, 16, np.float32)) == [2, 4, 6, 8]
-    assert list(read_device(acl, src, 16, np.float32)) == [1, 2, 3, 4]
+    assert list(from_device(acl, dst, 16, np.float32)) == [2, 4, 6, 8]
+    assert list(from_device(acl, src, 16, np.float32)) == [1, 2, 3, 4]
     # into itself
     ok(acl, acl.rt.reduce_async(src, src, data.nbytes, SUM, ACL_FLOAT, 0, None))
     ok(acl, acl.rt.synchronize_device())
-    assert list(read_device(acl, src, 16, np.float32)) == [2, 4, 6, 8]
+    assert list(from_device(acl, src, 16, np.float32)) == [2, 4, 6, 8]
 
 
 A = [1, -2, 3, 4, 0, 7, -8, 5, 6, 2]
@@ -75,7 +71,7 @@ def test_reduce_kinds_and_types(dev, kind, data_type):
     dst, src = on_device(acl, a), on_device(acl, b)
     ok(acl, acl.rt.reduce_async(dst, src, a.nbytes, kind, data_type, 0, None))
     ok(acl, acl.rt.synchronize_device())
-    np.testing.assert_array_equal(read_device(acl, dst, a.nbytes, expected.dtype), expected)
+    np.testing.assert_array_equal(from_device(acl, dst, a.nbytes, expected.dtype), expected)
 
 
 def test_reduce_integer_sum_wraps(dev):
@@ -84,7 +80,7 @@ def test_reduce_integer_sum_wraps(dev):
     dst, src = on_device(acl, a), on_device(acl, b)
     ok(acl, acl.rt.reduce_async(dst, src, 3, SUM, ACL_INT8, 0, None))
     ok(acl, acl.rt.synchronize_device())
-    assert list(read_device(acl, dst, 3, np.int8)) == [-56, 56, -128]
+    assert list(from_device(acl, dst, 3, np.int8)) == [-56, 56, -128]
 
 
 def test_reduce_bf16_rounds_to_nearest_even(dev):
@@ -95,7 +91,7 @@ def test_reduce_bf16_rounds_to_nearest_even(dev):
     dst, src = on_device(acl, a), on_device(acl, b)
     ok(acl, acl.rt.reduce_async(dst, src, a.nbytes, SUM, ACL_BF16, 0, None))
     ok(acl, acl.rt.synchronize_device())
-    got = read_device(acl, dst, a.nbytes, np.uint16)
+    got = from_device(acl, dst, a.nbytes, np.uint16)
     assert list(got[:4]) == [0x3F80,        # 1 + 2^-8: a tie, to the even 1.0
                              0x3F82,        # 1.0078125 + 2^-8: a tie, to the even 1.015625
                              0x3F81,        # 1 + 3*2^-9: nearer 1.0078125
@@ -111,7 +107,7 @@ def test_reduce_float_max_min_with_specials(dev):
         dst, src = on_device(acl, a), on_device(acl, b)
         ok(acl, acl.rt.reduce_async(dst, src, a.nbytes, kind, ACL_FLOAT, 0, None))
         ok(acl, acl.rt.synchronize_device())
-        np.testing.assert_array_equal(read_device(acl, dst, 16, np.float32), np.array(expected, np.float32))
+        np.testing.assert_array_equal(from_device(acl, dst, 16, np.float32), np.array(expected, np.float32))
 
 
 def test_reduce_partial_count_and_stream_order(dev):
@@ -139,7 +135,7 @@ def test_reduce_count_zero_is_a_no_op(dev):
     dst = on_device(acl, np.array([5], np.int32))
     ok(acl, acl.rt.reduce_async(dst, dst, 0, SUM, ACL_INT32, 0, None))
     ok(acl, acl.rt.synchronize_device())
-    assert read_device(acl, dst, 4, np.int32)[0] == 5
+    assert from_device(acl, dst, 4, np.int32)[0] == 5
 
 
 def test_reduce_errors(dev):
@@ -175,7 +171,7 @@ def test_reduce_needs_a_device(acl):
 
 # ============================================================================ random numbers
 def counter_value(acl, counter) -> int:
-    return int.from_bytes(read_device(acl, counter, 16).tobytes(), "little")
+    return int.from_bytes(from_device(acl, counter, 16).tobytes(), "little")
 
 
 def generate(acl, data_type, func_type, params, n, seed=7, counter=None, itemsize=4, stream=0):
@@ -190,23 +186,23 @@ def test_random_same_seed_and_counter_same_numbers(dev):
     acl = dev
     n = 1000
     result, counter = generate(acl, ACL_FLOAT, UNIFORM, uniform(0.0, 1.0), n)
-    first = read_device(acl, result, 4 * n, np.float32).copy()
+    first = from_device(acl, result, 4 * n, np.float32).copy()
     assert counter_value(acl, counter) == n                  # advanced by the values generated
     generate(acl, ACL_FLOAT, UNIFORM, uniform(0.0, 1.0), n, counter=counter)
     assert counter_value(acl, counter) == 2 * n
     again, _ = generate(acl, ACL_FLOAT, UNIFORM, uniform(0.0, 1.0), n, counter=counter)
-    assert not np.array_equal(read_device(acl, again, 4 * n, np.float32), first)   # the counter moved on
+    assert not np.array_equal(from_device(acl, again, 4 * n, np.float32), first)   # the counter moved on
     ok(acl, acl.rt.memset(counter, 16, 0, 16))
     replay, _ = generate(acl, ACL_FLOAT, UNIFORM, uniform(0.0, 1.0), n, counter=counter)
-    np.testing.assert_array_equal(read_device(acl, replay, 4 * n, np.float32), first)
+    np.testing.assert_array_equal(from_device(acl, replay, 4 * n, np.float32), first)
     other_seed, _ = generate(acl, ACL_FLOAT, UNIFORM, uniform(0.0, 1.0), n, seed=8)
-    assert not np.array_equal(read_device(acl, other_seed, 4 * n, np.float32), first)
+    assert not np.array_equal(from_device(acl, other_seed, 4 * n, np.float32), first)
 
 
 def test_random_same_numbers_on_another_device_and_process(dev, board, run_py):
     acl = dev
     result, _ = generate(acl, ACL_FLOAT, NORMAL, normal(0.0, 1.0), 64, seed=99)
-    mine = read_device(acl, result, 256, np.float32)
+    mine = from_device(acl, result, 256, np.float32)
     proc = run_py("""
         import numpy as np
         import mdev.acl as acl
@@ -235,7 +231,7 @@ def test_random_follows_the_documented_generator(dev):
     result, _ = generate(acl, ACL_FLOAT, UNIFORM, uniform(-1.0, 3.0), n, seed=seed, counter=counter)
     gen = np.random.Generator(np.random.Philox(key=seed, counter=start))
     expected = (-1.0 + 4.0 * gen.random(n)).astype(np.float32)
-    np.testing.assert_array_equal(read_device(acl, result, 4 * n, np.float32), expected)
+    np.testing.assert_array_equal(from_device(acl, result, 4 * n, np.float32), expected)
     assert counter_value(acl, counter) == start + n
 
 
@@ -244,14 +240,14 @@ def test_random_counter_carries_into_the_high_word(dev):
     start = (1 << 64) - 10
     counter = on_device(acl, np.frombuffer(start.to_bytes(16, "little"), np.uint8))
     generate(acl, ACL_INT32, UNIFORM, uniform(0, 10), 100, counter=counter)
-    assert list(read_device(acl, counter, 16, np.uint64)) == [90, 1]
+    assert list(from_device(acl, counter, 16, np.uint64)) == [90, 1]
 
 
 def test_random_uniform_float32(dev):
     acl = dev
     n = 100_000
     result, _ = generate(acl, ACL_FLOAT, UNIFORM, uniform(-2.0, 3.0), n)
-    v = read_device(acl, result, 4 * n, np.float32)
+    v = from_device(acl, result, 4 * n, np.float32)
     assert v.min() >= -2.0 and v.max() < 3.0
     assert abs(v.mean() - 0.5) < 0.05 and abs(v.std() - 5 / 12 ** 0.5) < 0.05
 
@@ -264,7 +260,7 @@ def test_random_uniform_integers(dev, data_type, dtype, lo, hi):
     n = 5000
     size = np.dtype(dtype).itemsize
     result, _ = generate(acl, data_type, UNIFORM, uniform(lo, hi), n, itemsize=size)
-    v = read_device(acl, result, size * n, dtype)
+    v = from_device(acl, result, size * n, dtype)
     assert set(v.tolist()) == set(range(lo, hi))
 
 
@@ -273,7 +269,7 @@ def test_random_uniform_half_types_stay_below_max(dev, data_type):
     acl = dev
     n = 50_000
     result, _ = generate(acl, data_type, UNIFORM, uniform(0.0, 1.0), n, itemsize=2)
-    raw = read_device(acl, result, 2 * n, np.uint16)
+    raw = from_device(acl, result, 2 * n, np.uint16)
     v = raw.view(np.float16).astype(np.float32) if data_type == ACL_FLOAT16 else bf16_values(raw)
     assert v.min() >= 0.0 and v.max() < 1.0
     assert abs(v.mean() - 0.5) < 0.02
@@ -285,7 +281,7 @@ def test_random_normal(dev, data_type):
     n = 200_000
     size = 4 if data_type == ACL_FLOAT else 2
     result, _ = generate(acl, data_type, NORMAL, normal(3.0, 2.0), n, itemsize=size)
-    raw = read_device(acl, result, size * n, np.uint8)
+    raw = from_device(acl, result, size * n, np.uint8)
     v = {ACL_FLOAT: lambda: raw.view(np.float32), ACL_FLOAT16: lambda: raw.view(np.float16).astype(np.float32),
          ACL_BF16: lambda: bf16_values(raw.view(np.uint16))}[data_type]()
     assert abs(v.mean() - 3.0) < 0.05 and abs(v.std() - 2.0) < 0.05
@@ -296,7 +292,7 @@ def test_random_truncated_normal(dev):
     acl = dev
     n = 200_000
     result, _ = generate(acl, ACL_FLOAT, TRUNCATED, normal(-1.0, 0.5), n)
-    v = read_device(acl, result, 4 * n, np.float32).astype(np.float64)
+    v = from_device(acl, result, 4 * n, np.float32).astype(np.float64)
     assert np.abs(v + 1.0).max() <= 1.0 + 1e-6              # nothing beyond 2 stddev
     assert abs(v.mean() + 1.0) < 0.01
     assert abs(v.std() - 0.5 * 0.8796) < 0.01               # stddev of N(0,1) cut at +-2
@@ -307,12 +303,12 @@ def test_random_dropout_bitmask(dev):
     n, p = 10_001, 0.3
     nbytes = -(-n // 8)
     result = device_buffer(acl, nbytes + 1)
-    write_device(acl, result, np.full(nbytes + 1, 0xAB, np.uint8))
+    to_device(acl, result, np.full(nbytes + 1, 0xAB, np.uint8))
     counter = device_buffer(acl, 16)
     params = {"dropoutRation": para(p)}          # (sic) the header's field name
     ok(acl, acl.rt.random_num_async(task(ACL_FLOAT, DROPOUT, params, result, counter, 5, n), 0, None))
     ok(acl, acl.rt.synchronize_device())
-    raw = read_device(acl, result, nbytes + 1)
+    raw = from_device(acl, result, nbytes + 1)
     assert raw[nbytes] == 0xAB                   # ceil(n / 8) bytes written, no more
     bits = np.unpackbits(raw[:nbytes], bitorder="little")
     assert not bits[n:].any()
@@ -322,7 +318,7 @@ def test_random_dropout_bitmask(dev):
     ok(acl, acl.rt.random_num_async(task(ACL_FLOAT16, DROPOUT, {"dropoutRatio": para(0.0)}, result, counter, 5, 64),
                                     0, None))
     ok(acl, acl.rt.synchronize_device())
-    assert list(read_device(acl, result, 8)) == [0xFF] * 8
+    assert list(from_device(acl, result, 8)) == [0xFF] * 8
 
 
 def test_random_parameters_from_device_memory(dev):
@@ -337,8 +333,8 @@ def test_random_parameters_from_device_memory(dev):
                 para(seed, 1, 8), para(num, 1))
     ok(acl, acl.rt.random_num_async(info, 0, None))
     ok(acl, acl.rt.synchronize_device())
-    np.testing.assert_array_equal(read_device(acl, result, 4 * n, np.float32),
-                                  read_device(acl, immediate, 4 * n, np.float32))
+    np.testing.assert_array_equal(from_device(acl, result, 4 * n, np.float32),
+                                  from_device(acl, immediate, 4 * n, np.float32))
     assert counter_value(acl, counter) == n
 
 
@@ -354,7 +350,7 @@ def test_random_parameter_read_when_the_task_runs(dev):
                                     stream, None))
     ok(acl, acl.rt.synchronize_stream(stream))
     assert counter_value(acl, counter) == 16
-    assert (read_device(acl, result, 64, np.float32) >= 1.0).all()
+    assert (from_device(acl, result, 64, np.float32) >= 1.0).all()
     # a count from device memory that overruns the result buffer faults the task
     ok(acl, acl.rt.value_write(num, 17, 0, stream))
     ok(acl, acl.rt.random_num_async(task(ACL_FLOAT, UNIFORM, uniform(1.0, 2.0), result, counter, 3, para(num, 1)),
@@ -370,7 +366,7 @@ def test_random_flat_param_info_and_bare_numbers(dev):
             "randomResultAddr": result, "randomCounterAddr": counter, "randomSeed": 1, "randomNum": 10}
     ok(acl, acl.rt.random_num_async(info, 0, None))
     ok(acl, acl.rt.synchronize_device())
-    assert list(read_device(acl, result, 40, np.int32)) == [3] * 10
+    assert list(from_device(acl, result, 40, np.int32)) == [3] * 10
 
 
 def test_random_zero_values(dev):

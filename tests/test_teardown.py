@@ -65,12 +65,6 @@ def hung(acl, stream):
     return result, flag
 
 
-@pytest.fixture
-def dev(acl):
-    ok(acl, acl.rt.set_device(0))
-    yield acl
-
-
 @pytest.mark.parametrize("op", [long_op, stubborn_op], ids=["stopped", "cut-off"])
 def test_destroy_stream_force_stops_a_running_kernel(dev, op):
     """2_multi_stream's teardown: a hung kernel, destroy_stream_force; then the kernel is

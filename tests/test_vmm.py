@@ -1,4 +1,5 @@
-"""Virtual memory management (api_catalogue 8, guide 02 "虚拟内存管理").
+"""Virtual memory management (the CANN Runtime API reference's virtual memory functions,
+aclrtReserveMemAddress ... aclrtMemImportFromShareableHandle; guide 02 "虚拟内存管理").
 
     reserve_mem_address -> VA range      malloc_physical -> handle (device HBM)
     map_mem(va, size, 0, handle, 0)      every memory API (and kernels) take the VA
@@ -13,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import PREFIX, SMALL_HBM
+from conftest import SMALL_HBM
 from helpers import MiB, from_device, hbm_free, to_device, wait_until
 from mdev.board import launcher
 from mdev.kernel import kernel
@@ -52,12 +53,6 @@ def reserve(acl, nbytes: int) -> int:
 
 def pattern(nbytes: int, seed: int = 0) -> np.ndarray:
     return ((np.arange(nbytes, dtype=np.uint64) * 7 + seed) % 251).astype(np.uint8)
-
-
-@pytest.fixture
-def dev(acl):
-    ok(acl, acl.rt.set_device(0))
-    return acl
 
 
 def peer_on(board: str, device: int) -> Peer:
@@ -556,14 +551,6 @@ def test_cross_device_import(dev, board):
     ok(acl, acl.rt.unmap_mem(va))
     ok(acl, acl.rt.release_mem_address(va))
     ok(acl, acl.rt.free_physical(h))
-
-
-@pytest.fixture(scope="module")
-def islands_board():
-    name = PREFIX + "vmm-isl8"
-    launcher.start(name, launcher.resolve_topology("islands8", hbm=SMALL_HBM))
-    yield name
-    launcher.stop(name)
 
 
 def test_cross_island_import_is_refused(islands_board):

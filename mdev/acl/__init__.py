@@ -19,16 +19,15 @@ import numpy as np
 
 from mdev import sanitizer as _sanitizer  # noqa: F401  (MDEV_SANITIZE turns it on at attach / init)
 from mdev.acl import constants, errors, mdl, media, rt, unsupported, util
-from mdev.runtime import boundary
+from mdev.runtime import boundary, registry
 from mdev.constants import *  # noqa: F401,F403  (pyACL programs use these names)
 from mdev.errors import *  # noqa: F401,F403
 from mdev.runtime import applog as _applog
 from mdev.runtime import devices as _devices
-from mdev.runtime import lifecycle as _lifecycle
 from mdev.runtime import sysinfo as _sysinfo
 
 # init, finalize, finalize_reference; versions, CANN attributes, get_device_capability
-globals().update(boundary.bind_all(_lifecycle, _sysinfo))
+globals().update(registry.bound("acl"))
 data_type_size = _sysinfo.data_type_size          # a value, no ret (as in pyACL)
 
 

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 from mdev.acl import unsupported as _unsupported
 from mdev.runtime import boundary as _boundary
-from mdev.runtime import models as _model
+from mdev.runtime import registry as _registry
 
 # build, bind, execute, destroy, capture, task groups and update, debug dumps
-globals().update(_boundary.bind_all(_model, prefix="ri_"))
+globals().update(_registry.bound("acl.mdl"))
 
 # the same functions under their full snake_case names (aclmdlRIBuildBegin -> mdl_ri_build_begin)
 for _name in [n for n in list(globals()) if n.startswith("ri_")]:

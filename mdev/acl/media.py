@@ -11,10 +11,10 @@ shape (see mdev.acl.unsupported).
 from __future__ import annotations
 
 from mdev.acl import unsupported as _unsupported
-from mdev.runtime import dvpp as _dvpp
 from mdev.runtime import boundary as _boundary
+from mdev.runtime import registry as _registry
 
-globals().update(_boundary.bind_all(_dvpp))
+globals().update(_registry.bound("acl.media"))
 _boundary.publish(globals())
 
 

@@ -1,6 +1,7 @@
 """``acl.rt``: the runtime functions, named and shaped as pyACL names and shapes them.
 
-Each name binds the ``@api`` implementation of the same name in ``mdev.runtime``; the
+Each name binds the ``@api`` implementation of the same name in ``mdev.runtime`` that
+mdev.runtime.registry places here; the
 binding gives the pyACL return shape (outputs first, ``ret`` last).  Handles and pointers
 are ints and 0 (or None) is the default stream.
 """
@@ -9,13 +10,9 @@ from __future__ import annotations
 
 from mdev.acl import unsupported as _unsupported
 from mdev.runtime import models as _graph_model
-from mdev.runtime import (allocators, batchcopy, boundary, callbacks, cntnotify, device_state, devices, events,
-                          exceptions, groups, hostmem, ipc, kernels, labels, limits, memops, notify, overflow,
-                          pointers, stream_config, streams, systasks, vmm)
+from mdev.runtime import allocators, boundary, exceptions, groups, kernels, registry, stream_config
 
-_bound = boundary.bind_all(devices, device_state, streams, stream_config, events, notify, cntnotify, callbacks, memops,
-                  hostmem, batchcopy, pointers, kernels, limits, ipc, vmm, exceptions, systasks, labels, allocators,
-                  overflow, groups)
+_bound = registry.bound("acl.rt")
 globals().update(_bound)
 
 # aliases: C names and pyACL spellings of the same functions

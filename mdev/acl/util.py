@@ -15,7 +15,7 @@ from mdev import constants as C
 from mdev.runtime import boundary as _boundary
 from mdev.errors import AclError
 from mdev.memory import address
-from mdev.runtime import threads as _threads
+from mdev.runtime import registry as _registry
 from mdev.runtime.core import RUNTIME as _rt
 
 
@@ -64,5 +64,5 @@ def ptr_to_bytes(ptr: int, size: int) -> bytes:
     return _host_view(ptr, size, write=False).tobytes()
 
 
-globals().update(_boundary.bind_all(_threads))
+globals().update(_registry.bound("acl.util"))
 _boundary.publish(globals())

@@ -16,34 +16,18 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING
 
-from mdev import constants as C
 from mdev import errors as E
 from mdev.board.tasks import feature_state
 from mdev.board.tasktable import op, request
 from mdev.errors import AclError
+from mdev.taskspec import CNT_RECORD, CNT_RELEASED
 
 if TYPE_CHECKING:
     from mdev.board.device import Device
     from mdev.board.stream import DeviceStream
 
 LIMIT = 8192
-MASK = 0xFFFFFFFF
 _uids = itertools.count(1)
-
-RECORD = {
-    C.ACL_RT_CNT_NOTIFY_RECORD_SET_VALUE_MODE: lambda cur, v: v,
-    C.ACL_RT_CNT_NOTIFY_RECORD_ADD_MODE: lambda cur, v: (cur + v) & MASK,
-    C.ACL_RT_CNT_NOTIFY_RECORD_BIT_OR_MODE: lambda cur, v: cur | v,
-    C.ACL_RT_CNT_NOTIFY_RECORD_BIT_AND_MODE: lambda cur, v: cur & v,
-}
-RELEASED = {
-    C.ACL_RT_CNT_NOTIFY_WAIT_LESS_MODE: lambda cur, v: cur < v,
-    C.ACL_RT_CNT_NOTIFY_WAIT_EQUAL_MODE: lambda cur, v: cur == v,
-    C.ACL_RT_CNT_NOTIFY_WAIT_BIGGER_MODE: lambda cur, v: cur > v,
-    C.ACL_RT_CNT_NOTIFY_WAIT_BIGGER_OR_EQUAL_MODE: lambda cur, v: cur >= v,
-    C.ACL_RT_CNT_NOTIFY_WAIT_EQUAL_WITH_BITMASK_MODE: lambda cur, v: cur & v == v,
-}
-
 
 def _counters(device: "Device") -> dict:
     """slot -> [uid, client, counter]"""
@@ -79,16 +63,16 @@ def _live(device: "Device", slot: int, uid: int) -> list | None:
     return entry if entry is not None and entry[0] == uid else None
 
 
-@op(None, quick=lambda args: True)
+@op(quick=lambda args: True)
 def cnt_notify_record(device: "Device", stream: "DeviceStream", slot: int, uid: int, mode: int, value: int) -> None:
     with device.lock:
         entry = _live(device, slot, uid)
         if entry is not None:
-            entry[2] = RECORD[mode](entry[2], value)
+            entry[2] = CNT_RECORD[mode](entry[2], value)
     device.wake()
 
 
-@op(None, quick=lambda args: True)
+@op(quick=lambda args: True)
 def cnt_notify_reset(device: "Device", stream: "DeviceStream", slot: int, uid: int) -> None:
     with device.lock:
         entry = _live(device, slot, uid)
@@ -97,10 +81,10 @@ def cnt_notify_reset(device: "Device", stream: "DeviceStream", slot: int, uid: i
     device.wake()
 
 
-@op(None)
+@op()
 def cnt_notify_wait(device: "Device", stream: "DeviceStream", slot: int, uid: int, mode: int, value: int,
                     timeout_s: float, clear: bool) -> None:
-    test = RELEASED[mode]
+    test = CNT_RELEASED[mode]
 
     def released() -> bool:       # evaluated under the device lock (wait_until)
         entry = _live(device, slot, uid)

@@ -21,15 +21,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mdev import errors as E
-from mdev.board.tasks import COMM_PARA, CommGuard
+from mdev.board.tasks import CommGuard
 from mdev.board.tasktable import TaskFault, op
+from mdev.taskspec import COMM_PARA
 
 if TYPE_CHECKING:
     from mdev.board.device import Device
     from mdev.board.stream import DeviceStream
 
 
-@op(None, quick=lambda args: True)
+@op(quick=lambda args: True)
 def coll_check(device: "Device", stream: "DeviceStream", mine: tuple, peer: tuple, fields: tuple,
                guard: tuple) -> None:
     """``fields``: (name, word, shift, bits, labels) of each descriptor field; ``labels`` names

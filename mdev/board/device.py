@@ -43,7 +43,7 @@ from typing import Protocol
 
 from mdev import errors as E
 from mdev.errors import AclError
-from mdev.board import status as S
+from mdev import status as S
 from mdev.board.engines import Engine
 from mdev.board.hbm import DeviceMemory
 from mdev.board.naming import BoardPaths
@@ -544,8 +544,11 @@ class Device:
             return self._execute(stream, op, args, fn, None)
         engine = self.engines.get(fn.engine) if fn.engine else None
         memory = self.memory
-        users = memory.pin([a[2] for a in args if type(a) is tuple and len(a) == 3 and a[0] == "d"
-                          and a[1] == self.index])
+        try:        # its location arguments on this device (mdev.taskspec); a short tuple fails in fn
+            users = memory.pin([a[2] for i in fn.locations
+                                if type(a := args[i]) is tuple and len(a) == 3 and a[0] == "d" and a[1] == self.index])
+        except IndexError:
+            users = []
         try:
             with stream.running(op):
                 if engine is not None:
@@ -558,26 +561,13 @@ class Device:
             memory.unpin(users)
 
     def _execute(self, stream: DeviceStream, op: str, args: tuple, fn, engine) -> tuple[int, str]:
-        if self.trace is not None:
-            return self._run_traced(stream, op, args, fn, engine)
-        try:
-            fn(self, stream, *args)
-        except TaskFault as fault:
-            return fault.code, fault.message
-        except Exception as exc:
-            return E.ACL_ERROR_RT_INTERNAL_ERROR, f"task {op} failed: {exc!r}"
-        finally:
-            if engine is not None:
-                engine.release()
-        return 0, ""
-
-    def _run_traced(self, stream, op: str, args: tuple, fn, engine) -> tuple[int, str]:
-        """run_task's body while tracing: the same, timed and recorded (mdev.board.trace)."""
-        code, message = 0, ""
-        start = time.monotonic_ns()
+        """Run ``fn`` and release its engine; a fault is the task's (code, message).  While
+        tracing, the task is timed and recorded (mdev.board.trace)."""
         trace = self.trace
         if trace is not None:
+            start = time.monotonic_ns()
             trace.begin(stream, op, args, start)    # before it writes: value waits see who wrote
+        code, message = 0, ""
         try:
             fn(self, stream, *args)
         except TaskFault as fault:
@@ -587,8 +577,7 @@ class Device:
         finally:
             if engine is not None:
                 engine.release()
-        trace = self.trace
-        if trace is not None:
+        if trace is not None and (trace := self.trace) is not None:     # (tracing may have stopped)
             trace.record(stream, op, args, start, time.monotonic_ns(), code)
         return code, message
 

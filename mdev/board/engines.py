@@ -23,7 +23,6 @@ class Engine:
         self._cond = threading.Condition(self._lock)
         self.waiters: list[tuple[int, int, int]] = []    # a heap of (priority, ticket, slots)
         self._tickets = itertools.count()
-        self.busy_ns = 0
 
     def acquire(self, priority: int, n: int = 1) -> None:
         """Take ``n`` slots (a kernel wave takes one per block)."""

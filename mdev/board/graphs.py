@@ -205,7 +205,7 @@ def _own_graph(device: "Device", stream: "DeviceStream", gid: int) -> Graph:
     return graph
 
 
-@op(None)
+@op()
 def run_graph(device: "Device", stream: "DeviceStream", gid: int) -> None:
     graph = _own_graph(device, stream, gid)
     run = Run(device, graph, stream)
@@ -214,7 +214,7 @@ def run_graph(device: "Device", stream: "DeviceStream", gid: int) -> None:
         raise TaskFault(*run.fault)
 
 
-@op(None, quick=lambda args: True)
+@op(quick=lambda args: True)
 def update_graph(device: "Device", stream: "DeviceStream", gid: int, lane: int, indices: list,
                  tasks: list) -> None:
     graph = _own_graph(device, stream, gid)

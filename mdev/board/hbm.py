@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 from mdev import protocol
 from mdev import errors as E
 from mdev.errors import AclError
-from mdev.board import status as S
+from mdev import status as S
 from mdev.board.naming import BoardPaths
 from mdev.board.tasktable import TaskFault, dma_fault
 from mdev.board.windows import WindowPool
@@ -251,7 +251,7 @@ class DeviceMemory:
         return block
 
     def _grant(self, block, pid: int, offset: int, nbytes: int, importer: int | None) -> None:
-        """A grants row (mdev.board.status) for peers to read, and the block's own record."""
+        """A grants row (mdev.status) for peers to read, and the block's own record."""
         if not self._free_grants:
             raise AclError(E.ACL_ERROR_RT_MEMORY_ALLOCATION, f"device {self.index}: all {S.GRANTS} grants of "
                            "its memory to other processes are in use")

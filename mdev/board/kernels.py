@@ -113,7 +113,7 @@ def function_core(device: "Device", conn, fid: int) -> str:
     return kernel.core
 
 
-@op(None)
+@op()
 def kernel(device: "Device", stream: "DeviceStream", fid: int, num_blocks: int, args_kind: str, args,
            placeholders: list, limit: int, pinned: tuple, timeout_s: float) -> None:
     kernel = device.kernels.get(fid)

@@ -45,7 +45,7 @@ def set_overflow_switch(device: "Device", conn, slot: int, flag: int) -> None:
     device.own_stream(conn, slot).overflow_switch = flag
 
 
-@op(None, quick=lambda args: True)
+@op(quick=lambda args: True)
 def overflow_status(device: "Device", stream: "DeviceStream", dst: tuple) -> None:
     record = device.memory.view(dst, 64, stream, write=True)
     record.fill(0)
@@ -53,6 +53,6 @@ def overflow_status(device: "Device", stream: "DeviceStream", dst: tuple) -> Non
     device.wake()
 
 
-@op(None, quick=lambda args: True)
+@op(quick=lambda args: True)
 def overflow_reset(device: "Device", stream: "DeviceStream") -> None:
     _status(device).pop(stream.client, None)

@@ -57,7 +57,7 @@ import traceback
 from mdev import protocol
 from mdev import errors as E
 from mdev.errors import AclError
-from mdev.board import status as S
+from mdev import status as S
 from mdev.board.device import DEFERRED, Device
 from mdev.board.stream import DeviceStream
 from mdev.board.tasktable import REQUESTS

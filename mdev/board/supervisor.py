@@ -40,7 +40,7 @@ from mdev import __version__, protocol
 from mdev import errors as E
 from mdev.errors import AclError
 from mdev.board import residence
-from mdev.board import status as S
+from mdev import status as S
 from mdev.board.fleet import Fleet
 from mdev.procfs import process_gone
 from mdev.board.ipc_registry import IpcRegistry

@@ -21,44 +21,12 @@ import numpy as np
 from mdev import constants as C
 from mdev import errors as E
 from mdev.board.tasktable import TaskFault, dma_fault, op
+from mdev.dtypes import BF16, DTYPES, bf16_to_float32, float32_to_bf16, itemsize
+from mdev.taskspec import REDUCE_PROD
 
 if TYPE_CHECKING:
     from mdev.board.device import Device
     from mdev.board.stream import DeviceStream
-
-BF16 = "bf16"      # stored as uint16 bit patterns; arithmetic in float32
-
-# aclDataType -> numpy dtype (or BF16) for the types system tasks understand
-DTYPES = {
-    C.ACL_INT8: np.dtype(np.int8), C.ACL_INT16: np.dtype(np.int16), C.ACL_INT32: np.dtype(np.int32),
-    C.ACL_INT64: np.dtype(np.int64), C.ACL_UINT8: np.dtype(np.uint8), C.ACL_UINT16: np.dtype(np.uint16),
-    C.ACL_UINT32: np.dtype(np.uint32), C.ACL_UINT64: np.dtype(np.uint64),
-    C.ACL_FLOAT16: np.dtype(np.float16), C.ACL_FLOAT: np.dtype(np.float32), C.ACL_DOUBLE: np.dtype(np.float64),
-    C.ACL_BF16: BF16,
-}
-# the product: no SDMA reduce kind of aclrtReduceAsync, a kind of the collectives' reduce tasks
-REDUCE_PROD = 0x100
-
-
-def itemsize(data_type: int) -> int:
-    dt = DTYPES[data_type]
-    return 2 if dt is BF16 else dt.itemsize
-
-
-# ---------------------------------------------------------------------------- bfloat16
-def bf16_to_float32(bits: np.ndarray) -> np.ndarray:
-    return (bits.astype(np.uint32) << 16).view(np.float32)
-
-
-def float32_to_bf16(values: np.ndarray) -> np.ndarray:
-    """Round to nearest, ties to even; NaN stays a (quiet) NaN."""
-    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
-    rounded = ((bits + (0x7FFF + ((bits >> 16) & 1))) >> 16).astype(np.uint16)
-    nan = np.isnan(values)
-    if nan.any():
-        rounded[nan] = ((bits[nan] >> 16) | 0x0040).astype(np.uint16)
-    return rounded
-
 
 # ---------------------------------------------------------------------------- reduce
 _REDUCE = {
@@ -76,7 +44,7 @@ def _reduce_values(kind: int, a: np.ndarray, b: np.ndarray, dtype) -> np.ndarray
         return _REDUCE[kind](a, b).astype(dtype, copy=False)
 
 
-@op("dma")
+@op()
 def reduce(device: "Device", stream: "DeviceStream", dst: tuple, src: tuple, nbytes: int,
            kind: int, data_type: int) -> None:
     dtype = DTYPES[data_type]
@@ -160,7 +128,7 @@ def _truncated_normal(gen: np.random.Generator, mean: float, std: float, n: int)
     return mean + std * values
 
 
-@op("aiv")
+@op()
 def random_num(device: "Device", stream: "DeviceStream", data_type: int, func_type: int, params: dict,
                result: tuple, result_bytes: int | None, counter: tuple, seed: tuple, num: tuple) -> None:
     n = _param(device, stream, num, None, "randomNum")

@@ -16,12 +16,14 @@ import time
 from typing import TYPE_CHECKING
 
 import numpy as np
-import psutil
 
+from mdev import dtypes
 from mdev import errors as E
 from mdev.board.hbm import DeviceMemory
 from mdev.board.tasktable import TaskFault, op, request
 from mdev.errors import AclError
+from mdev.procfs import process_gone
+from mdev.taskspec import COMM_LEFT, COMM_PARA, COMM_REMOTE, COMM_TIMEOUT, tensor_extent
 
 if TYPE_CHECKING:
     from mdev.board.device import Device
@@ -54,7 +56,7 @@ _BYTE = [bytes([value]) for value in range(256)]
 _check_own = DeviceMemory.check_own
 
 
-@op("dma", quick=lambda args: args[2] <= QUICK_BYTES)
+@op(quick=lambda args: args[2] <= QUICK_BYTES)
 def copy(device: "Device", stream: "DeviceStream", dst: tuple, src: tuple, nbytes: int) -> None:
     memory = device.memory
     index = memory.index
@@ -69,7 +71,7 @@ def copy(device: "Device", stream: "DeviceStream", dst: tuple, src: tuple, nbyte
     device.wake()
 
 
-@op("dma", quick=lambda args: args[4] * args[5] <= QUICK_BYTES)
+@op(quick=lambda args: args[4] * args[5] <= QUICK_BYTES)
 def copy2d(device: "Device", stream: "DeviceStream", dst: tuple, dpitch: int, src: tuple,
            spitch: int, width: int, height: int) -> None:
     dst_rows = _rows(device.memory.view(dst, dpitch * (height - 1) + width, stream, write=True), dpitch, width, height)
@@ -78,7 +80,35 @@ def copy2d(device: "Device", stream: "DeviceStream", dst: tuple, dpitch: int, sr
     device.wake()
 
 
-@op("dma", quick=lambda args: args[2] <= QUICK_BYTES)
+@op()
+def copy_strided(device: "Device", stream: "DeviceStream", dst: tuple, dst_strides: tuple, src: tuple,
+                 src_strides: tuple, shape: tuple, data_type: int) -> None:
+    """A tensor copy between two layouts of one shape (strides in elements): what the
+    operator library's view copies run.  The source may repeat elements (a stride of 0),
+    the destination may not: its bytes bound the work."""
+    out = _tensor(device, stream, dst, shape, dst_strides, data_type, True)
+    if out.size * out.itemsize > tensor_extent(shape, dst_strides, data_type):
+        raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"copy_strided: the destination's elements overlap "
+                        f"(shape {shape!r:.60}, strides {dst_strides!r:.60})")
+    np.copyto(out, _tensor(device, stream, src, shape, src_strides, data_type, False))
+    device.wake()
+
+
+def _tensor(device: "Device", stream: "DeviceStream", where: tuple, shape: tuple, strides: tuple,
+            data_type: int, write: bool) -> np.ndarray:
+    """The elements of a tensor operand as a strided view of its bytes, which are checked
+    first (the view reaches no byte outside them)."""
+    if not (len(shape) == len(strides) and all(type(n) is int and n >= 0 for n in (*shape, *strides))
+            and data_type in dtypes.DTYPES):
+        raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"tensor operand: shape {shape!r:.60}, strides "
+                        f"{strides!r:.60}, data type {data_type!r:.20} are not a tensor's")
+    dtype = dtypes.storage(data_type)
+    raw = device.memory.view(where, tensor_extent(shape, strides, data_type), stream, write=write)
+    return np.lib.stride_tricks.as_strided(raw.view(dtype), shape=shape,
+                                           strides=tuple(s * dtype.itemsize for s in strides))
+
+
+@op(quick=lambda args: args[2] <= QUICK_BYTES)
 def memset(device: "Device", stream: "DeviceStream", dst: tuple, value: int, nbytes: int) -> None:
     memory = device.memory
     if nbytes <= SMALL_BYTES and dst[1] == memory.index and dst[0] == "d":
@@ -91,14 +121,14 @@ def memset(device: "Device", stream: "DeviceStream", dst: tuple, value: int, nby
         device.wake()
 
 
-@op("dma", quick=lambda args: args[2] <= QUICK_BYTES)
+@op(quick=lambda args: args[2] <= QUICK_BYTES)
 def fill32(device: "Device", stream: "DeviceStream", dst: tuple, value: int, nbytes: int) -> None:
     """aclrtMemsetD32Async: 32-bit words of ``value``."""
     device.memory.view(dst, nbytes, stream, write=True).view(np.uint32).fill(value)
     device.wake()
 
 
-@op("dma")
+@op()
 def copy_desc(device: "Device", stream: "DeviceStream", desc: tuple, base: int) -> None:
     """aclrtMemcpyAsyncWithDesc: source, destination and size are read from the descriptor
     (device memory) when the task runs."""
@@ -107,7 +137,7 @@ def copy_desc(device: "Device", stream: "DeviceStream", desc: tuple, base: int) 
         copy(device, stream, ("d", device.index, dst - base), ("d", device.index, src - base), nbytes)
 
 
-@op(None, quick=_always)
+@op(quick=_always)
 def cmo(device: "Device", stream: "DeviceStream", where: tuple, nbytes: int, kind: int) -> None:
     """aclrtCmoAsync: no caches to maintain; the memory must still be there."""
     device.memory.view(where, nbytes, stream)
@@ -118,7 +148,7 @@ def _rows(flat: np.ndarray, pitch: int, width: int, height: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- events
-@op(None, quick=_always)
+@op(quick=_always)
 def record_event(device: "Device", stream: "DeviceStream", slot: int, uid: int) -> None:
     control = device.control
     if device.events.get(slot) != uid:
@@ -128,13 +158,13 @@ def record_event(device: "Device", stream: "DeviceStream", slot: int, uid: int) 
     device.wake()
 
 
-@op(None, quick=_always)
+@op(quick=_always)
 def reset_event(device: "Device", stream: "DeviceStream", slot: int, uid: int) -> None:
     if device.events.get(slot) == uid:
         device.control.event_reset[slot] = device.control.event_done[slot]
 
 
-@op(None, quick=_always)
+@op(quick=_always)
 def record_remote_event(device: "Device", stream: "DeviceStream", owner: int, slot: int) -> None:
     """A record of another device's IPC event (an importing process's stream records it):
     counted on the owner's page, among the records of other devices."""
@@ -156,7 +186,7 @@ def event_issue(device: "Device", conn, slot: int, uid: int) -> int:
         return int(device.control.event_issued[slot])
 
 
-@op(None)
+@op()
 def wait_event(device: "Device", stream: "DeviceStream", slot: int, uid: int, target: int,
                timeout_s: float) -> None:
     """Snapshot wait: until the event's first ``target`` records have executed."""
@@ -165,7 +195,7 @@ def wait_event(device: "Device", stream: "DeviceStream", slot: int, uid: int, ta
                       timeout_s, f"event {slot}")
 
 
-@op(None)
+@op()
 def wait_remote_event(device: "Device", stream: "DeviceStream", owner: int, slot: int, target: int,
                       timeout_s: float) -> None:
     """Wait for an IPC event of another device, watching that device's control page."""
@@ -173,7 +203,7 @@ def wait_remote_event(device: "Device", stream: "DeviceStream", owner: int, slot
     device.wait_until(stream, lambda: page.event_count(slot) >= target, timeout_s, f"event {slot} of device {owner}")
 
 
-@op(None)
+@op()
 def wait_event_latest(device: "Device", stream: "DeviceStream", slot: int, uid: int, timeout_s: float) -> None:
     """An EXTERNAL wait of a graph replay: for the records issued outside the graph by the
     time the replay gets here (what the host published in event_issued)."""
@@ -183,7 +213,7 @@ def wait_event_latest(device: "Device", stream: "DeviceStream", slot: int, uid: 
                       timeout_s, f"event {slot}")
 
 
-@op(None)
+@op()
 def wait_event_flag(device: "Device", stream: "DeviceStream", slot: int, uid: int, timeout_s: float) -> None:
     """Flag wait (graph replays): until a record executes after the latest reset."""
     c = device.control
@@ -192,7 +222,7 @@ def wait_event_flag(device: "Device", stream: "DeviceStream", slot: int, uid: in
 
 
 # ---------------------------------------------------------------------------- notify
-@op(None, quick=_always)
+@op(quick=_always)
 def record_notify(device: "Device", stream: "DeviceStream", owner: int, slot: int) -> None:
     page = device.memory.peer_control(owner)
     # several streams of this device, and other devices, may record the same notify
@@ -201,7 +231,7 @@ def record_notify(device: "Device", stream: "DeviceStream", owner: int, slot: in
     device.wake()
 
 
-@op(None)
+@op()
 def wait_notify(device: "Device", stream: "DeviceStream", slot: int, uid: int, timeout_s: float,
                 guard: tuple | None = None) -> None:
     """``guard`` (a collective's wait): (pid, rank, error word) of the process that is to record
@@ -232,11 +262,7 @@ def wait_notify(device: "Device", stream: "DeviceStream", slot: int, uid: int, t
         raise
 
 
-# a rank's communicator error word (two int64 in its own HBM): the HcclResult that broke the
-# communicator and the rank it names; a rank's collective tasks give up once theirs, or that
-# of the peer they wait for, is set -- so a failure spreads along the operation's transfers
-COMM_TIMEOUT, COMM_PARA, COMM_REMOTE = 9, 1, 21           # HcclResult values (mdev.hccl_types)
-COMM_LEFT = 1 << 16          # not a failure: the rank destroyed its communicator (after its work)
+# a collective's task fails with the aclError of the HcclResult in the communicator's error word
 _COMM_FAULTS = {COMM_TIMEOUT: E.ACL_ERROR_RT_TASK_TIMEOUT, COMM_PARA: E.ACL_ERROR_RT_PARAM_INVALID,
                 COMM_REMOTE: E.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR}
 
@@ -272,7 +298,7 @@ class CommGuard:
                             f"rank {self.peer_rank} failed (HcclResult {int(peer[0])}, rank {int(peer[1])})")
         if not peer_alive and self.peer_pid and time.monotonic() >= self.next_check:
             self.next_check = time.monotonic() + self.PEER_CHECK_S
-            if not process_alive(self.peer_pid):
+            if process_gone(self.peer_pid):
                 self.set(COMM_REMOTE, self.peer_rank)
                 raise TaskFault(E.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
                                 f"rank {self.peer_rank} (process {self.peer_pid}) is gone")
@@ -295,13 +321,6 @@ class CommGuard:
             self.set(COMM_TIMEOUT, self.peer_rank)
 
 
-def process_alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
 @request
 def reset_notifies(device: "Device", conn, notifies: list) -> None:
     """aclrtNotifyBatchReset: the notifies (slot, uid) are cleared at once: records so far
@@ -322,13 +341,13 @@ _VALUE_TESTS = {
 }
 
 
-@op(None, quick=_always)
+@op(quick=_always)
 def value_write(device: "Device", stream: "DeviceStream", dst: tuple, value: int) -> None:
     device.memory.view(dst, 8, stream, write=True).view(np.uint64)[0] = value
     device.wake()
 
 
-@op(None)
+@op()
 def value_wait(device: "Device", stream: "DeviceStream", src: tuple, value: int, flag: int,
                timeout_s: float) -> None:
     word = device.memory.view(src, 8, stream).view(np.uint64)
@@ -339,7 +358,7 @@ def value_wait(device: "Device", stream: "DeviceStream", src: tuple, value: int,
 
 
 # ---------------------------------------------------------------------------- host callbacks
-@op(None)
+@op()
 def host_callback(device: "Device", stream: "DeviceStream", callback: int, block: bool) -> None:
     """Ask the submitting process to run a callback; a blocking one holds the stream."""
     device.run_host_callback(stream, callback, block)

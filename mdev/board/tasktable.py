@@ -1,8 +1,9 @@
 """The tables a device serves from: task ops and requests by name, the decorators that fill
 them, and the fault a task raises.
 
-    task module --@op(engine, quick)--> OPS[name]        Device.run_task(stream, op, args)
-                --@request------------> REQUESTS[name]   Server._request(conn, req, op, args)
+    task module --@op(quick)--> OPS[name]        Device.run_task(stream, op, args)
+                                 ^ its OpSpec (mdev.taskspec): engine, locations
+                --@request----> REQUESTS[name]   Server._request(conn, req, op, args)
 
 An op is a function ``op(device, stream, *args)``; it raises ``TaskFault`` to fail the task
 (the failure surfaces at the next synchronisation).  A request handler is
@@ -19,6 +20,7 @@ from typing import Callable
 
 from mdev import errors as E
 from mdev.errors import AclError
+from mdev.taskspec import SPECS
 
 
 class TaskFault(Exception):
@@ -36,12 +38,15 @@ OPS: dict[str, Callable] = {}
 REQUESTS: dict[str, Callable] = {}
 
 
-def op(engine: str | None, quick: Callable[[tuple], bool] | None = None):
-    """Register a task op; ``engine`` names the engine it occupies while running, ``quick``
-    says (from its arguments) whether it is short enough for the dispatcher to run it
-    itself when its stream is idle, saving the hand-over to the stream's worker."""
+def op(quick: Callable[[tuple], bool] | None = None):
+    """Register a task op by its name, which mdev.taskspec describes: the engine it occupies
+    while running, the arguments that are locations (pinned while it runs).  ``quick`` says
+    (from its arguments) whether it is short enough for the dispatcher to run it itself
+    when its stream is idle, saving the hand-over to the stream's worker."""
     def register(fn: Callable) -> Callable:
-        fn.engine = engine
+        described = SPECS[fn.__name__]
+        fn.engine = described.engine
+        fn.locations = described.locations
         fn.quick = quick or (lambda args: False)
         OPS[fn.__name__] = fn
         return fn

@@ -19,10 +19,10 @@ the route of the bytes as ((link id, forward), ...) from the board's topology:
 ("e", device, slot, n) is the n-th record of an event slot, and a wait for that count
 carries the same key; ("n", device, slot, n) likewise for notifies (n = records so far).
 A value wait carries ("v", device, stream, start_ns): the record of the task that wrote
-the value it saw.  Before a task that writes device memory runs (copy, copy2d, memset,
-reduce, value_write; a kernel, whose writes are unknown, as "any memory"), ``begin`` stamps
+the value it saw.  Before a task that writes device memory runs (its op's target operand,
+mdev.taskspec; a kernel, whose writes are unknown, as "any memory"), ``begin`` stamps
 its range, record identity and -- once placed -- modelled end into the ``writes`` ring of
-this device's control page (mdev.board.status); a released value wait reads the rings of
+this device's control page (mdev.status); a released value wait reads the rings of
 every device and takes the newest write covering its word whose value passes the wait's
 test (a kernel newer than that write if no write does).  A kernel's ``flow`` is
 ("k", kernel name, blocks) instead.
@@ -38,8 +38,9 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from mdev.board import status as S
-from mdev.board.tasktable import OPS, own_client, request
+from mdev import status as S
+from mdev.board.tasktable import own_client, request
+from mdev.taskspec import SPECS
 
 if TYPE_CHECKING:
     from mdev.board.device import Device
@@ -48,10 +49,6 @@ FIELDS = ("device", "stream", "engine", "kind", "bytes", "route", "path", "start
           "modelled_start", "modelled_end",        # None unless time is modelled
           "seq")                                   # the task's number on its stream (None in a graph replay)
 MAX_RECORDS = 2_000_000            # per client: a runaway program cannot eat the device's RAM
-# bytes each memory-writing op writes at its destination (args[0])
-WRITTEN: dict[str, Callable[[tuple], int]] = {
-    "copy": lambda a: a[2], "copy2d": lambda a: a[1] * (a[5] - 1) + a[4], "memset": lambda a: a[2],
-    "reduce": lambda a: a[2], "value_write": lambda a: 8}
 # a released wait waits this long at most for the modelled end of the write / notify record
 # that released it (placed a moment after its effect; a notify record of an untraced
 # process never is)
@@ -95,7 +92,7 @@ class Recorder:
         try:
             self._stamp_write(stream, op, args, start_ns)
             model = self.models.get(stream.client)
-            if model is not None and op in model.timemodel.COPIES:
+            if model is not None and SPECS[op].moves:
                 _, nbytes, _, path, _ = self._describe(op, args)
                 if path:
                     model.begin(stream, nbytes, path)
@@ -103,15 +100,18 @@ class Recorder:
             pass
 
     def _stamp_write(self, stream, op: str, args: tuple, start_ns: int) -> None:
-        if op == "kernel":
+        spec = SPECS[op]
+        target = spec.target()
+        if spec.reported:
             mem, lo, hi, value, flags = S.W_ANY, 0, 0, 0, S.W_KERNEL
-        elif op in WRITTEN and args[0][0] == "d":          # value words are device memory
-            mem, lo = args[0][1] + 1, args[0][2]
-            hi, value, flags = lo + WRITTEN[op](args), 0, 0
-            if op == "value_write":
-                value, flags = args[1], S.W_VALUE_KNOWN
-            elif op == "memset":
-                value, flags = (args[1] & 0xFF) * 0x0101010101010101, S.W_VALUE_KNOWN
+        elif target is not None and args[target.at][0] == "d":          # value words are device memory
+            (location, nbytes), = target.pieces(args)
+            mem, lo = location[1] + 1, location[2]
+            hi, value, flags = lo + nbytes, 0, 0
+            if target.word is not None:
+                value, flags = args[target.word], S.W_VALUE_KNOWN
+            elif target.fill is not None:
+                value, flags = (args[target.fill] & 0xFF) * 0x0101010101010101, S.W_VALUE_KNOWN
         else:
             return
         seq = next(_write_rows)
@@ -197,7 +197,7 @@ class Recorder:
             try:
                 engine, nbytes, route, path, flow = self._describe(op, args)
             except Exception:                        # a record must never fail a task
-                engine, nbytes, route, path, flow = getattr(OPS.get(op), "engine", None), 0, "", (), None
+                engine, nbytes, route, path, flow = getattr(SPECS.get(op), "engine", None), 0, "", (), None
             if released is not None:
                 flow = released[0]
             rec = (self.device.index, stream.stream_id, engine, op, nbytes, route, path, start_ns, end_ns, code, flow)
@@ -218,18 +218,13 @@ class Recorder:
 
     def _describe(self, op: str, args: tuple):
         dev = self.device
-        engine = getattr(OPS.get(op), "engine", None)
-        if op == "copy":
-            return (engine, args[2]) + self.route(args[1], args[0]) + (None,)
-        if op == "copy2d":
-            return (engine, args[4] * args[5]) + self.route(args[2], args[0]) + (None,)
-        if op == "reduce":
-            return (engine, args[2]) + self.route(args[1], args[0]) + (None,)
-        if op == "memset":
-            return (engine, args[2]) + self.route(None, args[0]) + (None,)
-        if op == "value_write":
-            return (engine, 8) + self.route(None, args[0]) + (None,)
-        if op == "kernel":               # "flow" of a kernel: ("k", its name, blocks)
+        spec = SPECS[op]
+        engine = spec.engine
+        if spec.moves:
+            source, target = spec.source(), spec.target()
+            return (engine, target.moved(args)) + \
+                self.route(args[source.at] if source is not None else None, args[target.at]) + (None,)
+        if spec.reported:                # "flow" of a kernel: ("k", its name, blocks)
             kernel = dev.kernels.get(args[0])
             if kernel is None:
                 return "aic", 0, "", (), None

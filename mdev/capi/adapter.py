@@ -1,5 +1,6 @@
 """The C face: every C entry point of libascendcl.so and libhccl.so as a Python callable over
-mdev.runtime (HCCL's functions: mdev.runtime.collectives.api, as mdev.hccl binds them).
+mdev.runtime (as mdev.runtime.registry places them: HCCL's, of mdev.runtime.collectives.api, in
+group "hccl").
 
     C program --> aclrtMalloc(&ptr, size, policy)                    (generated entry point)
       --> libmdev_embed.so: ints / bytes, GIL held --> entry("aclrtMalloc")(ptr_addr, size, policy)
@@ -24,39 +25,14 @@ with neither returns ACL_ERROR_API_NOT_SUPPORT (200001) -- an HCCL one HCCL_E_NO
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import pkgutil
 from typing import Callable
 
 from mdev import sanitizer as _sanitizer  # noqa: F401  (MDEV_SANITIZE turns it on at attach / init)
 from mdev.capi import hccl_special, special
 from mdev.capi.failures import codes_of, null_output, returns_status, unsupported
 from mdev.capi.prototypes import CFunction, Param, by_name
-import mdev.runtime
-from mdev.runtime import boundary, names
-from mdev.runtime.collectives import api as collectives
-
-# runtime modules whose functions have another C prefix than aclrt*
-_MODULE_GROUPS = {"lifecycle": "", "sysinfo": "", "models": "mdl"}
-_MODULE_PREFIX = {"models": "ri_"}
-
-
-def implementations() -> dict[tuple[str, str], Callable]:
-    """(group, snake_case name) -> every ``@api`` function of mdev.runtime (HCCL's, of
-    mdev.runtime.collectives.api, in group "hccl")."""
-    found = {}
-    modules = [(importlib.import_module(f"mdev.runtime.{info.name}"), _MODULE_GROUPS.get(info.name, "rt"), info.name)
-               for info in pkgutil.iter_modules(mdev.runtime.__path__)]
-    for module, group, short in modules + [(collectives, "hccl", "")]:
-        for name, fn in vars(module).items():
-            if getattr(fn, "api_shape", None) is not None and fn.__module__ == module.__name__:
-                key = (group, _MODULE_PREFIX.get(short, "") + name)
-                if key in found:
-                    raise RuntimeError(f"{key} is implemented twice: {found[key].__module__}, {module.__name__}")
-                found[key] = fn
-    return found
-
+from mdev.runtime import boundary, names, registry
 
 def implementation(cname: str, table: dict) -> Callable | None:
     """The runtime function behind C function ``cname``: the same group and name, or the same
@@ -132,7 +108,7 @@ def build(cname: str) -> Callable:
     """The Python callable behind C function ``cname`` (what :func:`entry` hands the library)."""
     global _IMPLEMENTATIONS
     if _IMPLEMENTATIONS is None:
-        _IMPLEMENTATIONS = implementations()
+        _IMPLEMENTATIONS = registry.c_table()
     fn = by_name()[cname]
     if cname in special.ADAPTERS:
         return special.ADAPTERS[cname](fn, implementation(cname, _IMPLEMENTATIONS))

@@ -49,9 +49,7 @@ def c_function(address: int, restype, *argtypes):
     """A Python callable for the C function at ``address`` (the same object for the same
     function, so that registering and unregistering it agree).  ctypes releases the GIL
     while the C function runs, and the function may call the API again."""
-    fn = ctypes.CFUNCTYPE(restype, *argtypes)(address)
-    fn.c_address = address
-    return fn
+    return ctypes.CFUNCTYPE(restype, *argtypes)(address)
 
 
 def text(address: int) -> str:

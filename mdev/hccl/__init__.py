@@ -19,9 +19,9 @@ from mdev import hccl_types as _types
 from mdev import sanitizer as _sanitizer  # noqa: F401  (MDEV_SANITIZE turns it on at attach / init)
 from mdev.hccl_types import *  # noqa: F401,F403  (HCCL_SUCCESS, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, ...)
 from mdev.runtime import boundary as _boundary
-from mdev.runtime.collectives import api as _api
+from mdev.runtime import registry as _registry
 
-globals().update(_boundary.bind_all(_api, codes=_boundary.HCCL))
+globals().update(_registry.bound("hccl", codes=_boundary.HCCL))
 
 
 def get_error_string(code: int) -> str:

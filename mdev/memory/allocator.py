@@ -21,7 +21,7 @@ class Block:
     policy: int
     importers: set = field(default_factory=set)    # clients that imported it over IPC
     grants: list = field(default_factory=list)     # (pid, start, end, row, importer or None):
-                                                   # ranges others may touch (mdev.board.status)
+                                                   # ranges others may touch (mdev.status)
     users: int = 0     # running tasks that use it: it is not handed out again before they end
     freed: bool = False    # released while in use: goes back to the free list with its last user
 

@@ -1,7 +1,7 @@
 """POSIX shared-memory segments mapped into this process.
 
 A segment is the unit every process of a board shares memory through: a device's HBM,
-its control page (see ``mdev.board.status``), a host process's pinned buffers.  Creating
+its control page (see ``mdev.status``), a host process's pinned buffers.  Creating
 a segment only sets its size (tmpfs is sparse), so a 32 GiB HBM costs nothing until
 pages are touched.
 """

@@ -76,12 +76,11 @@ def allocator_set_obj_to_desc(allocator_desc, allocator) -> None:
 
 
 def _setter(name: str):
-    @api()
     def set_callback(allocator_desc, func) -> None:
         setattr(_desc(allocator_desc), name, _callback(func, "func"))
     set_callback.__name__ = set_callback.__qualname__ = f"allocator_set_{name}_func_to_desc"
     set_callback.__doc__ = f"aclrtAllocatorSet...FuncToDesc: the descriptor's {name.replace('_', ' ')} callback."
-    return set_callback
+    return api()(set_callback)          # registered under its name
 
 
 for _name in _CALLBACKS:

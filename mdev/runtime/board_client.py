@@ -35,7 +35,7 @@ from mdev.procfs import process_gone
 from mdev import errors as E
 from mdev.errors import AclError
 from mdev.board import launcher
-from mdev.board import status as S
+from mdev import status as S
 from mdev.board.naming import BoardPaths
 from mdev.memory.segment import Segment, unlink
 

@@ -7,8 +7,8 @@ An implementation says what it returns with ``@api(outputs=n)`` where it is defi
 ``bind(fn, outputs=n)`` wraps it so that it returns ``ret`` alone (n == 0) or
 ``(out_1, ..., out_n, ret)``; on failure the outputs are zero/None, ``ret`` is the error
 code, and the calling thread's last error and error message are set.  No exception ever
-leaves an API call.  Every face binds through here (``bind_all`` takes every ``@api``
-function of a runtime module), so the rules (which exceptions become which code, how
+leaves an API call.  Every face binds through here (the ``@api`` functions, as
+``REGISTRY`` holds them and mdev.runtime.registry places them), so the rules (which exceptions become which code, how
 messages are kept) are the same for all of them; a face names its bindings with
 ``publish`` so that tools can say which API a user called.
 
@@ -24,7 +24,6 @@ import os
 import sys
 import traceback
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Callable
 
 from mdev import errors as E
@@ -37,6 +36,9 @@ MAX_MESSAGES = 64
 
 # implementation -> the shortest name a face publishes it under (for reports and traces)
 PUBLIC_NAMES: dict[Callable, str] = {}
+# module -> {name: implementation} of every ``@api`` function, filled as modules load
+# (read through mdev.runtime.registry, which loads them all)
+REGISTRY: dict[str, dict[str, Callable]] = {}
 
 
 @dataclass(frozen=True)
@@ -154,19 +156,9 @@ def api(outputs: int = 0, failed=0) -> Callable[[Callable], Callable]:
     (``failed`` is each one's value when the call fails)."""
     def mark(fn: Callable) -> Callable:
         fn.api_shape = (outputs, failed)
+        REGISTRY.setdefault(fn.__module__, {})[fn.__name__] = fn
         return fn
     return mark
-
-
-def bind_all(*modules: ModuleType, prefix: str = "", codes: Codes = ACL) -> dict[str, Callable]:
-    """``prefix + name`` -> bound function, for every ``@api`` function the modules define."""
-    bound = {}
-    for module in modules:
-        for name, fn in vars(module).items():
-            shape = getattr(fn, "api_shape", None)
-            if shape is not None and fn.__module__ == module.__name__:
-                bound[prefix + name] = bind(fn, *shape, codes=codes)
-    return bound
 
 
 def publish(namespace: dict) -> None:

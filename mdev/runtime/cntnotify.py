@@ -14,13 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mdev import errors as E
-from mdev.board import cntnotify as board
 from mdev.errors import AclError
 from mdev.runtime import streams
 from mdev.runtime.boundary import api
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import lookup
 from mdev.runtime.validate import as_int
+from mdev.taskspec import CNT_MASK, CNT_RECORD, CNT_RELEASED
 
 HANDLES = 0xCA_0000_0000
 
@@ -53,7 +53,7 @@ def _info(info, modes: dict, keys: tuple) -> list[int]:
     values = [as_int(info.get(k, 0), k) for k in keys]
     if values[0] not in modes:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"mode {values[0]} is not one of {sorted(modes)}")
-    if not 0 <= values[1] <= board.MASK:
+    if not 0 <= values[1] <= CNT_MASK:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"value {values[1]} is not a uint32")
     return values
 
@@ -77,14 +77,14 @@ def cnt_notify_destroy(cnt_notify) -> None:
 @api()
 def cnt_notify_record(cnt_notify, stream, info) -> None:
     n, st = _on(cnt_notify, stream)
-    mode, value = _info(info, board.RECORD, ("mode", "value"))
+    mode, value = _info(info, CNT_RECORD, ("mode", "value"))
     streams.submit(st, "cnt_notify_record", n.slot, n.uid, mode, value)
 
 
 @api()
 def cnt_notify_wait_with_timeout(cnt_notify, stream, info) -> None:
     n, st = _on(cnt_notify, stream)
-    mode, value, timeout, clear = _info(info, board.RELEASED, ("mode", "value", "timeout", "isClear"))
+    mode, value, timeout, clear = _info(info, CNT_RELEASED, ("mode", "value", "timeout", "isClear"))
     if timeout < 0 or clear not in (0, 1):
         raise AclError(E.ACL_ERROR_INVALID_PARAM, "timeout is seconds >= 0 and isClear 0 or 1")
     streams.submit(st, "cnt_notify_wait", n.slot, n.uid, mode, value, timeout or rt.op_wait_timeout, bool(clear))

@@ -18,7 +18,7 @@ import uuid
 from mdev import constants as C
 from mdev import errors as E
 from mdev.errors import AclError
-from mdev.board import status as S
+from mdev import status as S
 from mdev.runtime import sysinfo
 from mdev.runtime.boundary import api
 from mdev.runtime.core import RUNTIME as rt
@@ -91,12 +91,11 @@ def device_get_uuid(device_id: int) -> dict:
 def _id_mapping(name: str):
     """aclrtGet<To>DevIdBy<From>DevId: every id space is the same for an mdev process (the ids
     of its node's devices, 0 .. count-1), so each mapping checks the id and returns it."""
-    @api(1)
     def mapping(dev_id: int) -> int:
         rt.check_device(as_int(dev_id, "deviceId"))
         return dev_id
     mapping.__name__ = mapping.__qualname__ = name
-    return mapping
+    return api(1)(mapping)          # registered under its name
 
 
 for _name in ("get_logic_dev_id_by_user_dev_id", "get_user_dev_id_by_logic_dev_id", "get_logic_dev_id_by_phy_dev_id",

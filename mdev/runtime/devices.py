@@ -14,7 +14,7 @@ from mdev import errors as E
 from mdev.runtime.boundary import api
 from mdev.runtime import hooks
 from mdev.errors import AclError
-from mdev.board import status as S
+from mdev import status as S
 from mdev.memory import address
 from mdev.runtime import ipc, memops, streams
 from mdev.runtime.device_state import effective_limit

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from mdev import constants as C
 from mdev import errors as E
 from mdev.errors import AclError
-from mdev.board import status as S
+from mdev import status as S
 from mdev.runtime.boundary import api
 from mdev.runtime import hooks
 from mdev.runtime import capture as _graph

@@ -29,6 +29,7 @@ from mdev.runtime import capture as R
 from mdev.runtime import streams
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.validate import as_int, timeout_ms
+from mdev.taskspec import SPECS
 
 MODEL_HANDLES = 0x3D_0000_0000
 GROUP_HANDLES = 0x36_0000_0000
@@ -447,47 +448,19 @@ def capture_task_update_end(stream) -> None:
 
 
 # ---------------------------------------------------------------------------- debug dumps
-_TYPES = {   # op -> (aclmdlRITaskType, display name)
-    "kernel": (C.ACL_MODEL_RI_TASK_KERNEL, "KERNEL"),
-    "reset_event": (C.ACL_MODEL_RI_TASK_EVENT_RESET, "EVENT_RESET"),
-    "value_write": (C.ACL_MODEL_RI_TASK_VALUE_WRITE, "VALUE_WRITE"),
-    "value_wait": (C.ACL_MODEL_RI_TASK_VALUE_WAIT, "VALUE_WAIT"),
-    **dict.fromkeys((R.RECORD, "record_event"), (C.ACL_MODEL_RI_TASK_EVENT_RECORD, "EVENT_RECORD")),
-    **dict.fromkeys((R.WAIT, "wait_event", "wait_event_flag", "wait_event_latest"),
-                    (C.ACL_MODEL_RI_TASK_EVENT_WAIT, "EVENT_WAIT")),
-    # tasks the enum has no type of its own for
-    **{op: (C.ACL_MODEL_RI_TASK_DEFAULT, name) for op, name in (
-        ("copy", "MEMCPY_ASYNC"), ("copy2d", "MEMCPY2D_ASYNC"), ("memset", "MEMSET_ASYNC"),
-        ("record_notify", "NOTIFY_RECORD"), ("wait_notify", "NOTIFY_WAIT"), ("reduce", "REDUCE_ASYNC"),
-        ("random_num", "RANDOM_NUM"), ("run_graph", "MODEL_EXECUTE"), (R.ACTIVATE, "STREAM_ACTIVE"),
-        (R.LABEL, "LABEL_SET"), (R.SWITCH, "LABEL_SWITCH_BY_INDEX"))},
+# the graph's markers (mdev.runtime.capture): a device op's type and detail are its OpSpec's
+_MARKERS = {
+    R.RECORD: (C.ACL_MODEL_RI_TASK_EVENT_RECORD, "EVENT_RECORD"),
+    R.WAIT: (C.ACL_MODEL_RI_TASK_EVENT_WAIT, "EVENT_WAIT"),
+    R.ACTIVATE: (C.ACL_MODEL_RI_TASK_DEFAULT, "STREAM_ACTIVE"), R.LABEL: (C.ACL_MODEL_RI_TASK_DEFAULT, "LABEL_SET"),
+    R.SWITCH: (C.ACL_MODEL_RI_TASK_DEFAULT, "LABEL_SWITCH_BY_INDEX"),
 }
 
 
-def _where(loc) -> str:
-    kind, key, _ = loc
-    return f"device {key}" if kind == "d" else "pinned host"
-
-
-def _detail(op: str, args: tuple, names: dict) -> str:
-    match op, args:
-        case "copy", (dst, src, nbytes, *_):
-            return f"{nbytes} B, {_where(src)} -> {_where(dst)}"
-        case "copy2d", (dst, _, src, _, width, height, *_):
-            return f"{width} x {height} B, {_where(src)} -> {_where(dst)}"
-        case "memset", (dst, value, nbytes, *_):
-            return f"{nbytes} B of {value:#04x}, {_where(dst)}"
-        case "kernel", (function, blocks, *_):
-            return f"{names.get(function, f'function {function}')} <<<{blocks}>>>"
-        case ("record_event" | "reset_event"), (slot, *_):
-            return f"event {slot} (external)"
-        case "wait_event_flag", (slot, *_):
-            return f"event {slot} (external: a record after the last reset)"
-        case "wait_event", (slot, _, issued, *_):
-            return f"event {slot} (record {issued}, made outside the model)"
-        case ("value_write" | "value_wait"), (where, value, *_):
-            return f"value {value:#x}, {_where(where)}"
-    return ""
+def _type(op: str) -> tuple[int, str]:
+    """(aclmdlRITaskType, display name) of a task of the dump."""
+    spec = SPECS.get(op)
+    return spec.ri if spec is not None else _MARKERS.get(op, (C.ACL_MODEL_RI_TASK_DEFAULT, op.upper()))
 
 
 def _graph(model: Model) -> list[dict]:
@@ -508,9 +481,9 @@ def _graph(model: Model) -> list[dict]:
     groups = {(g.lane, i): g for g in model.groups for i in g.indices}
     for li, lane in enumerate(lanes):
         for ti, (op, args) in enumerate(lane.frozen()):
-            type_id, type_name = _TYPES.get(op, (C.ACL_MODEL_RI_TASK_DEFAULT, op.upper()))
+            type_id, type_name = _type(op)
             deps = [(li, ti - 1)] if ti else []
-            detail = _detail(op, args, names)
+            detail = SPECS[op].describe(args, names) if op in SPECS else ""
             if op == R.WAIT and args[0] in records:
                 src = records[args[0]]
                 deps.append(src)

@@ -17,7 +17,7 @@ import traceback
 from mdev import constants as C
 from mdev import errors as E
 from mdev.errors import AclError
-from mdev.board import status as S
+from mdev import status as S
 from mdev.memory import futex
 from mdev.runtime.boundary import api
 from mdev.runtime import hooks

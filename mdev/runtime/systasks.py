@@ -2,7 +2,7 @@
 
 Both are asynchronous stream tasks over device memory of the stream's device.  The
 arguments are validated here (like the copies in ``memops``); the device runs the task
-(``mdev.board.systasks``).
+(``mdev.board.systasks``; the aclDataType tables: ``mdev.dtypes``).
 
 ``random_num_async`` takes aclrtRandomNumTaskInfo as a dict with the C field names:
 
@@ -28,7 +28,7 @@ import numpy as np
 from mdev import constants as C
 from mdev import errors as E
 from mdev.errors import AclError
-from mdev.board import systasks as dev
+from mdev import dtypes
 from mdev.runtime.boundary import api
 from mdev.runtime import streams
 from mdev.runtime.core import RUNTIME as rt
@@ -86,7 +86,7 @@ def reduce_async(dst, src, count, kind, data_type, stream, reserve=None) -> None
     if data_type not in REDUCE_TYPES:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"data type {data_type} cannot be reduced; supported: "
                        f"ACL_INT8, ACL_INT16, ACL_INT32, ACL_FLOAT16, ACL_FLOAT, ACL_BF16")
-    item = dev.itemsize(data_type)
+    item = dtypes.itemsize(data_type)
     if count % item:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"count {count} is not a multiple of the "
                        f"{item}-byte element size")
@@ -116,7 +116,7 @@ def _para(value, device: int, data_type: int | None, what: str) -> tuple:
     else:
         is_addr, raw, nbytes = 0, value, 0
     if is_addr:
-        natural = 8 if data_type is None else dev.itemsize(data_type)
+        natural = 8 if data_type is None else dtypes.itemsize(data_type)
         nbytes = as_int(nbytes, f"{what}.size") or natural
         if not 0 < nbytes <= 8:
             raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{what}.size must be 1..8, got {nbytes}")
@@ -126,9 +126,9 @@ def _para(value, device: int, data_type: int | None, what: str) -> tuple:
         raw = bytes(raw).ljust(8, b"\0")
         if data_type is None:
             return ("v", int.from_bytes(raw[:8], "little"))
-        dtype = dev.DTYPES[data_type]
-        if dtype is dev.BF16:
-            return ("v", float(dev.bf16_to_float32(np.frombuffer(raw[:2], np.uint16))[0]))
+        dtype = dtypes.DTYPES[data_type]
+        if dtype is dtypes.BF16:
+            return ("v", float(dtypes.bf16_to_float32(np.frombuffer(raw[:2], np.uint16))[0]))
         return ("v", np.frombuffer(raw[:dtype.itemsize], dtype)[0].item())
     if isinstance(raw, bool) or not isinstance(raw, (int, float, np.integer, np.floating)):
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{what}.valueOrAddr must be a number or bytes, "
@@ -186,7 +186,7 @@ def random_num_async(task_info, stream, reserve=None) -> None:
     seed = _para(_field(task_info, "randomSeed"), st.device, None, "randomSeed")
     num = _para(_field(task_info, "randomNum"), st.device, None, "randomNum")
 
-    item = dev.itemsize(data_type)
+    item = dtypes.itemsize(data_type)
     dropout = func_type == C.ACL_RT_RANDOM_NUM_FUNC_TYPE_DROPOUT_BITMASK
     result_ptr = _field(task_info, "randomResultAddr")
     if num[0] == "v":

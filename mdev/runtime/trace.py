@@ -51,7 +51,7 @@ import time
 from typing import Callable
 
 from mdev import timemodel
-from mdev.board import status as S
+from mdev import status as S
 from mdev.errors import AclError
 from mdev.runtime import hooks
 from mdev.runtime.core import RUNTIME as rt

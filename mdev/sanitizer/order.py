@@ -86,7 +86,6 @@ class Task:
     accesses: list | None = None       # kernels: (location, nbytes, written ranges) from the device
     places: dict = field(default_factory=dict)    # a graph replay: (lane, k) -> its kernel's clock
     inner: dict = field(default_factory=dict)     # a graph replay: (lane, k) -> kernel reports
-    released_by: str = ""              # what ended a wait (for reports)
 
     def describe(self) -> str:
         s = self.stream
@@ -127,7 +126,6 @@ class Word:
     value and clock.  A word first looked at is read from memory as the program left it."""
     value: int | None                   # None: unknown (a copy, a kernel) -- assume it satisfies
     clock: dict
-    who: str = ""
 
 
 class Model:
@@ -217,18 +215,18 @@ class Model:
         elif task.op == "record_notify":
             self.notifies[(task.args[0], task.args[1])].pending.append(Signal(task, task.clock))
         elif task.op == "value_write":
-            self.words[task.args[0]] = Word(task.args[1], task.clock, task.describe())
+            self.words[task.args[0]] = Word(task.args[1], task.clock)
         self.on_run(task)
         return True
 
-    def wrote(self, location: tuple, nbytes: int, clock: dict, who: str, fill: int | None = None) -> None:
-        """Bytes a copy, memset, kernel or the host wrote (``who``, under ``clock``): value
+    def wrote(self, location: tuple, nbytes: int, clock: dict, fill: int | None = None) -> None:
+        """Bytes a copy, memset, kernel or the host wrote (under ``clock``): value
         words in that range take the new value (a memset's, else unknown) from that writer."""
         space, lo = location[:2], location[2]
         for loc, word in self.words.items():
             if loc[:2] == space and lo < loc[2] + 8 and loc[2] < lo + nbytes:
                 word.value = overlay(word.value, loc[2], lo, lo + nbytes, fill)
-                word.clock, word.who = clock, who
+                word.clock = clock
         if self.blocked:
             self._drain()
 
@@ -242,7 +240,6 @@ class Model:
                 return {}          # recorded before the sanitizer started: nothing known
             if signal.clock is None:
                 return None
-            task.released_by = signal.task.describe()
             return signal.clock
         if op == "wait_notify":
             key = (s.device, args[0])
@@ -252,7 +249,6 @@ class Model:
                 clock: dict = {}
                 for signal in notify.pending:
                     join(clock, signal.clock)
-                task.released_by = notify.pending[-1].task.describe()
                 notify.pending.clear()
                 return clock
             return {} if self.external_notify(key) else None
@@ -261,7 +257,6 @@ class Model:
             if word is None:
                 word = self.words[args[0]] = self.first_look(args[0])
             if word.value is None or VALUE_TESTS[args[2]](word.value, args[1]):
-                task.released_by = word.who
                 return word.clock
             return None
         return {}
@@ -293,8 +288,7 @@ class Model:
             return
         while s.ran < seq and s.queue:
             task = s.queue.popleft()
-            if not self._try_run(task):
-                task.released_by = "something outside this process (the real device got past it)"
+            if not self._try_run(task):       # released by something outside this process
                 self._try_run(task, forced=True)
             if not s.queue:
                 self.blocked.pop(s.handle, None)

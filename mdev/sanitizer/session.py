@@ -25,9 +25,7 @@ import threading
 import traceback
 
 import mdev
-from mdev import constants as C
 from mdev import errors as E
-from mdev.board import systasks as board_systasks
 from mdev.memory import address
 from mdev.runtime import boundary
 from mdev.runtime.core import RUNTIME as rt
@@ -37,6 +35,7 @@ from mdev.sanitizer import initcheck, order, racecheck
 from mdev.sanitizer.order import HOST, Model, Task
 from mdev.sanitizer.regions import Regions
 from mdev.sanitizer.report import Reports
+from mdev.taskspec import SPECS
 
 _MDEV = os.path.dirname(mdev.__file__) + os.sep
 _BINDING = boundary.__file__
@@ -143,9 +142,10 @@ class Sanitizer:
             self._replay(task)
             return
         # a value write / wait is itself a synchronisation: its word is a flag, not data
-        racing = task.op not in ("value_write", "value_wait")
-        if task.op == "value_write":       # a kernel spinning on the word acquires this clock
-            self._flag_writes[task.args[0]] = task.clock
+        spec = SPECS[task.op]
+        racing, flag = not spec.flag, spec.target()
+        if spec.flag and flag is not None:    # a kernel spinning on the word acquires this clock
+            self._flag_writes[task.args[flag.at]] = task.clock
             if len(self._flag_writes) > 4096:
                 del self._flag_writes[next(iter(self._flag_writes))]
         for location, nbytes, write, fill in _accesses(task.op, task.args):
@@ -169,8 +169,8 @@ class Sanitizer:
                 racecheck.check(region, racecheck.Access(lo, hi, write, comp, epoch, clock, who, key, serial,
                                                  fill if write else None),
                                 self.report, prune)
-        if write and self.model.words and (task is None or task.op != "value_write"):
-            self.model.wrote(location, nbytes, clock, who, fill)    # (a value write sets its word itself)
+        if write and self.model.words and (task is None or not SPECS[task.op].flag):
+            self.model.wrote(location, nbytes, clock, fill)    # (a value write sets its word itself)
 
     # ------------------------------------------------------------------ kernels
     @guarded
@@ -307,7 +307,7 @@ class Sanitizer:
                         for location, nbytes, write, fill in _accesses(op, args):
                             self._touch(location, nbytes, write, comp, clock[comp], dict(clock), who,
                                         (task.api, task.site, i, pos[i]), None, fill, serial=task.serial,
-                                        race=not outside[i] and op != "value_write")
+                                        race=not outside[i] and not SPECS[op].flag)
                     pos[i] += 1
                     moved = True
         for clock in clocks.values():
@@ -587,13 +587,12 @@ class Sanitizer:
             value = int(rt.link(key).hbm().array[offset:offset + 8].view("<u8")[0])
         except Exception:
             value = 0
-        word = order.Word(value, {}, "the value in memory")
+        word = order.Word(value, {})
         for region, lo, hi in self.regions.pieces(location, 8):
             for a in region.accesses:
                 if a.write and a.lo < hi and lo < a.hi:
                     word.value = order.overlay(word.value, offset, a.lo, a.hi, a.fill)
                     order.join(word.clock, a.clock)
-                    word.who = a.who
         return word
 
     def _external_notify(self, key: tuple) -> bool:
@@ -627,30 +626,7 @@ def _kernel_pointers(args: tuple) -> list[int]:
 
 
 def _accesses(op: str, args: tuple):
-    """(location, bytes, is write, memset fill) of the memory a stream task touches."""
-    if op == "copy":
-        dst, src, n = args
-        return ((src, n, False, None), (dst, n, True, None))
-    if op == "copy2d":     # the rows' bounding range: pitched gaps count as touched
-        dst, dpitch, src, spitch, width, height = args
-        return ((src, spitch * (height - 1) + width, False, None), (dst, dpitch * (height - 1) + width, True, None))
-    if op == "memset":
-        dst, value, n = args
-        return ((dst, n, True, value & 0xFF),)
-    if op == "value_write":
-        return ((args[0], 8, True, None),)
-    if op == "value_wait":
-        return ((args[0], 8, False, None),)
-    if op == "reduce":
-        dst, src, n = args[:3]
-        return ((src, n, False, None), (dst, n, False, None), (dst, n, True, None))
-    if op == "random_num":
-        data_type, func_type, result, result_bytes, counter, num = args[0], args[1], args[3], args[4], args[5], args[7]
-        if result_bytes is None:            # the count was given as a value: as systasks sizes it
-            dropout = func_type == C.ACL_RT_RANDOM_NUM_FUNC_TYPE_DROPOUT_BITMASK
-            result_bytes = -(-num[1] // 8) if dropout else num[1] * board_systasks.itemsize(data_type)
-        # seed, count and function parameters given by address are read when the task runs
-        # (each a ("v", value) or ("a", location, size) para, as runtime/systasks decodes them)
-        reads = tuple((p[1], p[2], False, None) for p in (args[6], num, *args[2].values()) if p[0] == "a")
-        return reads + ((counter, 16, False, None), (result, result_bytes, True, None), (counter, 16, True, None))
-    return ()
+    """(location, bytes, is write, memset fill) of the memory a stream task touches, by its
+    op's operands (mdev.taskspec); a graph's markers (labels, switches) touch none."""
+    spec = SPECS.get(op)
+    return spec.accesses(args) if spec is not None else ()

@@ -24,19 +24,19 @@ import numpy as np
 from mdev.hccl_types import (DATA_TYPE_NAMES, DATA_TYPE_NUMPY, DATA_TYPE_SIZE, HCCL_CONNECT_TIMEOUT_DEFAULT,
                              HCCL_E_NOT_SUPPORT, HCCL_E_PARA, HCCL_E_PTR, HCCL_RECV, HCCL_SEND, REDUCE_OP_NAMES,
                              HcclError)
-from mdev.board.tasks import COMM_LEFT
 from mdev.runtime.boundary import api
 from mdev.runtime.collectives import algorithms as A
 from mdev.runtime import trace
-from mdev.runtime.collectives import comm as C
+from mdev.runtime.collectives import comm as comms
 from mdev.runtime.collectives.plan import Plan
 from mdev.runtime.collectives.rendezvous import FileRendezvous, LocalRendezvous, parse_root_info, root_info
 from mdev.runtime.collectives.select import HIERARCHICAL, layout
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import Stream
+from mdev.taskspec import COMM_LEFT
 from mdev.runtime.memory import DEVICE, Operand
 
-_forming: dict[str, dict[int, C.Comm]] = {}      # rendezvous id -> ranks of this process being made
+_forming: dict[str, dict[int, comms.Comm]] = {}      # rendezvous id -> ranks of this process being made
 _forming_lock = threading.Lock()
 
 
@@ -75,7 +75,7 @@ def _op(value) -> int:
     return value
 
 
-def _rank(comm: C.Comm, value, what: str, peer: bool = False) -> int:
+def _rank(comm: comms.Comm, value, what: str, peer: bool = False) -> int:
     value = _count(value, what)
     if value >= comm.nranks:
         raise HcclError(HCCL_E_PARA, f"{what} {value} is not a rank of a communicator of {comm.nranks}")
@@ -84,7 +84,7 @@ def _rank(comm: C.Comm, value, what: str, peer: bool = False) -> int:
     return value
 
 
-def _stream(comm: C.Comm, handle):
+def _stream(comm: comms.Comm, handle):
     stream = rt.stream(handle, comm.ctx)
     if stream.device != comm.device:
         raise HcclError(HCCL_E_PARA, f"stream {handle!r} belongs to device {rt.local_device(stream.device)}; the "
@@ -92,7 +92,7 @@ def _stream(comm: C.Comm, handle):
     return stream
 
 
-def _buffer(comm: C.Comm, ptr, nbytes: int, write: bool, what: str) -> Operand | None:
+def _buffer(comm: comms.Comm, ptr, nbytes: int, write: bool, what: str) -> Operand | None:
     if not ptr:
         if nbytes:
             raise HcclError(HCCL_E_PTR, f"{what} is NULL")
@@ -106,7 +106,7 @@ def _buffer(comm: C.Comm, ptr, nbytes: int, write: bool, what: str) -> Operand |
 
 # ---------------------------------------------------------------------------- communicators
 def _timeout() -> float:
-    return C.env_seconds("HCCL_CONNECT_TIMEOUT", HCCL_CONNECT_TIMEOUT_DEFAULT)
+    return comms.env_seconds("HCCL_CONNECT_TIMEOUT", HCCL_CONNECT_TIMEOUT_DEFAULT)
 
 
 @api(1, failed=None)
@@ -125,24 +125,24 @@ def comm_init_all(ndev, devices) -> list[int]:
         raise HcclError(HCCL_E_PARA, f"devices {devices} repeats a device")
     devices = [rt.check_device(d) for d in devices]          # board indices from here on
     rv = LocalRendezvous(ndev)
-    made: list[C.Comm] = []
+    made: list[comms.Comm] = []
     try:
         for rank, dev in enumerate(devices):
-            comm, card = C.prepare(rank, ndev, dev)
+            comm, card = comms.prepare(rank, ndev, dev)
             made.append(comm)
             rv.publish("join", rank, card)
         joined = rv.gather("join")
         for comm in made:
-            rv.publish("keys", comm.rank, C.share(comm, joined))
+            rv.publish("keys", comm.rank, comms.share(comm, joined))
         keyed = rv.gather("keys")
         local = dict(enumerate(made))
         for comm in made:
-            C.connect(comm, joined, keyed, local)
+            comms.connect(comm, joined, keyed, local)
     except BaseException:
         for comm in made:
-            C.destroy(comm)
+            comms.destroy(comm)
         raise
-    return [C.register(comm) for comm in made]
+    return [comms.register(comm) for comm in made]
 
 
 @api(1, failed=None)
@@ -198,7 +198,7 @@ def _rank_table(path) -> tuple[list[int], str]:
 
 def _join(rid: str, nranks: int, rank: int, device: int) -> int:
     rv = FileRendezvous(rt.attach().paths.name, rid, nranks, _timeout())
-    comm, card = C.prepare(rank, nranks, device)
+    comm, card = comms.prepare(rank, nranks, device)
     try:
         with _forming_lock:
             local = _forming.setdefault(rid, {})
@@ -207,21 +207,21 @@ def _join(rid: str, nranks: int, rank: int, device: int) -> int:
             local[rank] = comm
         rv.publish("join", rank, card)
         joined = rv.gather("join")
-        rv.publish("keys", rank, C.share(comm, joined))
+        rv.publish("keys", rank, comms.share(comm, joined))
         keyed = rv.gather("keys", joined)
         with _forming_lock:
             here = {q: c for q, c in _forming.get(rid, {}).items() if joined[q]["pid"] == os.getpid()}
-        C.connect(comm, joined, keyed, here)
+        comms.connect(comm, joined, keyed, here)
         rv.done(rank)
     except BaseException:
         rv.abandon(rank)
         _forget(comm)
-        C.destroy(comm)
+        comms.destroy(comm)
         raise
-    return C.register(comm)
+    return comms.register(comm)
 
 
-def _forget(comm: C.Comm) -> None:
+def _forget(comm: comms.Comm) -> None:
     with _forming_lock:
         for rid, ranks in list(_forming.items()):
             if ranks.get(comm.rank) is comm:
@@ -232,33 +232,33 @@ def _forget(comm: C.Comm) -> None:
 
 @api()
 def comm_destroy(comm) -> None:
-    c = C.lookup(comm)
+    c = comms.lookup(comm)
     _forget(c)
-    C.destroy(c)
+    comms.destroy(c)
 
 
 @api(1)
 def get_rank_size(comm) -> int:
-    return C.lookup(comm).nranks
+    return comms.lookup(comm).nranks
 
 
 @api(1)
 def get_rank_id(comm) -> int:
-    return C.lookup(comm).rank
+    return comms.lookup(comm).rank
 
 
 @api(1)
 def get_comm_async_error(comm) -> int:
     """The HcclResult that broke the communicator (on any rank: failures spread along the
     operation's transfers), or HCCL_SUCCESS."""
-    c = C.lookup(comm)
-    word = rt.memory.view(c.at(C.ERR, 16)).view(np.int64)
+    c = comms.lookup(comm)
+    word = rt.memory.view(c.at(comms.ERR, 16)).view(np.int64)
     return 0 if word[0] in (0, COMM_LEFT) else int(word[0])
 
 
 # ---------------------------------------------------------------------------- operations
 @contextmanager
-def _operation(comm: C.Comm, stream, dtype: int = 0, op: int = 0):
+def _operation(comm: comms.Comm, stream, dtype: int = 0, op: int = 0):
     """A Plan on the caller's stream (a handle, or a Stream already checked); its channels
     are drained once the schedule is queued."""
     plan = Plan(comm, stream if isinstance(stream, Stream) else _stream(comm, stream), dtype, op)
@@ -271,14 +271,14 @@ def _operation(comm: C.Comm, stream, dtype: int = 0, op: int = 0):
 
 @api()
 def all_reduce(send_buf, recv_buf, count, data_type, op, comm, stream) -> None:
-    c = C.lookup(comm)
+    c = comms.lookup(comm)
     count, (dtype, item), op = _count(count), _dtype(data_type), _op(op)
     send = _buffer(c, send_buf, count * item, False, "sendBuf")
     recv = _buffer(c, recv_buf, count * item, True, "recvBuf")
     _all_reduce(c, stream, send, recv, count, dtype, item, op, "all_reduce")
 
 
-def _all_reduce(c: C.Comm, stream, send, recv, count: int, dtype: int, item: int, op: int, kind: str) -> None:
+def _all_reduce(c: comms.Comm, stream, send, recv, count: int, dtype: int, item: int, op: int, kind: str) -> None:
     lay = layout(c.levels, c.choice, "allreduce", c.rank, c.nranks)
     with _operation(c, stream, dtype, op) as plan:
         plan.collective(kind, count, algorithm=lay.algorithm)
@@ -287,20 +287,20 @@ def _all_reduce(c: C.Comm, stream, send, recv, count: int, dtype: int, item: int
                          recv.slice(o * item, n * item) if recv else _none(c), n, item)
 
 
-def _none(c: C.Comm) -> Operand:
+def _none(c: comms.Comm) -> Operand:
     """Where an operation of no elements points (nothing is read or written)."""
-    return c.at(C.DESC, 0)
+    return c.at(comms.DESC, 0)
 
 
 @api()
 def barrier(comm, stream) -> None:
-    c = C.lookup(comm)
+    c = comms.lookup(comm)
     _all_reduce(c, stream, None, None, 0, 2, 4, 0, "barrier")
 
 
 @api()
 def broadcast(buf, count, data_type, root, comm, stream) -> None:
-    c = C.lookup(comm)
+    c = comms.lookup(comm)
     count, (dtype, item), root = _count(count), _dtype(data_type), _rank(c, root, "root")
     data = _buffer(c, buf, count * item, True, "buf") or _none(c)
     lay = layout(c.levels, c.choice, "broadcast", c.rank, c.nranks)
@@ -312,7 +312,7 @@ def broadcast(buf, count, data_type, root, comm, stream) -> None:
 
 @api()
 def all_gather(send_buf, recv_buf, send_count, data_type, comm, stream) -> None:
-    c = C.lookup(comm)
+    c = comms.lookup(comm)
     sc, (dtype, item) = _count(send_count, "sendCount"), _dtype(data_type)
     send = _buffer(c, send_buf, sc * item, False, "sendBuf") or _none(c)
     recv = _buffer(c, recv_buf, c.nranks * sc * item, True, "recvBuf") or _none(c)
@@ -325,7 +325,7 @@ def all_gather(send_buf, recv_buf, send_count, data_type, comm, stream) -> None:
 
 @api()
 def reduce_scatter(send_buf, recv_buf, recv_count, data_type, op, comm, stream) -> None:
-    c = C.lookup(comm)
+    c = comms.lookup(comm)
     rc, (dtype, item), op = _count(recv_count, "recvCount"), _dtype(data_type), _op(op)
     send = _buffer(c, send_buf, c.nranks * rc * item, False, "sendBuf") or _none(c)
     recv = _buffer(c, recv_buf, rc * item, True, "recvBuf") or _none(c)
@@ -339,14 +339,14 @@ def reduce_scatter(send_buf, recv_buf, recv_count, data_type, op, comm, stream) 
             A.reduce_scatter(plan, plan.main, lay, send, recv, rc, item, at)
 
 
-def _parts(c: C.Comm, lay, count: int, item: int) -> list[tuple[int, int]]:
+def _parts(c: comms.Comm, lay, count: int, item: int) -> list[tuple[int, int]]:
     """Parts of a per-rank block so that a transfer fits a slot (hierarchical: a group's blocks)."""
     return A.pieces(count, 1, item, c.slot_bytes // (len(lay.group) if lay.across else 1))
 
 
 @api()
 def reduce(send_buf, recv_buf, count, data_type, op, root, comm, stream) -> None:
-    c = C.lookup(comm)
+    c = comms.lookup(comm)
     count, (dtype, item), op = _count(count), _dtype(data_type), _op(op)
     root = _rank(c, root, "root")
     send = _buffer(c, send_buf, count * item, False, "sendBuf") or _none(c)
@@ -358,7 +358,7 @@ def reduce(send_buf, recv_buf, count, data_type, op, root, comm, stream) -> None
 
 @api()
 def scatter(send_buf, recv_buf, recv_count, data_type, root, comm, stream) -> None:
-    c = C.lookup(comm)
+    c = comms.lookup(comm)
     rc, (dtype, item) = _count(recv_count, "recvCount"), _dtype(data_type)
     root = _rank(c, root, "root")
     send = (_buffer(c, send_buf, c.nranks * rc * item, False, "sendBuf") or _none(c)) if c.rank == root else None
@@ -371,7 +371,7 @@ def scatter(send_buf, recv_buf, recv_count, data_type, root, comm, stream) -> No
 
 @api()
 def all_to_all(send_buf, send_count, send_type, recv_buf, recv_count, recv_type, comm, stream) -> None:
-    c = C.lookup(comm)
+    c = comms.lookup(comm)
     sc, rc = _count(send_count, "sendCount"), _count(recv_count, "recvCount")
     (stype, item), (rtype, ritem) = _dtype(send_type), _dtype(recv_type)
     if sc * item != rc * ritem:
@@ -385,14 +385,14 @@ def all_to_all(send_buf, send_count, send_type, recv_buf, recv_count, recv_type,
 @api()
 def all_to_all_v(send_buf, send_counts, sdispls, send_type, recv_buf, recv_counts, rdispls, recv_type,
                  comm, stream) -> None:
-    c = C.lookup(comm)
+    c = comms.lookup(comm)
     lists = [_counts(c, v, what) for v, what in ((send_counts, "sendCounts"), (sdispls, "sdispls"),
                                                  (recv_counts, "recvCounts"), (rdispls, "rdispls"))]
     _dtype(send_type), _dtype(recv_type)
     _all_to_all(c, stream, send_buf, lists[0], lists[1], send_type, recv_buf, lists[2], lists[3], recv_type, 0)
 
 
-def _counts(c: C.Comm, values, what: str) -> list[int]:
+def _counts(c: comms.Comm, values, what: str) -> list[int]:
     try:
         out = [_count(v, what) for v in values]
     except TypeError:
@@ -402,7 +402,7 @@ def _counts(c: C.Comm, values, what: str) -> list[int]:
     return out
 
 
-def _all_to_all(c: C.Comm, stream, send_buf, scounts, sdispls, stype, recv_buf, rcounts, rdispls, rtype,
+def _all_to_all(c: comms.Comm, stream, send_buf, scounts, sdispls, stype, recv_buf, rcounts, rdispls, rtype,
                 check_count: int) -> None:
     (_, item), (_, ritem) = _dtype(stype), _dtype(rtype)
     sbytes = max((d + n for d, n in zip(sdispls, scounts)), default=0) * item
@@ -449,7 +449,7 @@ def _item(info) -> tuple:
 
 
 def _point_to_point(comm, stream, items: list[tuple], batch: bool = False) -> None:
-    c = C.lookup(comm)
+    c = comms.lookup(comm)
     checked = []
     for kind, buf, count, data_type, peer in items:
         if kind not in (HCCL_SEND, HCCL_RECV):
@@ -465,7 +465,7 @@ def _point_to_point(comm, stream, items: list[tuple], batch: bool = False) -> No
     _issue(c, st, checked, batch)
 
 
-def _issue(c: C.Comm, st, items: list[tuple], batch: bool) -> None:
+def _issue(c: comms.Comm, st, items: list[tuple], batch: bool) -> None:
     with _operation(c, st) as plan:
         for kind, _, count, dtype, peer in items:
             plan.dtype = dtype

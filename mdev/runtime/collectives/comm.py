@@ -31,7 +31,6 @@ import numpy as np
 
 from mdev import constants as C
 from mdev.errors import AclError
-from mdev.board.tasks import COMM_LEFT
 from mdev.hccl_types import (HCCL_COMM_DEFAULT_BUFFSIZE, HCCL_E_PARA,
                              HCCL_E_PTR, HCCL_EXEC_TIMEOUT_DEFAULT, HcclError)
 from mdev.memory import address
@@ -39,6 +38,7 @@ from mdev.runtime import devices, ipc, memops, notify, streams
 from mdev.runtime.collectives import select
 from mdev.runtime.collectives.transport import DIRECT, FABRIC, SLOTS, STAGED, Channel, Inbox, Signal, pair
 from mdev.runtime.core import RUNTIME as rt
+from mdev.taskspec import COMM_LEFT
 from mdev.runtime.core import Context, Stream
 from mdev.runtime.memory import Allocation, Operand
 

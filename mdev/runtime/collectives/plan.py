@@ -18,13 +18,13 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from mdev import constants as C
-from mdev.board.systasks import REDUCE_PROD
 from mdev.hccl_types import DATA_TYPE_NAMES, DATA_TYPE_SIZE, REDUCE_OP_NAMES
 from mdev.runtime import streams
 from mdev.runtime.collectives.comm import DESC, P2P_DESC, Comm, Side
 from mdev.runtime.core import Stream
 from mdev.runtime.memops import submit_copy
 from mdev.runtime.memory import Operand, pairs
+from mdev.taskspec import REDUCE_PROD
 
 # operations as the descriptor numbers them
 KINDS = ("all_reduce", "broadcast", "all_gather", "reduce_scatter", "reduce", "scatter", "all_to_all",

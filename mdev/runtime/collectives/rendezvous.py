@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 
 from mdev.board.naming import runtime_dir
-from mdev.board.tasks import process_alive
 from mdev.hccl_types import HCCL_E_PARA, HCCL_E_PTR, HCCL_E_REMOTE, HCCL_E_TIMEOUT, HCCL_ROOT_INFO_BYTES, HcclError
+from mdev.procfs import process_gone
 
 MAGIC = b"MDEVHCCL\x01"
 POLL_S = (0.001, 0.02)             # first and longest pause between looks at the directory
@@ -91,7 +91,7 @@ class FileRendezvous:
             if not missing:
                 return cards
             for r in missing:
-                if joined is not None and not process_alive(joined[r]["pid"]):
+                if joined is not None and process_gone(joined[r]["pid"]):
                     raise HcclError(HCCL_E_REMOTE, f"rank {r} (process {joined[r]['pid']}) died while the "
                                     f"communicator was being made")
             if time.monotonic() >= self.deadline:
