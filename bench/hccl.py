@@ -21,8 +21,14 @@ slowest rank).  Printed per size:
 The suite run (``python -m bench``) takes the default sizes (8 KiB .. 8 MiB on hccs8) and
 reports two figures: modelled / formula at the largest size (target: within 10%) and the
 wall-clock throughput of the largest all-reduce against numpy's (no target: the emulator's
-ranks share this machine's cores).  Big sizes on request (-e 1G needs ~2 GiB of /dev/shm
-per device).
+ranks share this machine's cores).
+
+Big sizes on request, within this machine: a size S on p ranks needs p x (2 S + the HCCL
+buffer) of /dev/shm (each rank's send and receive buffers and landing slots, touched) and
+that plus 2 p S of RAM (numpy's arrays), -e 1G on hccs8 about 18 GiB of /dev/shm and 34 GiB
+in all.  Before a board starts, the sweep is capped at the largest size that fits in 90% of
+MemAvailable and of /dev/shm's free space, saying which sizes it left out and why; if not
+even the smallest fits, nothing runs and the command exits with that reason.
 """
 
 from __future__ import annotations
@@ -53,6 +59,45 @@ def sizes(begin: int, end: int, factor: int) -> list[int]:
         out.append(n)
         n *= factor
     return out
+
+
+DEVICE_OVERHEAD, HOST_OVERHEAD = 64 * MiB, 512 * MiB     # a device process; this process and the supervisor
+FIT = 0.9                                                # of what the machine has free
+
+
+def memory_needed(nbytes: int, p: int, buffsize: int) -> tuple[int, int]:
+    """(bytes of /dev/shm, bytes of RAM in all) a sweep up to ``nbytes`` on ``p`` ranks needs."""
+    shm = p * (2 * nbytes + buffsize)
+    return shm, shm + 2 * p * nbytes + p * DEVICE_OVERHEAD + HOST_OVERHEAD
+
+
+def machine_free() -> tuple[int, int]:
+    """(free bytes of /dev/shm, MemAvailable in bytes)."""
+    fs = os.statvfs("/dev/shm")
+    with open("/proc/meminfo", encoding="ascii") as f:
+        available = next(int(line.split()[1]) << 10 for line in f if line.startswith("MemAvailable:"))
+    return fs.f_bavail * fs.f_frsize, available
+
+
+def fitting(size_list: list[int], p: int, buffsize: int, free: tuple[int, int]) -> tuple[list[int], str]:
+    """The sizes that fit this machine (``free``: machine_free()), and what was left out and
+    why ("" if nothing)."""
+    shm_free, ram_free = free
+    fit = [n for n in size_list
+           if memory_needed(n, p, buffsize)[0] <= FIT * shm_free and memory_needed(n, p, buffsize)[1] <= FIT * ram_free]
+    fit = [n for n in size_list if n <= max(fit)] if fit else []
+    if len(fit) == len(size_list):
+        return fit, ""
+    first = size_list[len(fit)]
+    shm, ram = memory_needed(first, p, buffsize)
+    left_out = "every size" if not fit else f"sizes above {_bytes(fit[-1])}"
+    return fit, (f"{left_out} left out: {_bytes(first)} on {p} ranks needs {_gib(shm)} of /dev/shm "
+                 f"({_gib(shm_free)} free) and {_gib(ram)} of memory in all (MemAvailable {_gib(ram_free)}); "
+                 f"a sweep uses at most {FIT:.0%} of each")
+
+
+def _gib(n: int) -> str:
+    return f"{n / (1 << 30):.1f} GiB"
 
 
 def _call(hccl, op: str, send: int, recv: int, nbytes: int, p: int, comm: int, stream: int) -> int:
@@ -175,7 +220,6 @@ def run(op: str, topology: str, size_list: list[int], iters: int) -> list[dict]:
     import mdev.hccl as hccl
     from mdev.runtime.lifecycle import detach
 
-    os.environ.setdefault("HCCL_BUFFSIZE", "200")     # HCCL's default buffer
     saved = os.environ.pop("MDEV_MODEL_TIME", None)
     hbm = 2 * max(size_list) + 512 * MiB
     try:
@@ -206,7 +250,18 @@ def main(argv: list[str] | None = None) -> list[Result]:
     parser.add_argument("-n", "--iters", type=int, default=5)
     parser.add_argument("--topology", default="hccs8")
     args = parser.parse_args(argv if argv is not None else [])
-    rows = run(args.op, args.topology, sizes(args.minbytes, args.maxbytes, max(2, args.stepfactor)), args.iters)
+    from mdev.board import launcher
+    from mdev.runtime.collectives.comm import buffsize
+
+    p = launcher.resolve_topology(args.topology).device_count
+    os.environ.setdefault("HCCL_BUFFSIZE", "200")     # HCCL's default buffer
+    size_list, left_out = fitting(sizes(args.minbytes, args.maxbytes, max(2, args.stepfactor)), p,
+                                  buffsize(1 << 62), machine_free())
+    if left_out:
+        print(f"mdev bench hccl: {left_out}", file=sys.stderr)
+    if not size_list:
+        sys.exit(1)
+    rows = run(args.op, args.topology, size_list, args.iters)
     print_rows(args.op, args.topology, rows)
     last = rows[-1]
     results = [

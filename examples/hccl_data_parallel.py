@@ -15,8 +15,9 @@ against numpy doing the full-batch step in one process:
 
 The all-reduce runs as copies, notifies and reduce tasks on the devices (mesh on the
 default hccs8 board: each rank's chunk reduced by its owner, then gathered); HCCL_ALGO=
-"level0:ring" runs it as a ring.  With MDEV_MODEL_TIME=1 the step's events measure the
-modelled time of the all-reduce, printed next to HCCL's formula.
+"level0:ring" runs it as a ring.  The time printed is the last step's all-reduce between
+its events on the slowest rank: wall time, or with MDEV_MODEL_TIME=1 (``mdev run
+--model-time``) its modelled time (``mdev bench hccl`` prints that next to HCCL's formula).
 
     python examples/hccl_data_parallel.py
 """

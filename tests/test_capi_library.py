@@ -162,9 +162,10 @@ def test_cann_home_refresh_is_quick_and_complete(tmp_path):
     for name in ("libascendcl.so", "libacl_rt.so", "libacl_rt_impl.so"):
         assert (home / "lib64" / name).exists()
     assert (home / "include" / "acl" / "acl.h").exists()
-    env = subprocess.run(["bash", "-c", f"source {home}/set_env.sh && echo $ASCEND_HOME_PATH:$LD_LIBRARY_PATH"],
-                         capture_output=True, text=True, timeout=60).stdout
+    env = subprocess.run(["bash", "-c", f"source {home}/set_env.sh && echo $ASCEND_HOME_PATH:$LD_LIBRARY_PATH"
+                          " && echo $MDEV_PYTHON"], capture_output=True, text=True, timeout=60).stdout
     assert env.startswith(f"{home}:{home}/lib64")
+    assert env.splitlines()[-1] == sys.executable       # boards started from another Python: mdev's
 
 
 # --- the adapter, from Python ------------------------------------------------------------

@@ -45,6 +45,24 @@ def test_no_absolute_machine_paths():
     assert not hits, "absolute paths of a machine:\n" + "\n".join(hits)
 
 
+# folders of the development machine's shared/ that the repository does not hold
+UNSHIPPED = re.compile(r"(?<![\w/.-])(?:spe" + r"c|see" + r"d|resear" + r"ch)/[\w.-]+\.md")
+
+
+def test_sources_cited_are_in_the_repository_or_public():
+    """Topology presets and docs cite public documents, not notes of a folder a clone lacks."""
+    hits = []
+    for path in repository_files():
+        try:
+            with open(path, encoding="utf-8") as f:
+                lines = f.read().splitlines()
+        except (UnicodeDecodeError, OSError):
+            continue
+        hits += [f"{os.path.relpath(path, ROOT)}:{n}: {line.strip()[:120]}" for n, line in enumerate(lines, 1)
+                 if UNSHIPPED.search(line) and not (ROOT / UNSHIPPED.search(line).group()).exists()]
+    assert not hits, "cites files that are not in the repository:\n" + "\n".join(hits)
+
+
 def test_the_pattern_finds_machine_paths():
     for text in ("x = '/" + "work/shared/x'", "see /" + "root/.cache", "/" + "home/alice/src", '"/' + "Users/bob/a"):
         assert MACHINE_PATH.search(text), text

@@ -133,6 +133,37 @@ def test_plot(traced, tmp_path):
     assert proc.returncode == 0 and (tmp_path / "modelled.png").read_bytes()[:4] == b"\x89PNG", proc.stderr
 
 
+def test_plot_rows_are_labelled_per_track_or_per_device(traced, tmp_path):
+    """Host rows say host and its pid (they said "dev 999: host 3"); a collective's trace gets
+    a row per device unless asked for tracks; flows only on request; a time window."""
+    pytest.importorskip("matplotlib")
+    from mdev.cli.trace import plot
+    data = json.loads(traced.read_text())
+    host = f"host (pid {data['mdev']['pid']})"
+    labels = plot(data, str(tmp_path / "t.png"))                          # few tracks: a row per track
+    assert labels[0] == host and {"dev 0: dma 0", "dev 1: dma 0"} <= set(labels)
+    assert all(re.fullmatch(r"dev [01]: (stream \d+|dma \d)", label) for label in labels[1:]), labels
+    assert plot(data, str(tmp_path / "d.png"), rows="device", flows=True) == [host, "dev 0", "dev 1"]
+    assert plot(data, str(tmp_path / "m.png"), modelled=True, rows="device") == [host, "dev 0", "dev 1"]
+    # a rank's host thread has a track of its own; a trace naming collectives gets device rows
+    events = data["traceEvents"] + [
+        {"ph": "M", "name": "thread_name", "pid": 999, "tid": 3, "args": {"name": "host 3"}},
+        {"ph": "X", "name": "memcpy", "cat": "task", "pid": 999, "tid": 3, "ts": 1.0, "dur": 2.0,
+         "args": {"device": -1, "kind": "memcpy"}}]
+    labels = plot(dict(data, traceEvents=events), str(tmp_path / "h.png"), rows="track")
+    assert labels[:2] == [host, f"{host}: host 3"]
+    collective = dict(data, traceEvents=events, mdev=dict(data["mdev"], collectives=[[0, 14, 1, 2, "all_reduce",
+                                                                                        64, 2, "mesh", 0]]))
+    assert plot(collective, str(tmp_path / "c.png")) == [host, "dev 0", "dev 1"]
+    span_ms = max(e["ts"] + e["dur"] for e in events if e.get("ph") == "X") / 1000
+    assert plot(data, str(tmp_path / "w.png"), window=(span_ms + 1, None)) == []
+    proc = mdev("trace", "plot", str(traced), "-o", str(tmp_path / "cli.png"), "--rows", "device", "--flows",
+                "--window", "0:")
+    assert proc.returncode == 0, proc.stderr
+    proc = mdev("trace", "plot", str(traced), "-o", str(tmp_path / "x.png"), "--window", "soon")
+    assert proc.returncode == 2 and "START:END" in proc.stderr and "Traceback" not in proc.stderr
+
+
 def test_plot_without_matplotlib(traced, tmp_path):
     """Where matplotlib is missing (it is only in the [plot] and [test] extras) the command
     says how to get it."""

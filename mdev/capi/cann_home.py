@@ -57,6 +57,8 @@ export ASCEND_HOME_PATH={q(str(home))}
 export ASCEND_INSTALL_PATH={q(str(home))}
 export ASCEND_TOOLKIT_HOME={q(str(home))}
 export ASCENDC_CMAKE_DIR={q(f"{home}/tikcpp/ascendc_kernel_cmake")}
+# a board started on demand runs with mdev's Python, whichever Python loaded the library
+export MDEV_PYTHON={q(sys.executable)}
 case ":${{LD_LIBRARY_PATH:-}}:" in
     *:{q(lib)}:*) ;;
     *) export LD_LIBRARY_PATH={q(lib)}"${{LD_LIBRARY_PATH:+:${{LD_LIBRARY_PATH}}}}" ;;

@@ -81,8 +81,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     if info is None:
         return 1
     up = time.time() - info["started"]
+    # the board's version is its supervisor's ('?': a 0.1.0 supervisor does not say)
     print(f"board {info['board']!r}: topology {info['topology']}, supervisor pid {info['pid']}, "
-          f"up {up:.0f} s{' (started on demand)' if info['on_demand'] else ''}, mdev {info['version']}")
+          f"up {up:.0f} s{' (started on demand)' if info['on_demand'] else ''}, mdev {info.get('version', '?')}")
     nodes = f" in {info['nodes']} nodes" if info["nodes"] > 1 else ""
     print(f"{len(info['devices'])} devices{nodes}, {len(info['clients'])} attached processes")
     return 0
@@ -104,7 +105,7 @@ def cmd_smi(args: argparse.Namespace) -> int:
         return 1
     rule = "+" + "-" * 78 + "+"
     print(rule)
-    print(f"| mdev smi {info['version']:<7}board {info['board']:<20} topology {info['topology']:<25}|")
+    print(f"| mdev smi {info.get('version', '?'):<7}board {info['board']:<20} topology {info['topology']:<25}|")
     if info["nodes"] > 1:
         _node_summary(info, rule)
         devices = [d for d in info["devices"] if d["node"] == node]

@@ -1,8 +1,9 @@
 """``mdev trace``: read a timeline trace written by ``MDEV_TRACE`` / ``mdev run --trace``.
 
     mdev trace summary FILE            per-device busy time, per-link bytes and utilisation
-    mdev trace plot FILE -o out.png [--modelled]   the timeline as a picture (wall or modelled
-                                       time; needs matplotlib: pip install 'mdev[plot]')
+    mdev trace plot FILE -o out.png [--modelled] [--rows auto|track|device] [--flows]
+                    [--window START:END]  the timeline as a picture (wall or modelled time; a row
+                                       per track or per device; needs matplotlib: pip install 'mdev[plot]')
 
 Busy time of a device is the union of the intervals in which one of its tasks ran, waits
 (event / notify / value waits, host callbacks) not counted; the process's synchronous
@@ -21,11 +22,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 from collections import defaultdict
 
 HOST = -1      # "device" of host-side records (mdev.runtime.trace.HOST)
+TRACK_LIMIT = 24           # a plot of more tracks than this gets a row per device (--rows auto)
 WAITS = {"wait_event", "wait_remote_event", "wait_event_flag", "wait_notify", "value_wait", "host_callback"}
 
 
@@ -40,6 +43,12 @@ def add_parser(sub) -> None:
     q.add_argument("file")
     q.add_argument("-o", "--output", default="timeline.png", help="PNG file to write (default timeline.png)")
     q.add_argument("--modelled", action="store_true", help="plot modelled time instead of wall time")
+    q.add_argument("--rows", choices=("auto", "track", "device"), default="auto",
+                   help="a row per stream and engine slot (track), per device (device: a collective's ranks), "
+                        f"or device rows past {TRACK_LIMIT} tracks or for a trace of collectives (auto, the default)")
+    q.add_argument("--flows", action="store_true", help="draw the flow arrows (event, notify and value waits)")
+    q.add_argument("--window", type=window_arg, default=(None, None), metavar="START:END",
+                   help="only this time window, in ms from the trace's start (either side may be empty)")
     q.set_defaults(handler=cmd_plot)
 
 
@@ -214,42 +223,103 @@ def _colour(a: dict) -> str:
     return COLOURS["other"]
 
 
-def plot(data: dict, output: str, modelled: bool = False) -> None:
+def row_key(e: dict, device: int, per_device: bool) -> tuple:
+    """The row an event of ``device`` is drawn on: the device's (a host's: its process's) or
+    its own track's."""
+    if device == HOST:
+        return (0, e["pid"], e["tid"] if not per_device else 0)
+    return (1, device, e["tid"] if not per_device else 0)
+
+
+def row_label(key: tuple, track: str, host_pid, per_device: bool) -> str:
+    """``host (pid N)`` (``: host T`` for a host thread's own track) or ``dev D`` (``: <track>``)."""
+    if key[0] == 0:
+        host = f"host (pid {host_pid})"
+        return host if per_device or track == "host" else f"{host}: {track}"
+    return f"dev {key[1]}" if per_device else f"dev {key[1]}: {track}"
+
+
+def plot(data: dict, output: str, modelled: bool = False, rows: str = "auto", flows: bool = False,
+         window: tuple[float | None, float | None] = (None, None)) -> list[str]:
+    """Draw the timeline into ``output``; returns the rows' labels, top to bottom.
+
+    ``rows``: "track" (a row per stream and engine slot), "device" (a row per device, all its
+    streams: a collective's ranks) or "auto" (device rows past TRACK_LIMIT tracks or when the
+    trace names collectives).  ``flows`` draws the flow arrows.  ``window``: (start, end) in ms
+    from the trace's start, either open."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in data["traceEvents"]
-             if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    events = data["traceEvents"]
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+               if e.get("ph") == "M" and e.get("name") == "thread_name"}
     cats = ("modelled",) if modelled else ("task", "engine")
-    xs = [e for e in data["traceEvents"] if e.get("ph") == "X" and e.get("cat") in cats]
-    rows = sorted({(e["pid"], e["tid"]) for e in xs})
-    index = {row: i for i, row in enumerate(rows)}
-    fig, ax = plt.subplots(figsize=(12, max(2.5, 0.45 * len(rows) + 1.2)))
+    xs = [e for e in events if e.get("ph") == "X" and e.get("cat") in cats]
+    if rows == "auto":
+        many = len({(e["pid"], e["tid"]) for e in xs}) > TRACK_LIMIT
+        rows = "device" if many or data.get("mdev", {}).get("collectives") else "track"
+    per_device = rows == "device"
+    if per_device:
+        xs = [e for e in xs if e.get("cat") != "engine"]      # a device's row shows its tasks once
+    lo, hi = window
+    xs = [e for e in xs if (lo is None or e["ts"] + e["dur"] >= lo * 1000) and (hi is None or e["ts"] <= hi * 1000)]
+    xs.sort(key=lambda e: e["args"].get("kind") not in WAITS)    # waits underneath: a device row overlays streams
+    # a track's device, from its process's name ("device 3 (Ascend910B1)", "device 3 (modelled
+    # time)", "host (pid N)"): engine slots and modelled records do not name it
+    device_of = {e["pid"]: int(m.group(1)) if (m := re.match(r"device (\d+)", e["args"]["name"])) else HOST
+                 for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
+    keys: dict[tuple, str] = {}
+    track_row: dict[tuple, tuple] = {}          # (pid, tid) -> row key: where a flow's ends are
     for e in xs:
-        y = index[(e["pid"], e["tid"])]
+        key = row_key(e, device_of.get(e["pid"], HOST), per_device)
+        track = threads.get((e["pid"], e["tid"]), str(e["tid"]))
+        keys.setdefault(key, row_label(key, track, data.get("mdev", {}).get("pid", "?"), per_device))
+        track_row[(e["pid"], e["tid"])] = key
+    order = sorted(keys)
+    index = {key: i for i, key in enumerate(order)}
+    fig, ax = plt.subplots(figsize=(12, max(2.5, 0.45 * len(order) + 1.2)))
+    for e in xs:
+        y = index[track_row[(e["pid"], e["tid"])]]
         ax.broken_barh([(e["ts"] / 1000, max(e["dur"] / 1000, 1e-4))], (y - 0.4, 0.8),
                        facecolors=_colour(e["args"]), edgecolor="black", linewidth=0.3)
-    starts = {e["id"]: e for e in data["traceEvents"] if e.get("ph") == "s"}
-    for f in (e for e in data["traceEvents"] if e.get("ph") == "f" and not modelled):
-        s = starts.get(f["id"])
-        if s and (s["pid"], s["tid"]) in index and (f["pid"], f["tid"]) in index:
-            ax.annotate("", xy=(f["ts"] / 1000, index[(f["pid"], f["tid"])]),
-                        xytext=(s["ts"] / 1000, index[(s["pid"], s["tid"])]),
-                        arrowprops={"arrowstyle": "->", "color": "black", "lw": 0.8})
-    ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels(["host" if names.get((pid, tid)) == "host" else f"dev {pid % 1000}: {names.get((pid, tid), tid)}"
-                        for pid, tid in rows])
+    if flows and not modelled:
+        starts = {e["id"]: e for e in events if e.get("ph") == "s"}
+        for f in (e for e in events if e.get("ph") == "f"):
+            s = starts.get(f["id"])
+            a, b = s and track_row.get((s["pid"], s["tid"])), track_row.get((f["pid"], f["tid"]))
+            if a is not None and b is not None:
+                ax.annotate("", xy=(f["ts"] / 1000, index[b]), xytext=(s["ts"] / 1000, index[a]),
+                            arrowprops={"arrowstyle": "->", "color": "black", "lw": 0.8})
+    labels = [keys[key] for key in order]
+    ax.set_yticks(range(len(order)))
+    ax.set_yticklabels(labels)
     ax.invert_yaxis()
+    if lo is not None or hi is not None:
+        ax.set_xlim(left=lo, right=hi)
     ax.set_xlabel("modelled time (ms)" if modelled else "wall time (ms)")
     meta = data.get("mdev", {})
-    ax.set_title(f"mdev timeline: board {meta.get('board', '?')} ({meta.get('topology', '?')})")
-    ax.legend(handles=[Patch(color=c, label=k) for k, c in COLOURS.items()], loc="upper right", fontsize=7, ncol=4)
+    ax.set_title(f"mdev timeline: board {meta.get('board', '?')} ({meta.get('topology', '?')})"
+                 + (", a row per device" if per_device else ""))
+    ax.legend(handles=[Patch(color=c, label=k) for k, c in COLOURS.items()], loc="lower center", fontsize=7,
+              ncol=len(COLOURS), bbox_to_anchor=(0.5, 1.06), frameon=False)       # above the rows, not on them
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     fig.savefig(output, dpi=110)
     plt.close(fig)
+    return labels
+
+
+def window_arg(text: str) -> tuple[float | None, float | None]:
+    """``START:END`` in ms, either side may be empty."""
+    start, sep, end = text.partition(":")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"{text!r}: give START:END in ms (either may be empty)")
+    try:
+        return (float(start) if start else None, float(end) if end else None)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: START and END are numbers of ms") from None
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
@@ -265,6 +335,6 @@ def cmd_plot(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"mdev trace plot: {exc}", file=sys.stderr)
         return 1
-    plot(data, args.output, args.modelled)
+    plot(data, args.output, args.modelled, args.rows, args.flows, args.window)
     print(f"wrote {args.output}")
     return 0
