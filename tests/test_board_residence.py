@@ -95,9 +95,9 @@ def test_squatted_segment_names_neither_stop_a_start_nor_get_used():
             assert proc.returncode == 0, err
             assert all(os.path.isdir(p) for p in planted)        # untouched, and not used
             ours = [e for e in segments_of(board) if "/dev/shm/" + e not in planted]
-            tag = re.fullmatch(rf"mdev\.{os.getuid()}\.{re.escape(board)}\.([0-9a-f]+)\.ctl0",
-                               next(e for e in ours if e.endswith(".ctl0"))).group(1)
-            assert len(tag) >= 16
+            tag, own = re.fullmatch(rf"mdev\.{os.getuid()}\.{re.escape(board)}\.([0-9a-f]+)\.ctl0\.([0-9a-f]+)",
+                                    next(e for e in ours if ".ctl0." in e)).groups()
+            assert len(tag) >= 16 and len(own) >= 16
     finally:
         for p in planted:
             os.rmdir(p)
@@ -107,7 +107,7 @@ def test_every_start_has_new_segment_names():
     tags = []
     for _ in range(2):
         with extra_board("tags") as board:
-            tags.append({e.split(".")[-2] for e in segments_of(board)})
+            tags.append({e.split(".")[3] for e in segments_of(board)})
     assert len(tags[0]) == len(tags[1]) == 1 and tags[0] != tags[1]
 
 

@@ -71,21 +71,32 @@ def leftovers(paths: BoardPaths) -> list[str]:
     return paths.segments() + [str(p) for p in paths.files() if p != paths.lock]
 
 
-def clear(paths: BoardPaths) -> None:
+def clear(paths: BoardPaths) -> list[str]:
     """Remove every segment and file of the board's recorded start except the lock file.
     Only for a holder of the lock.  The record of the segment names goes last: a clear-up
-    cut short is finished by the next one."""
+    cut short is finished by the next one.  Returns what is left and why, one line each:
+    what it could not remove (it goes on past each), and segments another user made under
+    the board's names (never touched: not the board's)."""
+    left = []
     for name in paths.segments():
-        segment.unlink(name)
-    for path in [*paths.sockets(), paths.key, paths.topology, paths.log, paths.names]:
-        _unlink(path)
+        try:
+            segment.unlink(name)
+        except OSError as exc:
+            left.append(f"/dev/shm{name}: {exc}")
+    for path in [*paths.sockets(), *paths.device_records(), paths.key, paths.topology, paths.log, paths.names]:
+        try:
+            _unlink(path)
+        except OSError as exc:
+            left.append(f"{path}: {exc}")
+    left += [f"/dev/shm{name}: made by uid {uid}, not this user: left alone" for name, uid in paths.foreign_segments()]
+    return left
 
 
 def abandon(paths: BoardPaths, own: list[str]) -> None:
     """A device process whose supervisor died: remove its own segments (``own``), then the
     rest of the board if nobody holds its lock (a new start holding it made its own names)."""
     for name in own:
-        segment.unlink(name)
+        segment.unlink(name)        # made by this process: nothing stops their removal
     fd = take(paths)
     if fd is not None:
         clear(paths)

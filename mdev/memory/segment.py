@@ -30,13 +30,29 @@ class Segment:
     """One mapped POSIX shm object; ``array`` is a uint8 numpy view of all of it."""
 
     def __init__(self, name: str, size: int = 0, create: bool = False) -> None:
-        flags = posix_ipc.O_CREX if create else 0
-        shm = posix_ipc.SharedMemory(name, flags, mode=0o600, size=size if create else 0)
+        """Map segment ``name``: a new one of ``size`` bytes with ``create`` (FileExistsError
+        if the name exists: it is left alone), else an existing one, which must be this
+        user's (PermissionError otherwise: a segment another user made under an expected
+        name is never mapped)."""
+        shm = None
         try:
+            shm = posix_ipc.SharedMemory(name, posix_ipc.O_CREX if create else 0, mode=0o600,
+                                         size=size if create else 0)
+            if not create and os.fstat(shm.fd).st_uid != os.geteuid():
+                raise PermissionError(f"{name} is another user's segment")
             self.size = shm.size
             self._mmap = mmap.mmap(shm.fd, shm.size)
+        except posix_ipc.ExistentialError as exc:
+            if create:          # someone else's name: left alone
+                raise FileExistsError(f"{name} exists already") from exc
+            raise
+        except BaseException:
+            if create:
+                unlink(name)    # made here (perhaps before its sizing failed), and of no use
+            raise
         finally:
-            shm.close_fd()
+            if shm is not None:
+                shm.close_fd()
         self.name = name
         self.array = np.frombuffer(self._mmap, dtype=np.uint8)
         self.address = self.array.ctypes.data
@@ -132,7 +148,10 @@ def map_private(address: int, size: int) -> None:
 
 
 def unlink(name: str) -> None:
+    """Remove segment ``name`` if it exists; PermissionError if it is another user's."""
     try:
         posix_ipc.unlink_shared_memory(name)
     except posix_ipc.ExistentialError:
         pass
+    except posix_ipc.PermissionsError as exc:
+        raise PermissionError(f"cannot remove {name}: {exc}") from exc
