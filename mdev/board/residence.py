@@ -3,7 +3,8 @@
     starter --take()--> the board's lock (flock of BoardPaths.lock) --passed to--> supervisor,
                         which holds it for the rest of its life
     anyone  --held()--> does a supervisor live (or is a start or a clear-up under way)?
-    holder  --clear()-> every segment and file of the board's recorded start
+    holder  --clear()-> every segment and file of the board's recorded start (going on past
+                        what it cannot remove, and saying so)
     device whose supervisor died --abandon()--> its own segments, then clear() if it can take the lock
 
 The lock alone decides whether a board lives: a stalled supervisor still holds it, a dead
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import sys
 
 from mdev.board.naming import BoardPaths
 from mdev.memory import segment
@@ -74,9 +76,10 @@ def leftovers(paths: BoardPaths) -> list[str]:
 def clear(paths: BoardPaths) -> list[str]:
     """Remove every segment and file of the board's recorded start except the lock file.
     Only for a holder of the lock.  The record of the segment names goes last: a clear-up
-    cut short is finished by the next one.  Returns what is left and why, one line each:
-    what it could not remove (it goes on past each), and segments another user made under
-    the board's names (never touched: not the board's)."""
+    cut short is finished by the next one.  It goes on past whatever it cannot remove, says
+    so on stderr and returns those, one line each with the reason.  Segments another user
+    made under the board's names are none of the board's (BoardPaths.foreign_segments):
+    never touched."""
     left = []
     for name in paths.segments():
         try:
@@ -88,7 +91,8 @@ def clear(paths: BoardPaths) -> list[str]:
             _unlink(path)
         except OSError as exc:
             left.append(f"{path}: {exc}")
-    left += [f"/dev/shm{name}: made by uid {uid}, not this user: left alone" for name, uid in paths.foreign_segments()]
+    for line in left:
+        print(f"mdev: board {paths.name!r}: could not remove {line}", file=sys.stderr)
     return left
 
 
