@@ -426,3 +426,23 @@ def test_a_taken_name_is_drawn_again_and_left_alone(monkeypatch):
             Segment(squatted)                      # never mapped, even where its mode allows
     finally:
         os.unlink(f"/dev/shm{squatted}")
+
+
+def test_a_name_made_again_after_an_unlink_is_never_reached_through_the_old_segment():
+    """Once a segment is unlinked anyone may make a file of its name (its names are public):
+    what re-opens a segment by name (a kernel's write cut-off, host registration, backing
+    pages) must not reach that file.  Here the file is the test's own, with a mark in it."""
+    name = f"/mdev-test-remade-{os.getpid()}"
+    seg = Segment(name, 4096, create=True)
+    try:
+        seg.array[:] = 1
+        seg.unlink()
+        with open(f"/dev/shm{name}", "wb") as f:
+            f.write(b"\xaa" * 4096)
+        with pytest.raises(FileNotFoundError, match="another file"):
+            seg.reserve(0, 4096)
+        seg.detach_writes()             # its readers see nothing of the new file
+        assert not (seg.array == 0xAA).any()
+    finally:
+        seg.close()
+        os.unlink(f"/dev/shm{name}")

@@ -40,6 +40,8 @@ class Segment:
                                          size=size if create else 0)
             if not create and os.fstat(shm.fd).st_uid != os.geteuid():
                 raise PermissionError(f"{name} is another user's segment")
+            st = os.fstat(shm.fd)
+            self._identity = (st.st_dev, st.st_ino)     # what a re-open by name must find
             self.size = shm.size
             self._mmap = mmap.mmap(shm.fd, shm.size)
         except posix_ipc.ExistentialError as exc:
@@ -60,8 +62,19 @@ class Segment:
 
     def _file(self) -> int:
         if self._fd < 0:
-            self._fd = os.open(f"/dev/shm{self.name}", os.O_RDWR | os.O_CLOEXEC)
+            self._fd = self.reopen(os.O_RDWR)
         return self._fd
+
+    def reopen(self, flags: int) -> int:
+        """A new descriptor of this segment, by its name (mappings hold no descriptor: a
+        board maps thousands).  FileNotFoundError once the name is gone or names another
+        file: after an unlink, anyone could have made a file of that name."""
+        fd = os.open(f"/dev/shm{self.name}", flags | os.O_NOFOLLOW | os.O_CLOEXEC)
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != self._identity:
+            os.close(fd)
+            raise FileNotFoundError(f"{self.name} was removed (the name is another file now)")
+        return fd
 
     def reserve(self, start: int, length: int) -> None:
         """Back the bytes [start, start+length) with pages now (the rest of the segment stays
@@ -97,7 +110,7 @@ class Segment:
     def map_over(self, address: int) -> None:
         """Map this segment a second time, at ``address`` exactly, replacing what was mapped
         there (host memory registration: the user's pages become shared ones)."""
-        fd = os.open("/dev/shm/" + self.name.lstrip("/"), os.O_RDWR)
+        fd = self.reopen(os.O_RDWR)
         try:
             _mmap_fixed(address, self.size, mmap.MAP_SHARED, fd, f"cannot map {self.name} at {address:#x}")
         finally:
@@ -110,7 +123,7 @@ class Segment:
         swaps it under its memory-map lock), so a writer mid-copy cannot fault."""
         flags = mmap.MAP_PRIVATE | MAP_NORESERVE
         try:
-            fd = os.open("/dev/shm/" + self.name.lstrip("/"), os.O_RDONLY)
+            fd = self.reopen(os.O_RDONLY)
         except OSError:          # unlinked: nothing to read through any more
             fd, flags = -1, flags | mmap.MAP_ANONYMOUS
         try:

@@ -130,7 +130,7 @@ def pairs(dst: Operand, src: Operand):
             j, soff = j + 1, 0
 
 
-def _commit(name: str, size: int) -> None:
+def _commit(seg: Segment, size: int) -> None:
     """Take the pages of a pinned segment now, as page-locked memory is resident: running
     out is then the allocation error here, never a SIGBUS at the first touch (in this
     process, or in a device process copying to or from the buffer)."""
@@ -138,7 +138,7 @@ def _commit(name: str, size: int) -> None:
     if size > st.f_bavail * st.f_frsize:      # fail before filling RAM up to the limit
         raise AclError(E.ACL_ERROR_RT_MEMORY_ALLOCATION, f"cannot pin {size} bytes of host memory: "
                        f"/dev/shm has {st.f_bavail * st.f_frsize} bytes free")
-    fd = os.open("/dev/shm/" + name.lstrip("/"), os.O_RDWR)
+    fd = seg.reopen(os.O_RDWR)
     try:
         os.posix_fallocate(fd, 0, size)
     except OSError as exc:
@@ -330,13 +330,12 @@ class MemoryTable:
                                "pinned segment")
         except Exception as exc:
             raise AclError(E.ACL_ERROR_RT_MEMORY_ALLOCATION, f"cannot create pinned segment: {exc}") from exc
-        name = seg.name
         try:
-            _commit(name, size)
+            _commit(seg, size)
             if at is not None:
                 seg.array[:] = self.view(Operand(PAGEABLE, at, size))
                 seg.map_over(at)
-            board.request("register_segment", name)
+            board.request("register_segment", seg.name)
         except Exception:
             seg.close()
             seg.unlink()
