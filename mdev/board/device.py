@@ -46,7 +46,7 @@ from mdev.errors import AclError
 from mdev.board import status as S
 from mdev.board.engines import Engine
 from mdev.board.hbm import DeviceMemory
-from mdev.board.naming import BoardPaths, create_fresh
+from mdev.board.naming import BoardPaths, create_fresh, tag_of
 from mdev.board.slots import Lender, SlotPool
 from mdev.board.stream import ContextState, DeviceStream
 from mdev.board.tasktable import OPS, TaskFault
@@ -95,7 +95,7 @@ class Device:
         hbm, control = create_fresh(self._make_segments, f"device {index}'s segments")
         self.own_segments = [hbm.name, control.name]
         self.control = S.ControlPage(control)
-        paths.record_device(index, self.segment_tag)
+        paths.record_device(index, tag_of(control.name))
         h = self.control.header
         h[S.H_MAGIC], h[S.H_DEVICE], h[S.H_PID] = S.MAGIC, index, os.getpid()
         h[S.H_HBM_TOTAL], h[S.H_BOOT_NS] = self.spec.hbm_bytes, self.boot_ns
@@ -143,7 +143,6 @@ class Device:
             hbm.close()
             hbm.unlink()
             raise
-        self.segment_tag = tag
         return hbm, control
 
     # ------------------------------------------------------------------ clients

@@ -73,13 +73,12 @@ def leftovers(paths: BoardPaths) -> list[str]:
     return paths.segments() + [str(p) for p in paths.files() if p != paths.lock]
 
 
-def clear(paths: BoardPaths) -> list[str]:
+def clear(paths: BoardPaths) -> None:
     """Remove every segment and file of the board's recorded start except the lock file.
     Only for a holder of the lock.  The record of the segment names goes last: a clear-up
-    cut short is finished by the next one.  It goes on past whatever it cannot remove, says
-    so on stderr and returns those, one line each with the reason.  Segments another user
-    made under the board's names are none of the board's (BoardPaths.foreign_segments):
-    never touched."""
+    cut short is finished by the next one.  It goes on past whatever it cannot remove and
+    names each on stderr with the reason.  Segments another user made under the board's
+    names are none of the board's (BoardPaths.foreign_segments): never touched."""
     left = []
     for name in paths.segments():
         try:
@@ -93,7 +92,6 @@ def clear(paths: BoardPaths) -> list[str]:
             left.append(f"{path}: {exc}")
     for line in left:
         print(f"mdev: board {paths.name!r}: could not remove {line}", file=sys.stderr)
-    return left
 
 
 def abandon(paths: BoardPaths, own: list[str]) -> None:

@@ -38,9 +38,9 @@ class Segment:
         try:
             shm = posix_ipc.SharedMemory(name, posix_ipc.O_CREX if create else 0, mode=0o600,
                                          size=size if create else 0)
-            if not create and os.fstat(shm.fd).st_uid != os.geteuid():
-                raise PermissionError(f"{name} is another user's segment")
             st = os.fstat(shm.fd)
+            if not create and st.st_uid != os.geteuid():
+                raise PermissionError(f"{name} is another user's segment")
             self._identity = (st.st_dev, st.st_ino)     # what a re-open by name must find
             self.size = shm.size
             self._mmap = mmap.mmap(shm.fd, shm.size)
