@@ -17,7 +17,7 @@ import psutil
 from conftest import PREFIX
 from helpers import attached, extra_board, wait_until
 from mdev.board import launcher
-from mdev.board.naming import runtime_dir
+from mdev.board.naming import BoardPaths, runtime_dir
 from mdev.board.proctitle import shown_title, title
 
 NOBODY = 65534
@@ -93,9 +93,9 @@ def test_squatted_segment_names_neither_stop_a_start_nor_get_used():
             assert proc.returncode == 0, err
             assert all(os.path.isdir(p) for p in planted)        # untouched, and not used
             ours = [e for e in segments_of(board) if "/dev/shm/" + e not in planted]
-            tag = re.fullmatch(rf"mdev\.{os.getuid()}\.{re.escape(board)}\.([0-9a-f]+)\.ctl0",
-                               next(e for e in ours if e.endswith(".ctl0"))).group(1)
-            assert len(tag) >= 16
+            tag, own = re.fullmatch(rf"mdev\.{os.getuid()}\.{re.escape(board)}\.([0-9a-f]+)\.ctl0\.([0-9a-f]+)",
+                                    next(e for e in ours if ".ctl0." in e)).groups()
+            assert len(tag) >= 16 and len(own) >= 16
     finally:
         for p in planted:
             os.rmdir(p)
@@ -105,7 +105,7 @@ def test_every_start_has_new_segment_names():
     tags = []
     for _ in range(2):
         with extra_board("tags") as board:
-            tags.append({e.split(".")[-2] for e in segments_of(board)})
+            tags.append({e.split(".")[3] for e in segments_of(board)})
     assert len(tags[0]) == len(tags[1]) == 1 and tags[0] != tags[1]
 
 
@@ -265,6 +265,33 @@ def test_the_next_start_clears_a_dead_boards_remains():
         proc = host(board, ROUND_TRIP)
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0 and "round trip ok" in out, err
+
+
+def test_a_clear_up_goes_on_past_what_it_cannot_remove():
+    """Something of the board's names that shm_unlink cannot remove (here a directory of
+    ours; another user's segment is the case that matters, drilled in test_multiuser.py)
+    does not stop the clear-up of a dead board: every other segment and file goes, and
+    stop says what it left."""
+    with extra_board("stuck") as board:
+        pids = processes_of(board)
+        paths = BoardPaths(board)
+        stuck = [f"/dev/shm/{paths.shm_prefix}{s}" for s in ("a", "hbm0.0", "zz")]     # first, among, last
+        for path in stuck:
+            os.mkdir(path)
+        try:
+            for sig in (signal.SIGSTOP, signal.SIGKILL):      # stopped first: see the tests above
+                for pid in pids:
+                    os.kill(pid, sig)
+            assert wait_until(lambda: not processes_of(board), timeout=10)
+            stop = subprocess.run([sys.executable, "-m", "mdev", "board", "stop", "--name", board],
+                                  capture_output=True, text=True, timeout=60)
+            assert stop.returncode == 0 and "dead" in stop.stdout, stop.stdout + stop.stderr
+            assert sorted(segments_of(board)) == sorted(os.path.basename(p) for p in stuck)
+            assert files_of(board) == []
+            assert all(f"could not remove {p}" in stop.stderr for p in stuck), stop.stderr
+        finally:
+            for path in stuck:
+                os.rmdir(path)
 
 
 # ============================================================================ issue 18 item 7

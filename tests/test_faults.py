@@ -194,6 +194,12 @@ def test_other_processes_of_a_killed_device_see_it_lost_until_they_reset(monkeyp
         round_trip(acl)
 
 
+def current_segments(name: str, devices: int) -> list[str]:
+    """The /dev/shm entries of the current processes of the board's devices, as recorded."""
+    paths = BoardPaths(name)
+    return sorted(n.lstrip("/") for i in range(devices) for n in (paths.hbm(i), paths.control(i)))
+
+
 def shm_mappings(pid: int, name: str) -> list[str]:
     """Segments of board ``name`` that process ``pid`` maps ("... (deleted)" once unlinked)."""
     prefix = "/dev/shm/" + BoardPaths(name).shm_prefix
@@ -210,12 +216,14 @@ def deleted_mappings(pid: int, name: str) -> list[str]:
 
 def test_peer_copies_reach_a_restarted_device(monkeypatch):
     """Device 1 mapped device 0's HBM and control page for P2P copies; device 0 is killed and
-    restarted with a fresh HBM segment: device 1 (and this process) drop the old mappings,
-    copies both ways land in the new HBM, and nothing maps the dead segments any more."""
+    restarted with a fresh HBM segment (under new names): device 1 (and this process) drop the
+    old mappings, copies both ways land in the new HBM, and nothing maps the dead segments
+    any more."""
     nbytes = 256 * 1024
     pattern = np.random.default_rng(7).integers(0, 256, nbytes, dtype=np.uint8)
     with extra_board("flt-p2p", "pcie4", devices=3) as name, attached(monkeypatch, name) as acl:
         segments = sorted(shm_entries(name))
+        assert segments == current_segments(name, 3)
 
         def p2p_round(seed: int) -> None:
             """0 -> 1 and 1 -> 0 copies run by device 1, then by device 0; all read back."""
@@ -291,13 +299,16 @@ def test_peer_copies_reach_a_restarted_device(monkeypatch):
         # no process keeps the dead device's memory mapped; no segment is left behind
         for pid in (survivor, device_pid(name, 0), os.getpid()):
             assert deleted_mappings(pid, name) == [], (pid, deleted_mappings(pid, name))
-        assert wait_until(lambda: sorted(shm_entries(name)) == segments, timeout=5), shm_entries(name)
+        assert wait_until(lambda: sorted(shm_entries(name)) == current_segments(name, 3), timeout=5), \
+            shm_entries(name)
+        restarted = current_segments(name, 3)
+        assert len(set(restarted) - set(segments)) == 2          # device 0's two, named afresh
         # a second kill and restart: the remapped mappings are dropped again
         kill(device_pid(name, 0))
         ok(acl, acl.rt.reset_device_force(0))
         p2p_round(2)
         assert deleted_mappings(survivor, name) == [] and deleted_mappings(os.getpid(), name) == []
-        assert sorted(shm_entries(name)) == segments
+        assert sorted(shm_entries(name)) == current_segments(name, 3) != restarted
 
 
 # ============================================================================ host killed
@@ -394,8 +405,9 @@ def test_killed_supervisor_gives_a_clear_error_and_board_start_recovers(monkeypa
         assert "started" in proc.stdout
         new = launcher.status(name)
         assert new["pid"] != info["pid"] and all(d["state"] == "ok" for d in new["devices"])
-        assert sorted(shm_entries(name)) == sorted([f"{BoardPaths(name).shm_prefix}{k}{i}"
-                                                    for k in ("hbm", "ctl") for i in range(2)])
+        fresh = BoardPaths(name)
+        assert sorted(shm_entries(name)) == sorted([fresh.hbm(i).lstrip("/") for i in range(2)]
+                                                   + [fresh.control(i).lstrip("/") for i in range(2)])
         # the process detaches from the dead board (finalize) and works on the new one
         from mdev.runtime.lifecycle import detach
         detach()

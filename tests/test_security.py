@@ -63,11 +63,13 @@ def test_a_runtime_directory_made_by_another_user_is_refused(shared_tmp, monkeyp
 
 
 @as_root
-def test_the_default_directory_in_tmp_squatted_by_another_user_is_refused():
+def test_the_default_directory_in_tmp_squatted_by_another_user_is_refused(tmp_path):
     """The attack as reported, on the default path: no MDEV_RUNTIME_DIR, no XDG_RUNTIME_DIR,
     so the victim's directory is /tmp/mdev-<uid>, which the attacker makes first with a
     secret of its own.  The victim is this root process acting as a uid nobody runs here
-    (os.getuid answers it), since only root may run this Python as a second user."""
+    (os.getuid answers it), whose home is not its own either: the fallback under it is
+    refused too, and the message names both (the fallback that works is drilled with real
+    users in test_multiuser.py)."""
     victim = 60000 + os.getpid() % 5000
     squat = Path(f"/tmp/mdev-{victim}")
     _as_nobody(f"mkdir -m 0700 {squat} && printf 00ff > {squat}/default.key && chmod 600 {squat}/default.key")
@@ -80,11 +82,12 @@ def test_the_default_directory_in_tmp_squatted_by_another_user_is_refused():
     """)
     env = {k: v for k, v in os.environ.items() if k not in ("MDEV_RUNTIME_DIR", "XDG_RUNTIME_DIR")}
     try:
-        proc = subprocess.run([sys.executable, "-c", code], env=dict(env, MDEV_BOARD="default", MDEV_AUTOSTART="0"),
-                              capture_output=True, text=True, timeout=60)
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                              env=dict(env, MDEV_BOARD="default", MDEV_AUTOSTART="0", HOME=str(tmp_path)))
         assert proc.returncode == 0, proc.stderr
         out = proc.stdout.strip().splitlines()[-1]
         assert '"ret": 507899' in out and str(squat) in out and "not private" in out, out
+        assert str(tmp_path / ".cache" / "mdev") in out and "MDEV_RUNTIME_DIR" in out, out
         assert sorted(os.listdir(squat)) == ["default.key"]
     finally:
         shutil.rmtree(squat)

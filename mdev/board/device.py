@@ -46,7 +46,7 @@ from mdev.errors import AclError
 from mdev import status as S
 from mdev.board.engines import Engine
 from mdev.board.hbm import DeviceMemory
-from mdev.board.naming import BoardPaths
+from mdev.board.naming import BoardPaths, create_fresh, tag_of
 from mdev.board.slots import Lender, SlotPool
 from mdev.board.stream import ContextState, DeviceStream
 from mdev.board.tasktable import OPS, TaskFault
@@ -89,9 +89,13 @@ class Device:
         self.node_devices: range = topo.node(topo.node_of(index)).devices
         self.seal_key = seal_key
         self.boot_ns = time.monotonic_ns()
-        # the HBM before the control page: a peer that finds the page (STARTING) maps the HBM
-        hbm = Segment(paths.hbm(index), self.spec.hbm_bytes, create=True)
-        self.control = S.ControlPage(Segment(paths.control(index), S.size_for(self.spec.hbm_bytes), create=True))
+        # names of this process's own (a predecessor's are public, so anyone could have
+        # taken them): the HBM before the control page, and both before the record that
+        # points to them: a peer that finds the page (STARTING) maps the HBM
+        hbm, control = create_fresh(self._make_segments, f"device {index}'s segments")
+        self.own_segments = [hbm.name, control.name]
+        self.control = S.ControlPage(control)
+        paths.record_device(index, tag_of(control.name))
         h = self.control.header
         h[S.H_MAGIC], h[S.H_DEVICE], h[S.H_PID] = S.MAGIC, index, os.getpid()
         h[S.H_HBM_TOTAL], h[S.H_BOOT_NS] = self.spec.hbm_bytes, self.boot_ns
@@ -128,6 +132,18 @@ class Device:
         # alone knows where a batch ends, calls release_held then and before any other message.
         self.held_engines: dict[str, Engine] = {}
         self.tasks_done = 0      # H_TASKS_DONE, counted here (a page word's += costs more)
+
+    def _make_segments(self, tag: str) -> tuple[Segment, Segment]:
+        """This process's HBM and control page, named with ``tag`` (FileExistsError, and
+        nothing left, if either name is taken)."""
+        hbm = Segment(self.paths.hbm(self.index, tag), self.spec.hbm_bytes, create=True)
+        try:
+            control = Segment(self.paths.control(self.index, tag), S.size_for(self.spec.hbm_bytes), create=True)
+        except BaseException:
+            hbm.close()
+            hbm.unlink()
+            raise
+        return hbm, control
 
     # ------------------------------------------------------------------ clients
     def attach(self, conn: Connection) -> None:

@@ -43,12 +43,15 @@ def main(paths: BoardPaths, index: int, topo, authkey: bytes, seal_key: bytes, r
     supervisor leaves nothing behind once its devices have gone."""
     name_process(paths.name, f"device {index}", f"d{index}")
     early: list[int] = []
+    own: list[str] = []         # this process's segments, once made
     signal.signal(signal.SIGTERM, lambda *_: early.append(1))      # until the device can stop
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _end_with_parent()
     try:
         try:
-            server = Server(Device(paths, index, topo, seal_key), authkey, supervisor)
+            device = Device(paths, index, topo, seal_key)
+            own[:] = device.own_segments
+            server = Server(device, authkey, supervisor)
         except Exception as exc:
             os.write(ready_fd, b"!" + f"{type(exc).__name__}: {exc}".encode()[:1000])    # the reason, to Fleet
             raise
@@ -58,7 +61,7 @@ def main(paths: BoardPaths, index: int, topo, authkey: bytes, seal_key: bytes, r
         server.serve(ready_fd)
     finally:
         if os.getppid() != supervisor:
-            residence.abandon(paths, [paths.hbm(index), paths.control(index)])
+            residence.abandon(paths, own)
 
 
 def _end_with_parent() -> None:

@@ -36,7 +36,7 @@ from mdev import protocol
 from mdev import errors as E
 from mdev.errors import AclError
 from mdev import status as S
-from mdev.board.naming import BoardPaths
+from mdev.board.naming import BoardPaths, tag_of
 from mdev.board.tasktable import TaskFault, dma_fault
 from mdev.board.windows import WindowPool
 from mdev.memory import address
@@ -364,9 +364,10 @@ class DeviceMemory:
 
     # ------------------------------------------------------------------ peers
     # A peer's segments are mapped once and kept.  A peer that died and was restarted has
-    # fresh segments under the same names; the supervisor marks the dead one's control page
-    # FAULTED before unlinking it, so a cached page reading FAULTED (or STOPPED) is re-opened,
-    # and a cached HBM mapping whose boot time differs from the page's is replaced: copies
+    # fresh segments under new names (its record, BoardPaths.device_tag, names them); the
+    # supervisor marks the dead one's control page FAULTED before unlinking it, so a cached
+    # page reading FAULTED (or STOPPED) is re-opened, and a cached HBM mapping whose boot
+    # time differs from the page's is replaced by the HBM named like the page: copies
     # reach the new HBM.  A replaced mapping is dropped, not closed: a task of another worker
     # may still hold it, and the dead segment's memory is freed with its last reference.
     def peer_control(self, device: int) -> S.ControlPage:
@@ -406,11 +407,11 @@ class DeviceMemory:
             if cached is not None and cached[0] == boot:
                 return page, cached[1]
             try:
-                seg = Segment(self.paths.hbm(device))
+                seg = Segment(self.paths.hbm(device, tag_of(page.segment.name)))    # the page's process's
             except Exception as exc:
                 raise dma_fault(f"cannot map the HBM of device {device}: {exc}") from exc
             if page.state == S.STATE_FAULTED:
-                # died while we mapped: the name may already be its successor's HBM
+                # died while we mapped: its memory is lost
                 seg.close()
                 raise dma_fault(f"device {device} is faulted: its HBM is lost")
             self._peer_hbm[device] = (boot, seg)

@@ -5,6 +5,13 @@ Every file of board ``B`` is ``B.*`` in the user's private runtime directory.  I
 tag is a random part chosen at each start and recorded only in the runtime directory
 (``B.names``), so another user can neither guess a board's segment names nor take them
 first.  Hosts read the tag there; a dead board's remains are found through it.
+
+Once a segment exists its name is public (``ls /dev/shm``), so no name is ever made twice:
+each device process draws a random part of its own for its HBM and control page
+(``hbm<i>.<r>``, ``ctl<i>.<r>``, recorded in ``B.dev<i>.names``; a restarted device has
+new ones), and each pinned buffer is ``pin.<pid>.<r>`` with a random part of its own.  A
+name someone else took first is passed over for another draw (``create_fresh``), never
+adopted.
 """
 
 from __future__ import annotations
@@ -12,12 +19,35 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import socket
 import stat
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 DEFAULT_BOARD = "default"
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,48}$")
-_TAG = re.compile(r"^[0-9a-f]{16}$")          # secrets.token_hex(8)
+_TAG = re.compile(r"^[0-9a-f]{16}$")          # fresh_tag()
+FRESH_TRIES = 16         # draws of a segment name before giving up (each taken one is another user's)
+
+
+def fresh_tag() -> str:
+    """A random part for a new name: 64 bits, so nobody can guess one before it exists."""
+    return secrets.token_hex(8)
+
+
+def create_fresh(make: Callable[[str], T], what: str) -> T:
+    """``make(tag)`` with a fresh tag, drawn again while the name it makes exists already
+    (FileExistsError: someone took it first; it is never opened or removed)."""
+    for _ in range(FRESH_TRIES):
+        try:
+            return make(fresh_tag())
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{what}: {FRESH_TRIES} fresh random names were all taken")
 
 
 def board_name(name: str | None = None) -> str:
@@ -37,18 +67,50 @@ def runtime_dir() -> Path:
     """This user's private directory of board files, verified on every call.
 
     ``$MDEV_RUNTIME_DIR`` if set, else ``$XDG_RUNTIME_DIR/mdev`` (the login session's
-    private directory), else ``/tmp/mdev-<uid>``.  mdev creates it with mode 0700; whether
-    it made it or found it, the directory must be a real directory (not a symlink), owned
-    by this user, with mode 0700 -- a directory someone else made first in a shared /tmp
-    is refused (UnsafeRuntimeDir), never adopted."""
+    private directory), else ``/tmp/mdev-<uid>``, else -- that one taken by another user --
+    ``~/.cache/mdev/run-<host>`` (``fallback_dir``).  mdev creates it with mode 0700;
+    whether it made it or found it, the directory must be a real directory (not a symlink),
+    owned by this user, with mode 0700 -- a directory someone else made first in a shared
+    /tmp is refused (UnsafeRuntimeDir), never adopted."""
     override = os.environ.get("MDEV_RUNTIME_DIR")
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     if override:
-        path = Path(override)
-    elif xdg and _is_private(Path(xdg), exact_mode=False):
-        path = Path(xdg) / "mdev"
-    else:
-        path = Path(f"/tmp/mdev-{os.getuid()}")
+        return _private_dir(Path(override))
+    if xdg and _is_private(Path(xdg), exact_mode=False):
+        return _private_dir(Path(xdg) / "mdev")
+    shared = Path(f"/tmp/mdev-{os.getuid()}")
+    try:
+        return _private_dir(shared)
+    except UnsafeRuntimeDir:
+        # another user made it first: the user still needs a way on, in a place only they own
+        refused = f"{shared} is not private to uid {os.getuid()} ({_describe(shared)})"
+    try:
+        fallback = fallback_dir()
+        path = _private_dir(fallback)
+    except (UnsafeRuntimeDir, OSError, KeyError, RuntimeError) as exc:     # no usable home either
+        raise UnsafeRuntimeDir(f"runtime directory {refused}, and the fallback under the home directory cannot "
+                               f"be used ({exc}); set MDEV_RUNTIME_DIR to a directory of yours with mode 0700") from exc
+    _say_once(f"mdev: runtime directory {refused}: not used; board files go to {path} instead\n")
+    return path
+
+
+def fallback_dir() -> Path:
+    """Where board files go when /tmp/mdev-<uid> is another user's: under the user's home
+    (named for the host: a home shared between machines must not mix their boards)."""
+    return Path.home() / ".cache" / "mdev" / f"run-{socket.gethostname()}"
+
+
+_said: set[str] = set()
+
+
+def _say_once(text: str) -> None:
+    if text not in _said:
+        _said.add(text)
+        sys.stderr.write(text)
+
+
+def _private_dir(path: Path) -> Path:
+    """``path``, made 0700 if missing; UnsafeRuntimeDir unless it is this user's private directory."""
     try:
         os.mkdir(path, 0o700)
     except FileExistsError:
@@ -126,12 +188,13 @@ class BoardPaths:
         self.names = Path(f"{base}.names")
         self.board_prefix = f"mdev.{os.getuid()}.{self.name}."      # every start's segments
         self._tag: str | None = None
-        self._own_files = re.compile(rf"^{re.escape(self.name)}\.(dev\d+\.)?sock$")
+        self._own_sockets = re.compile(rf"^{re.escape(self.name)}\.(dev\d+\.)?sock$")
+        self._own_records = re.compile(rf"^{re.escape(self.name)}\.dev\d+\.names(\.\d+\.tmp)?$")
 
     def record_tag(self) -> str:
         """Choose the random part of this start's segment names and record it (the
         supervisor, holding the board's lock, before it makes any segment)."""
-        tag = secrets.token_hex(8)
+        tag = fresh_tag()
         write_private(self.names, tag)
         self._tag = tag
         return tag
@@ -141,10 +204,7 @@ class BoardPaths:
         """The recorded random part of the segment names (read once; OSError if the board
         has none, i.e. it is not running)."""
         if self._tag is None:
-            tag = read_private(self.names).strip()
-            if not _TAG.match(tag):
-                raise UnsafeRuntimeDir(f"{self.names} does not hold a segment tag")
-            self._tag = tag
+            self._tag = _read_tag(self.names)
         return self._tag
 
     @property
@@ -154,14 +214,36 @@ class BoardPaths:
     def device_socket(self, device: int) -> str:
         return f"{self.dir / self.name}.dev{device}.sock"
 
-    def hbm(self, device: int) -> str:
-        return f"/{self.shm_prefix}hbm{device}"
+    def device_record(self, device: int) -> Path:
+        """Where device ``device``'s process records the random part of its segment names."""
+        return Path(f"{self.dir / self.name}.dev{device}.names")
 
-    def control(self, device: int) -> str:
-        return f"/{self.shm_prefix}ctl{device}"
+    def record_device(self, device: int, tag: str) -> None:
+        """Record the random part of the names of device ``device``'s current segments
+        (its process, once it made them); replaced whole, so a reader sees one or the other."""
+        record = self.device_record(device)
+        tmp = record.with_name(f"{record.name}.{os.getpid()}.tmp")
+        _unlink_quietly(tmp)            # left by a process of this pid that died mid-write
+        write_private(tmp, tag)
+        os.replace(tmp, record)
 
-    def pinned(self, pid: int, serial: int | str) -> str:
-        return f"{self.pinned_prefix(pid)}{serial}"
+    def device_tag(self, device: int) -> str:
+        """The random part of device ``device``'s current segment names (OSError if it has
+        none: not started, or the board is gone)."""
+        return _read_tag(self.device_record(device))
+
+    def hbm(self, device: int, tag: str | None = None) -> str:
+        """The HBM segment of device ``device``'s process named by ``tag`` (default: its current one)."""
+        return f"/{self.shm_prefix}hbm{device}.{tag or self.device_tag(device)}"
+
+    def control(self, device: int, tag: str | None = None) -> str:
+        """The control page of device ``device``'s process named by ``tag`` (default: its current one)."""
+        return f"/{self.shm_prefix}ctl{device}.{tag or self.device_tag(device)}"
+
+    def pinned(self, pid: int, tag: str) -> str:
+        """The name of a pinned buffer of host process ``pid``; ``tag`` is fresh for each
+        (fresh_tag), so nobody can tell a name from those already seen."""
+        return f"{self.pinned_prefix(pid)}{tag}"
 
     def pinned_prefix(self, pid: int) -> str:
         """The start of every pinned segment name of host process ``pid``."""
@@ -177,21 +259,65 @@ class BoardPaths:
         return int(pid) if dot and pid.isdigit() else None
 
     def segments(self) -> list[str]:
-        """Names of every shm segment of this board's recorded start that exists now
-        (none if no start is recorded)."""
+        """Names of every shm segment of this user of this board's recorded start that
+        exists now (none if no start is recorded).  Another user's segment under these names
+        is none of the board's (see ``foreign_segments``)."""
         try:
             prefix = self.shm_prefix
             entries = os.listdir("/dev/shm")
         except OSError:
             return []
-        return ["/" + e for e in entries if e.startswith(prefix)]
+        return ["/" + e for e in entries if e.startswith(prefix) and _owner(e) == os.geteuid()]
+
+    def foreign_segments(self) -> list[tuple[str, int]]:
+        """(name, owner uid) of the /dev/shm entries named for this board (any start) that
+        another user made: squatted names, which mdev never opens nor can remove."""
+        me = os.geteuid()
+        found = []
+        for e in os.listdir("/dev/shm"):
+            if e.startswith(self.board_prefix):
+                owner = _owner(e)
+                if owner not in (None, me):
+                    found.append(("/" + e, owner))
+        return found
 
     def sockets(self) -> list[str]:
         """The supervisor's and the devices' socket files (not those of a board whose name
         merely starts with this one's)."""
-        return [str(self.dir / e) for e in os.listdir(self.dir) if self._own_files.match(e)]
+        return [str(self.dir / e) for e in os.listdir(self.dir) if self._own_sockets.match(e)]
+
+    def device_records(self) -> list[Path]:
+        """The devices' name records (and any half-written one)."""
+        return [self.dir / e for e in os.listdir(self.dir) if self._own_records.match(e)]
 
     def files(self) -> list[Path]:
         """Every file of this board in the runtime directory that exists now."""
         return [p for p in (self.key, self.topology, self.log, self.names, self.lock) if os.path.lexists(p)] + \
-            [Path(s) for s in self.sockets()]
+            [Path(s) for s in self.sockets()] + self.device_records()
+
+
+def tag_of(segment_name: str) -> str:
+    """The random part of a device segment's name (what ``hbm`` and ``control`` take)."""
+    return segment_name.rsplit(".", 1)[1]
+
+
+def _owner(entry: str) -> int | None:
+    """The uid owning /dev/shm/``entry`` (None: gone)."""
+    try:
+        return os.lstat(f"/dev/shm/{entry}").st_uid
+    except OSError:
+        return None
+
+
+def _read_tag(path: Path) -> str:
+    tag = read_private(path).strip()
+    if not _TAG.match(tag):
+        raise UnsafeRuntimeDir(f"{path} does not hold a segment tag")
+    return tag
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

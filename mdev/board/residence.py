@@ -3,7 +3,8 @@
     starter --take()--> the board's lock (flock of BoardPaths.lock) --passed to--> supervisor,
                         which holds it for the rest of its life
     anyone  --held()--> does a supervisor live (or is a start or a clear-up under way)?
-    holder  --clear()-> every segment and file of the board's recorded start
+    holder  --clear()-> every segment and file of the board's recorded start (going on past
+                        what it cannot remove, and saying so)
     device whose supervisor died --abandon()--> its own segments, then clear() if it can take the lock
 
 The lock alone decides whether a board lives: a stalled supervisor still holds it, a dead
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import sys
 
 from mdev.board.naming import BoardPaths
 from mdev.memory import segment
@@ -74,18 +76,29 @@ def leftovers(paths: BoardPaths) -> list[str]:
 def clear(paths: BoardPaths) -> None:
     """Remove every segment and file of the board's recorded start except the lock file.
     Only for a holder of the lock.  The record of the segment names goes last: a clear-up
-    cut short is finished by the next one."""
+    cut short is finished by the next one.  It goes on past whatever it cannot remove and
+    names each on stderr with the reason.  Segments another user made under the board's
+    names are none of the board's (BoardPaths.foreign_segments): never touched."""
+    left = []
     for name in paths.segments():
-        segment.unlink(name)
-    for path in [*paths.sockets(), paths.key, paths.topology, paths.log, paths.names]:
-        _unlink(path)
+        try:
+            segment.unlink(name)
+        except OSError as exc:
+            left.append(f"/dev/shm{name}: {exc}")
+    for path in [*paths.sockets(), *paths.device_records(), paths.key, paths.topology, paths.log, paths.names]:
+        try:
+            _unlink(path)
+        except OSError as exc:
+            left.append(f"{path}: {exc}")
+    for line in left:
+        print(f"mdev: board {paths.name!r}: could not remove {line}", file=sys.stderr)
 
 
 def abandon(paths: BoardPaths, own: list[str]) -> None:
     """A device process whose supervisor died: remove its own segments (``own``), then the
     rest of the board if nobody holds its lock (a new start holding it made its own names)."""
     for name in own:
-        segment.unlink(name)
+        segment.unlink(name)        # made by this process: nothing stops their removal
     fd = take(paths)
     if fd is not None:
         clear(paths)

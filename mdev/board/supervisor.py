@@ -370,7 +370,9 @@ class Supervisor:
         the device's (new or still running) process.  Everything of the dead process is gone:
         its HBM and control page are unlinked (hosts still mapping the old control page see
         it FAULTED; peer devices have dropped their mappings of both and map the new ones on
-        next use), and IPC keys of its memory, events and notifies are closed."""
+        next use), and IPC keys of its memory, events and notifies are closed.  The new
+        process names its segments afresh: the old names are public, and another user may
+        have taken them the moment they were unlinked."""
         if not isinstance(index, int) or not 0 <= index < self.topo.device_count:
             raise AclError(E.ACL_ERROR_RT_INVALID_DEVICEID, f"device {index!r} does not exist")
         proc = self.fleet.procs[index]
@@ -386,8 +388,13 @@ class Supervisor:
             proc.kill()
             proc.join()
         self._mark_faulted(index)
-        segment.unlink(self.paths.control(index))
-        segment.unlink(self.paths.hbm(index))
+        try:
+            dead = self.paths.device_tag(index)
+        except OSError:
+            dead = None         # it died before it recorded any segment
+        if dead is not None:
+            segment.unlink(self.paths.control(index, dead))
+            segment.unlink(self.paths.hbm(index, dead))
         try:
             os.unlink(self.paths.device_socket(index))
         except FileNotFoundError:

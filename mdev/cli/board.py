@@ -64,6 +64,9 @@ def cmd_stop(args: argparse.Namespace) -> int:
     print({launcher.STOPPED: f"board {name!r} stopped",
            launcher.DEAD: f"board {name!r} was dead: what it left behind was removed",
            launcher.NOT_RUNNING: f"board {name!r} was not running"}[state])
+    for segment, uid in BoardPaths(name).foreign_segments():
+        print(f"note: /dev/shm{segment} was made by another user (uid {uid}) under this board's name: "
+              "not the board's, left alone")
     return 0
 
 

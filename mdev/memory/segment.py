@@ -30,13 +30,31 @@ class Segment:
     """One mapped POSIX shm object; ``array`` is a uint8 numpy view of all of it."""
 
     def __init__(self, name: str, size: int = 0, create: bool = False) -> None:
-        flags = posix_ipc.O_CREX if create else 0
-        shm = posix_ipc.SharedMemory(name, flags, mode=0o600, size=size if create else 0)
+        """Map segment ``name``: a new one of ``size`` bytes with ``create`` (FileExistsError
+        if the name exists: it is left alone), else an existing one, which must be this
+        user's (PermissionError otherwise: a segment another user made under an expected
+        name is never mapped)."""
+        shm = None
         try:
+            shm = posix_ipc.SharedMemory(name, posix_ipc.O_CREX if create else 0, mode=0o600,
+                                         size=size if create else 0)
+            st = os.fstat(shm.fd)
+            if not create and st.st_uid != os.geteuid():
+                raise PermissionError(f"{name} is another user's segment")
+            self._identity = (st.st_dev, st.st_ino)     # what a re-open by name must find
             self.size = shm.size
             self._mmap = mmap.mmap(shm.fd, shm.size)
+        except posix_ipc.ExistentialError as exc:
+            if create:          # someone else's name: left alone
+                raise FileExistsError(f"{name} exists already") from exc
+            raise
+        except BaseException:
+            if create:
+                unlink(name)    # made here (perhaps before its sizing failed), and of no use
+            raise
         finally:
-            shm.close_fd()
+            if shm is not None:
+                shm.close_fd()
         self.name = name
         self.array = np.frombuffer(self._mmap, dtype=np.uint8)
         self.address = self.array.ctypes.data
@@ -44,8 +62,19 @@ class Segment:
 
     def _file(self) -> int:
         if self._fd < 0:
-            self._fd = os.open(f"/dev/shm{self.name}", os.O_RDWR | os.O_CLOEXEC)
+            self._fd = self.reopen(os.O_RDWR)
         return self._fd
+
+    def reopen(self, flags: int) -> int:
+        """A new descriptor of this segment, by its name (mappings hold no descriptor: a
+        board maps thousands).  FileNotFoundError once the name is gone or names another
+        file: after an unlink, anyone could have made a file of that name."""
+        fd = os.open(f"/dev/shm{self.name}", flags | os.O_NOFOLLOW | os.O_CLOEXEC)
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != self._identity:
+            os.close(fd)
+            raise FileNotFoundError(f"{self.name} was removed (the name is another file now)")
+        return fd
 
     def reserve(self, start: int, length: int) -> None:
         """Back the bytes [start, start+length) with pages now (the rest of the segment stays
@@ -81,7 +110,7 @@ class Segment:
     def map_over(self, address: int) -> None:
         """Map this segment a second time, at ``address`` exactly, replacing what was mapped
         there (host memory registration: the user's pages become shared ones)."""
-        fd = os.open("/dev/shm/" + self.name.lstrip("/"), os.O_RDWR)
+        fd = self.reopen(os.O_RDWR)
         try:
             _mmap_fixed(address, self.size, mmap.MAP_SHARED, fd, f"cannot map {self.name} at {address:#x}")
         finally:
@@ -94,7 +123,7 @@ class Segment:
         swaps it under its memory-map lock), so a writer mid-copy cannot fault."""
         flags = mmap.MAP_PRIVATE | MAP_NORESERVE
         try:
-            fd = os.open("/dev/shm/" + self.name.lstrip("/"), os.O_RDONLY)
+            fd = self.reopen(os.O_RDONLY)
         except OSError:          # unlinked: nothing to read through any more
             fd, flags = -1, flags | mmap.MAP_ANONYMOUS
         try:
@@ -132,7 +161,10 @@ def map_private(address: int, size: int) -> None:
 
 
 def unlink(name: str) -> None:
+    """Remove segment ``name`` if it exists; PermissionError if it is another user's."""
     try:
         posix_ipc.unlink_shared_memory(name)
     except posix_ipc.ExistentialError:
         pass
+    except posix_ipc.PermissionsError as exc:
+        raise PermissionError(f"cannot remove {name}: {exc}") from exc

@@ -176,7 +176,9 @@ class DeviceLink:
         self.board = board
         self.index = index
         try:
-            self.control = S.ControlPage(Segment(board.paths.control(index)))
+            # the names of the device's current process, read once: its successor's are others
+            self.segment_tag = board.paths.device_tag(index)
+            self.control = S.ControlPage(Segment(board.paths.control(index, self.segment_tag)))
         except Exception as exc:   # the device is being restarted, or the board is gone
             raise self.lost(exc) from exc
         self.pid = int(self.control.header[S.H_PID])     # the device process this link talks to
@@ -437,11 +439,11 @@ class DeviceLink:
                 if seg is None:
                     self.check_alive()
                     try:
-                        seg = Segment(self.board.paths.hbm(self.index))
+                        seg = Segment(self.board.paths.hbm(self.index, self.segment_tag))
                     except Exception as exc:   # unlinked: the device is gone
                         raise self.lost(exc) from exc
                     if self.control.state != S.STATE_ALIVE:
-                        # it died while we mapped: the name may already be its successor's HBM
+                        # it died while we mapped: its memory is lost
                         raise self.lost("the device process is gone")
                     self._hbm = seg
         return seg

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import bisect
 import ctypes
-import itertools
 import os
-import secrets
 import threading
 from dataclasses import dataclass
 
@@ -30,7 +28,8 @@ from mdev import errors as E
 from mdev.errors import AclError
 from mdev.runtime import hooks
 from mdev.memory import address
-from mdev.memory.segment import Segment, map_private, unlink
+from mdev.board.naming import create_fresh
+from mdev.memory.segment import Segment, map_private
 
 DEVICE, PINNED, PAGEABLE = "device", "pinned", "pageable"
 
@@ -131,7 +130,7 @@ def pairs(dst: Operand, src: Operand):
             j, soff = j + 1, 0
 
 
-def _commit(name: str, size: int) -> None:
+def _commit(seg: Segment, size: int) -> None:
     """Take the pages of a pinned segment now, as page-locked memory is resident: running
     out is then the allocation error here, never a SIGBUS at the first touch (in this
     process, or in a device process copying to or from the buffer)."""
@@ -139,7 +138,7 @@ def _commit(name: str, size: int) -> None:
     if size > st.f_bavail * st.f_frsize:      # fail before filling RAM up to the limit
         raise AclError(E.ACL_ERROR_RT_MEMORY_ALLOCATION, f"cannot pin {size} bytes of host memory: "
                        f"/dev/shm has {st.f_bavail * st.f_frsize} bytes free")
-    fd = os.open("/dev/shm/" + name.lstrip("/"), os.O_RDWR)
+    fd = seg.reopen(os.O_RDWR)
     try:
         os.posix_fallocate(fd, 0, size)
     except OSError as exc:
@@ -157,11 +156,6 @@ class MemoryTable:
         self.lock = threading.Lock()
         self._starts: list[int] = []
         self._by_start: dict[int, Allocation] = {}
-        self._pin_serial = itertools.count()
-        # in every pinned segment name: a name must never come back, or a device still
-        # mapping the old segment by that name (after finalize + init, or a recycled pid)
-        # would copy to and from dead memory
-        self._pin_tag = secrets.token_hex(4)
         # (ranges, their starts) of /proc/self/maps, replaced whole: threads read it at once
         self._maps: tuple[list[tuple[int, int, str]], list[int]] = ([], [])
         self._pinned_map: tuple | None = ()
@@ -325,20 +319,23 @@ class MemoryTable:
     def new_pinned(self, size: int, at: int | None = None) -> Allocation:
         """Page-locked host memory: a shared segment the devices map too.  With ``at`` (host
         memory registration) the segment takes the place of this process's pages at that
-        address, with their contents: the memory stays where the program has it."""
+        address, with their contents: the memory stays where the program has it.  Its name
+        has a random part of its own: nobody can take the next name first, and no name
+        comes back (a device still mapping an old segment by that name, after finalize +
+        init or a recycled pid, would copy to and from dead memory)."""
         board = self.runtime.attach()
-        name = board.paths.pinned(os.getpid(), f"{self._pin_tag}.{next(self._pin_serial)}")
+        pid = os.getpid()
         try:
-            seg = Segment(name, size, create=True)
+            seg = create_fresh(lambda tag: Segment(board.paths.pinned(pid, tag), size, create=True),
+                               "pinned segment")
         except Exception as exc:
-            unlink(name)    # shm_open may have created it before the size or the mapping failed
             raise AclError(E.ACL_ERROR_RT_MEMORY_ALLOCATION, f"cannot create pinned segment: {exc}") from exc
         try:
-            _commit(name, size)
+            _commit(seg, size)
             if at is not None:
                 seg.array[:] = self.view(Operand(PAGEABLE, at, size))
                 seg.map_over(at)
-            board.request("register_segment", name)
+            board.request("register_segment", seg.name)
         except Exception:
             seg.close()
             seg.unlink()
