@@ -25,8 +25,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("mdev", "topology")
 
-GROUND = ("mdev.errors", "mdev.constants", "mdev.protocol", "mdev.procfs", "mdev.memory", "mdev.timemodel", "mdev.kernel",
-          "topology")
+GROUND = ("mdev.errors", "mdev.constants", "mdev.protocol", "mdev.frameshape", "mdev.procfs", "mdev.memory",
+          "mdev.timemodel", "mdev.kernel", "topology")
 FACES = ("mdev.acl", "mdev.capi", "mdev.hccl")
 # (modules, what they must never import)
 FLOORS = [

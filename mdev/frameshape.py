@@ -1,0 +1,346 @@
+"""What a frame from a host may decode to, checked before anything formats or uses it.
+
+    frame bytes --decode(payload)--> plain data, bounded while it is built --+
+                                                                             v
+    message --Shapes.check--> a tag its receiver serves, fields of the types and lengths
+                              the tag allows --> the serving loop (supervisor, device)
+        |
+        +--> FrameError with a bounded description: the connection is closed
+
+``decode`` reads the pickle opcodes that Python's pickler writes for plain data (protocol 4
+and 5), and no other, building the objects itself: the C unpickler trusts its input in ways a
+peer can abuse (a 12-byte frame that makes it allocate gigabytes of memo, a dict key nested a
+million deep whose hash overflows the C stack, thousands of int keys of one hash).  As it
+builds, it bounds what each container may hold: nesting depth, the number of elements reached
+through shared references as well as direct ones (a 167-byte frame can otherwise describe
+2**23 paths), the magnitude of ints, the kind of dict keys and set members, and the number of
+keys whose hash a sender can choose.  A container once referenced a second time can no longer
+grow, so a frame cannot build a cycle.  Cost is linear in the frame's length.
+
+Hosts read their own board's replies with the C unpickler (mdev.protocol): this module is for
+the receivers of frames from any holder of the board's secret.
+"""
+
+from __future__ import annotations
+
+import struct
+
+# A message's containers nest at most this deep (mdev's own go a handful of levels).
+MAX_DEPTH = 48
+# ints are at most this many bits: addresses and sizes take 64, and a 5000-digit int cannot be
+# formatted at all (the interpreter refuses past 4300 digits)
+MAX_INT_BYTES = 17
+# elements reachable from a message, counting each path through shared containers: a few per
+# byte of the frame, and never more than this
+MAX_ELEMENTS = 1 << 22
+# dict keys and set members whose hash the sender chooses (ints, floats, tuples: str and bytes
+# hashes are keyed per process); keys of one hash cost quadratic time to insert
+MAX_CHOSEN_HASHES = 2048
+# a dict key or set member that is a tuple nests at most this deep (hashing one recurses)
+MAX_KEY_DEPTH = 4
+
+
+class FrameError(ValueError):
+    """A frame no well-behaved peer sends (over its size limit, or not a message its
+    receiver serves): the connection it came on is closed."""
+
+
+_ATOMS = frozenset({str, bytes, bytearray, int, float, bool, type(None)})
+_KEY_ATOMS = frozenset({str, bytes, int, float, bool, type(None)})
+_SALTED = frozenset({str, bytes})            # hash keyed per process: no chosen collisions
+
+_EMPTY = (1, 1)       # (elements, depth) of an empty container
+
+_U2, _I4, _U4, _U8, _F8 = (struct.Struct(f).unpack_from for f in ("<H", "<i", "<I", "<Q", ">d"))
+
+# opcodes that would name a class or a function (refused as such, whatever their operands)
+_NAMING = frozenset(b"ci\x93\x81\x92Ro\x82\x83\x84bPQ")
+
+
+def describe(value) -> str:
+    """A few words about ``value``, never its repr (which may be huge, or fail)."""
+    kind = type(value).__name__
+    if isinstance(value, (str, bytes, bytearray, tuple, list, dict, set, frozenset)):
+        return f"a {kind} of {len(value)}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"an int of {value.bit_length()} bits"
+    return f"a {kind}"
+
+
+class _Build:
+    """The objects one frame decodes to, with the bounds of each container it made.
+
+    ``info`` holds, for every container made (by id: all stay alive until the frame is
+    decoded), its element count reached through it and its nesting depth; ``shared`` the
+    mutable ones referenced again from the memo, which may no longer grow."""
+
+    __slots__ = ("info", "shared", "budget", "chosen")
+
+    def __init__(self, budget: int) -> None:
+        self.info: dict[int, tuple[int, int]] = {}
+        self.shared: set[int] = set()
+        self.budget = budget
+        self.chosen = 0
+
+    def measure(self, items) -> tuple[int, int]:
+        """(elements, depth) of a container holding ``items``."""
+        if _ATOMS.issuperset(map(type, items)):        # the common case, at C speed
+            return len(items) + 1, 1
+        count, depth, info = 1, 0, self.info
+        for item in items:
+            t = type(item)
+            if t in _ATOMS:
+                count += 1
+            else:
+                c, d = info[id(item)]
+                count += c
+                if d > depth:
+                    depth = d
+        depth += 1
+        if depth > MAX_DEPTH:
+            raise FrameError(f"containers nested more than {MAX_DEPTH} deep")
+        if count > self.budget:
+            raise FrameError(f"more than {self.budget} elements (shared references counted per use)")
+        return count, depth
+
+    def made(self, container, items=()) -> None:
+        self.info[id(container)] = self.measure(items)
+
+    def grow(self, container, items) -> None:
+        """``items`` are added to ``container`` (a list, dict or set still being built)."""
+        key = id(container)
+        if key in self.shared:
+            raise FrameError("a container grows after it was referenced again")
+        count, depth = self.info[key]
+        c, d = self.measure(items)
+        count += c - 1
+        if count > self.budget:
+            raise FrameError(f"more than {self.budget} elements (shared references counted per use)")
+        self.info[key] = (count, max(depth, d))
+
+    def hashed(self, keys) -> None:
+        """``keys`` become dict keys or set members: atoms, or shallow tuples of them."""
+        info = self.info
+        for key in keys:
+            t = type(key)
+            if t in _SALTED:
+                continue
+            if t is tuple:
+                if info[id(key)][1] > MAX_KEY_DEPTH:
+                    raise FrameError(f"a dict key or set member nested more than {MAX_KEY_DEPTH} deep")
+            elif t not in _KEY_ATOMS:
+                raise FrameError(f"{describe(key)} as a dict key or set member")
+            self.chosen += 1
+        if self.chosen > MAX_CHOSEN_HASHES:
+            raise FrameError(f"more than {MAX_CHOSEN_HASHES} dict keys or set members that are not strings")
+
+
+def decode(data: bytes):
+    """The plain data a pickled frame payload describes (FrameError if it is anything else,
+    or exceeds a bound; see the module's docstring)."""
+    try:
+        return _decode(data)
+    except FrameError:
+        raise
+    except (IndexError, struct.error):
+        raise FrameError("a truncated frame") from None
+    except (KeyError, UnicodeDecodeError, ValueError, TypeError) as exc:
+        raise FrameError(f"an undecodable frame ({type(exc).__name__})") from None
+
+
+def _receiver(stack: list, at: int):
+    """The container below the items from ``at`` on (never one of them: a list given
+    itself would be a cycle)."""
+    if at < 1:
+        raise FrameError("items added to nothing")
+    return stack[at - 1]
+
+
+def _decode(data: bytes):
+    build = _Build(min(MAX_ELEMENTS, 4 * len(data) + 256))
+    made, grow, hashed, info, shared = build.made, build.grow, build.hashed, build.info, build.shared
+    stack: list = []
+    push = stack.append
+    marks: list[int] = []
+    memo: list = []
+    pos, end = 0, len(data)
+    if end > 11 and data[0] == 0x80 and data[2] == 0x95:     # PROTO 4 or 5, FRAME: the pickler's prologue
+        if data[1] < 4:
+            raise FrameError("a frame of pickle protocol 0 to 3")
+        pos = 11
+    while True:
+        op = data[pos]
+        pos += 1
+        if op == 0x94:                                   # MEMOIZE
+            memo.append(stack[-1])
+        elif op == 0x8c:                                 # SHORT_BINUNICODE
+            n = data[pos]
+            pos += 1
+            if n > end - pos:
+                raise FrameError("a truncated frame")
+            push(str(data[pos:pos + n], "utf-8", "surrogatepass"))
+            pos += n
+        elif op == 0x4b:                                 # BININT1
+            push(data[pos])
+            pos += 1
+        elif op == 0x28:                                 # MARK
+            marks.append(len(stack))
+        elif op == 0x2e:                                 # STOP
+            if len(stack) != 1 or marks or pos != end:
+                raise FrameError("a frame that is not one value")
+            return stack[0]
+        elif op == 0x4d:                                 # BININT2
+            push(_U2(data, pos)[0])
+            pos += 2
+        elif op == 0x4a:                                 # BININT
+            push(_I4(data, pos)[0])
+            pos += 4
+        elif 0x85 <= op <= 0x87 or op == 0x74:           # TUPLE1..3, TUPLE
+            if op == 0x74:
+                at = marks.pop()
+            else:
+                at = len(stack) - (op - 0x84)
+                if at < 0:
+                    raise FrameError("a tuple of more items than were sent")
+            value = tuple(stack[at:])
+            del stack[at:]
+            made(value, value)
+            push(value)
+        elif op == 0x68 or op == 0x6a:                   # BINGET, LONG_BINGET
+            if op == 0x68:
+                index = data[pos]
+                pos += 1
+            else:
+                index = _U4(data, pos)[0]
+                pos += 4
+            if index >= len(memo):
+                raise FrameError("a reference to nothing")
+            value = memo[index]
+            if type(value) in (list, dict, set):
+                shared.add(id(value))
+            push(value)
+        elif op == 0x29:                                 # EMPTY_TUPLE
+            value = ()
+            info[id(value)] = _EMPTY
+            push(value)
+        elif op == 0x4e:                                 # NONE
+            push(None)
+        elif op == 0x88 or op == 0x89:                   # NEWTRUE, NEWFALSE
+            push(op == 0x88)
+        elif op == 0x47:                                 # BINFLOAT
+            push(_F8(data, pos)[0])
+            pos += 8
+        elif op == 0x8a or op == 0x8b:                   # LONG1, LONG4
+            if op == 0x8a:
+                n = data[pos]
+                pos += 1
+            else:
+                n = _I4(data, pos)[0]
+                pos += 4
+            if not 0 <= n <= MAX_INT_BYTES:
+                raise FrameError(f"an int of {n} bytes; at most {MAX_INT_BYTES}")
+            if n > end - pos:
+                raise FrameError("a truncated frame")
+            push(int.from_bytes(data[pos:pos + n], "little", signed=True))
+            pos += n
+        elif op in (0x43, 0x42, 0x8e, 0x96, 0x58, 0x8d):
+            # SHORT_BINBYTES, BINBYTES, BINBYTES8, BYTEARRAY8; BINUNICODE, BINUNICODE8
+            if op == 0x43:
+                n, pos = data[pos], pos + 1
+            elif op == 0x42 or op == 0x58:
+                n, pos = _U4(data, pos)[0], pos + 4
+            else:
+                n, pos = _U8(data, pos)[0], pos + 8
+            if n > end - pos:
+                raise FrameError("a truncated frame")
+            chunk = data[pos:pos + n]
+            pos += n
+            if op == 0x96:
+                push(bytearray(chunk))
+            elif op == 0x58 or op == 0x8d:
+                push(str(chunk, "utf-8", "surrogatepass"))
+            else:
+                push(bytes(chunk))
+        elif op == 0x5d or op == 0x7d or op == 0x8f:     # EMPTY_LIST, EMPTY_DICT, EMPTY_SET
+            value = [] if op == 0x5d else {} if op == 0x7d else set()
+            info[id(value)] = _EMPTY
+            push(value)
+        elif op == 0x65 or op == 0x61:                   # APPENDS, APPEND
+            at = marks.pop() if op == 0x65 else len(stack) - 1
+            target = _receiver(stack, at)
+            if type(target) is not list:
+                raise FrameError(f"items appended to {describe(target)}")
+            items = stack[at:]
+            del stack[at:]
+            grow(target, items)
+            target.extend(items)
+        elif op == 0x75 or op == 0x73:                   # SETITEMS, SETITEM
+            at = marks.pop() if op == 0x75 else len(stack) - 2
+            target = _receiver(stack, at)
+            items = stack[at:]
+            if type(target) is not dict or len(items) % 2:
+                raise FrameError(f"dict items given to {describe(target)}")
+            del stack[at:]
+            grow(target, items)
+            hashed(items[::2])
+            for i in range(0, len(items), 2):
+                target[items[i]] = items[i + 1]
+        elif op == 0x90 or op == 0x91:                   # ADDITEMS, FROZENSET
+            at = marks.pop()
+            items = stack[at:]
+            del stack[at:]
+            hashed(items)
+            if op == 0x91:
+                value = frozenset(items)
+                made(value, value)
+                push(value)
+            else:
+                target = _receiver(stack, at)
+                if type(target) is not set:
+                    raise FrameError(f"set members given to {describe(target)}")
+                grow(target, items)
+                target.update(items)
+        elif op == 0x95:                                 # FRAME: a length hint
+            pos += 8
+        elif op == 0x80:                                 # PROTO
+            if data[pos] < 4:
+                raise FrameError("a frame of pickle protocol 0 to 3")
+            pos += 1
+        elif op in _NAMING:
+            raise FrameError("a frame names a class or a function; frames carry data only")
+        else:
+            raise FrameError(f"pickle opcode {op:#04x}, which mdev never sends")
+
+
+# ---------------------------------------------------------------------------- message shapes
+# A field's kind in a message shape: "i" an int of 64 bits, "n" any int decode allows (a
+# value a user chose, its handler's to check), "s" a str of at most 256 characters, "S" a str
+# of at most 64 KiB, "T" a tuple (its contents are its handler's to check).
+_KINDS = {"i": (int, 1 << 63), "n": (int, None), "s": (str, 256), "S": (str, 64 << 10), "T": (tuple, None)}
+
+
+class Shapes:
+    """The messages a receiver serves: tag -> the kinds of its fields after the tag (see
+    _KINDS), e.g. ``Shapes({"r": "isT"})`` for ("r", req, op, args)."""
+
+    def __init__(self, shapes: dict[str, str]) -> None:
+        self.tags = frozenset(shapes)
+        self._shapes = {tag: (len(kinds) + 1, (str,) + tuple(_KINDS[k][0] for k in kinds),
+                              tuple((i + 1, k) for i, k in enumerate(kinds) if _KINDS[k][1] is not None))
+                        for tag, kinds in shapes.items()}
+
+    def check(self, message) -> None:
+        """FrameError unless ``message`` is a tuple of a served tag with fields of its shape."""
+        if type(message) is not tuple or not message or type(message[0]) is not str:
+            raise FrameError(f"not a message: {describe(message)}")
+        shape = self._shapes.get(message[0])
+        if shape is None:
+            raise FrameError(f"a message of a tag not served here ({describe(message[0])})")
+        length, types, bounded = shape
+        if len(message) != length or tuple(map(type, message)) != types:
+            raise FrameError(f"a {message[0]!r} message of the wrong shape")
+        for i, kind in bounded:
+            value = message[i]
+            limit = _KINDS[kind][1]
+            if (kind == "i" and not -limit <= value < limit) or (kind != "i" and len(value) > limit):
+                raise FrameError(f"a {message[0]!r} message with field {i} out of range ({describe(value)})")
