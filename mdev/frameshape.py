@@ -35,9 +35,13 @@ MAX_INT_BYTES = 17
 MAX_ELEMENTS = 1 << 22
 # dict keys and set members whose hash the sender chooses (ints, floats, tuples: str and bytes
 # hashes are keyed per process); keys of one hash cost quadratic time to insert
-MAX_CHOSEN_HASHES = 2048
+MAX_CHOSEN_HASHES = 1024
 # a dict key or set member that is a tuple nests at most this deep (hashing one recurses)
 MAX_KEY_DEPTH = 4
+# values waiting on the decoder's stack when a container is started: the pickler keeps at most
+# a thousand per level (a tuple's items wait until it is made), a frame nesting a hundred
+# thousand containers would keep them all
+MAX_WAITING = 1 << 14
 
 
 class FrameError(ValueError):
@@ -48,6 +52,7 @@ class FrameError(ValueError):
 _ATOMS = frozenset({str, bytes, bytearray, int, float, bool, type(None)})
 _KEY_ATOMS = frozenset({str, bytes, int, float, bool, type(None)})
 _SALTED = frozenset({str, bytes})            # hash keyed per process: no chosen collisions
+_MUTABLE = frozenset({list, dict, set})
 
 _EMPTY = (1, 1)       # (elements, depth) of an empty container
 
@@ -67,72 +72,65 @@ def describe(value) -> str:
     return f"a {kind}"
 
 
-class _Build:
-    """The objects one frame decodes to, with the bounds of each container it made.
+# Bookkeeping of the containers one frame builds.  ``info`` maps each container's id (every
+# object stays alive until the frame is decoded, so ids are unique) to (elements reached
+# through it, nesting depth); a container not in it holds at most _FEW atoms and counts as
+# _LEAF (an undercount by a bounded factor).  ``shared`` holds the mutable containers
+# referenced again from the memo: they may no longer grow.
+_FEW = 8
+_LEAF = (1, 1)
 
-    ``info`` holds, for every container made (by id: all stay alive until the frame is
-    decoded), its element count reached through it and its nesting depth; ``shared`` the
-    mutable ones referenced again from the memo, which may no longer grow."""
 
-    __slots__ = ("info", "shared", "budget", "chosen")
-
-    def __init__(self, budget: int) -> None:
-        self.info: dict[int, tuple[int, int]] = {}
-        self.shared: set[int] = set()
-        self.budget = budget
-        self.chosen = 0
-
-    def measure(self, items) -> tuple[int, int]:
-        """(elements, depth) of a container holding ``items``."""
-        if _ATOMS.issuperset(map(type, items)):        # the common case, at C speed
-            return len(items) + 1, 1
-        count, depth, info = 1, 0, self.info
+def _measure(items, info: dict, budget: int) -> tuple[int, int]:
+    """(elements, depth) of a container holding ``items``."""
+    if _ATOMS.issuperset(map(type, items)):        # the common case, at C speed
+        count, depth = len(items) + 1, 1
+    else:
+        count, depth = 1, 0
         for item in items:
-            t = type(item)
-            if t in _ATOMS:
+            if type(item) in _ATOMS:
                 count += 1
             else:
-                c, d = info[id(item)]
+                c, d = info.get(id(item), _LEAF)
                 count += c
                 if d > depth:
                     depth = d
         depth += 1
         if depth > MAX_DEPTH:
             raise FrameError(f"containers nested more than {MAX_DEPTH} deep")
-        if count > self.budget:
-            raise FrameError(f"more than {self.budget} elements (shared references counted per use)")
-        return count, depth
+    if count > budget:
+        raise FrameError(f"more than {budget} elements (shared references counted per use)")
+    return count, depth
 
-    def made(self, container, items=()) -> None:
-        self.info[id(container)] = self.measure(items)
 
-    def grow(self, container, items) -> None:
-        """``items`` are added to ``container`` (a list, dict or set still being built)."""
-        key = id(container)
-        if key in self.shared:
-            raise FrameError("a container grows after it was referenced again")
-        count, depth = self.info[key]
-        c, d = self.measure(items)
-        count += c - 1
-        if count > self.budget:
-            raise FrameError(f"more than {self.budget} elements (shared references counted per use)")
-        self.info[key] = (count, max(depth, d))
+def _grow(container, items, info: dict, shared: set, budget: int) -> None:
+    """``items`` are added to ``container`` (a list, dict or set still being built)."""
+    key = id(container)
+    if key in shared:
+        raise FrameError("a container grows after it was referenced again")
+    count, depth = info.get(key, _LEAF)
+    c, d = _measure(items, info, budget)
+    count += c - 1
+    if count > budget:
+        raise FrameError(f"more than {budget} elements (shared references counted per use)")
+    info[key] = (count, max(depth, d))
 
-    def hashed(self, keys) -> None:
-        """``keys`` become dict keys or set members: atoms, or shallow tuples of them."""
-        info = self.info
-        for key in keys:
-            t = type(key)
-            if t in _SALTED:
-                continue
-            if t is tuple:
-                if info[id(key)][1] > MAX_KEY_DEPTH:
-                    raise FrameError(f"a dict key or set member nested more than {MAX_KEY_DEPTH} deep")
-            elif t not in _KEY_ATOMS:
-                raise FrameError(f"{describe(key)} as a dict key or set member")
-            self.chosen += 1
-        if self.chosen > MAX_CHOSEN_HASHES:
-            raise FrameError(f"more than {MAX_CHOSEN_HASHES} dict keys or set members that are not strings")
+
+def _hashed(keys, info: dict) -> int:
+    """How many of ``keys``, which become dict keys or set members, have a hash the sender
+    chooses (FrameError unless each is an atom or a shallow tuple)."""
+    chosen = 0
+    for key in keys:
+        t = type(key)
+        if t in _SALTED:
+            continue
+        if t is tuple:
+            if info.get(id(key), _LEAF)[1] > MAX_KEY_DEPTH:
+                raise FrameError(f"a dict key or set member nested more than {MAX_KEY_DEPTH} deep")
+        elif t not in _KEY_ATOMS:
+            raise FrameError(f"{describe(key)} as a dict key or set member")
+        chosen += 1
+    return chosen
 
 
 def decode(data: bytes):
@@ -157,22 +155,29 @@ def _receiver(stack: list, at: int):
 
 
 def _decode(data: bytes):
-    build = _Build(min(MAX_ELEMENTS, 4 * len(data) + 256))
-    made, grow, hashed, info, shared = build.made, build.grow, build.hashed, build.info, build.shared
+    budget = min(MAX_ELEMENTS, 4 * len(data) + 256)
+    info: dict[int, tuple[int, int]] = {}
+    shared: set[int] = set()
+    chosen = 0
     stack: list = []
-    push = stack.append
+    push, pop = stack.append, stack.pop
     marks: list[int] = []
     memo: list = []
+    remember = memo.append
     pos, end = 0, len(data)
     if end > 11 and data[0] == 0x80 and data[2] == 0x95:     # PROTO 4 or 5, FRAME: the pickler's prologue
         if data[1] < 4:
             raise FrameError("a frame of pickle protocol 0 to 3")
         pos = 11
+    # opcodes by how often mdev's messages use them
     while True:
         op = data[pos]
         pos += 1
         if op == 0x94:                                   # MEMOIZE
-            memo.append(stack[-1])
+            remember(stack[-1])
+        elif op == 0x4b:                                 # BININT1
+            push(data[pos])
+            pos += 1
         elif op == 0x8c:                                 # SHORT_BINUNICODE
             n = data[pos]
             pos += 1
@@ -180,31 +185,31 @@ def _decode(data: bytes):
                 raise FrameError("a truncated frame")
             push(str(data[pos:pos + n], "utf-8", "surrogatepass"))
             pos += n
-        elif op == 0x4b:                                 # BININT1
-            push(data[pos])
-            pos += 1
         elif op == 0x28:                                 # MARK
+            if len(stack) > MAX_WAITING:
+                raise FrameError(f"more than {MAX_WAITING} values waiting for their container")
             marks.append(len(stack))
-        elif op == 0x2e:                                 # STOP
-            if len(stack) != 1 or marks or pos != end:
-                raise FrameError("a frame that is not one value")
-            return stack[0]
-        elif op == 0x4d:                                 # BININT2
-            push(_U2(data, pos)[0])
-            pos += 2
-        elif op == 0x4a:                                 # BININT
-            push(_I4(data, pos)[0])
-            pos += 4
-        elif 0x85 <= op <= 0x87 or op == 0x74:           # TUPLE1..3, TUPLE
-            if op == 0x74:
-                at = marks.pop()
-            else:
-                at = len(stack) - (op - 0x84)
-                if at < 0:
-                    raise FrameError("a tuple of more items than were sent")
+        elif op == 0x86:                                 # TUPLE2
+            b = pop()
+            value = (pop(), b)
+            if type(b) not in _ATOMS or type(value[0]) not in _ATOMS:
+                info[id(value)] = _measure(value, info, budget)
+            push(value)
+        elif op == 0x87:                                 # TUPLE3
+            c = pop()
+            b = pop()
+            value = (pop(), b, c)
+            if type(c) not in _ATOMS or type(b) not in _ATOMS or type(value[0]) not in _ATOMS:
+                info[id(value)] = _measure(value, info, budget)
+            push(value)
+        elif op == 0x74 or op == 0x85:                   # TUPLE, TUPLE1
+            at = marks.pop() if op == 0x74 else len(stack) - 1
+            if at < 0:
+                raise FrameError("a tuple of more items than were sent")
             value = tuple(stack[at:])
             del stack[at:]
-            made(value, value)
+            if len(value) > _FEW or not _ATOMS.issuperset(map(type, value)):
+                info[id(value)] = _measure(value, info, budget)
             push(value)
         elif op == 0x68 or op == 0x6a:                   # BINGET, LONG_BINGET
             if op == 0x68:
@@ -216,15 +221,49 @@ def _decode(data: bytes):
             if index >= len(memo):
                 raise FrameError("a reference to nothing")
             value = memo[index]
-            if type(value) in (list, dict, set):
+            if type(value) in _MUTABLE:
                 shared.add(id(value))
             push(value)
         elif op == 0x29:                                 # EMPTY_TUPLE
-            value = ()
-            info[id(value)] = _EMPTY
-            push(value)
+            push(())
         elif op == 0x4e:                                 # NONE
             push(None)
+        elif op == 0x4d:                                 # BININT2
+            push(_U2(data, pos)[0])
+            pos += 2
+        elif op == 0x4a:                                 # BININT
+            push(_I4(data, pos)[0])
+            pos += 4
+        elif op == 0x5d:                                 # EMPTY_LIST
+            if len(stack) > MAX_WAITING:
+                raise FrameError(f"more than {MAX_WAITING} values waiting for their container")
+            push([])
+        elif op == 0x65 or op == 0x61:                   # APPENDS, APPEND
+            at = marks.pop() if op == 0x65 else len(stack) - 1
+            target = _receiver(stack, at)
+            if type(target) is not list:
+                raise FrameError(f"items appended to {describe(target)}")
+            items = stack[at:]
+            del stack[at:]
+            _grow(target, items, info, shared, budget)
+            target.extend(items)
+        elif op == 0x7d:                                 # EMPTY_DICT
+            if len(stack) > MAX_WAITING:
+                raise FrameError(f"more than {MAX_WAITING} values waiting for their container")
+            push({})
+        elif op == 0x75 or op == 0x73:                   # SETITEMS, SETITEM
+            at = marks.pop() if op == 0x75 else len(stack) - 2
+            target = _receiver(stack, at)
+            items = stack[at:]
+            if type(target) is not dict or len(items) % 2:
+                raise FrameError(f"dict items given to {describe(target)}")
+            del stack[at:]
+            _grow(target, items, info, shared, budget)
+            chosen += _hashed(items[::2], info)
+            if chosen > MAX_CHOSEN_HASHES:
+                raise FrameError(f"more than {MAX_CHOSEN_HASHES} dict keys or set members that are not strings")
+            for i in range(0, len(items), 2):
+                target[items[i]] = items[i + 1]
         elif op == 0x88 or op == 0x89:                   # NEWTRUE, NEWFALSE
             push(op == 0x88)
         elif op == 0x47:                                 # BINFLOAT
@@ -243,6 +282,10 @@ def _decode(data: bytes):
                 raise FrameError("a truncated frame")
             push(int.from_bytes(data[pos:pos + n], "little", signed=True))
             pos += n
+        elif op == 0x2e:                                 # STOP
+            if len(stack) != 1 or marks or pos != end:
+                raise FrameError("a frame that is not one value")
+            return stack[0]
         elif op in (0x43, 0x42, 0x8e, 0x96, 0x58, 0x8d):
             # SHORT_BINBYTES, BINBYTES, BINBYTES8, BYTEARRAY8; BINUNICODE, BINUNICODE8
             if op == 0x43:
@@ -261,44 +304,26 @@ def _decode(data: bytes):
                 push(str(chunk, "utf-8", "surrogatepass"))
             else:
                 push(bytes(chunk))
-        elif op == 0x5d or op == 0x7d or op == 0x8f:     # EMPTY_LIST, EMPTY_DICT, EMPTY_SET
-            value = [] if op == 0x5d else {} if op == 0x7d else set()
-            info[id(value)] = _EMPTY
-            push(value)
-        elif op == 0x65 or op == 0x61:                   # APPENDS, APPEND
-            at = marks.pop() if op == 0x65 else len(stack) - 1
-            target = _receiver(stack, at)
-            if type(target) is not list:
-                raise FrameError(f"items appended to {describe(target)}")
-            items = stack[at:]
-            del stack[at:]
-            grow(target, items)
-            target.extend(items)
-        elif op == 0x75 or op == 0x73:                   # SETITEMS, SETITEM
-            at = marks.pop() if op == 0x75 else len(stack) - 2
-            target = _receiver(stack, at)
-            items = stack[at:]
-            if type(target) is not dict or len(items) % 2:
-                raise FrameError(f"dict items given to {describe(target)}")
-            del stack[at:]
-            grow(target, items)
-            hashed(items[::2])
-            for i in range(0, len(items), 2):
-                target[items[i]] = items[i + 1]
+        elif op == 0x8f:                                 # EMPTY_SET
+            if len(stack) > MAX_WAITING:
+                raise FrameError(f"more than {MAX_WAITING} values waiting for their container")
+            push(set())
         elif op == 0x90 or op == 0x91:                   # ADDITEMS, FROZENSET
             at = marks.pop()
             items = stack[at:]
             del stack[at:]
-            hashed(items)
+            chosen += _hashed(items, info)
+            if chosen > MAX_CHOSEN_HASHES:
+                raise FrameError(f"more than {MAX_CHOSEN_HASHES} dict keys or set members that are not strings")
             if op == 0x91:
                 value = frozenset(items)
-                made(value, value)
+                info[id(value)] = _measure(value, info, budget)
                 push(value)
             else:
                 target = _receiver(stack, at)
                 if type(target) is not set:
                     raise FrameError(f"set members given to {describe(target)}")
-                grow(target, items)
+                _grow(target, items, info, shared, budget)
                 target.update(items)
         elif op == 0x95:                                 # FRAME: a length hint
             pos += 8
