@@ -165,10 +165,10 @@ def _decode(data: bytes):
     memo: list = []
     remember = memo.append
     pos, end = 0, len(data)
-    if end > 11 and data[0] == 0x80 and data[2] == 0x95:     # PROTO 4 or 5, FRAME: the pickler's prologue
+    if end > 2 and data[0] == 0x80:          # PROTO 4 or 5, then a FRAME: the pickler's prologue
         if data[1] < 4:
             raise FrameError("a frame of pickle protocol 0 to 3")
-        pos = 11
+        pos = 11 if data[2] == 0x95 else 2
     # opcodes by how often mdev's messages use them
     while True:
         op = data[pos]
@@ -228,6 +228,10 @@ def _decode(data: bytes):
             push(())
         elif op == 0x4e:                                 # NONE
             push(None)
+        elif op == 0x2e:                                 # STOP
+            if len(stack) != 1 or marks or pos != end:
+                raise FrameError("a frame that is not one value")
+            return stack[0]
         elif op == 0x4d:                                 # BININT2
             push(_U2(data, pos)[0])
             pos += 2
@@ -282,10 +286,6 @@ def _decode(data: bytes):
                 raise FrameError("a truncated frame")
             push(int.from_bytes(data[pos:pos + n], "little", signed=True))
             pos += n
-        elif op == 0x2e:                                 # STOP
-            if len(stack) != 1 or marks or pos != end:
-                raise FrameError("a frame that is not one value")
-            return stack[0]
         elif op in (0x43, 0x42, 0x8e, 0x96, 0x58, 0x8d):
             # SHORT_BINBYTES, BINBYTES, BINBYTES8, BYTEARRAY8; BINUNICODE, BINUNICODE8
             if op == 0x43:
