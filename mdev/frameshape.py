@@ -9,7 +9,7 @@
 
 ``decode`` reads the pickle opcodes that Python's pickler writes for plain data (protocol 4
 and 5), and no other, building the objects itself: the C unpickler trusts its input in ways a
-peer can abuse (a 12-byte frame that makes it allocate gigabytes of memo, a dict key nested a
+peer can abuse (a 9-byte frame that makes it allocate gigabytes of memo, a dict key nested a
 million deep whose hash overflows the C stack, thousands of int keys of one hash).  As it
 builds, it bounds what each container may hold: nesting depth, the number of elements reached
 through shared references as well as direct ones (a 167-byte frame can otherwise describe
@@ -53,8 +53,6 @@ _ATOMS = frozenset({str, bytes, bytearray, int, float, bool, type(None)})
 _KEY_ATOMS = frozenset({str, bytes, int, float, bool, type(None)})
 _SALTED = frozenset({str, bytes})            # hash keyed per process: no chosen collisions
 _MUTABLE = frozenset({list, dict, set})
-
-_EMPTY = (1, 1)       # (elements, depth) of an empty container
 
 _U2, _I4, _U4, _U8, _F8 = (struct.Struct(f).unpack_from for f in ("<H", "<i", "<I", "<Q", ">d"))
 

@@ -11,7 +11,11 @@ small messages, packed with struct: see COMPACT):
 
 Both ends prove they hold the 0600 secret before anything else is read.  Even then a
 frame decodes to data only: builtins (tuples, lists, dicts, str, bytes, numbers, None,
-bool), never an object of a class, so no frame can make its receiver run code.  Kernels
+bool), never an object of a class, so no frame can make its receiver run code.  A holder of
+the secret may still be hostile: the supervisor and the devices decode with mdev.frameshape
+(bounded as it builds, then the message checked against the shapes its receiver serves),
+cap the partial frames each peer process has buffered (PeerBuffers), and close only the
+connection a bad frame came on.  Kernels
 are the one exception, and not at this layer: a host ships its kernel as opaque cloudpickled
 bytes inside a frame, and only a device process loads them (``register_kernel``).
 
