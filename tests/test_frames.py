@@ -23,7 +23,7 @@ import time
 import pytest
 
 from mdev import protocol
-from mdev.board import launcher
+from mdev.board import launcher, supervisor
 from mdev.board.naming import BoardPaths
 from mdev.runtime.core import RUNTIME as rt
 
@@ -194,9 +194,16 @@ def test_an_adversarial_frame_closes_its_connection_only(name, target, acl, boar
     """Each frame that killed or stalled a board on 119760f: its connection is closed, the
     board serves on, and nobody else waits."""
     hostile = Hostile(board, 1)
+    log = BoardPaths(board).log
+    logged = log.stat().st_size
     with Watch(acl, board, 1) as watch:
         assert watch.beside(lambda: hostile.closes(target, _frame(ADVERSARIAL[name])))
     watch.check()
+    with open(log, "rb") as f:         # the reason is logged, in a few words
+        f.seek(logged)
+        said = [line for line in f.read().decode(errors="replace").splitlines()
+                if f"closed a connection of process {os.getpid()}" in line]
+    assert said and all(len(line) < 1000 for line in said), said
 
 
 def test_a_stream_made_with_an_infinite_priority_closes_its_connection(acl, board):
@@ -221,11 +228,14 @@ def test_partial_frames_are_capped_per_process_across_its_connections(target, ac
     receiver's memory grows by no more than the cap."""
     hostile = Hostile(board, 1)
     assert acl.rt.set_device(1) == 0
-    pid = {"supervisor": launcher.status(board)["pid"]}.get(target) or \
-        next(d["pid"] for d in launcher.status(board)["devices"] if d["id"] == 1)
-    limit = 4 << 20 if target == "supervisor" else protocol.MAX_FRAME
-    announced = 1 << 20 if target == "supervisor" else protocol.MAX_FRAME
-    part = announced - 1024 if target == "supervisor" else 100 << 20
+    status = launcher.status(board)
+    if target == "supervisor":
+        pid, limit, announced = status["pid"], supervisor.PEER_BUFFERED, supervisor.MAX_FRAME
+        part = announced - 1024
+    else:
+        pid = next(d["pid"] for d in status["devices"] if d["id"] == 1)
+        limit = announced = protocol.MAX_FRAME
+        part = 100 << 20         # three of them took a device from 28 to 330 MiB on 119760f
     frame = struct.pack("<I", announced) + b"\x80" * part
     before = _rss(pid)
     channels = []

@@ -51,8 +51,10 @@ from mdev.memory import segment
 
 # What the supervisor serves: a host's hello (its pid, its command line) and requests.
 SHAPES = protocol.Shapes({"hello": "iS", "r": "isT"})
-# Its messages are small: a frame past this is no host's.
+# Its messages are small: a frame past this is no host's, and a host process has at most
+# PEER_BUFFERED bytes of partial frames buffered here across its connections.
 MAX_FRAME = 1 << 20
+PEER_BUFFERED = 4 * MAX_FRAME
 
 
 class Client:
@@ -81,7 +83,7 @@ class Supervisor:
         # never written anywhere (every process of the user can read the authkey's file)
         self.seal_key = secrets.token_bytes(32)
         self.clients: dict[socket.socket, Client] = {}
-        self.buffers = protocol.PeerBuffers(4 * MAX_FRAME)     # partial frames per host process
+        self.buffers = protocol.PeerBuffers(PEER_BUFFERED)     # partial frames per host process
         self.fleet = Fleet(paths, topo, self.authkey, self.seal_key)
         self.listener: socket.socket | None = None
         self.admission: protocol.Admission | None = None
