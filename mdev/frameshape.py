@@ -27,11 +27,14 @@ import struct
 
 # A message's containers nest at most this deep (mdev's own go a handful of levels).
 MAX_DEPTH = 48
-# ints are at most this many bits: addresses and sizes take 64, and a 5000-digit int cannot be
-# formatted at all (the interpreter refuses past 4300 digits)
-MAX_INT_BYTES = 17
-# elements reachable from a message, counting each path through shared containers: a few per
-# byte of the frame, and never more than this
+# ints take at most this many bytes (1024 bits, 309 digits): addresses and sizes take 8, a
+# user's out-of-range value more and is its handler's to refuse; a 5000-digit int could not
+# even be formatted (the interpreter refuses past 4300 digits)
+MAX_INT_BYTES = 128
+# elements reachable from a message, counting each path through shared containers: at most
+# ELEMENTS_PER_BYTE per byte of the frame (a reference to a shared tuple costs 2 bytes), and
+# never more than MAX_ELEMENTS; what walks a message walks no more than that
+ELEMENTS_PER_BYTE = 64
 MAX_ELEMENTS = 1 << 22
 # dict keys and set members whose hash the sender chooses (ints, floats, tuples: str and bytes
 # hashes are keyed per process); keys of one hash cost quadratic time to insert
@@ -153,7 +156,7 @@ def _receiver(stack: list, at: int):
 
 
 def _decode(data: bytes):
-    budget = min(MAX_ELEMENTS, 4 * len(data) + 256)
+    budget = min(MAX_ELEMENTS, ELEMENTS_PER_BYTE * len(data) + 4096)
     info: dict[int, tuple[int, int]] = {}
     shared: set[int] = set()
     chosen = 0

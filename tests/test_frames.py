@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from mdev import protocol
+from mdev import frameshape, protocol
 from mdev.board import launcher, supervisor
 from mdev.board.naming import BoardPaths
 from mdev.runtime.core import RUNTIME as rt
@@ -56,6 +56,45 @@ ADVERSARIAL = {
         [k * _HASH_MOD for k in range(20000)], 0),)), protocol=5),
     "a list holding itself": b"\x80\x04]\x94h\x00a.",
 }
+
+
+# ---------------------------------------------------------------------------- the decoder alone
+_LOCATION = ("d", 0, 4096)
+_SHARED_LIST = [1, 2]
+PLAIN = [("t", 3, 17, "kernel", ("k1", 8, (_LOCATION, _LOCATION, 1024), {}, 0)),
+         ("r", 12, "synchronize_stream", (3,)),
+         ("r", 1, "x", (2 ** 64 - 1, -2 ** 63, 2 ** 1000, 1.5, -math.inf, None, True, False, b"", b"\0" * 300,
+                        "é" * 300, "\udc80", [], {}, (), set(), frozenset({1, "a"}), {1, 2}, [[[]]],
+                        {"a": [1, (2, 3)], 7: None, (1, 2): "t"}, _SHARED_LIST, _SHARED_LIST, {"k": _SHARED_LIST},
+                        list(range(3000)), {i: i for i in range(1000)}, tuple(range(40)), "y" * 70000)),
+         ("cbdone", 4, 0, "")]
+
+
+@pytest.mark.parametrize("protocol_version", [4, 5])
+def test_plain_messages_decode_as_the_pickler_wrote_them(protocol_version):
+    for message in PLAIN:
+        assert frameshape.decode(pickle.dumps(message, protocol=protocol_version)) == message
+    assert frameshape.decode(pickle.dumps(("r", 1, "x", (bytearray(b"ab"),)), protocol=5)) == \
+        ("r", 1, "x", (bytearray(b"ab"),))
+
+
+@pytest.mark.parametrize("name", list(ADVERSARIAL))
+def test_the_decoder_refuses_each_adversarial_frame_at_once(name):
+    """Refused in a few milliseconds whatever the frame (bounded before it is built)."""
+    start = time.process_time()
+    with pytest.raises(frameshape.FrameError):
+        frameshape.decode(ADVERSARIAL[name])
+    assert time.process_time() - start < 0.05
+
+
+def test_message_shapes_are_checked_by_tag():
+    from mdev.board.serving import SHAPES
+    SHAPES.check(("sc", 1, 0, 0, 0))
+    for message in [("sc", 1, 0, math.inf, 0), ("sc", 1, 0, 0), ("sd", 2 ** 63), ("r", 1, "x" * 300, ()),
+                    ("r", 1, "status", [1]), ("t", 1, 2, "memset", None), ("nope", 1), ["sd", 1], (), 10 ** 4999,
+                    ("hello", 1, 2, "main", "x"), ("sd", True)]:
+        with pytest.raises(frameshape.FrameError):
+            SHAPES.check(message)
 
 
 class Hostile:
