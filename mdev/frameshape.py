@@ -83,25 +83,31 @@ _LEAF = (1, 1)
 
 
 def _measure(items, info: dict, budget: int) -> tuple[int, int]:
-    """(elements, depth) of a container holding ``items``."""
-    if _ATOMS.issuperset(map(type, items)):        # the common case, at C speed
-        count, depth = len(items) + 1, 1
-    else:
-        count, depth = 1, 0
-        for item in items:
-            if type(item) in _ATOMS:
-                count += 1
-            else:
-                c, d = info.get(id(item), _LEAF)
-                count += c
-                if d > depth:
-                    depth = d
-        depth += 1
-        if depth > MAX_DEPTH:
-            raise FrameError(f"containers nested more than {MAX_DEPTH} deep")
+    """(elements, depth) of a container holding ``items``, some of them containers (one of
+    atoms only is (len + 1, 1), and callers see that at C speed)."""
+    count, depth = 1, 0
+    for item in items:
+        if type(item) in _ATOMS:
+            count += 1
+        else:
+            c, d = info.get(id(item), _LEAF)
+            count += c
+            if d > depth:
+                depth = d
+    if depth >= MAX_DEPTH:
+        raise FrameError(f"containers nested more than {MAX_DEPTH} deep")
     if count > budget:
         raise FrameError(f"more than {budget} elements (shared references counted per use)")
-    return count, depth
+    return count, depth + 1
+
+
+def _book(value, info: dict, budget: int) -> None:
+    """Note a tuple or frozenset just made, unless it is a few atoms (counted as _LEAF)."""
+    if _ATOMS.issuperset(map(type, value)):
+        if len(value) > _FEW:       # no more than the frame's bytes: within the budget
+            info[id(value)] = (len(value) + 1, 1)
+    else:
+        info[id(value)] = _measure(value, info, budget)
 
 
 def _grow(container, items, info: dict, shared: set, budget: int) -> None:
@@ -110,7 +116,7 @@ def _grow(container, items, info: dict, shared: set, budget: int) -> None:
     if key in shared:
         raise FrameError("a container grows after it was referenced again")
     count, depth = info.get(key, _LEAF)
-    c, d = _measure(items, info, budget)
+    c, d = (len(items) + 1, 1) if _ATOMS.issuperset(map(type, items)) else _measure(items, info, budget)
     count += c - 1
     if count > budget:
         raise FrameError(f"more than {budget} elements (shared references counted per use)")
@@ -156,7 +162,9 @@ def _receiver(stack: list, at: int):
 
 
 def _decode(data: bytes):
-    budget = min(MAX_ELEMENTS, ELEMENTS_PER_BYTE * len(data) + 4096)
+    budget = ELEMENTS_PER_BYTE * len(data) + 4096
+    if budget > MAX_ELEMENTS:
+        budget = MAX_ELEMENTS
     info: dict[int, tuple[int, int]] = {}
     shared: set[int] = set()
     chosen = 0
@@ -209,8 +217,7 @@ def _decode(data: bytes):
                 raise FrameError("a tuple of more items than were sent")
             value = tuple(stack[at:])
             del stack[at:]
-            if len(value) > _FEW or not _ATOMS.issuperset(map(type, value)):
-                info[id(value)] = _measure(value, info, budget)
+            _book(value, info, budget)
             push(value)
         elif op == 0x68 or op == 0x6a:                   # BINGET, LONG_BINGET
             if op == 0x68:
@@ -318,7 +325,7 @@ def _decode(data: bytes):
                 raise FrameError(f"more than {MAX_CHOSEN_HASHES} dict keys or set members that are not strings")
             if op == 0x91:
                 value = frozenset(items)
-                info[id(value)] = _measure(value, info, budget)
+                _book(value, info, budget)
                 push(value)
             else:
                 target = _receiver(stack, at)
@@ -351,8 +358,10 @@ class Shapes:
 
     def __init__(self, shapes: dict[str, str]) -> None:
         self.tags = frozenset(shapes)
+        # per tag: its length, the type of each field, and (index, is an int, limit) of each bounded one
         self._shapes = {tag: (len(kinds) + 1, (str,) + tuple(_KINDS[k][0] for k in kinds),
-                              tuple((i + 1, k) for i, k in enumerate(kinds) if _KINDS[k][1] is not None))
+                              tuple((i + 1, k == "i", _KINDS[k][1]) for i, k in enumerate(kinds)
+                                    if _KINDS[k][1] is not None))
                         for tag, kinds in shapes.items()}
 
     def check(self, message) -> None:
@@ -365,8 +374,7 @@ class Shapes:
         length, types, bounded = shape
         if len(message) != length or tuple(map(type, message)) != types:
             raise FrameError(f"a {message[0]!r} message of the wrong shape")
-        for i, kind in bounded:
+        for i, is_int, limit in bounded:
             value = message[i]
-            limit = _KINDS[kind][1]
-            if (kind == "i" and not -limit <= value < limit) or (kind != "i" and len(value) > limit):
+            if (not -limit <= value < limit) if is_int else len(value) > limit:
                 raise FrameError(f"a {message[0]!r} message with field {i} out of range ({describe(value)})")
