@@ -11,7 +11,11 @@ small messages, packed with struct: see COMPACT):
 
 Both ends prove they hold the 0600 secret before anything else is read.  Even then a
 frame decodes to data only: builtins (tuples, lists, dicts, str, bytes, numbers, None,
-bool), never an object of a class, so no frame can make its receiver run code.  Kernels
+bool), never an object of a class, so no frame can make its receiver run code.  A holder of
+the secret may still be hostile: the supervisor and the devices decode with mdev.frameshape
+(bounded as it builds, then the message checked against the shapes its receiver serves),
+cap the partial frames each peer process has buffered (PeerBuffers), and close only the
+connection a bad frame came on.  Kernels
 are the one exception, and not at this layer: a host ships its kernel as opaque cloudpickled
 bytes inside a frame, and only a device process loads them (``register_kernel``).
 
@@ -35,7 +39,11 @@ import socket
 import struct
 import threading
 import time
+import traceback
 from multiprocessing.connection import Connection, answer_challenge, deliver_challenge
+
+from mdev import frameshape
+from mdev.frameshape import FrameError, Shapes
 
 _LEN = struct.Struct("<I")
 
@@ -58,11 +66,6 @@ GRAPH_LABEL, GRAPH_SWITCH = "graph_label", "graph_switch"      # aclrtSetLabel /
 
 class ChannelClosed(Exception):
     pass
-
-
-class FrameError(ValueError):
-    """A frame no well-behaved peer sends (over MAX_FRAME, or not a decodable message):
-    the connection it came on is closed."""
 
 
 class _DataUnpickler(pickle.Unpickler):
@@ -194,12 +197,44 @@ def encode_message(message: tuple) -> bytes:
 _COMPACT_DECODE = [(codec.struct.size, codec.decode) for codec in _COMPACT_BY_CODE]
 
 
-class Decoder:
-    """Splits a byte stream into messages."""
+class PeerBuffers:
+    """Bytes of partial frames buffered per peer process, across all its connections: one
+    process opening many connections gets no more memory of its receiver than one does."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = MAX_FRAME) -> None:
+        self.limit = limit
+        self.held: dict[int, int] = {}      # pid -> bytes
+
+    def change(self, pid: int, delta: int) -> int:
+        held = self.held[pid] = self.held.get(pid, 0) + delta
+        if not held:
+            del self.held[pid]
+        return held
+
+
+class Decoder:
+    """Splits a byte stream into messages.
+
+    A receiver of frames from any holder of the secret (a supervisor, a device) gives the
+    ``shapes`` it serves: its pickled frames are decoded by mdev.frameshape (bounded, then
+    checked against the tag's shape) and only compact frames of a served tag are taken.
+    Without (a host reading its board's replies) they are unpickled, as data only.
+    ``buffers`` and ``pid`` count the partial frames it holds against the peer's limit.
+    """
+
+    def __init__(self, shapes: Shapes | None = None, max_frame: int = MAX_FRAME,
+                 buffers: PeerBuffers | None = None, pid: int = 0) -> None:
         self._buf = bytearray()
         self._scratch = bytearray()
+        self._shapes = shapes
+        self._max_frame = max_frame
+        self._buffers, self._pid, self._counted = buffers, pid, 0
+        # per first byte of a compact frame: (size, decode) of a kind served here, else None
+        served = [shapes is None or ("t" if i < len(COMPACT_TASKS) else c.name) in shapes.tags
+                  for i, c in enumerate(_COMPACT_BY_CODE)]
+        self._compact = [entry if ok else None for entry, ok in zip(_COMPACT_DECODE, served)]
+        self._compact += [None] * (256 - len(self._compact))
+        self.refused = ""        # why the stream was refused (FrameError), for its receiver's log
 
     def read(self, sock: socket.socket, size: int, flags: int = 0) -> int:
         """Receive up to ``size`` bytes of ``sock`` into the decoder (0: the peer closed it).
@@ -218,13 +253,20 @@ class Decoder:
         """The complete messages buffered so far (FrameError on a frame no peer should send)."""
         return self.feed(b"")
 
+    def close(self) -> None:
+        """Its connection is gone: what it buffered no longer counts against its peer."""
+        if self._buffers is not None and self._counted:
+            self._buffers.change(self._pid, -self._counted)
+        self._counted = 0
+        self._buf = bytearray()
+
     def feed(self, data: bytes) -> list:
         buf = self._buf
         buf += data
         out = []
         pos = 0
         end = len(buf)
-        length, kinds = _LEN.unpack_from, len(_COMPACT_DECODE)
+        length, compact = _LEN.unpack_from, self._compact
         # a burst of small tasks is thousands of compact frames: their decoding stays in this loop
         while end - pos >= 4:
             (n,) = length(buf, pos)
@@ -234,29 +276,42 @@ class Decoder:
                     raise FrameError(f"a compact task frame of {n} bytes announced")
                 if end - pos - 4 < n:
                     break
-                code = buf[pos + 4] if n else kinds
-                if code >= kinds:
-                    raise FrameError("a compact frame of an unknown kind")
-                size, decode = _COMPACT_DECODE[code]
+                entry = compact[buf[pos + 4] if n else 255]
+                if entry is None:
+                    raise FrameError("a compact frame of a kind not served here")
+                size, decode = entry
                 if size != n + 4:
-                    raise FrameError(f"a compact {_COMPACT_BY_CODE[code].name} frame of {n} bytes")
+                    raise FrameError(f"a compact frame of {n} bytes, not {size - 4}")
                 out.append(decode(buf, pos))
                 pos += size
                 continue
-            if n > MAX_FRAME:
-                raise FrameError(f"a frame of {n} bytes announced; at most {MAX_FRAME}")
+            if n > self._max_frame:
+                raise FrameError(f"a frame of {n} bytes announced; at most {self._max_frame}")
             if end - pos - 4 < n:
                 break
-            try:
-                message = _DataUnpickler(io.BytesIO(buf[pos + 4:pos + 4 + n])).load()
-            except Exception as exc:
-                raise FrameError(f"an undecodable frame ({exc!r})") from None
-            if not isinstance(message, tuple) or not message or not isinstance(message[0], str):
-                raise FrameError(f"not a message: {message!r:.80}")
-            out.append(message)
+            out.append(self._message(buf[pos + 4:pos + 4 + n]))
             pos += 4 + n
         del buf[:pos]
+        if self._buffers is not None and len(buf) != self._counted:
+            held = self._buffers.change(self._pid, len(buf) - self._counted)
+            self._counted = len(buf)
+            if held > self._buffers.limit:
+                raise FrameError(f"process {self._pid} has {held} bytes of partial frames buffered; "
+                                 f"at most {self._buffers.limit}")
         return out
+
+    def _message(self, payload: bytearray) -> tuple:
+        if self._shapes is not None:
+            message = frameshape.decode(payload)
+            self._shapes.check(message)
+            return message
+        try:
+            message = _DataUnpickler(io.BytesIO(payload)).load()
+        except Exception as exc:
+            raise FrameError(f"an undecodable frame ({type(exc).__name__}: {str(exc)[:200]})") from None
+        if not isinstance(message, tuple) or not message or not isinstance(message[0], str):
+            raise FrameError(f"not a message: {frameshape.describe(message)}")
+        return message
 
 
 _CRED = struct.Struct("3i")       # struct ucred: pid, uid, gid
@@ -267,14 +322,23 @@ def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
     return _CRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size))
 
 
-def seal(key: bytes, *fields) -> str:
-    """A token binding ``fields`` (ints and strings) that only holders of ``key`` can make."""
+def seal(key: bytes, *fields: int | str) -> str:
+    """A token binding ``fields`` (ints of at most 64 bits and strings) that only holders of
+    ``key`` can make (TypeError for any other field: a peer's value is never formatted)."""
+    for field in fields:
+        if not (type(field) is str or (type(field) is int and -1 << 64 < field < 1 << 64)):
+            raise TypeError(f"a seal binds ints of 64 bits and strings, not {frameshape.describe(field)}")
     return hmac.new(key, repr(fields).encode(), hashlib.sha256).hexdigest()
 
 
 def sealed(key: bytes, token, *fields) -> bool:
     """``token`` is the seal of ``fields`` under ``key``."""
-    return isinstance(token, str) and hmac.compare_digest(token, seal(key, *fields))
+    try:
+        expected = seal(key, *fields)
+    except TypeError:
+        return False
+    # compare_digest refuses a str of non-ASCII characters (TypeError)
+    return isinstance(token, str) and token.isascii() and hmac.compare_digest(token, expected)
 
 
 class Admission:
@@ -391,7 +455,7 @@ class Admission:
 
 def receive(sock: socket.socket, decoder: Decoder, size: int = 1 << 16, flags: int = 0) -> list | None:
     """The messages that are readable on ``sock`` now; None once the peer has closed it
-    (or has sent a frame that closes it: FrameError).  With MSG_DONTWAIT in ``flags``,
+    (or has sent a frame that closes it: FrameError, whose reason is ``decoder.refused``).  With MSG_DONTWAIT in ``flags``,
     BlockingIOError when nothing is there."""
     try:
         if not decoder.read(sock, size, flags):
@@ -399,7 +463,13 @@ def receive(sock: socket.socket, decoder: Decoder, size: int = 1 << 16, flags: i
         return decoder.messages()
     except BlockingIOError:
         raise
-    except (OSError, FrameError):
+    except OSError:
+        return None
+    except FrameError as exc:
+        decoder.refused = str(exc)
+        return None
+    except Exception:       # a fault of decoding itself: never the end of the receiver's loop
+        decoder.refused = "decoding failed:\n" + traceback.format_exc(limit=8)[-4000:]
         return None
 
 

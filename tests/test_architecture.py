@@ -26,7 +26,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("mdev", "topology")
 
-GROUND = ("mdev.errors", "mdev.constants", "mdev.protocol", "mdev.procfs", "mdev.memory", "mdev.timemodel", "mdev.kernel",
+GROUND = ("mdev.errors", "mdev.constants", "mdev.protocol", "mdev.frameshape", "mdev.procfs", "mdev.memory", "mdev.timemodel", "mdev.kernel",
           "mdev.ops", "mdev.hccl_types", "mdev.taskspec", "mdev.dtypes", "mdev.status", "topology")
 # what a host process loads of the board: the launcher that starts one, with the names of
 # its files and the lock that says whether it lives (everything else it shares with the

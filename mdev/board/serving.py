@@ -17,7 +17,9 @@ dispatch of each message to the device it acts on.
                                           v  the batch ends
                                       device.release_held(); device.complete(stream, ...) once per
                                       stream for the tasks it ran at once
-    EOF, or a message of the wrong shape --> _disconnect --> device.cancel_waiters / release_client
+    EOF, a frame of the wrong shape (SHAPES, checked as it is decoded: mdev.frameshape), or
+    any exception a message raises --> _refuse (logged) / _disconnect --> device.cancel_waiters /
+    release_client
 
 One thread reads every connection.  A host's task socket (role "main") carries its tasks
 and its stream and event creations without answers; its other sockets carry requests.  A
@@ -50,6 +52,7 @@ from __future__ import annotations
 import os
 import select
 import socket
+import sys
 import threading
 import time
 import traceback
@@ -63,17 +66,24 @@ from mdev.board.stream import DeviceStream
 from mdev.board.tasktable import REQUESTS
 
 
+# What a device serves (see Server._dispatch; mdev.frameshape for the field kinds):
+# tasks, stream and event creations and destructions, requests, callback completions,
+# hellos and cancellations.
+SHAPES = protocol.Shapes({"t": "iisT", "sc": "iinn", "sd": "i", "ec": "i", "ed": "ii", "r": "isT",
+                          "cbdone": "iiS", "hello": "issS", "cancel": "i"})
+
+
 class ClientConn:
     """One socket from a host process (``client`` is -1 until its hello proved it)."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, buffers: protocol.PeerBuffers) -> None:
         self.sock = sock
-        self.decoder = protocol.Decoder()
         self.client = -1
         try:
             self.pid = protocol.peer_credentials(sock)[0]
         except OSError:
             self.pid = 0
+        self.decoder = protocol.Decoder(SHAPES, buffers=buffers, pid=self.pid)
         self.role = ""
         self.command = ""
         self.lock = threading.Lock()
@@ -118,6 +128,7 @@ class Server:
         # not specialise attribute reads (about 15 ns more for each, on every task)
         self.handlers = {name[4:]: getattr(owner, name) for owner in (device, device.memory)
                          for name in dir(type(owner)) if name.startswith("rpc_")}
+        self.buffers = protocol.PeerBuffers()      # partial frames per host process
 
     def serve(self, ready_fd: int | None = None) -> None:
         device = self.device
@@ -152,12 +163,15 @@ class Server:
                 for fd, _ in poll(self.HOUSEKEEPING_S):
                     what = watched.get(fd)
                     if type(what) is ClientConn:
-                        self._read(what)
+                        try:
+                            self._read(what)
+                        except Exception:    # whatever a host sent, the device serves on
+                            self._refuse(what, traceback.format_exc())
                     elif what is listener:
                         admission.admit()
                     elif what is admission:
                         for sock in admission.admitted():
-                            self._watch(sock, ClientConn(sock))
+                            self._watch(sock, ClientConn(sock, self.buffers))
                 now = time.monotonic()
                 if now >= housekeeping:
                     housekeeping = now + self.HOUSEKEEPING_S
@@ -196,7 +210,10 @@ class Server:
         except BlockingIOError:
             return False     # a request's catch-up read it first
         if messages is None:
-            self._disconnect(conn)
+            if conn.decoder.refused:
+                self._refuse(conn, conn.decoder.refused)
+            else:
+                self._disconnect(conn)
             return False
         deferred: list[DeviceStream] = []
         held = self.held
@@ -206,10 +223,10 @@ class Server:
                     return False     # its process went while a message of it was handled
                 try:
                     self._dispatch(conn, message, deferred)
-                except (ValueError, TypeError, IndexError, KeyError, AttributeError):
-                    # a message of the wrong shape (the handlers' own faults are caught inside
-                    # them): a broken or hostile peer, whose connection goes
-                    self._disconnect(conn)
+                except Exception:
+                    # a message its handler could not take (requests' own faults are answered
+                    # inside _request): a broken or hostile peer, whose connection goes
+                    self._refuse(conn, traceback.format_exc(limit=8))
                     return False
         finally:
             if held:
@@ -293,8 +310,17 @@ class Server:
             if result is not DEFERRED:
                 conn.send(("r", req, 0, result))
 
+    def _refuse(self, conn: ClientConn, why: str) -> None:
+        """Close a connection that sent what no host sends, saying why in the device's log
+        (bounded: ``why`` may quote what the peer sent)."""
+        print(f"device {self.device.index}: closed a connection of process {conn.pid}: {why[-4000:]}",
+              file=sys.stderr, flush=True)
+        if not conn.gone:
+            self._disconnect(conn)
+
     def _disconnect(self, conn: ClientConn) -> None:
         conn.gone = True
+        conn.decoder.close()
         fd = conn.sock.fileno()
         if self._watched.get(fd) is conn:
             del self._watched[fd]

@@ -50,15 +50,23 @@ from mdev.board.proctitle import name_process
 from mdev.memory import segment
 
 
+# What the supervisor serves: a host's hello (its pid, its command line) and requests.
+SHAPES = protocol.Shapes({"hello": "iS", "r": "isT"})
+# Its messages are small: a frame past this is no host's, and a host process has at most
+# PEER_BUFFERED bytes of partial frames buffered here across its connections.
+MAX_FRAME = 1 << 20
+PEER_BUFFERED = 4 * MAX_FRAME
+
+
 class Client:
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, peer_pid: int, buffers: protocol.PeerBuffers) -> None:
         self.sock = sock
-        self.decoder = protocol.Decoder()
+        self.decoder = protocol.Decoder(SHAPES, MAX_FRAME, buffers, peer_pid)
         self.id = 0
         self.pid = 0
         self.command = ""
         self.segments: set[str] = set()
-        self.peer_pid = 0
+        self.peer_pid = peer_pid
         self.node = 0           # the cluster node the host process runs on
 
 
@@ -76,6 +84,7 @@ class Supervisor:
         # never written anywhere (every process of the user can read the authkey's file)
         self.seal_key = secrets.token_bytes(32)
         self.clients: dict[socket.socket, Client] = {}
+        self.buffers = protocol.PeerBuffers(PEER_BUFFERED)     # partial frames per host process
         self.fleet = Fleet(paths, topo, self.authkey, self.seal_key)
         self.listener: socket.socket | None = None
         self.admission: protocol.Admission | None = None
@@ -131,7 +140,10 @@ class Supervisor:
                     for sock in admission.admitted():
                         self._accept(sock)
                 else:
-                    self._read(key.data)
+                    try:
+                        self._read(key.data)
+                    except Exception:    # whatever a host sent, the board serves on
+                        self._refuse(key.data, traceback.format_exc(limit=8))
             admission.expire()
             now = time.monotonic()
             if now - last_check >= 1.0:
@@ -167,11 +179,10 @@ class Supervisor:
     # ------------------------------------------------------------------ clients
     def _accept(self, sock: socket.socket) -> None:
         """An authenticated connection (protocol.Admission) becomes a client."""
-        client = Client(sock)
         # the kernel's word on who is at the other end: IPC pid checks and the client's
         # seal rely on it
         try:
-            client.peer_pid = protocol.peer_credentials(sock)[0]
+            client = Client(sock, protocol.peer_credentials(sock)[0], self.buffers)
         except OSError:
             sock.close()
             return
@@ -181,16 +192,15 @@ class Supervisor:
     def _read(self, client: Client) -> None:
         messages = protocol.receive(client.sock, client.decoder)
         if messages is None:
-            self._drop(client)
+            if client.decoder.refused:
+                self._refuse(client, client.decoder.refused)
+            else:
+                self._drop(client)
             return
         for message in messages:
-            if message[0] == "hello" and len(message) == 3:
+            if message[0] == "hello":
                 continue
-            if not (len(message) == 4 and message[0] == "r" and isinstance(message[2], str)
-                    and isinstance(message[3], tuple)):
-                self._drop(client)          # not a request: a broken or hostile peer
-                return
-            _, req, op, args = message
+            _, req, op, args = message          # a request (SHAPES)
             try:
                 result = getattr(self, "rpc_" + op)(client, *args)
                 reply = ("r", req, 0, result)
@@ -205,7 +215,15 @@ class Supervisor:
                 self._drop(client)
                 return
 
+    def _refuse(self, client: Client, why: str) -> None:
+        """Drop a client that sent what no host sends, saying why in the board's log
+        (bounded: ``why`` may quote what it sent)."""
+        print(f"supervisor: closed a connection of process {client.peer_pid}: {why[-4000:]}",
+              file=sys.stderr, flush=True)
+        self._drop(client)
+
     def _drop(self, client: Client) -> None:
+        client.decoder.close()
         if self.clients.pop(client.sock, None) is None:
             return
         try:
