@@ -223,8 +223,31 @@ class Watch:
         assert self.calls > 0 and not self.failures, self.failures
         assert self._pids() == self.pids, "a device process died"
         assert all(d["state"] == "ok" for d in launcher.status(self.board)["devices"] if d.get("pid"))
-        assert self.slowest < self.quiet + STALL_S, \
-            f"the well-behaved client waited {self.slowest * 1e3:.0f} ms ({self.quiet * 1e3:.0f} ms before)"
+
+    def slow_calls(self) -> list[float]:
+        """The calls since the attack that took longer than the quiet baseline plus STALL_S."""
+        quiet = self.quiet
+        return [e for end, e in self.ends if end >= self.attack and e >= quiet + STALL_S]
+
+    def stall(self) -> str | None:
+        """What the well-behaved client waited past its quiet baseline plus STALL_S, or None."""
+        if not self.slow_calls():
+            return None
+        return f"the well-behaved client waited {self.slowest * 1e3:.0f} ms ({self.quiet * 1e3:.0f} ms before)"
+
+
+def no_stall_beside(acl, board: str, attack) -> None:
+    """``attack()`` beside a well-behaved client: the board serves on and nobody waits.  A
+    stall must show twice to count: a frame that stalls a board does so every time (2-4 s
+    on 119760f), while a scheduling hiccup of the machine running the suite does not."""
+    for _ in range(2):
+        with Watch(acl, board, 1) as watch:
+            assert watch.beside(attack)
+        watch.check()
+        stall = watch.stall()
+        if stall is None:
+            return
+    pytest.fail(stall)
 
 
 @pytest.mark.parametrize("target", ["supervisor", "device"])
@@ -235,9 +258,7 @@ def test_an_adversarial_frame_closes_its_connection_only(name, target, acl, boar
     hostile = Hostile(board, 1)
     log = BoardPaths(board).log
     logged = log.stat().st_size
-    with Watch(acl, board, 1) as watch:
-        assert watch.beside(lambda: hostile.closes(target, _frame(ADVERSARIAL[name])))
-    watch.check()
+    no_stall_beside(acl, board, lambda: hostile.closes(target, _frame(ADVERSARIAL[name])))
     with open(log, "rb") as f:         # the reason is logged, in a few words
         f.seek(logged)
         said = [line for line in f.read().decode(errors="replace").splitlines()
@@ -249,10 +270,8 @@ def test_a_stream_made_with_an_infinite_priority_closes_its_connection(acl, boar
     """("sc", slot, ctx, inf, 0) for every slot the client may hold: the device used to die of
     int(inf); now the message is refused as the wrong shape (a priority is an int)."""
     hostile = Hostile(board, 1)
-    with Watch(acl, board, 1) as watch:
-        frames = b"".join(protocol.encode(("sc", slot, 0, math.inf, 0)) for slot in range(256))
-        assert watch.beside(lambda: hostile.closes("device", frames))
-    watch.check()
+    frames = b"".join(protocol.encode(("sc", slot, 0, math.inf, 0)) for slot in range(256))
+    no_stall_beside(acl, board, lambda: hostile.closes("device", frames))
 
 
 def _rss(pid: int) -> int:
@@ -361,7 +380,7 @@ def _random_frame(rng: random.Random) -> bytes:
 def test_random_frames_kill_and_stall_nothing(target, acl, board):
     """A seeded stream of random, mutated and adversarial frames for a few seconds
     (MDEV_FRAME_FUZZ_SECONDS): every connection it uses is closed or answered, no process
-    of the board dies, and the well-behaved client never waits 100 ms."""
+    of the board dies, and the well-behaved client does not wait 100 ms (more than once)."""
     rng = random.Random(2028)
     hostile = Hostile(board, 1)
     sent = closed = 0
@@ -386,3 +405,6 @@ def test_random_frames_kill_and_stall_nothing(target, acl, board):
                 channel.close()
     watch.check()
     assert sent > 20 and closed > 0, (sent, closed)
+    # the adversarial frames come back again and again in the stream, so a frame that stalls
+    # the board slows many calls; one slow call alone is the machine's scheduling
+    assert len(watch.slow_calls()) <= 1, watch.stall()
