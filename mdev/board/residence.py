@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 
 from mdev.board.naming import BoardPaths
 from mdev.memory import segment
@@ -79,6 +80,7 @@ def clear(paths: BoardPaths) -> None:
         segment.unlink(name)
     for path in [*paths.sockets(), paths.key, paths.topology, paths.log, paths.names]:
         _unlink(path)
+    shutil.rmtree(paths.rendezvous, ignore_errors=True)      # cards of communicators never made
 
 
 def abandon(paths: BoardPaths, own: list[str]) -> None:

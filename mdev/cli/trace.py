@@ -192,9 +192,9 @@ def summary_text(data: dict) -> str:
 def cmd_summary(args: argparse.Namespace) -> int:
     try:
         data = load(args.file)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError) as exc:          # the file given is no trace: a bad argument
         print(f"mdev trace summary: {exc}", file=sys.stderr)
-        return 1
+        return 2
     print(summary_text(data))
     return 0
 
@@ -264,7 +264,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
         data = load(args.file)
     except (OSError, ValueError) as exc:
         print(f"mdev trace plot: {exc}", file=sys.stderr)
-        return 1
+        return 2
     plot(data, args.output, args.modelled)
     print(f"wrote {args.output}")
     return 0

@@ -27,9 +27,11 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Callable
 
+from mdev import constants as C
 from mdev import errors as E
 from mdev import hccl_types as H
 from mdev.errors import AclError
+from mdev.runtime import applog
 from mdev.runtime.core import RUNTIME
 
 _DEBUG = os.environ.get("MDEV_DEBUG") == "1"
@@ -109,6 +111,36 @@ def recent_messages() -> str | None:
     return text
 
 
+_INT_LOW, _INT_HIGH = -(1 << 63), 1 << 64       # what a C parameter of pyACL can hold
+MAX_NESTING = 32                                 # no API takes data nested deeper
+
+
+def _check_argument(value, fn: Callable, depth: int = 0) -> None:
+    """Refuse what pyACL's argument parser refuses before any code of the runtime sees it: an
+    int no C parameter holds (nor can a message print one of 5000 digits), and nestings no
+    API takes (nor can a message print one 1000 deep, or a list holding itself)."""
+    if isinstance(value, int):
+        if not _INT_LOW <= value < _INT_HIGH:
+            raise _BadArgument(f"{fn.__name__}: an int of {value.bit_length()} bits fits no parameter")
+    elif isinstance(value, (list, tuple, dict)):
+        if depth >= MAX_NESTING:
+            raise _BadArgument(f"{fn.__name__}: an argument is nested more than {MAX_NESTING} deep")
+        for item in (value.items() if isinstance(value, dict) else value):
+            _check_argument(item, fn, depth + 1)
+
+
+class _BadArgument(Exception):
+    """An argument refused before the implementation runs (a parameter error)."""
+
+
+def _log_internal(fn: Callable, exc: BaseException) -> None:
+    """An internal error's traceback goes to this process's log (and stderr with MDEV_DEBUG=1)."""
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    applog.record(C.ACL_ERROR, f"internal error in {fn.__name__}:\n{text.rstrip()}", fn.__name__, __file__)
+    if _DEBUG:
+        sys.stderr.write(text)
+
+
 def bind(fn: Callable, outputs: int = 0, failed=0, codes: Codes = ACL) -> Callable:
     """Wrap ``fn``; ``failed`` is the value of each output when the call fails, ``codes`` the
     face's error codes."""
@@ -118,6 +150,11 @@ def bind(fn: Callable, outputs: int = 0, failed=0, codes: Codes = ACL) -> Callab
     @functools.wraps(fn)
     def api(*args, **kwargs):
         try:
+            for arg in args:
+                if type(arg) is not int or not _INT_LOW <= arg < _INT_HIGH:   # the common case: a C int
+                    _check_argument(arg, fn)
+            for arg in kwargs.values():
+                _check_argument(arg, fn)
             value = fn(*args, **kwargs)
         except Exception as exc:
             known = codes.known(exc)
@@ -126,14 +163,17 @@ def bind(fn: Callable, outputs: int = 0, failed=0, codes: Codes = ACL) -> Callab
                 if outputs and getattr(exc, "outputs", None) is not None:
                     record_error(code, message, codes)
                     return (*exc.outputs, code)      # outputs the call gives even when it fails
-            elif isinstance(exc, (TypeError, ValueError, OverflowError)):
-                # wrong number or kind of arguments: pyACL's own parser would refuse them
+            elif isinstance(exc, _BadArgument):
+                code, message = codes.bad_argument, str(exc)
+            elif isinstance(exc, TypeError) and exc.__traceback__.tb_next is None:
+                # raised by the call itself, not inside ``fn``: a wrong number or name of
+                # arguments, which pyACL's own parser refuses
                 code, message = codes.bad_argument, f"{fn.__name__}: {exc}"
-                if _DEBUG:
-                    traceback.print_exc()
-            else:      # an emulator bug must not escape into the user's program
+            else:
+                # an emulator bug, whatever its type (only explicit validation blames the
+                # caller): it must not escape into the user's program
                 code, message = codes.internal, f"{fn.__name__}: internal error {exc!r}"
-                traceback.print_exc(file=sys.stderr)
+                _log_internal(fn, exc)
         else:
             if outputs == 0:
                 return ok

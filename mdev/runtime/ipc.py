@@ -18,7 +18,7 @@ from mdev.runtime.boundary import api
 from mdev.runtime import events, notify
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.memory import DEVICE, Allocation
-from mdev.runtime.validate import as_int, size
+from mdev.runtime.validate import as_int, as_list, size
 
 KEY_LEN = 65
 IPC_EVENT_HANDLE_SIZE = C.ACL_IPC_EVENT_HANDLE_SIZE
@@ -32,7 +32,7 @@ def _key_len(key_len) -> None:
 def _pids(pids) -> list[int]:
     if isinstance(pids, int):
         pids = [pids]
-    return [as_int(p, "pid") for p in pids]
+    return [as_int(p, "pid") for p in as_list(pids, "pids")]
 
 
 def _reach(device: int, enable: bool) -> None:

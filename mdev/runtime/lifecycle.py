@@ -15,6 +15,7 @@ from mdev.runtime.boundary import api
 from mdev.runtime import hooks, trace
 from mdev.errors import AclError
 from mdev.runtime.core import RUNTIME as rt
+from mdev.runtime.validate import file_path
 
 MAX_JSON_DEPTH = 10
 
@@ -43,8 +44,7 @@ def _depth(text: str) -> tuple[int, int]:
 def _parse(config_path: str | None) -> tuple[dict, str | None]:
     if not config_path:
         return {}, None
-    if not isinstance(config_path, str):
-        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"config path must be a str, got {type(config_path).__name__}")
+    file_path(config_path, "config path")
     try:
         with open(config_path, encoding="utf-8") as f:
             text = f.read()

@@ -28,7 +28,7 @@ from mdev.runtime.boundary import api
 from mdev.runtime import capture as R
 from mdev.runtime import streams
 from mdev.runtime.core import RUNTIME as rt
-from mdev.runtime.validate import as_int, timeout_ms
+from mdev.runtime.validate import as_int, file_path, timeout_ms
 
 MODEL_HANDLES = 0x3D_0000_0000
 GROUP_HANDLES = 0x36_0000_0000
@@ -572,8 +572,7 @@ def debug_json_print(model_ri, path: str, flags: int = C.ACL_MDLRI_DEBUG_JSON_PR
     and tasks are also listed under "model" in plain form."""
     model = _model(model_ri)
     flags = as_int(flags, "flags")
-    if not isinstance(path, str) or not path:
-        raise AclError(E.ACL_ERROR_INVALID_PARAM, "path must be a non-empty str")
+    file_path(path, "path")
     if flags not in (C.ACL_MDLRI_DEBUG_JSON_PRINT_SUMMARY, C.ACL_MDLRI_DEBUG_JSON_PRINT_VERBOSE):
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"flags must be ACL_MDLRI_DEBUG_JSON_PRINT_SUMMARY or _VERBOSE, "
                        f"got {flags}")

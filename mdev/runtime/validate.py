@@ -12,6 +12,25 @@ def as_int(value, name: str) -> int:
     return int(value)   # an IntEnum or other subclass becomes plain data (frames carry no classes)
 
 
+def as_list(value, name: str) -> list:
+    """The items of an array argument (None, a NULL array, has none)."""
+    if value is None:
+        return []
+    if not isinstance(value, (str, bytes, bytearray, dict)):
+        try:
+            return list(value)
+        except TypeError:
+            pass
+    raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{name} must be a list, got {type(value).__name__}")
+
+
+def file_path(value, name: str) -> str:
+    """A path the caller names a file by: a non-empty str the system can take (no NUL)."""
+    if not isinstance(value, str) or not value or "\0" in value:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{name} must be a non-empty str without NUL characters")
+    return value
+
+
 def size(value, name: str = "size", positive: bool = False) -> int:
     value = as_int(value, name)
     if value < 0 or value >= 1 << 64:

@@ -157,6 +157,9 @@ def comm_init_root_info(nranks, root_info_blob, rank) -> int:
     nranks, rank = _count(nranks, "nRanks"), _count(rank, "rank")
     if nranks < 1 or rank >= nranks:
         raise HcclError(HCCL_E_PARA, f"rank {rank} is not a rank of a communicator of {nranks}")
+    devices = rt.attach().topology.device_count
+    if nranks > devices:
+        raise HcclError(HCCL_E_PARA, f"nRanks {nranks}: a rank is a device, and the board has {devices}")
     board = rt.attach().paths.name
     return _join(parse_root_info(root_info_blob, board), nranks, rank, rt.current_context().device)
 
@@ -200,6 +203,7 @@ def _join(rid: str, nranks: int, rank: int, device: int) -> int:
     rv = FileRendezvous(rt.attach().paths.name, rid, nranks, _timeout())
     comm, card = C.prepare(rank, nranks, device)
     try:
+        rv.open()
         with _forming_lock:
             local = _forming.setdefault(rid, {})
             if rank in local:
@@ -432,28 +436,37 @@ def batch_send_recv(send_recv_info, item_num, comm, stream) -> None:
     """``send_recv_info``: HcclSendRecvItem as dicts with the C field names (sendRecvType, buf,
     count, dataType, remoteRank) or as tuples in that order; ``item_num`` of them."""
     item_num = _count(item_num, "itemNum")
-    try:
-        items = [_item(info) for info in list(send_recv_info)[:item_num]]
-    except TypeError:
-        raise HcclError(HCCL_E_PARA, "sendRecvInfo must be a list of HcclSendRecvItem") from None
+    if not isinstance(send_recv_info, (list, tuple)):
+        raise HcclError(HCCL_E_PARA, "sendRecvInfo must be a list of HcclSendRecvItem")
+    items = [_item(info, i) for i, info in enumerate(send_recv_info[:item_num])]
     if len(items) != item_num:
         raise HcclError(HCCL_E_PARA, f"sendRecvInfo holds {len(items)} items, itemNum is {item_num}")
     _point_to_point(comm, stream, items, batch=True)
 
 
-def _item(info) -> tuple:
+_ITEM_FIELDS = ("sendRecvType", "buf", "count", "dataType", "remoteRank")
+
+
+def _item(info, index: int) -> tuple:
+    """The five fields of HcclSendRecvItem ``index``, from a dict or a tuple in C's order."""
     if isinstance(info, dict):
-        return tuple(info[k] for k in ("sendRecvType", "buf", "count", "dataType", "remoteRank"))
-    kind, buf, count, dtype, peer = info
-    return kind, buf, count, dtype, peer
+        missing = [k for k in _ITEM_FIELDS if k not in info]
+        if missing:
+            raise HcclError(HCCL_E_PARA, f"sendRecvInfo[{index}] lacks {', '.join(missing)}")
+        return tuple(info[k] for k in _ITEM_FIELDS)
+    if not isinstance(info, (list, tuple)) or len(info) != len(_ITEM_FIELDS):
+        raise HcclError(HCCL_E_PARA, f"sendRecvInfo[{index}] must be an HcclSendRecvItem: a dict of "
+                        f"{', '.join(_ITEM_FIELDS)} or a tuple of them in that order")
+    return tuple(info)
 
 
 def _point_to_point(comm, stream, items: list[tuple], batch: bool = False) -> None:
     c = C.lookup(comm)
     checked = []
     for kind, buf, count, data_type, peer in items:
+        kind = _count(kind, "sendRecvType")
         if kind not in (HCCL_SEND, HCCL_RECV):
-            raise HcclError(HCCL_E_PARA, f"sendRecvType {kind!r} is neither HCCL_SEND (0) nor HCCL_RECV (1)")
+            raise HcclError(HCCL_E_PARA, f"sendRecvType {kind} is neither HCCL_SEND (0) nor HCCL_RECV (1)")
         count, (dtype, item) = _count(count), _dtype(data_type)
         peer = _rank(c, peer, "destRank" if kind == HCCL_SEND else "srcRank", peer=True)
         data = _buffer(c, buf, count * item, kind == HCCL_RECV, "buf") or _none(c)
