@@ -94,6 +94,10 @@ def _nested(depth: int):
     return value
 
 
+# built once: deep nestings (past the recursion limit too), long strings, an int of 5000 digits
+HUGE = [_nested(d) for d in (1, 33, 900, 2999)] + ["y" * 4000, "y" * 9000, 10 ** 5000, -10 ** 5000]
+
+
 def _root_infos(live_root: bytes) -> list:
     """Root info blobs damaged in the ways a caller (or an attacker) can damage them."""
     magic, size = live_root[:9], hccl.HCCL_ROOT_INFO_BYTES
@@ -128,6 +132,7 @@ class Fuzz:
         self.names = sorted(self.functions)
         self.live: list = []
         self.special: list = []
+        self.made: list = []           # ints the latest successful calls returned (handles, pointers)
         self.calls = self.escapes = self.internal = 0
         self.failures: dict[tuple[str, str], str] = {}
         self.current: tuple | None = None
@@ -176,7 +181,9 @@ class Fuzz:
         if param.endswith(("id", "rank", "root", "device")):
             return r.randrange(0, 3)
         if "timeout" in param:
-            return r.choice([-1, 1, 10, 100])
+            return r.choice([1, 10, 100])
+        if self.made and r.random() < 0.5:
+            return r.choice(self.made)           # a handle of its kind, maybe
         return r.randrange(0, 16)
 
     def value(self):
@@ -187,7 +194,7 @@ class Fuzz:
         if pick < 6:
             return r.choice([-1, 0, 1, 2, 3, 7, 4096, 1 << 40, 1 << 48, 2**63, 2**64])
         if pick < 9:
-            return r.choice(self.live)
+            return r.choice(self.live if pick < 8 or not self.made else self.made)
         if pick == 9:
             return r.choice([None, True, False, float("nan"), float("inf"), -0.5, 1.5, 1e300])
         if pick == 10:
@@ -199,7 +206,7 @@ class Fuzz:
         if pick == 13:
             return [self.value() for _ in range(r.randrange(4))]
         if pick == 14:
-            return r.choice([_nested(r.randrange(1, 3000)), "y" * r.randrange(4000, 9000), 10 ** 5000])
+            return r.choice(HUGE)
         if pick == 15:
             return r.randrange(0, 64)
         return r.choice(self.special)
@@ -215,11 +222,13 @@ class Fuzz:
             args = [self.value() for _ in params]
         if short == "comm_destroy" and args and args[0] == getattr(self, "comm", None):
             return                  # the fuzz's own communicator stays
+        if short.endswith("with_timeout") and -1 in args:
+            return                  # a wait without a time limit, on work a random sequence may block for ever
         if short in PINNING and args and type(args[0]) is int and args[0] > MAX_PINNED:
             return                  # granted if /dev/shm has room, and resident: not on a shared machine
         acl.get_recent_err_msg()
         self.calls += 1
-        self.current = (name, time.monotonic())
+        self.current = (name, time.monotonic(), args)
         try:
             result = fn(*args)
         except TypeError as exc:
@@ -241,6 +250,9 @@ class Fuzz:
         if type(code) is not int:
             self._fail(name, "escape", f"returned {_REPR.repr(result)}", args)
             return
+        if code == 0 and isinstance(result, tuple):      # handles made: later calls use them
+            self.made.extend(v for v in result[:-1] if type(v) is int and v)
+            del self.made[:-64]
         if short in MAKERS and code == 0:
             for comm in result[0] if isinstance(result[0], list) else [result[0]]:
                 hccl.comm_destroy(comm)
@@ -266,7 +278,8 @@ class Fuzz:
             time.sleep(1)
             current = self.current
             if current is not None and time.monotonic() - current[1] > HANG_S:
-                print(f"HANG: {current[0]} ran over {HANG_S} s after {self.calls} calls", flush=True)
+                print(f"HANG: {current[0]}{tuple(_REPR.repr(a) for a in current[2])} ran over {HANG_S} s after "
+                      f"{self.calls} calls", flush=True)
                 faulthandler.dump_traceback(all_threads=True)
                 os._exit(3)
 

@@ -58,6 +58,13 @@ def _count(value, what: str = "count") -> int:
     return int(value)
 
 
+def _ints(values, what: str) -> list[int]:
+    """The items of a list argument, each an integer in range."""
+    if not isinstance(values, (list, tuple, np.ndarray)):
+        raise HcclError(HCCL_E_PARA, f"{what} must be a list of integers, got {type(values).__name__}")
+    return [_count(v, what) for v in values]
+
+
 def _dtype(value) -> tuple[int, int]:
     """(HcclDataType, its size) of a type the reduce tasks can add."""
     value = _count(value, "dataType")
@@ -115,10 +122,7 @@ def comm_init_all(ndev, devices) -> list[int]:
     ndev = _count(ndev, "ndev")
     if ndev < 1:
         raise HcclError(HCCL_E_PARA, "ndev must be at least 1")
-    try:
-        devices = [int(d) for d in devices]
-    except (TypeError, ValueError):
-        raise HcclError(HCCL_E_PARA, f"devices must be a list of device ids, got {devices!r}") from None
+    devices = _ints(devices, "devices")
     if len(devices) != ndev:
         raise HcclError(HCCL_E_PARA, f"devices lists {len(devices)} ids, ndev is {ndev}")
     if len(set(devices)) != ndev:
@@ -397,10 +401,7 @@ def all_to_all_v(send_buf, send_counts, sdispls, send_type, recv_buf, recv_count
 
 
 def _counts(c: C.Comm, values, what: str) -> list[int]:
-    try:
-        out = [_count(v, what) for v in values]
-    except TypeError:
-        raise HcclError(HCCL_E_PARA, f"{what} must be a list of {c.nranks} counts") from None
+    out = _ints(values, what)
     if len(out) != c.nranks:
         raise HcclError(HCCL_E_PARA, f"{what} has {len(out)} entries; the communicator has {c.nranks} ranks")
     return out
