@@ -95,7 +95,7 @@ def _nested(depth: int):
 
 
 # built once: deep nestings (past the recursion limit too), long strings, an int of 5000 digits
-HUGE = [_nested(d) for d in (1, 33, 900, 2999)] + ["y" * 4000, "y" * 9000, 10 ** 5000, -10 ** 5000]
+HUGE = [_nested(d) for d in (1, 20, 33, 900, 2999)] + ["y" * 4000, "y" * 9000, 10 ** 5000, -10 ** 5000]
 
 
 def _root_infos(live_root: bytes) -> list:

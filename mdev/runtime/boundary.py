@@ -12,6 +12,12 @@ function of a runtime module), so the rules (which exceptions become which code,
 messages are kept) are the same for all of them; a face names its bindings with
 ``publish`` so that tools can say which API a user called.
 
+Only explicit validation blames the caller: an AclError / HcclError the implementation
+raised, a call with the wrong arguments (pyACL's parser refuses it), or an argument no C
+parameter holds (an int beyond 64 bits, a nesting deeper than MAX_NESTING), refused before
+the implementation runs.  Any other exception is an emulator bug: the face's internal
+error, with the traceback in the process's plog (and stderr with MDEV_DEBUG=1).
+
 Which code a failure becomes is the face's ``Codes``: ``ACL`` (aclError: pyACL, the C
 runtime) or ``HCCL`` (HcclResult: mdev.hccl, libhccl), where an AclError of the runtime
 maps to its HcclResult (mdev.hccl_types.from_acl).
