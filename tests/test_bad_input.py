@@ -36,8 +36,11 @@ def _raises_inside(value):
 
 
 def _validates(value):
+    """Explicit validation whose message shows the value (as most of mdev's do)."""
     if not isinstance(value, int):
-        raise AclError(E.ACL_ERROR_INVALID_PARAM, "value must be an int")
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"value must be an int, got {value!r}")
+    if not 0 <= value < 100:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"value {value} is out of range")
     return value
 
 
@@ -59,12 +62,13 @@ def test_only_explicit_validation_and_pyacls_parser_blame_the_caller():
     validated = boundary.bind(_validates, 1)
     assert validated("x") == (0, E.ACL_ERROR_INVALID_PARAM)
     assert validated(1, 2) == (0, E.ACL_ERROR_INVALID_PARAM)           # the wrong number of arguments
-    assert validated(10 ** 5000) == (0, E.ACL_ERROR_INVALID_PARAM)     # no C parameter holds it
-    assert "fits no parameter" in boundary.recent_messages()
+    assert validated(10 ** 5000) == (0, E.ACL_ERROR_INVALID_PARAM)     # no C parameter holds it: the
+    assert "fits no parameter" in boundary.recent_messages()            # message could not show it
     deep: list = []
     for _ in range(2000):
         deep = [deep]
-    assert validated(deep) == (0, E.ACL_ERROR_INVALID_PARAM)
+    assert validated(deep) == (0, E.ACL_ERROR_INVALID_PARAM)           # its repr: a RecursionError
+    assert "nested more than 32 deep" in boundary.recent_messages()
     cycle: list = []
     cycle.append(cycle)
     assert validated({"a": cycle}) == (0, E.ACL_ERROR_INVALID_PARAM)

@@ -13,10 +13,11 @@ messages are kept) are the same for all of them; a face names its bindings with
 ``publish`` so that tools can say which API a user called.
 
 Only explicit validation blames the caller: an AclError / HcclError the implementation
-raised, a call with the wrong arguments (pyACL's parser refuses it), or an argument no C
-parameter holds (an int beyond 64 bits, a nesting deeper than MAX_NESTING), refused before
-the implementation runs.  Any other exception is an emulator bug: the face's internal
-error, with the traceback in the process's plog (and stderr with MDEV_DEBUG=1).
+raised, a call with the wrong arguments (pyACL's parser refuses it), or a failed call given
+an argument no C parameter holds (an int beyond 64 bits, a nesting deeper than
+MAX_NESTING: the implementation could not even format it into its message).  Any other
+exception is an emulator bug: the face's internal error, with the traceback in the
+process's plog (and stderr with MDEV_DEBUG=1).
 
 Which code a failure becomes is the face's ``Codes``: ``ACL`` (aclError: pyACL, the C
 runtime) or ``HCCL`` (HcclResult: mdev.hccl, libhccl), where an AclError of the runtime
@@ -121,22 +122,25 @@ _INT_LOW, _INT_HIGH = -(1 << 63), 1 << 64       # what a C parameter of pyACL ca
 MAX_NESTING = 32                                 # no API takes data nested deeper
 
 
-def _check_argument(value, fn: Callable, depth: int = 0) -> None:
-    """Refuse what pyACL's argument parser refuses before any code of the runtime sees it: an
-    int no C parameter holds (nor can a message print one of 5000 digits), and nestings no
-    API takes (nor can a message print one 1000 deep, or a list holding itself)."""
+_CHECKED = (int, list, tuple, dict)              # what may hold such ints and nestings
+
+
+def _hostile(value, depth: int = -1) -> str | None:
+    """What pyACL's argument parser refuses, in the arguments of a call that failed: an int no
+    C parameter holds (a message cannot even print one of 5000 digits), a nesting no API
+    takes (nor one 1000 deep, or a list holding itself).  Looked for only once a call has
+    failed with an exception that is not an error code: a call that works pays nothing."""
     if isinstance(value, int):
-        if not _INT_LOW <= value < _INT_HIGH:
-            raise _BadArgument(f"{fn.__name__}: an int of {value.bit_length()} bits fits no parameter")
-    elif isinstance(value, (list, tuple, dict)):
-        if depth >= MAX_NESTING:
-            raise _BadArgument(f"{fn.__name__}: an argument is nested more than {MAX_NESTING} deep")
-        for item in (value.items() if isinstance(value, dict) else value):
-            _check_argument(item, fn, depth + 1)
-
-
-class _BadArgument(Exception):
-    """An argument refused before the implementation runs (a parameter error)."""
+        return None if _INT_LOW <= value < _INT_HIGH else f"an int of {value.bit_length()} bits fits no parameter"
+    if depth >= MAX_NESTING:
+        return f"an argument is nested more than {MAX_NESTING} deep"
+    for items in ((value.keys(), value.values()) if isinstance(value, dict) else (value,)):
+        for item in items:
+            if isinstance(item, _CHECKED):
+                found = _hostile(item, depth + 1)
+                if found is not None:
+                    return found
+    return None
 
 
 def _log_internal(fn: Callable, exc: BaseException) -> None:
@@ -156,11 +160,6 @@ def bind(fn: Callable, outputs: int = 0, failed=0, codes: Codes = ACL) -> Callab
     @functools.wraps(fn)
     def api(*args, **kwargs):
         try:
-            for arg in args:
-                if type(arg) is not int or not _INT_LOW <= arg < _INT_HIGH:   # the common case: a C int
-                    _check_argument(arg, fn)
-            for arg in kwargs.values():
-                _check_argument(arg, fn)
             value = fn(*args, **kwargs)
         except Exception as exc:
             known = codes.known(exc)
@@ -169,8 +168,9 @@ def bind(fn: Callable, outputs: int = 0, failed=0, codes: Codes = ACL) -> Callab
                 if outputs and getattr(exc, "outputs", None) is not None:
                     record_error(code, message, codes)
                     return (*exc.outputs, code)      # outputs the call gives even when it fails
-            elif isinstance(exc, _BadArgument):
-                code, message = codes.bad_argument, str(exc)
+            elif (hostile := _hostile((*args, *kwargs.values()))) is not None:
+                # what pyACL's parser refuses; the implementation could not even say why
+                code, message = codes.bad_argument, f"{fn.__name__}: {hostile}"
             elif isinstance(exc, TypeError) and exc.__traceback__.tb_next is None:
                 # raised by the call itself, not inside ``fn``: a wrong number or name of
                 # arguments, which pyACL's own parser refuses
