@@ -186,6 +186,7 @@ BAD_COMMANDS = {
     "board stop, bad name": (["board", "stop", "--name", "../x"], "bad board name"),
     "smi, bad name": (["smi", "--name", "a/b"], "bad board name"),
     "cann-home, a directory it cannot make": (["cann-home", "/proc/mdev-nope"], "/proc/mdev-nope"),
+    "topo list, an argument it does not take": (["topo", "list", "extra"], "unrecognized arguments"),
     "topo show, no such topology": (["topo", "show", "nonexistent"], "no such file or preset"),
     "topo path, no such device": (["topo", "path", "hccs8", "0", "99"], "not a device"),
     "run, no such program": (["run", "nonexistent.py"], "no such file"),
