@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from types import SimpleNamespace
 
 import pytest
@@ -95,6 +94,34 @@ def test_a_device_task_that_fails_inside_keeps_its_traceback(capsys):
     assert code == E.ACL_ERROR_RT_INTERNAL_ERROR and message == "task memset failed: KeyError('missing')"
     err = capsys.readouterr().err          # a device's stderr is its board's log
     assert "device 3: task memset failed" in err and "Traceback" in err and '{}["missing"]' in err
+
+
+def test_a_file_named_for_a_small_one_is_read_only_if_it_is_one(board, run_py, tmp_path):
+    """/dev/zero, a FIFO or a directory named as a config, a kernel binary, a rank table or a
+    model dump: an error code at once (before: a hang, /dev/zero filling memory -- hence a
+    process of its own, with a time and a memory limit)."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    proc = run_py(f"""
+        import resource, time
+        resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
+        import mdev.acl as acl, mdev.hccl as hccl
+        t0 = time.monotonic()
+        for path in ("/dev/zero", {str(fifo)!r}, {str(tmp_path)!r}):
+            print(acl.init(path))                          # the config is read before anything else
+        assert acl.init() == 0 and acl.rt.set_device(0) == 0
+        for path in ("/dev/zero", {str(fifo)!r}, {str(tmp_path)!r}):
+            print(acl.rt.binary_load_from_file(path, None)[1], hccl.comm_init_cluster_info(path, 0)[1])
+            assert "not a regular file" in acl.get_recent_err_msg()
+        stream, _ = acl.rt.create_stream()
+        assert acl.mdl.ri_capture_begin(stream, 0) == 0
+        assert acl.rt.memset_async(acl.rt.malloc(64, 0)[0], 64, 0, 64, stream) == 0
+        model, ret = acl.mdl.ri_capture_end(stream)
+        print(acl.mdl.ri_debug_json_print(model, {str(fifo)!r}, 0))    # a FIFO nobody reads
+        print(time.monotonic() - t0 < 10)
+    """, board, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["100003"] * 3 + ["107009", "1"] * 3 + ["107009", "True"]
 
 
 # ---------------------------------------------------------------------------- mdev.hccl

@@ -34,7 +34,7 @@ from mdev.runtime.core import OP_TIMEOUT_INTERVAL_US
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import lookup
 from mdev.runtime.memory import DEVICE
-from mdev.runtime.validate import as_int, as_list, file_path, size
+from mdev.runtime.validate import as_int, as_list, file_path, read_regular, size
 
 if TYPE_CHECKING:
     from mdev.kernel.api import Kernel
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 BINARY_HANDLES, FUNCTION_HANDLES, ARGS_HANDLES = 0xB1_0000_0000, 0xF0_0000_0000, 0xA5_0000_0000
 _PARAM_HANDLES = itertools.count(0xA6_0000_0001)
 MAX_PARAMS = 128
+MAX_BINARY_BYTES = 256 << 20       # a kernel "binary": a Python source file
 ARGS_RUNTIME_EXTRA = 64           # internal space kernel_args_get_mem_size adds
 ARGS_HANDLE_SIZE = 256
 
@@ -389,8 +390,7 @@ def binary_load_from_file(bin_path: str, options=None) -> int:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"binPath must be an absolute path, got {bin_path!r}")
     _options(options)
     try:
-        with open(bin_path, encoding="utf-8") as f:
-            source = f.read()
+        source = read_regular(bin_path, MAX_BINARY_BYTES).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise AclError(E.ACL_ERROR_RT_FILE_OPEN, f"cannot read kernel binary {bin_path}: {exc}") from exc
     return _load(source, bin_path)

@@ -18,6 +18,7 @@ an id until ri_destroy (or until this process detaches).
 from __future__ import annotations
 
 import json
+import os
 import threading
 from dataclasses import dataclass, field
 
@@ -618,7 +619,9 @@ def debug_json_print(model_ri, path: str, flags: int = C.ACL_MDLRI_DEBUG_JSON_PR
         "displayTimeUnit": "ns",
     }
     try:
-        with open(path, "w", encoding="utf-8") as f:
+        # O_NONBLOCK: a FIFO nobody reads is refused (ENXIO), not waited on for ever
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(document, f, indent=1)
     except OSError as exc:
         raise AclError(E.ACL_ERROR_RT_FILE_OPEN, f"cannot write {path}: {exc}") from exc

@@ -35,7 +35,9 @@ from mdev.runtime.collectives.select import HIERARCHICAL, layout
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import Stream
 from mdev.runtime.memory import DEVICE, Operand
+from mdev.runtime.validate import read_regular
 
+MAX_RANK_TABLE_BYTES = 16 << 20    # HCCL's rank table JSON: a line or two per device
 _forming: dict[str, dict[int, C.Comm]] = {}      # rendezvous id -> ranks of this process being made
 _forming_lock = threading.Lock()
 
@@ -187,8 +189,7 @@ def _rank_table(path) -> tuple[list[int], str]:
     if not isinstance(path, str) or not path:
         raise HcclError(HCCL_E_PARA, "clusterInfo must be the path of a rank table file")
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        raw = read_regular(path, MAX_RANK_TABLE_BYTES)
         table = json.loads(raw)
         entries = [(int(d["rank_id"]), int(d["device_id"])) for s in table["server_list"] for d in s["device"]]
     except OSError as exc:
