@@ -29,7 +29,9 @@ import json
 import os
 import random
 import reprlib
+import shutil
 import sys
+import tempfile
 import threading
 import time
 
@@ -94,6 +96,8 @@ def _nested(depth: int):
     return value
 
 
+# files no API may block on or read whole (the fifo is made in the run's directory)
+PATHS = ["/dev/zero", "/dev/null", "fifo", ".", "/nonexistent/x", "/proc/self/mem"]
 # built once: deep nestings (past the recursion limit too), long strings, an int of 5000 digits
 HUGE = [_nested(d) for d in (1, 20, 33, 900, 2999)] + ["y" * 4000, "y" * 9000, 10 ** 5000, -10 ** 5000]
 
@@ -174,6 +178,8 @@ class Fuzz:
         if param.endswith(("counts", "displs", "_list", "pids", "dsts", "srcs", "sizes", "maxs", "labels",
                            "notifies")):
             return [r.randrange(0, 64) for _ in range(r.randrange(3))]
+        if param in ("cluster_info", "config_path", "bin_path", "path"):
+            return r.choice(PATHS)
         if param.endswith(("ptr", "buf", "dst", "src", "addr")) or param in ("data", "p_host", "desc"):
             return ptr
         if param.endswith(("size", "size_", "count", "num", "len", "max", "width", "height", "pitch", "length")):
@@ -198,6 +204,8 @@ class Fuzz:
         if pick == 9:
             return r.choice([None, True, False, float("nan"), float("inf"), -0.5, 1.5, 1e300])
         if pick == 10:
+            if r.random() < 0.2:
+                return r.choice(PATHS)
             return "".join(r.choice("ab/.\0\u00e9 1") for _ in range(r.randrange(5)))
         if pick == 11:
             return bytes(r.randrange(256) for _ in range(r.randrange(17)))
@@ -222,8 +230,9 @@ class Fuzz:
             args = [self.value() for _ in params]
         if short == "comm_destroy" and args and args[0] == getattr(self, "comm", None):
             return                  # the fuzz's own communicator stays
-        if short.endswith("with_timeout") and -1 in args:
-            return                  # a wait without a time limit, on work a random sequence may block for ever
+        if "timeout" in params and type(args[params.index("timeout")]) is int \
+                and not 0 <= args[params.index("timeout")] <= 1000:
+            return      # a wait without a (short) time limit, on work a random sequence may block for ever
         if short in PINNING and args and type(args[0]) is int and args[0] > MAX_PINNED:
             return                  # granted if /dev/shm has room, and resident: not on a shared machine
         acl.get_recent_err_msg()
@@ -281,10 +290,13 @@ class Fuzz:
                 print(f"HANG: {current[0]}{tuple(_REPR.repr(a) for a in current[2])} ran over {HANG_S} s after "
                       f"{self.calls} calls", flush=True)
                 faulthandler.dump_traceback(all_threads=True)
+                shutil.rmtree(os.getcwd(), ignore_errors=True)
                 os._exit(3)
 
 
 def main(face: str, seed: int, calls: int) -> int:
+    os.chdir(tempfile.mkdtemp(prefix="mdev-fuzz-"))    # files a call writes (a model dump) land here
+    os.mkfifo("fifo")
     fuzz = Fuzz(face, seed)
     fuzz.setup()
     threading.Thread(target=fuzz.watch, daemon=True).start()
@@ -295,6 +307,7 @@ def main(face: str, seed: int, calls: int) -> int:
     for (name, kind), what in sorted(fuzz.failures.items()):
         print(f"  {name}: {kind}: {what}")
     sys.stdout.flush()
+    shutil.rmtree(os.getcwd(), ignore_errors=True)
     return 1 if fuzz.failures else 0
 
 

@@ -83,6 +83,8 @@ def test_hostile_arguments_of_the_runtime_get_parameter_errors(acl):
     assert acl.rt.notify_batch_reset(7, 1) == E.ACL_ERROR_INVALID_PARAM       # before: 100000 by accident
     assert "notifies must be a list" in acl.get_recent_err_msg()
     assert acl.rt.create_label_list(12, 1)[1] == E.ACL_ERROR_INVALID_PARAM
+    assert acl.rt.ipc_open_event_handle(10 ** 5000)[1] == E.ACL_ERROR_INVALID_PARAM     # before: the supervisor's 507000
+    assert acl.rt.ipc_mem_close([[1]]) == E.ACL_ERROR_INVALID_PARAM          # a key is a str: never sent on
     assert acl.float_to_float16(10 ** 400) == 0x7C00                           # +inf, as C's conversion gives
 
 

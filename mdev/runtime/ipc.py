@@ -138,7 +138,7 @@ def ipc_get_event_handle(event) -> bytes:
 def ipc_open_event_handle(handle) -> int:
     if isinstance(handle, (bytes, bytearray)):
         handle = bytes(handle).rstrip(b"\0").decode(errors="replace")
-    info = rt.attach().request("ipc_import", handle, "event")
+    info = rt.attach().request("ipc_import", _key(handle), "event")
     slot, uid = info["detail"]
     ev = events.Event(rt.new_handle(events.EVENT_HANDLES), info["device"], slot, uid, C.ACL_EVENT_IPC,
                       events.EX, opened=handle)
