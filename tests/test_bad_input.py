@@ -152,6 +152,18 @@ def test_damaged_root_infos_are_parameter_errors(acl, monkeypatch):
     assert not (BoardPaths(board).rendezvous).exists()
 
 
+def test_damaged_rank_tables_are_parameter_errors(acl, tmp_path):
+    assert acl.rt.set_device(0) == 0
+    tables = {"deep": "[" * 2000 + "]" * 2000,                                  # RecursionError before
+              "inf": json.dumps({"server_list": [{"device": [{"rank_id": 0, "device_id": 0}]}]})
+              .replace('"rank_id": 0', '"rank_id": 1e400'),                      # int(inf): OverflowError
+              "not a dict": "[1, 2]", "no devices": '{"server_list": [{}]}'}
+    for what, text in tables.items():
+        (tmp_path / f"{what}.json").write_text(text)
+        assert hccl.comm_init_cluster_info(str(tmp_path / f"{what}.json"), 0) == (0, H.HCCL_E_PARA), what
+        assert "is not a rank table" in acl.get_recent_err_msg(), what
+
+
 def test_batch_send_recv_items_are_checked_field_by_field(acl):
     assert acl.rt.set_device(0) == 0
     comms, ret = hccl.comm_init_all(1, [0])

@@ -120,8 +120,6 @@ def recent_messages() -> str | None:
 
 _INT_LOW, _INT_HIGH = -(1 << 63), 1 << 64       # what a C parameter of pyACL can hold
 MAX_NESTING = 32                                 # no API takes data nested deeper
-
-
 _CHECKED = (int, list, tuple, dict)              # what may hold such ints and nestings
 
 

@@ -194,7 +194,7 @@ def _rank_table(path) -> tuple[list[int], str]:
         entries = [(int(d["rank_id"]), int(d["device_id"])) for s in table["server_list"] for d in s["device"]]
     except OSError as exc:
         raise HcclError(HCCL_E_PARA, f"cannot read rank table {path}: {exc.strerror}") from None
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:    # the file's content
         raise HcclError(HCCL_E_PARA, f"{path} is not a rank table (server_list / device / rank_id / device_id): "
                         f"{exc!r}") from None
     ranks = sorted(entries)

@@ -140,9 +140,6 @@ class LocalRendezvous:
         self.nranks = nranks
         self.cards: dict[tuple[str, int], dict] = {}
 
-    def open(self) -> None:
-        pass
-
     def publish(self, phase: str, rank: int, card: dict) -> None:
         self.cards[phase, rank] = card
 
