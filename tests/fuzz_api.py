@@ -1,7 +1,8 @@
 """Random calls of every public function of a face with hostile arguments, run as a script in
 a host process of its own (``python fuzz_api.py FACE SEED CALLS``, FACE ``acl`` -- the
-functions of ``acl`` and ``acl.rt`` -- or ``hccl``) so that the process-wide settings the
-calls change (timeouts, limits, modes) touch no other test.
+functions of ``acl``, ``acl.rt`` and ``acl.mdl`` -- or ``hccl``) so that the process-wide
+settings the calls change (timeouts, limits, modes) touch no other test.  ``acl.util`` is
+not fuzzed: as pyACL's, its functions raise for a bad argument.
 
 Each call gets arguments drawn by ``random.Random(SEED)`` from hostile values (wrong types,
 negative / huge ints, containers, objects, deep nestings, long strings, damaged root infos
@@ -132,7 +133,7 @@ def _items() -> list:
 class Fuzz:
     def __init__(self, face: str, seed: int) -> None:
         self.face, self.random = face, random.Random(seed)
-        self.functions = _functions((acl, acl.rt) if face == "acl" else (hccl,))
+        self.functions = _functions((acl, acl.rt, acl.mdl) if face == "acl" else (hccl,))
         self.names = sorted(self.functions)
         self.live: list = []
         self.special: list = []
