@@ -222,13 +222,13 @@ def test_cli_show_check_and_path_on_nodes(capsys):
     code, out, _ = run(capsys, "topo", "show", "a2-4x8", "--node", "3")
     assert code == 0 and "Node 3 (its host processes see devices 0..7)" in out and "node3  8" in out
     code, _, err = run(capsys, "topo", "show", "a2-4x8", "--node", "4")
-    assert code == 1 and "nodes 0..3" in err
+    assert code == 2 and "nodes 0..3" in err         # a bad argument
     code, out, _ = run(capsys, "topo", "check", "cloudmatrix384", "a2-4x8")
     assert code == 0 and "ok: cloudmatrix384 (768 devices in 48 nodes of 16, 2448 links)" in out
     code, out, _ = run(capsys, "topo", "path", "a2-4x8", "0:1", "3:7")
     assert code == 0 and out.startswith("npu1 (node0 device 1) -> npu31 (node3 device 7): ROCE")
     code, _, err = run(capsys, "topo", "path", "a2-4x8", "4:0", "0")
-    assert code == 1 and "nodes 0..3" in err
+    assert code == 2 and "nodes 0..3" in err
 
 
 def test_format_md_cluster_example_is_valid():

@@ -122,7 +122,7 @@ def test_bad_topology_is_reported_without_traceback(tmp_path):
     prog = tmp_path / "prog.py"
     prog.write_text("print('ran')\n")
     proc = mdev_run("--board", PREFIX + "pyacl-bad", "--topology", "no-such-preset", str(prog))
-    assert proc.returncode == 1 and "ran" not in proc.stdout
+    assert proc.returncode == 2 and "ran" not in proc.stdout         # a bad argument
     assert proc.stderr.startswith("mdev run:") and "Traceback" not in proc.stderr
 
 

@@ -132,6 +132,27 @@ def test_host_register_rules(dev):
     area.close()
 
 
+def test_host_register_checks_ranges_not_pages(board, run_py):
+    """A registration of 2**48 bytes is refused at once (the walk page by page took hours), and
+    a range whose middle is pinned memory is refused like one that starts there."""
+    proc = run_py("""
+        import mmap, time
+        import numpy as np
+        import mdev.acl as acl
+        assert acl.init() == 0 and acl.rt.set_device(0) == 0
+        area = mmap.mmap(-1, 4 * 4096)
+        p = np.frombuffer(area, np.uint8).ctypes.data
+        t0 = time.monotonic()
+        print(acl.rt.host_register(p, 1 << 48, acl.ACL_HOST_REGISTER_MAPPED)[1],
+              acl.rt.host_register_v2(p, 1 << 48, acl.ACL_HOST_REG_MAPPED), time.monotonic() - t0 < 1)
+        assert acl.rt.host_register_v2(p + 4096, 4096, acl.ACL_HOST_REG_MAPPED) == 0
+        print(acl.rt.host_register_v2(p, 3 * 4096, acl.ACL_HOST_REG_MAPPED),
+              acl.rt.host_register(p, 3 * 4096, acl.ACL_HOST_REGISTER_MAPPED)[1])
+        assert acl.rt.host_unregister(p + 4096) == 0
+    """, board, timeout=30)
+    assert proc.stdout.split() == ["107000", "107000", "True", "507910", "507910"]   # 507910: ALREADY_REGISTERED
+
+
 def test_configured_allocations_and_usage(dev):
     acl = dev
     va = {"attrs": [{"attr": acl.ACL_RT_MEM_ATTR_VA_FLAG, "value": {"vaFlag": 1}}], "numAttrs": 1}

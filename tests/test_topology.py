@@ -335,7 +335,7 @@ def test_cli_show(capsys):
     code, out, _ = run(capsys, "topo", "show", str(topology.preset_path("islands8")), "--p2p")
     assert code == 0 and "NS" in out
     code, _, err = run(capsys, "topo", "show", "nope")
-    assert code == 1 and "no such file or preset" in err
+    assert code == 2 and "no such file or preset" in err         # a bad argument
 
 
 def test_cli_check(capsys, tmp_path):
@@ -356,4 +356,4 @@ def test_cli_path(capsys):
     code, out, _ = run(capsys, "topo", "path", "pcie4", "2", "host")
     assert code == 0 and out.startswith("npu2 -> numa0: PHB")
     code, _, err = run(capsys, "topo", "path", "pcie4", "0", "9")
-    assert code == 1 and "not a device" in err
+    assert code == 2 and "not a device" in err

@@ -121,7 +121,7 @@ def test_summary(traced):
     assert re.search(r"^npu0-npu1\s+hccs\s+56\.0\s+8\.0 MiB\s+0 B\s+[\d.]+%", out, re.M), out
     assert "P2P 8.0 MiB" in out and "H2D 8.0 MiB" in out
     bad = mdev("trace", "summary", str(traced.parent / "missing.json"))
-    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr        # a bad argument
 
 
 def test_plot(traced, tmp_path):

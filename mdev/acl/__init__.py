@@ -57,6 +57,8 @@ def float_to_float16(value: float) -> int:
     TypeError, as above)."""
     if not isinstance(value, (int, float)):
         raise TypeError(f"float_to_float16 takes a float, got {type(value).__name__}")
+    if isinstance(value, int) and not -2**1023 < value < 2**1023:
+        value = float("inf") if value > 0 else float("-inf")     # no double holds it: +-inf, as in C
     with np.errstate(over="ignore"):      # out of range is +-inf, as in C
         return int(np.array(value, dtype=np.float16).view(np.uint16))
 

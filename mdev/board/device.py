@@ -36,8 +36,10 @@ from __future__ import annotations
 import itertools
 import os
 import pickle
+import sys
 import threading
 import time
+import traceback
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -589,13 +591,20 @@ class Device:
         except TaskFault as fault:
             code, message = fault.code, fault.message
         except Exception as exc:
-            code, message = E.ACL_ERROR_RT_INTERNAL_ERROR, f"task {op} failed: {exc!r}"
+            code, message = self.internal_error(f"task {op}", exc)
         finally:
             if engine is not None:
                 engine.release()
         if trace is not None and (trace := self.trace) is not None:     # (tracing may have stopped)
             trace.record(stream, op, args, start, time.monotonic_ns(), code)
         return code, message
+
+    def internal_error(self, what: str, exc: BaseException) -> tuple[int, str]:
+        """An emulator bug in a task: the stream gets 507000 and a line, the device log (this
+        process's stderr, the board's log file) the whole traceback."""
+        print(f"device {self.index}: {what} failed:", file=sys.stderr)
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+        return E.ACL_ERROR_RT_INTERNAL_ERROR, f"{what} failed: {exc!r}"
 
     def complete(self, stream: DeviceStream, seq: int, code: int, message: str, count: int = 1) -> None:
         """Tasks of ``stream`` up to ``seq`` are done (``count`` of them ran), the last with ``code``."""

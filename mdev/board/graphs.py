@@ -168,7 +168,7 @@ class Run:
         except TaskFault as fault:
             self.fail(fault.code, fault.message)
         except Exception as exc:        # a bug here must fail the replay, not hang it
-            self.fail(E.ACL_ERROR_RT_INTERNAL_ERROR, f"graph lane {index}: {exc!r}")
+            self.fail(*self.device.internal_error(f"graph lane {index}", exc))
         finally:
             with self.cond:
                 self.active -= 1

@@ -53,8 +53,12 @@ def create_fresh(make: Callable[[str], T], what: str) -> T:
 def board_name(name: str | None = None) -> str:
     name = name or os.environ.get("MDEV_BOARD") or DEFAULT_BOARD
     if not _NAME.match(name):
-        raise ValueError(f"bad board name {name!r}: use 1-48 of A-Z a-z 0-9 _ . -")
+        raise BadBoardName(f"bad board name {name[:60]!r}: use 1-48 of A-Z a-z 0-9 _ . -")
     return name
+
+
+class BadBoardName(ValueError):
+    """A board name mdev cannot use (it names files and segments)."""
 
 
 class UnsafeRuntimeDir(Exception):
@@ -186,6 +190,8 @@ class BoardPaths:
         self.topology = Path(f"{base}.topology.json")
         # the random part of this start's segment names (written by the supervisor)
         self.names = Path(f"{base}.names")
+        # where ranks of a communicator meet (mdev.runtime.collectives.rendezvous)
+        self.rendezvous = Path(f"{base}.hccl")
         self.board_prefix = f"mdev.{os.getuid()}.{self.name}."      # every start's segments
         self._tag: str | None = None
         self._own_sockets = re.compile(rf"^{re.escape(self.name)}\.(dev\d+\.)?sock$")
@@ -292,7 +298,7 @@ class BoardPaths:
 
     def files(self) -> list[Path]:
         """Every file of this board in the runtime directory that exists now."""
-        return [p for p in (self.key, self.topology, self.log, self.names, self.lock) if os.path.lexists(p)] + \
+        return [p for p in (self.key, self.topology, self.log, self.names, self.rendezvous, self.lock) if os.path.lexists(p)] + \
             [Path(s) for s in self.sockets()] + self.device_records()
 
 

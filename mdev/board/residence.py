@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import sys
 
 from mdev.board.naming import BoardPaths
@@ -90,6 +91,7 @@ def clear(paths: BoardPaths) -> None:
             _unlink(path)
         except OSError as exc:
             left.append(f"{path}: {exc}")
+    shutil.rmtree(paths.rendezvous, ignore_errors=True)      # cards of communicators never made
     for line in left:
         print(f"mdev: board {paths.name!r}: could not remove {line}", file=sys.stderr)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 from mdev.board import launcher
@@ -104,8 +105,8 @@ def cmd_smi(args: argparse.Namespace) -> int:
         return 1
     node = args.node
     if not 0 <= node < info["nodes"]:
-        print(f"board {info['board']!r} has nodes 0..{info['nodes'] - 1}, not {node}")
-        return 1
+        print(f"mdev smi: board {info['board']!r} has nodes 0..{info['nodes'] - 1}, not {node}", file=sys.stderr)
+        return 2
     rule = "+" + "-" * 78 + "+"
     print(rule)
     print(f"| mdev smi {info.get('version', '?'):<7}board {info['board']:<20} topology {info['topology']:<25}|")

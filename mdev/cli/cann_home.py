@@ -27,5 +27,8 @@ def cmd_cann_home(args: argparse.Namespace) -> int:
     except build.BuildError as exc:
         print(f"mdev cann-home: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:         # a directory that cannot be made or written: a bad argument
+        print(f"mdev cann-home: {exc.filename or args.dir}: {exc.strerror}", file=sys.stderr)
+        return 2
     print(home)
     return 0

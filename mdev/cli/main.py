@@ -17,8 +17,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from topology import TopologyError
+
 from mdev import __version__
-from mdev.board.naming import UnsafeRuntimeDir
+from mdev.board.naming import BadBoardName, UnsafeRuntimeDir
 from mdev.cli import bench, board, cann_home, env, run, topo, trace, whatif
 
 
@@ -41,8 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args) or 0
-    except UnsafeRuntimeDir as exc:       # a refusal to act, said as one, not a traceback
-        print(f"mdev: {exc}", file=sys.stderr)
+    except (UnsafeRuntimeDir, BadBoardName, TopologyError) as exc:
+        # bad input (a board name, a topology file or preset) or a refusal to act: one line,
+        # status 2 as argparse gives a bad option, never a traceback
+        command = " ".join(filter(None, (args.command, getattr(args, "action", None))))
+        print(f"mdev {command}: {exc}", file=sys.stderr)
         return 2
 
 

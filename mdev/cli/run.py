@@ -32,6 +32,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from topology import TopologyError
+
+from mdev.board.naming import BadBoardName, board_name
 from mdev.shim import PTH_NAME, SHIM_DIR, pth_line
 
 
@@ -177,8 +180,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             return 2
         argv = [args.prog] + args.args
     try:
+        if args.board:
+            board_name(args.board)
         board, channel = _prepare_board(args)
-    except Exception as exc:   # bad topology, a board that cannot start: say so, no traceback
+    except (TopologyError, BadBoardName) as exc:      # a bad argument: one line, no traceback
+        print(f"mdev run: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:   # a board that cannot start: say so, no traceback
         print(f"mdev run: {exc}", file=sys.stderr)
         return 1
     try:

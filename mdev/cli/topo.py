@@ -73,7 +73,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         try:
             topo = topology.resolve(spec)
         except topology.TopologyError as e:
-            status = _fail(e)
+            status = _fail(e, 1)
             continue
         nodes = f" in {topo.node_count} nodes of {topo.node(0).count}" if topo.node_count > 1 else ""
         print(f"ok: {spec} ({topo.device_count} devices{nodes}, {len(topo.links)} links)")
@@ -106,6 +106,7 @@ def _device(topo: topology.Topology, text: str) -> int:
     return int(digits)
 
 
-def _fail(error: Exception) -> int:
-    print(f"error: {error}", file=sys.stderr)
-    return 1
+def _fail(error: Exception, status: int = 2) -> int:
+    """Say what is wrong in one line; 2: a bad argument, 1: a topology check found faults."""
+    print(f"mdev topo: {error}", file=sys.stderr)
+    return status

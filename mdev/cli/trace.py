@@ -201,9 +201,9 @@ def summary_text(data: dict) -> str:
 def cmd_summary(args: argparse.Namespace) -> int:
     try:
         data = load(args.file)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError) as exc:          # the file given is no trace: a bad argument
         print(f"mdev trace summary: {exc}", file=sys.stderr)
-        return 1
+        return 2
     print(summary_text(data))
     return 0
 
@@ -334,7 +334,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
         data = load(args.file)
     except (OSError, ValueError) as exc:
         print(f"mdev trace plot: {exc}", file=sys.stderr)
-        return 1
+        return 2
     plot(data, args.output, args.modelled, args.rows, args.flows, args.window)
     print(f"wrote {args.output}")
     return 0

@@ -27,6 +27,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from topology import TopologyError
+
 from mdev.cli import trace as trace_cli
 
 
@@ -178,7 +180,10 @@ def cmd_whatif(args: argparse.Namespace) -> int:
             trace_file = os.path.join(directory, f"{i}-{Path(spec).stem}.json")
             try:
                 results.append(_run_one(i, spec, args, trace_file))
-            except Exception as exc:      # a bad topology: say so, no traceback
+            except TopologyError as exc:      # a bad argument: one line, no traceback
+                print(f"mdev whatif: {exc}", file=sys.stderr)
+                return 2
+            except Exception as exc:      # a board that cannot start: say so, no traceback
                 print(f"mdev whatif: {spec}: {exc}", file=sys.stderr)
                 return 1
         print()

@@ -25,7 +25,10 @@ globals().update(_registry.bound("hccl", codes=_boundary.HCCL))
 
 
 def get_error_string(code: int) -> str:
-    """HcclGetErrorString: what an HcclResult means."""
+    """HcclGetErrorString: what an HcclResult means ("unknown error" for anything else, as
+    HCCL's own says of a value it does not know)."""
+    if isinstance(code, bool) or not isinstance(code, int):
+        return _types.error_string(-1)
     return _types.error_string(code)
 
 

@@ -23,7 +23,7 @@ from mdev.runtime import memops, streams
 from mdev.runtime.boundary import api
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.memory import DEVICE
-from mdev.runtime.validate import as_int, size
+from mdev.runtime.validate import as_int, as_list, size
 
 SIZE_MAX = (1 << 64) - 1
 DESC = struct.Struct("<QQQQ")        # src, dst, count, reserved: what a descriptor holds
@@ -49,8 +49,10 @@ def _location(loc, what: str) -> tuple[int, int]:
 def _plan(dsts, dest_maxs, srcs, sizes, num_batches, attrs, attrs_indexes, num_attrs) -> list:
     """The batch's copies as (dst, destMax, src, size, kind, device): checked, or BatchError."""
     n, k = size(num_batches, "numBatches"), size(num_attrs, "numAttrs")
-    lists = [list(x or []) for x in (dsts, dest_maxs, srcs, sizes)]
-    attrs, starts = list(attrs or []), [as_int(i, "attrsIndexes[i]") for i in (attrs_indexes or [])]
+    lists = [as_list(x, what) for x, what in ((dsts, "dsts"), (dest_maxs, "destMaxs"), (srcs, "srcs"),
+                                              (sizes, "sizes"))]
+    attrs = as_list(attrs, "attrs")
+    starts = [as_int(i, "attrsIndexes[i]") for i in as_list(attrs_indexes, "attrsIndexes")]
     if any(len(x) < n for x in lists) or len(attrs) < k or len(starts) < k:
         raise BatchError(E.ACL_ERROR_INVALID_PARAM, "dsts, destMaxs, srcs and sizes need numBatches entries, "
                          "attrs and attrsIndexes numAttrs entries")

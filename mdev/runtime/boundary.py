@@ -12,6 +12,13 @@ leaves an API call.  Every face binds through here (the ``@api`` functions, as
 messages are kept) are the same for all of them; a face names its bindings with
 ``publish`` so that tools can say which API a user called.
 
+Only explicit validation blames the caller: an AclError / HcclError the implementation
+raised, a call with the wrong arguments (pyACL's parser refuses it), or a failed call given
+an argument no C parameter holds (an int beyond 64 bits, a nesting deeper than
+MAX_NESTING: the implementation could not even format it into its message).  Any other
+exception is an emulator bug: the face's internal error, with the traceback in the
+process's plog (and stderr with MDEV_DEBUG=1).
+
 Which code a failure becomes is the face's ``Codes``: ``ACL`` (aclError: pyACL, the C
 runtime) or ``HCCL`` (HcclResult: mdev.hccl, libhccl), where an AclError of the runtime
 maps to its HcclResult (mdev.hccl_types.from_acl).
@@ -26,9 +33,11 @@ import traceback
 from dataclasses import dataclass
 from typing import Callable
 
+from mdev import constants as C
 from mdev import errors as E
 from mdev import hccl_types as H
 from mdev.errors import AclError
+from mdev.runtime import applog
 from mdev.runtime.core import RUNTIME
 
 _DEBUG = os.environ.get("MDEV_DEBUG") == "1"
@@ -111,6 +120,37 @@ def recent_messages() -> str | None:
     return text
 
 
+_INT_LOW, _INT_HIGH = -(1 << 63), 1 << 64       # what a C parameter of pyACL can hold
+MAX_NESTING = 32                                 # no API takes data nested deeper
+_CHECKED = (int, list, tuple, dict)              # what may hold such ints and nestings
+
+
+def _hostile(value, depth: int = -1) -> str | None:
+    """What pyACL's argument parser refuses, in the arguments of a call that failed: an int no
+    C parameter holds (a message cannot even print one of 5000 digits), a nesting no API
+    takes (nor one 1000 deep, or a list holding itself).  Looked for only once a call has
+    failed with an exception that is not an error code: a call that works pays nothing."""
+    if isinstance(value, int):
+        return None if _INT_LOW <= value < _INT_HIGH else f"an int of {value.bit_length()} bits fits no parameter"
+    if depth >= MAX_NESTING:
+        return f"an argument is nested more than {MAX_NESTING} deep"
+    for items in ((value.keys(), value.values()) if isinstance(value, dict) else (value,)):
+        for item in items:
+            if isinstance(item, _CHECKED):
+                found = _hostile(item, depth + 1)
+                if found is not None:
+                    return found
+    return None
+
+
+def _log_internal(fn: Callable, exc: BaseException) -> None:
+    """An internal error's traceback goes to this process's log (and stderr with MDEV_DEBUG=1)."""
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    applog.record(C.ACL_ERROR, f"internal error in {fn.__name__}:\n{text.rstrip()}", fn.__name__, __file__)
+    if _DEBUG:
+        sys.stderr.write(text)
+
+
 def bind(fn: Callable, outputs: int = 0, failed=0, codes: Codes = ACL) -> Callable:
     """Wrap ``fn``; ``failed`` is the value of each output when the call fails, ``codes`` the
     face's error codes."""
@@ -128,14 +168,18 @@ def bind(fn: Callable, outputs: int = 0, failed=0, codes: Codes = ACL) -> Callab
                 if outputs and getattr(exc, "outputs", None) is not None:
                     record_error(code, message, codes)
                     return (*exc.outputs, code)      # outputs the call gives even when it fails
-            elif isinstance(exc, (TypeError, ValueError, OverflowError)):
-                # wrong number or kind of arguments: pyACL's own parser would refuse them
+            elif (hostile := _hostile((*args, *kwargs.values()))) is not None:
+                # what pyACL's parser refuses; the implementation could not even say why
+                code, message = codes.bad_argument, f"{fn.__name__}: {hostile}"
+            elif isinstance(exc, TypeError) and exc.__traceback__.tb_next is None:
+                # raised by the call itself, not inside ``fn``: a wrong number or name of
+                # arguments, which pyACL's own parser refuses
                 code, message = codes.bad_argument, f"{fn.__name__}: {exc}"
-                if _DEBUG:
-                    traceback.print_exc()
-            else:      # an emulator bug must not escape into the user's program
+            else:
+                # an emulator bug, whatever its type (only explicit validation blames the
+                # caller): it must not escape into the user's program
                 code, message = codes.internal, f"{fn.__name__}: internal error {exc!r}"
-                traceback.print_exc(file=sys.stderr)
+                _log_internal(fn, exc)
         else:
             if outputs == 0:
                 return ok

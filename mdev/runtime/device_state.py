@@ -22,7 +22,7 @@ from mdev import status as S
 from mdev.runtime import sysinfo
 from mdev.runtime.boundary import api
 from mdev.runtime.core import RUNTIME as rt
-from mdev.runtime.validate import as_int, size
+from mdev.runtime.validate import as_int, as_list, size
 
 
 def _alive(device: int) -> bool:
@@ -126,7 +126,7 @@ def get_mem_uce_info(device_id: int, array_size: int) -> list:
 @api()
 def mem_uce_repair(device_id: int, mem_uce_info_array) -> None:
     rt.check_device(device_id)
-    entries = list(mem_uce_info_array or [])
+    entries = as_list(mem_uce_info_array, "memUceInfoArray")
     if entries:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"device {device_id} reported no UCE errors: "
                        f"there is nothing to repair at {entries[0]!r}")

@@ -41,11 +41,13 @@ def _register(ptr, size_: int, what: str) -> int:
     if address.split(ptr) is not None or address.VMM_BASE <= ptr < address.VMM_END:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{what}: {ptr:#x} is device memory, not host memory")
     nbytes = address.align_up(nbytes, PAGE)
-    for start in range(ptr, ptr + nbytes, PAGE):       # nothing of it may be pinned already
-        alloc = rt.memory.containing(start)
-        if alloc is not None:
-            kind = "registered" if alloc.registered else "pinned (malloc_host)"
-            raise AclError(E.ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED, f"{what}: {start:#x} is {kind} host memory")
+    # nothing of it may be pinned already (host memory lies below the device addresses, where
+    # only pinned allocations are); both checks look at ranges, whatever the size
+    alloc = rt.memory.overlapping(ptr, min(ptr + nbytes, address.DEVICE_BASE) - ptr)
+    if alloc is not None:
+        kind = "registered" if alloc.registered else "pinned (malloc_host)"
+        raise AclError(E.ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED,
+                       f"{what}: [{ptr:#x}, +{nbytes}) overlaps {kind} host memory at {alloc.ptr:#x}")
     rt.memory.operand(ptr, nbytes, write=True, what="ptr")      # mapped and writable here
     return rt.memory.new_pinned(nbytes, at=ptr).ptr
 

@@ -18,7 +18,7 @@ from mdev.runtime.boundary import api
 from mdev.runtime import events, notify
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.memory import DEVICE, Allocation
-from mdev.runtime.validate import as_int, size
+from mdev.runtime.validate import as_int, as_list, size
 
 KEY_LEN = 65
 IPC_EVENT_HANDLE_SIZE = C.ACL_IPC_EVENT_HANDLE_SIZE
@@ -29,10 +29,17 @@ def _key_len(key_len) -> None:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"key buffer length must be at least {KEY_LEN}, got {key_len}")
 
 
+def _key(key) -> str:
+    """An IPC key as the user passes it back: a str (an unknown one is the board's to refuse)."""
+    if not isinstance(key, str) or not key:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"key must be the str of an export, got {type(key).__name__}")
+    return key
+
+
 def _pids(pids) -> list[int]:
     if isinstance(pids, int):
         pids = [pids]
-    return [as_int(p, "pid") for p in pids]
+    return [as_int(p, "pid") for p in as_list(pids, "pids")]
 
 
 def _reach(device: int, enable: bool) -> None:
@@ -74,7 +81,7 @@ def ipc_mem_get_export_key(dev_ptr: int, size_: int, key_len: int, flags: int) -
 
 @api()
 def ipc_mem_set_import_pid(key: str, pids) -> None:
-    rt.attach().request("ipc_set_pids", key, _pids(pids))
+    rt.attach().request("ipc_set_pids", _key(key), _pids(pids))
 
 
 @api(1)
@@ -82,7 +89,7 @@ def ipc_mem_import_by_key(key: str, flags: int) -> int:
     flags = as_int(flags, "flags")
     if flags not in (C.ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT, C.ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS):
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"unknown import flags {flags:#x}")
-    board = rt.attach()
+    key, board = _key(key), rt.attach()
     info = board.request("ipc_import", key, "mem")
     device, (offset, nbytes) = info["device"], info["detail"]
     ptr = address.device_base(device) + offset
@@ -100,7 +107,7 @@ def ipc_mem_import_by_key(key: str, flags: int) -> int:
 
 @api()
 def ipc_mem_close(key: str) -> None:
-    board = rt.attach()
+    key, board = _key(key), rt.attach()
     imported = next((a for a in rt.memory.allocations() if a.ipc_key == key), None)
     role = board.request("ipc_close", key)
     if role == "exporter":
@@ -131,7 +138,7 @@ def ipc_get_event_handle(event) -> bytes:
 def ipc_open_event_handle(handle) -> int:
     if isinstance(handle, (bytes, bytearray)):
         handle = bytes(handle).rstrip(b"\0").decode(errors="replace")
-    info = rt.attach().request("ipc_import", handle, "event")
+    info = rt.attach().request("ipc_import", _key(handle), "event")
     slot, uid = info["detail"]
     ev = events.Event(rt.new_handle(events.EVENT_HANDLES), info["device"], slot, uid, C.ACL_EVENT_IPC,
                       events.EX, opened=handle)
@@ -168,7 +175,7 @@ def notify_import_by_key(key: str, flags: int) -> int:
     flags = as_int(flags, "flags")
     if flags not in (C.ACL_RT_NOTIFY_IMPORT_FLAG_DEFAULT, C.ACL_RT_NOTIFY_IMPORT_FLAG_ENABLE_PEER_ACCESS):
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"unknown import flags {flags:#x}")
-    info = rt.attach().request("ipc_import", key, "notify")
+    info = rt.attach().request("ipc_import", _key(key), "notify")
     slot, uid = info["detail"]
     if flags == C.ACL_RT_NOTIFY_IMPORT_FLAG_ENABLE_PEER_ACCESS:
         _reach(info["device"], True)

@@ -34,7 +34,7 @@ from mdev.runtime.core import OP_TIMEOUT_INTERVAL_US
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import lookup
 from mdev.runtime.memory import DEVICE
-from mdev.runtime.validate import as_int, size
+from mdev.runtime.validate import as_int, as_list, file_path, read_regular, size
 
 if TYPE_CHECKING:
     from mdev.kernel.api import Kernel
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 BINARY_HANDLES, FUNCTION_HANDLES, ARGS_HANDLES = 0xB1_0000_0000, 0xF0_0000_0000, 0xA5_0000_0000
 _PARAM_HANDLES = itertools.count(0xA6_0000_0001)
 MAX_PARAMS = 128
+MAX_BINARY_BYTES = 256 << 20       # a kernel "binary": a Python source file
 ARGS_RUNTIME_EXTRA = 64           # internal space kernel_args_get_mem_size adds
 ARGS_HANDLE_SIZE = 256
 
@@ -261,8 +262,8 @@ def launch_kernel_with_host_args(func, num_blocks, stream, cfg, host_args, args_
     args_size = size(args_size, "argsSize")
     block = _host_bytes(host_args, args_size, "hostArgs") if args_size else b""
     holders = []
-    for item in list(place_holder_array or [])[:as_int(place_holder_num, "placeHolderNum")]:
-        addr, data = (item["addrOffset"], item["dataOffset"]) if isinstance(item, dict) else item
+    for item in as_list(place_holder_array, "placeHolderArray")[:as_int(place_holder_num, "placeHolderNum")]:
+        addr, data = _placeholder(item)
         holders.append((as_int(addr, "addrOffset"), as_int(data, "dataOffset")))
     placeholders = []
     ends = sorted(d for _, d in holders) + [args_size]
@@ -274,12 +275,21 @@ def launch_kernel_with_host_args(func, num_blocks, stream, cfg, host_args, args_
     _submit(st, fn.fid, num_blocks, "bytes", block, placeholders, fn.res_type, _timeout(cfg))
 
 
+def _placeholder(item) -> tuple:
+    """(addrOffset, dataOffset) of an aclrtPlaceHolderInfo, as a dict or a pair."""
+    if isinstance(item, dict) and {"addrOffset", "dataOffset"} <= item.keys():
+        return item["addrOffset"], item["dataOffset"]
+    if isinstance(item, (list, tuple)) and len(item) == 2:
+        return tuple(item)
+    raise AclError(E.ACL_ERROR_INVALID_PARAM, "each placeholder is {'addrOffset', 'dataOffset'} or such a pair")
+
+
 @api()
 def launch_kernel_with_args_array(func, num_blocks, stream, cfg, args) -> None:
     """``args``: one entry per parameter, each a host pointer to its 8-byte value or its bytes."""
     fn = _function(func)
     st = _launch_stream(fn, stream)
-    values = list(args or [])
+    values = as_list(args, "args")
     if len(values) != fn.param_count:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{fn.name} takes {fn.param_count} arguments, got {len(values)}")
     block = b"".join(_host_bytes(v, params.SLOT, "args[i]").ljust(params.SLOT, b"\0")[:params.SLOT]
@@ -375,14 +385,12 @@ def _options(options) -> None:
 
 @api(1)
 def binary_load_from_file(bin_path: str, options=None) -> int:
-    if not isinstance(bin_path, str) or not bin_path:
-        raise AclError(E.ACL_ERROR_INVALID_PARAM, "binPath must be a non-empty str")
+    file_path(bin_path, "binPath")
     if not os.path.isabs(bin_path):
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"binPath must be an absolute path, got {bin_path!r}")
     _options(options)
     try:
-        with open(bin_path, encoding="utf-8") as f:
-            source = f.read()
+        source = read_regular(bin_path, MAX_BINARY_BYTES).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise AclError(E.ACL_ERROR_RT_FILE_OPEN, f"cannot read kernel binary {bin_path}: {exc}") from exc
     return _load(source, bin_path)

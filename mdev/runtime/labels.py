@@ -21,7 +21,7 @@ from mdev.runtime.boundary import api
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import Context, lookup
 from mdev.runtime.memory import DEVICE
-from mdev.runtime.validate import as_int, size
+from mdev.runtime.validate import as_int, as_list, size
 
 LABEL_HANDLES, LIST_HANDLES = 0x1A_0000_0000, 0x1B_0000_0000
 MAX_LABELS = 65535          # per process
@@ -96,7 +96,7 @@ def create_label_list(labels, num: int) -> int:
     num = size(num, "num")
     if not 0 < num <= MAX_LABELS:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"num must be in (0, {MAX_LABELS}], got {num}")
-    handles = list(labels or [])
+    handles = as_list(labels, "labels")
     if len(handles) < num:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"labels holds {len(handles)} labels, num is {num}")
     return rt.keep(rt.labels, LabelList(rt.new_handle(LIST_HANDLES), [_label(h) for h in handles[:num]]))

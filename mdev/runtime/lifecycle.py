@@ -15,8 +15,10 @@ from mdev.runtime.boundary import api
 from mdev.runtime import hooks, trace
 from mdev.errors import AclError
 from mdev.runtime.core import RUNTIME as rt
+from mdev.runtime.validate import file_path, read_regular
 
 MAX_JSON_DEPTH = 10
+MAX_CONFIG_BYTES = 16 << 20        # an aclInit config is a few lines of JSON
 
 
 def _depth(text: str) -> tuple[int, int]:
@@ -43,13 +45,13 @@ def _depth(text: str) -> tuple[int, int]:
 def _parse(config_path: str | None) -> tuple[dict, str | None]:
     if not config_path:
         return {}, None
-    if not isinstance(config_path, str):
-        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"config path must be a str, got {type(config_path).__name__}")
+    file_path(config_path, "config path")
     try:
-        with open(config_path, encoding="utf-8") as f:
-            text = f.read()
+        text = read_regular(config_path, MAX_CONFIG_BYTES).decode("utf-8")
     except OSError as exc:
         raise AclError(E.ACL_ERROR_INVALID_FILE, f"cannot read aclInit config {config_path}: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise AclError(E.ACL_ERROR_PARSE_FILE, f"{config_path}: not UTF-8 text: {exc}") from None
     if not text.strip():
         return {}, text
     if max(_depth(text)) > MAX_JSON_DEPTH:

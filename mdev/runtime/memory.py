@@ -218,6 +218,17 @@ class MemoryTable:
             return None
         return alloc if alloc.ptr <= ptr < alloc.end else None
 
+    def overlapping(self, ptr: int, nbytes: int) -> Allocation | None:
+        """The lowest allocation sharing a byte with [ptr, ptr+nbytes): two lookups in the sorted
+        starts (allocations never overlap), whatever the range's size."""
+        with self.lock:
+            starts = self._starts
+            i = bisect.bisect_right(starts, ptr) - 1
+            if i >= 0 and self._by_start[starts[i]].end > ptr:
+                return self._by_start[starts[i]]
+            j = bisect.bisect_left(starts, ptr)
+            return self._by_start[starts[j]] if j < len(starts) and starts[j] < ptr + nbytes else None
+
     def get(self, ptr: int) -> Allocation | None:
         return self._by_start.get(ptr)
 

@@ -18,6 +18,7 @@ an id until ri_destroy (or until this process detaches).
 from __future__ import annotations
 
 import json
+import os
 import threading
 from dataclasses import dataclass, field
 
@@ -28,7 +29,7 @@ from mdev.runtime.boundary import api
 from mdev.runtime import capture as R
 from mdev.runtime import streams
 from mdev.runtime.core import RUNTIME as rt
-from mdev.runtime.validate import as_int, timeout_ms
+from mdev.runtime.validate import as_int, file_path, timeout_ms
 from mdev.taskspec import SPECS
 
 MODEL_HANDLES = 0x3D_0000_0000
@@ -545,8 +546,7 @@ def debug_json_print(model_ri, path: str, flags: int = C.ACL_MDLRI_DEBUG_JSON_PR
     and tasks are also listed under "model" in plain form."""
     model = _model(model_ri)
     flags = as_int(flags, "flags")
-    if not isinstance(path, str) or not path:
-        raise AclError(E.ACL_ERROR_INVALID_PARAM, "path must be a non-empty str")
+    file_path(path, "path")
     if flags not in (C.ACL_MDLRI_DEBUG_JSON_PRINT_SUMMARY, C.ACL_MDLRI_DEBUG_JSON_PRINT_VERBOSE):
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"flags must be ACL_MDLRI_DEBUG_JSON_PRINT_SUMMARY or _VERBOSE, "
                        f"got {flags}")
@@ -592,7 +592,9 @@ def debug_json_print(model_ri, path: str, flags: int = C.ACL_MDLRI_DEBUG_JSON_PR
         "displayTimeUnit": "ns",
     }
     try:
-        with open(path, "w", encoding="utf-8") as f:
+        # O_NONBLOCK: a FIFO nobody reads is refused (ENXIO), not waited on for ever
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(document, f, indent=1)
     except OSError as exc:
         raise AclError(E.ACL_ERROR_RT_FILE_OPEN, f"cannot write {path}: {exc}") from exc

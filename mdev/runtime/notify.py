@@ -21,7 +21,7 @@ from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import lookup
 from mdev.runtime.memops import check_reach
 from mdev.runtime.memory import DEVICE
-from mdev.runtime.validate import as_int, size
+from mdev.runtime.validate import as_int, as_list, size
 
 NOTIFY_HANDLES = 0xA_0000_0000
 _WAIT_FLAGS = (C.ACL_STREAM_WAIT_VALUE_GEQ, C.ACL_STREAM_WAIT_VALUE_EQ,
@@ -110,7 +110,7 @@ def get_notify_id(notify) -> int:
 def notify_batch_reset(notifies, num: int) -> None:
     """aclrtNotifyBatchReset: clear ``num`` notifies of this process at once (host side)."""
     count = size(num, "num", positive=True)
-    handles = list(notifies or [])
+    handles = as_list(notifies, "notifies")
     if len(handles) < count:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"notifies holds {len(handles)} handles, num is {count}")
     by_device: dict[int, list] = {}

@@ -17,7 +17,7 @@ from mdev.memory import address
 from mdev.runtime.boundary import api
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.memory import DEVICE, Allocation
-from mdev.runtime.validate import as_int, size
+from mdev.runtime.validate import as_int, as_list, size
 
 _MODULES = {33: "APP"}      # ACL_RT_MEM_ATTR_MODULE_ID values with a name of their own
 _MEM_TYPES = C.ACL_RT_MEM_TYPE_DEV | C.ACL_RT_MEM_TYPE_DVPP | C.ACL_RT_MEM_TYPE_RSVD
@@ -56,7 +56,7 @@ def pointer_get_attributes(ptr) -> dict:
 @api(1)
 def check_mem_type(addr_list, size_: int, mem_type: int, reserve: int = 0) -> int:
     """aclrtCheckMemType: 1 if every address of the list is memory of the given type(s)."""
-    addrs = list(addr_list or [])[:size(size_, "size", positive=True)]
+    addrs = as_list(addr_list, "addrList")[:size(size_, "size", positive=True)]
     kinds = as_int(mem_type, "memType")
     if as_int(reserve, "reserve") != 0 or not kinds or kinds & ~_MEM_TYPES or len(addrs) < size_:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, "memType must be an OR of ACL_RT_MEM_TYPE_*, reserve 0, and "

@@ -35,7 +35,9 @@ from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import Stream
 from mdev.taskspec import COMM_LEFT
 from mdev.runtime.memory import DEVICE, Operand
+from mdev.runtime.validate import read_regular
 
+MAX_RANK_TABLE_BYTES = 16 << 20    # HCCL's rank table JSON: a line or two per device
 _forming: dict[str, dict[int, comms.Comm]] = {}      # rendezvous id -> ranks of this process being made
 _forming_lock = threading.Lock()
 
@@ -56,6 +58,13 @@ def _count(value, what: str = "count") -> int:
     if not 0 <= int(value) < 1 << 63:
         raise HcclError(HCCL_E_PARA, f"{what} {value} is out of range")
     return int(value)
+
+
+def _ints(values, what: str) -> list[int]:
+    """The items of a list argument, each an integer in range."""
+    if not isinstance(values, (list, tuple, np.ndarray)):
+        raise HcclError(HCCL_E_PARA, f"{what} must be a list of integers, got {type(values).__name__}")
+    return [_count(v, what) for v in values]
 
 
 def _dtype(value) -> tuple[int, int]:
@@ -115,10 +124,7 @@ def comm_init_all(ndev, devices) -> list[int]:
     ndev = _count(ndev, "ndev")
     if ndev < 1:
         raise HcclError(HCCL_E_PARA, "ndev must be at least 1")
-    try:
-        devices = [int(d) for d in devices]
-    except (TypeError, ValueError):
-        raise HcclError(HCCL_E_PARA, f"devices must be a list of device ids, got {devices!r}") from None
+    devices = _ints(devices, "devices")
     if len(devices) != ndev:
         raise HcclError(HCCL_E_PARA, f"devices lists {len(devices)} ids, ndev is {ndev}")
     if len(set(devices)) != ndev:
@@ -157,6 +163,9 @@ def comm_init_root_info(nranks, root_info_blob, rank) -> int:
     nranks, rank = _count(nranks, "nRanks"), _count(rank, "rank")
     if nranks < 1 or rank >= nranks:
         raise HcclError(HCCL_E_PARA, f"rank {rank} is not a rank of a communicator of {nranks}")
+    devices = rt.attach().topology.device_count
+    if nranks > devices:
+        raise HcclError(HCCL_E_PARA, f"nRanks {nranks}: a rank is a device, and the board has {devices}")
     board = rt.attach().paths.name
     return _join(parse_root_info(root_info_blob, board), nranks, rank, rt.current_context().device)
 
@@ -180,13 +189,12 @@ def _rank_table(path) -> tuple[list[int], str]:
     if not isinstance(path, str) or not path:
         raise HcclError(HCCL_E_PARA, "clusterInfo must be the path of a rank table file")
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        raw = read_regular(path, MAX_RANK_TABLE_BYTES)
         table = json.loads(raw)
         entries = [(int(d["rank_id"]), int(d["device_id"])) for s in table["server_list"] for d in s["device"]]
     except OSError as exc:
         raise HcclError(HCCL_E_PARA, f"cannot read rank table {path}: {exc.strerror}") from None
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:    # the file's content
         raise HcclError(HCCL_E_PARA, f"{path} is not a rank table (server_list / device / rank_id / device_id): "
                         f"{exc!r}") from None
     ranks = sorted(entries)
@@ -200,6 +208,7 @@ def _join(rid: str, nranks: int, rank: int, device: int) -> int:
     rv = FileRendezvous(rt.attach().paths.name, rid, nranks, _timeout())
     comm, card = comms.prepare(rank, nranks, device)
     try:
+        rv.open()
         with _forming_lock:
             local = _forming.setdefault(rid, {})
             if rank in local:
@@ -393,10 +402,7 @@ def all_to_all_v(send_buf, send_counts, sdispls, send_type, recv_buf, recv_count
 
 
 def _counts(c: comms.Comm, values, what: str) -> list[int]:
-    try:
-        out = [_count(v, what) for v in values]
-    except TypeError:
-        raise HcclError(HCCL_E_PARA, f"{what} must be a list of {c.nranks} counts") from None
+    out = _ints(values, what)
     if len(out) != c.nranks:
         raise HcclError(HCCL_E_PARA, f"{what} has {len(out)} entries; the communicator has {c.nranks} ranks")
     return out
@@ -432,28 +438,37 @@ def batch_send_recv(send_recv_info, item_num, comm, stream) -> None:
     """``send_recv_info``: HcclSendRecvItem as dicts with the C field names (sendRecvType, buf,
     count, dataType, remoteRank) or as tuples in that order; ``item_num`` of them."""
     item_num = _count(item_num, "itemNum")
-    try:
-        items = [_item(info) for info in list(send_recv_info)[:item_num]]
-    except TypeError:
-        raise HcclError(HCCL_E_PARA, "sendRecvInfo must be a list of HcclSendRecvItem") from None
+    if not isinstance(send_recv_info, (list, tuple)):
+        raise HcclError(HCCL_E_PARA, "sendRecvInfo must be a list of HcclSendRecvItem")
+    items = [_item(info, i) for i, info in enumerate(send_recv_info[:item_num])]
     if len(items) != item_num:
         raise HcclError(HCCL_E_PARA, f"sendRecvInfo holds {len(items)} items, itemNum is {item_num}")
     _point_to_point(comm, stream, items, batch=True)
 
 
-def _item(info) -> tuple:
+_ITEM_FIELDS = ("sendRecvType", "buf", "count", "dataType", "remoteRank")
+
+
+def _item(info, index: int) -> tuple:
+    """The five fields of HcclSendRecvItem ``index``, from a dict or a tuple in C's order."""
     if isinstance(info, dict):
-        return tuple(info[k] for k in ("sendRecvType", "buf", "count", "dataType", "remoteRank"))
-    kind, buf, count, dtype, peer = info
-    return kind, buf, count, dtype, peer
+        missing = [k for k in _ITEM_FIELDS if k not in info]
+        if missing:
+            raise HcclError(HCCL_E_PARA, f"sendRecvInfo[{index}] lacks {', '.join(missing)}")
+        return tuple(info[k] for k in _ITEM_FIELDS)
+    if not isinstance(info, (list, tuple)) or len(info) != len(_ITEM_FIELDS):
+        raise HcclError(HCCL_E_PARA, f"sendRecvInfo[{index}] must be an HcclSendRecvItem: a dict of "
+                        f"{', '.join(_ITEM_FIELDS)} or a tuple of them in that order")
+    return tuple(info)
 
 
 def _point_to_point(comm, stream, items: list[tuple], batch: bool = False) -> None:
     c = comms.lookup(comm)
     checked = []
     for kind, buf, count, data_type, peer in items:
+        kind = _count(kind, "sendRecvType")
         if kind not in (HCCL_SEND, HCCL_RECV):
-            raise HcclError(HCCL_E_PARA, f"sendRecvType {kind!r} is neither HCCL_SEND (0) nor HCCL_RECV (1)")
+            raise HcclError(HCCL_E_PARA, f"sendRecvType {kind} is neither HCCL_SEND (0) nor HCCL_RECV (1)")
         count, (dtype, item) = _count(count), _dtype(data_type)
         peer = _rank(c, peer, "destRank" if kind == HCCL_SEND else "srcRank", peer=True)
         data = _buffer(c, buf, count * item, kind == HCCL_RECV, "buf") or _none(c)

@@ -7,6 +7,7 @@
                                                 --> card "keys-r": IPC keys made for the peers' pids
                                                  <-- waits for n "keys" cards --> connects
     files:      <runtime dir>/<board>.hccl/<rendezvous id>/<phase>-<rank>.json
+                (board stop removes what a rendezvous never finished leaves there)
 
 The cards are files in the user's runtime directory (0700, like the board's sockets; each
 file 0600, written whole and renamed into place).  Why files and not a request to the
@@ -23,16 +24,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import time
 from pathlib import Path
 
-from mdev.board.naming import runtime_dir
+from mdev.board.naming import BoardPaths
 from mdev.hccl_types import HCCL_E_PARA, HCCL_E_PTR, HCCL_E_REMOTE, HCCL_E_TIMEOUT, HCCL_ROOT_INFO_BYTES, HcclError
 from mdev.procfs import process_gone
 
 MAGIC = b"MDEVHCCL\x01"
+RENDEZVOUS_ID = re.compile(r"[0-9a-f]{32}")       # secrets.token_hex(16), or a rank table's digest
 POLL_S = (0.001, 0.02)             # first and longest pause between looks at the directory
 
 
@@ -52,12 +55,14 @@ def parse_root_info(blob, board: str) -> str:
         raise HcclError(HCCL_E_PARA, f"rootInfo must be the {HCCL_ROOT_INFO_BYTES}-byte blob of get_root_info")
     try:
         info = json.loads(blob[len(MAGIC):].rstrip(b"\0"))
-        rid, owner = str(info["id"]), str(info["board"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise HcclError(HCCL_E_PARA, f"rootInfo is damaged: {exc}") from None
+    except (ValueError, RecursionError) as exc:         # not JSON, or nested past the parser's depth
+        raise HcclError(HCCL_E_PARA, f"rootInfo is damaged: {type(exc).__name__}") from None
+    rid, owner = (info.get("id"), info.get("board")) if isinstance(info, dict) else (None, None)
+    if not isinstance(owner, str) or not isinstance(rid, str):
+        raise HcclError(HCCL_E_PARA, "rootInfo is damaged: no board or rendezvous id")
     if owner != board:
-        raise HcclError(HCCL_E_PARA, f"rootInfo belongs to board {owner!r}; this process is on board {board!r}")
-    if not rid.isalnum():
+        raise HcclError(HCCL_E_PARA, f"rootInfo belongs to board {owner[:80]!r}; this process is on board {board!r}")
+    if not RENDEZVOUS_ID.fullmatch(rid):
         raise HcclError(HCCL_E_PARA, "rootInfo is damaged: bad rendezvous id")
     return rid
 
@@ -66,10 +71,14 @@ class FileRendezvous:
     """Cards of the ranks of one rendezvous, as files (see the module docstring)."""
 
     def __init__(self, board: str, rid: str, nranks: int, timeout_s: float) -> None:
-        self.dir = runtime_dir() / f"{board}.hccl" / rid
-        self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.dir = BoardPaths(board).rendezvous / rid
         self.nranks, self.deadline = nranks, time.monotonic() + timeout_s
         self.timeout_s = timeout_s
+
+    def open(self) -> None:
+        """Make the directory (inside the caller's clean-up: abandon removes it again)."""
+        self.dir.parent.mkdir(mode=0o700, exist_ok=True)
+        self.dir.mkdir(mode=0o700, exist_ok=True)
 
     def publish(self, phase: str, rank: int, card: dict) -> None:
         path = self.dir / f"{phase}-{rank}.json"
