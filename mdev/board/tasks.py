@@ -203,9 +203,11 @@ def record_notify(device: "Device", stream: "DeviceStream", owner: int, slot: in
 
 @op(None)
 def wait_notify(device: "Device", stream: "DeviceStream", slot: int, uid: int, timeout_s: float,
-                guard: tuple | None = None) -> None:
+                guard: tuple | None = None, follow: tuple | None = None) -> None:
     """``guard`` (a collective's wait): (pid, rank, error word) of the process that is to record
-    it and this rank's error word -- see CommGuard."""
+    it and this rank's error word -- see CommGuard.  ``follow`` (a collective's join of a side
+    stream): (slot, stream id) of the stream that records it, whose failure this wait takes
+    over once released -- see take_over_failure."""
     c = device.control
     check = CommGuard(device, stream, *guard) if guard is not None else None
 
@@ -230,6 +232,35 @@ def wait_notify(device: "Device", stream: "DeviceStream", slot: int, uid: int, t
         if check is not None:
             check.fail(fault)
         raise
+    if follow is not None:
+        take_over_failure(device, stream, follow)
+
+
+def take_over_failure(device: "Device", stream: "DeviceStream", follow: tuple) -> None:
+    """``stream`` joins ``follow`` = (slot, stream id), a stream of this device and of the same
+    host process, which has run every task before the record just waited for: a failure it
+    holds becomes ``stream``'s, and leaves it, as a synchronisation of it would consume it.
+    A side stream's tasks are part of the caller's operation, and only the caller's stream
+    is ever synchronised: a join that let a failure stay behind would report a broken
+    operation's output as valid.  A stream that is gone (its communicator destroyed,
+    its device reset under it) fails the join: what it was to do is not done."""
+    if (not isinstance(follow, tuple) or len(follow) != 2
+            or not all(type(v) is int for v in follow)):
+        raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"{follow!r:.60} names no stream")
+    slot, stream_id = follow
+    with device.lock:
+        side = device.streams.get(slot)
+        if side is None or side.stream_id != stream_id or side.client != stream.client:
+            raise TaskFault(E.ACL_ERROR_RT_STREAM_ABORT, f"stream {stream_id} that stream {stream.stream_id} "
+                            "joins is gone (its communicator was destroyed)")
+        errors = device.control.stream_err
+        code = int(errors[slot])
+        if not code:
+            return
+        message = side.error_message
+        if not side.context.stopped:          # a stopped context's streams keep reporting (as _settle)
+            errors[slot] = 0
+    raise TaskFault(code, message)
 
 
 # a rank's communicator error word (two int64 in its own HBM): the HcclResult that broke the
@@ -237,6 +268,7 @@ def wait_notify(device: "Device", stream: "DeviceStream", slot: int, uid: int, t
 # of the peer they wait for, is set -- so a failure spreads along the operation's transfers
 COMM_TIMEOUT, COMM_PARA, COMM_REMOTE = 9, 1, 21           # HcclResult values (mdev.hccl_types)
 COMM_LEFT = 1 << 16          # not a failure: the rank destroyed its communicator (after its work)
+COMM_ENDED = 1 << 17         # the rank destroyed its communicator with work queued: that work ends
 _COMM_FAULTS = {COMM_TIMEOUT: E.ACL_ERROR_RT_TASK_TIMEOUT, COMM_PARA: E.ACL_ERROR_RT_PARAM_INVALID,
                 COMM_REMOTE: E.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR}
 
@@ -258,15 +290,18 @@ class CommGuard:
         """``peer_alive``: the peer just recorded (no need to look at its process)."""
         if self.word[0]:
             code = int(self.word[0])
+            if code in (COMM_ENDED, COMM_LEFT):
+                raise TaskFault(E.ACL_ERROR_RT_STREAM_ABORT, "the communicator was destroyed before the "
+                                "operation finished (HcclCommDestroy ends the operations it has queued)")
             raise TaskFault(_COMM_FAULTS.get(code, E.ACL_ERROR_RT_PARAM_INVALID),
                             f"the communicator failed earlier (HcclResult {code}, rank {int(self.word[1])})")
         peer = self._peer_word()
-        if peer is not None and peer[0] == COMM_LEFT:
-            if not peer_alive:                 # gone before recording what we wait for
-                self.set(COMM_REMOTE, self.peer_rank)
-                raise TaskFault(E.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
-                                f"rank {self.peer_rank} destroyed its communicator")
-        elif peer is not None and peer[0]:
+        left = peer is not None and peer[0] in (COMM_LEFT, COMM_ENDED)
+        if left and (peer[0] == COMM_ENDED or not peer_alive):
+            # gone before recording what we wait for, or what it recorded belongs to work it ended
+            self.set(COMM_REMOTE, self.peer_rank)
+            raise TaskFault(E.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR, f"rank {self.peer_rank} destroyed its communicator")
+        if peer is not None and peer[0] and not left:
             self.set(int(peer[0]), int(peer[1]))
             raise TaskFault(_COMM_FAULTS.get(int(peer[0]), E.ACL_ERROR_RT_PARAM_INVALID),
                             f"rank {self.peer_rank} failed (HcclResult {int(peer[0])}, rank {int(peer[1])})")

@@ -6,7 +6,8 @@
       connect   import the peers' scratch and notifies             --> Channel / Inbox per peer
     operation:  mdev.runtime.collectives.plan queues tasks on the caller's stream and on the
                 communicator's side streams; the devices run them (no host round trip)
-    destroy:    drains its streams, tells its peers (their error words), frees what it made
+    destroy:    ends its queued work, tells its peers (their error words), frees what it made
+                (with the last of its ranks in this process: those write each other's buffers)
 
 Scratch layout (device memory of the rank's device, shared with every peer):
 
@@ -31,7 +32,7 @@ import numpy as np
 
 from mdev import constants as C
 from mdev.errors import AclError
-from mdev.board.tasks import COMM_LEFT
+from mdev.board.tasks import COMM_ENDED, COMM_LEFT
 from mdev.hccl_types import (HCCL_COMM_DEFAULT_BUFFSIZE, HCCL_E_PARA,
                              HCCL_E_PTR, HCCL_EXEC_TIMEOUT_DEFAULT, HcclError)
 from mdev.memory import address
@@ -111,7 +112,11 @@ class Comm:
     work_buffer: Operand | None = None          # hierarchical reduce-scatter's partial sums
     ops: int = 0                                # collectives issued (descriptor parity, check)
     p2p: dict[tuple[int, int], int] = field(default_factory=dict)   # (peer, direction) -> count
+    queued: dict[int, tuple[Stream, int]] = field(default_factory=dict)   # caller's stream handle -> (it, the
+                                                                          # seq of its latest operation's last task)
+    family: list = field(default_factory=list)  # the ranks of this communicator made in this process (itself too)
     destroyed: bool = False
+    freed: bool = False
 
     # -- places in the scratch buffer
     def at(self, offset: int, nbytes: int) -> Operand:
@@ -322,6 +327,7 @@ def connect(comm: Comm, joined: list[dict], keyed: list[dict], local: dict[int, 
                                          write=True, what="HCCL staging") for i in range(SLOTS)]
         comm.inboxes[q] = Inbox(q, mine, [_signal(n) for n in comm.ready_in[q]], acks, comm.guard(q),
                                 comm.timeout_s, staging)
+    comm.family = [local[q] for q in sorted(local)] if local else [comm]
 
 
 def _stage_of(comm: Comm, keyed: dict, peer: Comm | None, me: int) -> Operand:
@@ -347,19 +353,41 @@ def register(comm: Comm) -> int:
 
 # ---------------------------------------------------------------------------- destroy
 def destroy(comm: Comm) -> None:
-    """Wait for the communicator's queued work, tell the peers, free what it made."""
+    """End the communicator's queued work, tell the peers, free what it made.
+
+    Work still queued fails (as HcclCommDestroy ends the operator being executed) rather
+    than being waited for: a peer that never takes part would hold the destroy for
+    HCCL_EXEC_TIMEOUT.  Its error word says so first -- its own waits give up at once, and
+    so do the peers' waits for it -- then the destroy waits until its streams got past
+    the communicator's tasks, which no longer wait for anything, so nothing runs on the
+    buffers freed next.  A rank that had nothing queued leaves quietly (COMM_LEFT)."""
     comm.destroyed = True
     with rt.lock:
         rt.comms.pop(comm.handle, None)
+    targets = [(s.stream, s.stream.seq) for s in comm.sides] + list(comm.queued.values())
+    word = None
     try:
-        streams.wait([s.stream for s in comm.sides], consume=False)
         word = rt.memory.view(comm.at(ERR, 16)).view(np.int64)
-        if not word[0]:
-            word[1], word[0] = comm.rank, COMM_LEFT       # a peer still waiting for us gives up
+        if not word[0] and not all(s.destroyed or streams.is_done(s, seq) for s, seq in targets):
+            word[1], word[0] = comm.rank, COMM_ENDED
+        streams.wait_targets(targets, consume=False)
     except AclError:
-        pass                                   # failures were the operations' to report
+        pass                                   # failures are the operations' to report
+    if word is not None and not word[0]:
+        word[1], word[0] = comm.rank, COMM_LEFT           # a peer still waiting for us gives up
     for side in comm.sides:
         streams.release(side.stream, drain=False)
+    # peers of this process write our buffer and record our notifies with no import that
+    # would keep them alive: they go with the last of the family, never under a peer in use
+    if all(c.destroyed for c in comm.family):
+        for c in comm.family or [comm]:
+            _free(c)
+
+
+def _free(comm: Comm) -> None:
+    if comm.freed:                             # a rank that failed in its init went on its own
+        return
+    comm.freed = True
     for kind, what in comm.imports:
         try:
             if kind == "mem":

@@ -134,18 +134,19 @@ class Plan:
             self._drain(side.stream)
             side.join.record(side.stream)
         for side in sides:
-            side.join.wait(self.main, self.comm.timeout_s)
+            side.join.wait(self.main, self.comm.timeout_s, follow=side.stream)
 
     def signal(self, side: Side) -> None:
         """The side has got somewhere the caller's stream waits for (``await_signal``)."""
         side.mid.record(side.stream)
 
     def await_signal(self, side: Side, st: Stream | None = None) -> None:
-        side.mid.wait(st or self.main, self.comm.timeout_s)
+        side.mid.wait(st or self.main, self.comm.timeout_s, follow=side.stream)
 
     def finish(self) -> None:
         """The operation's last tasks: drain what the caller's stream sent; inboxes start over."""
         self._drain(self.main)
+        self.comm.queued[self.main.handle] = (self.main, self.main.seq)     # how far a destroy waits
         for peer in self.channels:
             self.comm.channels[peer].finish()
         for peer in self.inboxes:

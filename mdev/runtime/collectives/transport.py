@@ -54,8 +54,10 @@ class Signal:
     def record(self, st: Stream) -> None:
         streams.submit(st, "record_notify", self.device, self.slot)
 
-    def wait(self, st: Stream, timeout_s: float, guard: tuple | None = None) -> None:
-        streams.submit(st, "wait_notify", self.slot, self.uid, timeout_s, guard)
+    def wait(self, st: Stream, timeout_s: float, guard: tuple | None = None, follow: Stream | None = None) -> None:
+        """``follow``: the stream that records it, whose failure ``st`` takes over (a join)."""
+        streams.submit(st, "wait_notify", self.slot, self.uid, timeout_s, guard,
+                       None if follow is None else (follow.slot, follow.stream_id))
 
 
 DIRECT, STAGED, FABRIC = "direct", "staged", "fabric"
