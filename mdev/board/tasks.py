@@ -193,7 +193,17 @@ def wait_event_flag(device: "Device", stream: "DeviceStream", slot: int, uid: in
 
 # ---------------------------------------------------------------------------- notify
 @op(None, quick=_always)
-def record_notify(device: "Device", stream: "DeviceStream", owner: int, slot: int) -> None:
+def record_notify(device: "Device", stream: "DeviceStream", owner: int, slot: int, guard: tuple | None = None) -> None:
+    """``guard`` (a collective's record of a transfer, as for wait_notify): a rank whose
+    communicator failed, or was destroyed, announces nothing to its peers any more -- what it
+    would announce was made of what it never received."""
+    if guard is not None:
+        check = CommGuard(device, stream, *guard)
+        try:
+            check.raise_if_failed(peer_alive=True)
+        except TaskFault as fault:
+            check.fail(fault)
+            raise
     page = device.memory.peer_control(owner)
     # several streams of this device, and other devices, may record the same notify
     with device.lock, page.record_lock(slot):
@@ -267,10 +277,11 @@ def take_over_failure(device: "Device", stream: "DeviceStream", follow: tuple) -
 # communicator and the rank it names; a rank's collective tasks give up once theirs, or that
 # of the peer they wait for, is set -- so a failure spreads along the operation's transfers
 COMM_TIMEOUT, COMM_PARA, COMM_REMOTE = 9, 1, 21           # HcclResult values (mdev.hccl_types)
-COMM_LEFT = 1 << 16          # not a failure: the rank destroyed its communicator (after its work)
-COMM_ENDED = 1 << 17         # the rank destroyed its communicator with work queued: that work ends
+COMM_LEFT = 1 << 16          # the rank destroyed its communicator: what it recorded before stands
 _COMM_FAULTS = {COMM_TIMEOUT: E.ACL_ERROR_RT_TASK_TIMEOUT, COMM_PARA: E.ACL_ERROR_RT_PARAM_INVALID,
                 COMM_REMOTE: E.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR}
+# what a copy into memory that went away gives: freed (DMA fault), or no longer granted
+_TRANSFER_FAULTS = (E.ACL_ERROR_RT_SYS_DMA, E.ACL_ERROR_RT_PARAM_INVALID)
 
 
 class CommGuard:
@@ -290,15 +301,14 @@ class CommGuard:
         """``peer_alive``: the peer just recorded (no need to look at its process)."""
         if self.word[0]:
             code = int(self.word[0])
-            if code in (COMM_ENDED, COMM_LEFT):
+            if code == COMM_LEFT:
                 raise TaskFault(E.ACL_ERROR_RT_STREAM_ABORT, "the communicator was destroyed before the "
                                 "operation finished (HcclCommDestroy ends the operations it has queued)")
             raise TaskFault(_COMM_FAULTS.get(code, E.ACL_ERROR_RT_PARAM_INVALID),
                             f"the communicator failed earlier (HcclResult {code}, rank {int(self.word[1])})")
         peer = self._peer_word()
-        left = peer is not None and peer[0] in (COMM_LEFT, COMM_ENDED)
-        if left and (peer[0] == COMM_ENDED or not peer_alive):
-            # gone before recording what we wait for, or what it recorded belongs to work it ended
+        left = peer is not None and peer[0] == COMM_LEFT
+        if left and not peer_alive:                 # gone before recording what we wait for
             self.set(COMM_REMOTE, self.peer_rank)
             raise TaskFault(E.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR, f"rank {self.peer_rank} destroyed its communicator")
         if peer is not None and peer[0] and not left:
@@ -325,9 +335,19 @@ class CommGuard:
             self.word[1], self.word[0] = rank, code
 
     def fail(self, fault: TaskFault) -> None:
-        """The wait failed (timed out, aborted): the communicator is broken from here on."""
+        """The task failed (a wait timed out or was aborted, the communicator broke): the
+        communicator is broken from here on.  A transfer fault already on the stream gives
+        way to this failure, which names its cause: a copy into the memory of a rank that
+        died or left (its pinned staging, its HBM) fails before any wait can notice it, and
+        the stream reports only its first failure."""
         if fault.code == E.ACL_ERROR_RT_TASK_TIMEOUT:
             self.set(COMM_TIMEOUT, self.peer_rank)
+        device, slot = self.device, self.stream.slot
+        with device.lock:
+            errors = device.control.stream_err
+            if int(errors[slot]) in _TRANSFER_FAULTS and device.streams.get(slot) is self.stream:
+                errors[slot] = fault.code
+                self.stream.error_message = fault.message
 
 
 def process_alive(pid: int) -> bool:

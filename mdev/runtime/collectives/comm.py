@@ -32,7 +32,7 @@ import numpy as np
 
 from mdev import constants as C
 from mdev.errors import AclError
-from mdev.board.tasks import COMM_ENDED, COMM_LEFT
+from mdev.board.tasks import COMM_LEFT
 from mdev.hccl_types import (HCCL_COMM_DEFAULT_BUFFSIZE, HCCL_E_PARA,
                              HCCL_E_PTR, HCCL_EXEC_TIMEOUT_DEFAULT, HcclError)
 from mdev.memory import address
@@ -357,24 +357,21 @@ def destroy(comm: Comm) -> None:
 
     Work still queued fails (as HcclCommDestroy ends the operator being executed) rather
     than being waited for: a peer that never takes part would hold the destroy for
-    HCCL_EXEC_TIMEOUT.  Its error word says so first -- its own waits give up at once, and
-    so do the peers' waits for it -- then the destroy waits until its streams got past
-    the communicator's tasks, which no longer wait for anything, so nothing runs on the
-    buffers freed next.  A rank that had nothing queued leaves quietly (COMM_LEFT)."""
+    HCCL_EXEC_TIMEOUT.  Its error word says so first (COMM_LEFT) -- its own tasks give up
+    at once and announce nothing more, and the peers' waits for what it never recorded
+    give up -- then the destroy waits until its streams got past the communicator's tasks,
+    which no longer wait for anything, so nothing runs on the buffers freed next."""
     comm.destroyed = True
     with rt.lock:
         rt.comms.pop(comm.handle, None)
     targets = [(s.stream, s.stream.seq) for s in comm.sides] + list(comm.queued.values())
-    word = None
     try:
         word = rt.memory.view(comm.at(ERR, 16)).view(np.int64)
-        if not word[0] and not all(s.destroyed or streams.is_done(s, seq) for s, seq in targets):
-            word[1], word[0] = comm.rank, COMM_ENDED
+        if not word[0]:
+            word[1], word[0] = comm.rank, COMM_LEFT
         streams.wait_targets(targets, consume=False)
     except AclError:
         pass                                   # failures are the operations' to report
-    if word is not None and not word[0]:
-        word[1], word[0] = comm.rank, COMM_LEFT           # a peer still waiting for us gives up
     for side in comm.sides:
         streams.release(side.stream, drain=False)
     # peers of this process write our buffer and record our notifies with no import that

@@ -51,8 +51,9 @@ class Signal:
     slot: int
     uid: int
 
-    def record(self, st: Stream) -> None:
-        streams.submit(st, "record_notify", self.device, self.slot)
+    def record(self, st: Stream, guard: tuple | None = None) -> None:
+        """``guard``: a transfer's (see record_notify)."""
+        streams.submit(st, "record_notify", self.device, self.slot, guard)
 
     def wait(self, st: Stream, timeout_s: float, guard: tuple | None = None, follow: Stream | None = None) -> None:
         """``follow``: the stream that records it, whose failure ``st`` takes over (a join)."""
@@ -97,7 +98,7 @@ class Channel:
                 at += part.nbytes
         elif data.nbytes:
             submit_copy(st, self.slots[k].slice(0, data.nbytes), data)
-        self.ready[k].record(st)
+        self.ready[k].record(st, self.guard)
         self.busy[k], self.next = True, k ^ 1
 
     def drain(self, st: Stream) -> None:
