@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -178,3 +179,42 @@ def _assert_algorithm(handle: int, algo: str) -> None:
     assert chosen == ("ring" if algo == "staged" else algo)
     if algo == "staged":
         assert "staged" in {ch.kind for ch in comm.channels.values()}
+
+
+@pytest.mark.parametrize("algo", list(ALGORITHMS))
+def test_destroy_returns_at_once_when_the_peers_never_come(algo, request, monkeypatch):
+    """Rank 0 queues an all_reduce no other rank takes part in, then destroys its
+    communicator: the destroy returns at once (not after HCCL_EXEC_TIMEOUT), the op fails
+    at rank 0's synchronisation, and the peers that come later find rank 0 gone."""
+    name, attached = _attach(request, monkeypatch, algo)
+    devices = ALGORITHMS[algo][1]
+    with attached as acl:
+        comms, ret = hccl.comm_init_all(len(devices), devices)
+        assert ret == 0, acl.get_recent_err_msg()
+        _assert_algorithm(comms[0], algo)
+        assert acl.rt.set_device(devices[0]) == 0
+        stream, _ = acl.rt.create_stream()
+        buf, _ = acl.rt.malloc(COUNT * 4, 0)
+        assert hccl.all_reduce(buf, buf, COUNT, H.HCCL_DATA_TYPE_FP32, H.HCCL_REDUCE_SUM, comms[0], stream) == 0
+        started = time.monotonic()
+        assert hccl.comm_destroy(comms[0]) == H.HCCL_SUCCESS
+        took = time.monotonic() - started
+        sync, message = acl.rt.synchronize_stream(stream), acl.get_recent_err_msg()
+        acl.rt.free(buf)
+        acl.rt.destroy_stream(stream)
+        acl.rt.reset_device(devices[0])
+
+        def body(k, stream):
+            peer_buf, _ = acl.rt.malloc(COUNT * 4, 0)
+            assert hccl.all_reduce(peer_buf, peer_buf, COUNT, H.HCCL_DATA_TYPE_FP32, H.HCCL_REDUCE_SUM,
+                                   comms[k + 1], stream) == 0
+            return acl.rt.synchronize_stream(stream), acl.get_recent_err_msg()
+
+        try:
+            peers = run_ranks(acl, devices[1:], body, timeout=60)
+        finally:
+            for comm in comms[1:]:
+                assert hccl.comm_destroy(comm) == H.HCCL_SUCCESS
+    assert took < 1.0, f"comm_destroy took {took:.1f} s"
+    assert sync == 107023 and "destroyed before the operation finished" in message, (sync, message)
+    assert all(code == 507057 for code, _ in peers), peers

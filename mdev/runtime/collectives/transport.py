@@ -28,7 +28,8 @@ with its channels drained (all acks waited), and both ends start the next one fr
 
 A collective's waits carry a guard (mdev.board.tasks.CommGuard): the pid and error word of
 the peer that is to record the notify, and this rank's error word, so a dead or failed peer
-fails the wait instead of leaving it forever.
+fails the wait instead of leaving it forever.  So do the ready records: a rank whose
+communicator broke announces no transfer (its data would be made of what it never got).
 """
 
 from __future__ import annotations
