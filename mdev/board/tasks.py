@@ -337,11 +337,13 @@ class CommGuard:
     def fail(self, fault: TaskFault) -> None:
         """The task failed (a wait timed out or was aborted, the communicator broke): the
         communicator is broken from here on.  A transfer fault already on the stream gives
-        way to this failure, which names its cause: a copy into the memory of a rank that
-        died or left (its pinned staging, its HBM) fails before any wait can notice it, and
-        the stream reports only its first failure."""
+        way to a dead or departed peer (507057), which names its cause: a copy into the
+        memory of a rank that died or left (its pinned staging, its HBM) fails before any
+        wait can notice it, and the stream reports only its first failure."""
         if fault.code == E.ACL_ERROR_RT_TASK_TIMEOUT:
             self.set(COMM_TIMEOUT, self.peer_rank)
+        if fault.code != E.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR:
+            return
         device, slot = self.device, self.stream.slot
         with device.lock:
             errors = device.control.stream_err
