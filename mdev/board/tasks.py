@@ -198,12 +198,7 @@ def record_notify(device: "Device", stream: "DeviceStream", owner: int, slot: in
     communicator failed, or was destroyed, announces nothing to its peers any more -- what it
     would announce was made of what it never received."""
     if guard is not None:
-        check = CommGuard(device, stream, *guard)
-        try:
-            check.raise_if_failed(peer_alive=True)
-        except TaskFault as fault:
-            check.fail(fault)
-            raise
+        CommGuard(device, stream, *guard).ensure_intact()
     page = device.memory.peer_control(owner)
     # several streams of this device, and other devices, may record the same notify
     with device.lock, page.record_lock(slot):
@@ -321,6 +316,15 @@ class CommGuard:
                 self.set(COMM_REMOTE, self.peer_rank)
                 raise TaskFault(E.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
                                 f"rank {self.peer_rank} (process {self.peer_pid}) is gone")
+
+    def ensure_intact(self) -> None:
+        """For a task that waits for nothing: fail, as a wait would, if the communicator is
+        broken here or at the peer."""
+        try:
+            self.raise_if_failed(peer_alive=True)
+        except TaskFault as fault:
+            self.fail(fault)
+            raise
 
     def _peer_word(self):
         if self.peer_err is None:
