@@ -218,3 +218,43 @@ def test_destroy_returns_at_once_when_the_peers_never_come(algo, request, monkey
     assert took < 1.0, f"comm_destroy took {took:.1f} s"
     assert sync == 107023 and "destroyed before the operation finished" in message, (sync, message)
     assert all(code == 507057 for code, _ in peers), peers
+
+
+def _operations(hccl, n: int, buf: int, out: int, comm: int, stream: int, r: int, p: int) -> dict:
+    """The operations that run on side streams on a mesh, each of ``n`` fp32 elements (a
+    rank's block), in which every rank depends on every other (rank r of p)."""
+    fp32 = H.HCCL_DATA_TYPE_FP32
+    right, left = (r + 1) % p, (r - 1) % p
+    return {
+        "broadcast": lambda: hccl.broadcast(buf, n, fp32, 0, comm, stream),
+        "all_gather": lambda: hccl.all_gather(buf, out, n, fp32, comm, stream),
+        "reduce_scatter": lambda: hccl.reduce_scatter(buf, out, n, fp32, H.HCCL_REDUCE_SUM, comm, stream),
+        "all_to_all": lambda: hccl.all_to_all(buf, n, fp32, out, n, fp32, comm, stream),
+        "batch_send_recv": lambda: hccl.batch_send_recv([(H.HCCL_SEND, buf, n, fp32, right),
+                                                         (H.HCCL_RECV, out, n, fp32, left)], 2, comm, stream),
+    }
+
+
+@pytest.mark.parametrize("operation", list(_operations(hccl, 0, 0, 0, 0, 0, 0, 3)))
+def test_every_operation_on_a_mesh_fails_when_ranks_disagree(operation, acl8):
+    """The side streams' failures reach the caller's stream in every operation that uses
+    them: rank 1 asks for one element fewer, every rank's synchronisation fails (107000)."""
+    acl, devices, n = acl8, [0, 1, 2], 1024
+    comms, ret = hccl.comm_init_all(len(devices), devices)
+    assert ret == 0, acl.get_recent_err_msg()
+
+    def body(r, stream):
+        buf, _ = acl.rt.malloc(len(devices) * n * 4, 0)
+        out, _ = acl.rt.malloc(len(devices) * n * 4, 0)
+        assert _operations(hccl, n - (r == ODD), buf, out, comms[r], stream, r, len(devices))[operation]() == 0
+        sync, message = acl.rt.synchronize_stream(stream), acl.get_recent_err_msg()
+        acl.rt.free(buf)
+        acl.rt.free(out)
+        return sync, message
+
+    try:
+        results = run_ranks(acl, devices, body, timeout=60)
+    finally:
+        for comm in comms:
+            assert hccl.comm_destroy(comm) == H.HCCL_SUCCESS
+    assert all(sync == 107000 for sync, _ in results), results
