@@ -25,6 +25,7 @@ without peer access get, in the receiver's process, pinned staging slots of the 
 from __future__ import annotations
 
 import os
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -304,7 +305,7 @@ def connect(comm: Comm, joined: list[dict], keyed: list[dict], local: dict[int, 
             acks = [_signal(notify.get(h)) for h in handles[SLOTS:]]
             scratch_ptr = j["scratch"]
             if kind == DIRECT and not any(what == "mem" and key == k["scratch_key"] for what, key in comm.imports):
-                ipc.ipc_mem_import_by_key(k["scratch_key"], C.ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS)
+                _import_scratch(k["scratch_key"])
                 comm.imports.append(("mem", k["scratch_key"]))
         # our sending end: its landing slots for us (or its staging slots), its ready notifies
         slot_off = j["header"] + ((me if me < q else me - 1) * SLOTS) * comm.slot_bytes
@@ -328,6 +329,28 @@ def connect(comm: Comm, joined: list[dict], keyed: list[dict], local: dict[int, 
         comm.inboxes[q] = Inbox(q, mine, [_signal(n) for n in comm.ready_in[q]], acks, comm.guard(q),
                                 comm.timeout_s, staging)
     comm.family = [local[q] for q in sorted(local)] if local else [comm]
+
+
+# a peer's scratch imported by this process: several ranks of it (threads) that reach one
+# peer of another process share its one import (a process maps memory once)
+_scratch_lock = threading.Lock()
+_scratch_users: dict[str, int] = {}
+
+
+def _import_scratch(key: str) -> None:
+    with _scratch_lock:
+        if not _scratch_users.get(key):
+            ipc.ipc_mem_import_by_key(key, C.ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS)
+        _scratch_users[key] = _scratch_users.get(key, 0) + 1
+
+
+def _close_scratch(key: str) -> None:
+    with _scratch_lock:
+        _scratch_users[key] -= 1
+        if _scratch_users[key]:
+            return
+        del _scratch_users[key]
+        ipc.ipc_mem_close(key)
 
 
 def _stage_of(comm: Comm, keyed: dict, peer: Comm | None, me: int) -> Operand:
@@ -388,7 +411,7 @@ def _free(comm: Comm) -> None:
     for kind, what in comm.imports:
         try:
             if kind == "mem":
-                ipc.ipc_mem_close(what)
+                _close_scratch(what)
             elif kind == "notify":
                 notify.destroy_notify(what)
             else:
