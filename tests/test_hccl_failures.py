@@ -3,8 +3,8 @@ destroyed under an operation -- on every algorithm (mesh, ring, hierarchical, a 
 transfers), with a thread per rank and with a process per rank.
 
 Each rank loops all_reduce of fresh data + synchronize_stream (tests/hccl_ranks.py ``drill``);
-rank 1 causes the failure at op 2.  What every surviving rank must see: the ops before it exact,
-and from it on every synchronisation failing with the documented code (107000 for a
+rank 1 causes the failure at op 2.  What every surviving rank must see: the first op exact,
+and from the cause on every synchronisation failing with the documented code (107000 for a
 disagreement, 507057 for a dead or departed peer) within 1 s of the cause -- an op whose
 synchronisation succeeds has exact output, whatever happened.  The rank that destroys its
 communicator gets it back at once; its own queued op fails (107023)."""
@@ -109,10 +109,13 @@ def _check(reports: list[dict], cause: str, marks) -> None:
             assert ret == 0 and seconds < 1.0, rep["destroy"]
             assert sync == 107023 or (sync == 0 and exact), (sync, msg)
             continue
-        assert [op[1] for op in ops[:CAUSE_AT]] == [0] * CAUSE_AT, (r, ops)
+        # the first op gets through; the one before the cause may fail too: a rank still in it
+        # takes a peer's record made before that peer failed, and the peer's error word, set
+        # since, fails it (a wait cannot tell when the record was made, and errs on the safe side)
+        assert ops[0][1] == 0 and all(op[1] in (0, code) for op in ops[:CAUSE_AT]), (r, ops)
         later = ops[CAUSE_AT + (cause in ("death", "destroy")):]     # their op at the cause may have got through
         assert len(ops) == 5 and all(op[1] == code for op in later), (r, ops)
-        first = next(op for op in ops[CAUSE_AT:] if op[1])
+        first = next(op for op in ops if op[1])
         assert first[1] == code and first[2] - started < 1.0, (r, first, started)
 
 
