@@ -251,8 +251,8 @@ SPECS: dict[str, OpSpec] = {spec.name: spec for spec in [
     OpSpec("wait_event_flag", ("slot", "uid", "timeout_s"), time=WAIT, ri=_EVENT_WAIT,
            text="event {slot} (external: a record after the last reset)"),
     OpSpec("wait_remote_event", ("owner", "slot", "target", "timeout_s"), time=WAIT),
-    OpSpec("record_notify", ("owner", "slot"), ri=(_DEFAULT, "NOTIFY_RECORD")),
-    OpSpec("wait_notify", ("slot", "uid", "timeout_s", "guard"), time=WAIT, ri=(_DEFAULT, "NOTIFY_WAIT")),
+    OpSpec("record_notify", ("owner", "slot", "guard"), ri=(_DEFAULT, "NOTIFY_RECORD")),
+    OpSpec("wait_notify", ("slot", "uid", "timeout_s", "guard", "follow"), time=WAIT, ri=(_DEFAULT, "NOTIFY_WAIT")),
     *_family({"cnt_notify_record": ("slot", "uid", "mode", "value"), "cnt_notify_reset": ("slot", "uid")}),
     OpSpec("cnt_notify_wait", ("slot", "uid", "mode", "value", "timeout_s", "clear"), time=WAIT),
     # ---------------------------------------------------------------- values (flags)
@@ -291,7 +291,7 @@ REDUCE_PROD = 0x100     # reduce kind: the product (no SDMA kind of aclrtReduceA
 # a rank's communicator error word (two int64 in its own HBM): the HcclResult that broke the
 # communicator and the rank it names (mdev.board.tasks.CommGuard)
 COMM_TIMEOUT, COMM_PARA, COMM_REMOTE = 9, 1, 21          # HcclResult values (mdev.hccl_types)
-COMM_LEFT = 1 << 16          # not a failure: the rank destroyed its communicator (after its work)
+COMM_LEFT = 1 << 16          # the rank destroyed its communicator: what it recorded before stands
 
 # counting notifies (aclrtCntNotify*): a uint32 counter, its record modes and wait tests
 CNT_MASK = 0xFFFFFFFF

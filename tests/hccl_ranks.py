@@ -6,11 +6,16 @@
     reduce_in_order(xs, op, order)     the reduction HCCL's algorithms compute, in their order
     ring_order(j, p) / mesh_order(j, p)   the order in which chunk j of p ranks is summed
     DTYPES                             HcclDataType -> numpy dtype (bf16 as uint16 bit patterns)
+    drill(...)                         one rank's part of a failure drill (tests/test_hccl_failures.py)
 """
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import threading
+import time
 
 import numpy as np
 
@@ -177,3 +182,54 @@ def check_every_operation(results: list, xs: list[np.ndarray], count: int, dtype
         np.testing.assert_array_equal(got["send_recv"], xs[(r - 1) % p][:count])
         np.testing.assert_array_equal(got["batch"][:count], xs[(r + 1) % p][count:2 * count])
         np.testing.assert_array_equal(got["batch"][count:], xs[(r - 1) % p][:count])
+
+
+CAUSE_AT, DRILL_OPS = 2, 5           # the drill's op that meets the failure, and how many each rank runs
+
+
+def drill(acl, hccl, r: int, p: int, comm: int, stream: int, count: int, cause: str, odd: int, marks: str,
+          live: list[int]) -> dict:
+    """Rank r's part of a failure drill: DRILL_OPS all_reduces (sum) of fresh fp32 data (rank q
+    sends q + 1 + 10 i in op i), each synchronised and its output checked.  Rank ``odd``
+    causes the failure at op CAUSE_AT: ``cause`` "count" / "dtype" asks for another count /
+    data type, "destroy" destroys its communicator right after queuing the op, "death"
+    SIGKILLs its own process right after queuing it.  ``marks``: a directory where the
+    cause writes its time (time.monotonic, one clock for every process) and each rank in
+    ``live`` says it is done; none returns before all are (a communicator destroyed early
+    would change what a slower peer reports).  Returns what each op gave."""
+    nbytes = count * 4
+    send, _ = acl.rt.malloc(nbytes, 0)
+    recv, _ = acl.rt.malloc(nbytes, 0)
+    report: dict = {"rank": r, "ops": [], "issued": []}
+    for i in range(DRILL_OPS):
+        x = np.full(count, r + 1 + 10 * i, np.float32)
+        assert acl.rt.memcpy(send, nbytes, acl.util.numpy_to_ptr(x), nbytes, 1) == 0
+        causing = r == odd and i == CAUSE_AT
+        n = count - 1 if causing and cause == "count" else count
+        dtype = H.HCCL_DATA_TYPE_INT32 if causing and cause == "dtype" else H.HCCL_DATA_TYPE_FP32
+        ret = hccl.all_reduce(send, recv, n, dtype, H.HCCL_REDUCE_SUM, comm, stream)
+        report["issued"].append(time.monotonic())
+        if causing and cause in ("death", "destroy"):
+            with open(os.path.join(marks, "cause"), "w") as f:
+                f.write(repr(time.monotonic()))
+            if cause == "death":
+                os.kill(os.getpid(), signal.SIGKILL)
+            t = time.monotonic()
+            report["destroy"] = (hccl.comm_destroy(comm), time.monotonic() - t)
+        sync = acl.rt.synchronize_stream(stream)
+        end = time.monotonic()
+        msg = acl.get_recent_err_msg() or ""
+        out = np.empty(count, np.float32)
+        acl.rt.memcpy(acl.util.numpy_to_ptr(out), nbytes, recv, nbytes, 2)
+        exact = bool(np.all(out == p * (p + 1) // 2 + 10 * i * p))
+        report["ops"].append((ret, sync, end, exact, msg))
+        if "destroy" in report:
+            break
+    open(os.path.join(marks, f"done{r}"), "w").close()
+    deadline = time.monotonic() + 60
+    while not all(os.path.exists(os.path.join(marks, f"done{q}")) for q in live):
+        assert time.monotonic() < deadline, "a rank of the drill never finished"
+        time.sleep(0.01)
+    acl.rt.free(send)
+    acl.rt.free(recv)
+    return json.loads(json.dumps(report))

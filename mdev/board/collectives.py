@@ -36,7 +36,7 @@ def coll_check(device: "Device", stream: "DeviceStream", mine: tuple, peer: tupl
     """``fields``: (name, word, shift, bits, labels) of each descriptor field; ``labels`` names
     its values, or is (); ``guard`` as for a collective's wait (mdev.board.tasks.CommGuard)."""
     guard = CommGuard(device, stream, *guard)
-    guard.raise_if_failed(peer_alive=True)
+    guard.ensure_intact()
     peer_rank = guard.peer_rank
     words = 1 + max(f[1] for f in fields)
     here = [int(w) for w in device.memory.view(mine, 8 * words, stream).view(np.uint64)]

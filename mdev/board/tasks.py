@@ -223,7 +223,12 @@ def wait_event_flag(device: "Device", stream: "DeviceStream", slot: int, uid: in
 
 # ---------------------------------------------------------------------------- notify
 @op(quick=_always)
-def record_notify(device: "Device", stream: "DeviceStream", owner: int, slot: int) -> None:
+def record_notify(device: "Device", stream: "DeviceStream", owner: int, slot: int, guard: tuple | None = None) -> None:
+    """``guard`` (a collective's record of a transfer, as for wait_notify): a rank whose
+    communicator failed, or was destroyed, announces nothing to its peers any more -- what it
+    would announce was made of what it never received."""
+    if guard is not None:
+        CommGuard(device, stream, *guard).ensure_intact()
     page = device.memory.peer_control(owner)
     # several streams of this device, and other devices, may record the same notify
     with device.lock, page.record_lock(slot):
@@ -233,9 +238,11 @@ def record_notify(device: "Device", stream: "DeviceStream", owner: int, slot: in
 
 @op()
 def wait_notify(device: "Device", stream: "DeviceStream", slot: int, uid: int, timeout_s: float,
-                guard: tuple | None = None) -> None:
+                guard: tuple | None = None, follow: tuple | None = None) -> None:
     """``guard`` (a collective's wait): (pid, rank, error word) of the process that is to record
-    it and this rank's error word -- see CommGuard."""
+    it and this rank's error word -- see CommGuard.  ``follow`` (a collective's join of a side
+    stream): (slot, stream id) of the stream that records it, whose failure this wait takes
+    over once released -- see take_over_failure."""
     c = device.control
     check = CommGuard(device, stream, *guard) if guard is not None else None
 
@@ -260,11 +267,44 @@ def wait_notify(device: "Device", stream: "DeviceStream", slot: int, uid: int, t
         if check is not None:
             check.fail(fault)
         raise
+    if follow is not None:
+        take_over_failure(device, stream, follow)
 
 
-# a collective's task fails with the aclError of the HcclResult in the communicator's error word
+def take_over_failure(device: "Device", stream: "DeviceStream", follow: tuple) -> None:
+    """``stream`` joins ``follow`` = (slot, stream id), a stream of this device and of the same
+    host process, which has run every task before the record just waited for: a failure it
+    holds becomes ``stream``'s, and leaves it, as a synchronisation of it would consume it.
+    A side stream's tasks are part of the caller's operation, and only the caller's stream
+    is ever synchronised: a join that let a failure stay behind would report a broken
+    operation's output as valid.  A stream that is gone (its communicator destroyed,
+    its device reset under it) fails the join: what it was to do is not done."""
+    if (not isinstance(follow, tuple) or len(follow) != 2
+            or not all(type(v) is int for v in follow)):
+        raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"{follow!r:.60} names no stream")
+    slot, stream_id = follow
+    with device.lock:
+        side = device.streams.get(slot)
+        if side is None or side.stream_id != stream_id or side.client != stream.client:
+            raise TaskFault(E.ACL_ERROR_RT_STREAM_ABORT, f"stream {stream_id} that stream {stream.stream_id} "
+                            "joins is gone (its communicator was destroyed)")
+        errors = device.control.stream_err
+        code = int(errors[slot])
+        if not code:
+            return
+        message = side.error_message
+        if not side.context.stopped:          # a stopped context's streams keep reporting (as _settle)
+            errors[slot] = 0
+    raise TaskFault(code, message)
+
+
+# a collective's task fails with the aclError of the HcclResult in the communicator's error
+# word (mdev.taskspec); a rank's collective tasks give up once theirs, or that of the peer
+# they wait for, is set -- so a failure spreads along the operation's transfers
 _COMM_FAULTS = {COMM_TIMEOUT: E.ACL_ERROR_RT_TASK_TIMEOUT, COMM_PARA: E.ACL_ERROR_RT_PARAM_INVALID,
                 COMM_REMOTE: E.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR}
+# what a copy into memory that went away gives: freed (DMA fault), or no longer granted
+_TRANSFER_FAULTS = (E.ACL_ERROR_RT_SYS_DMA, E.ACL_ERROR_RT_PARAM_INVALID)
 
 
 class CommGuard:
@@ -284,15 +324,17 @@ class CommGuard:
         """``peer_alive``: the peer just recorded (no need to look at its process)."""
         if self.word[0]:
             code = int(self.word[0])
+            if code == COMM_LEFT:
+                raise TaskFault(E.ACL_ERROR_RT_STREAM_ABORT, "the communicator was destroyed before the "
+                                "operation finished (HcclCommDestroy ends the operations it has queued)")
             raise TaskFault(_COMM_FAULTS.get(code, E.ACL_ERROR_RT_PARAM_INVALID),
                             f"the communicator failed earlier (HcclResult {code}, rank {int(self.word[1])})")
         peer = self._peer_word()
-        if peer is not None and peer[0] == COMM_LEFT:
-            if not peer_alive:                 # gone before recording what we wait for
-                self.set(COMM_REMOTE, self.peer_rank)
-                raise TaskFault(E.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
-                                f"rank {self.peer_rank} destroyed its communicator")
-        elif peer is not None and peer[0]:
+        left = peer is not None and peer[0] == COMM_LEFT
+        if left and not peer_alive:                 # gone before recording what we wait for
+            self.set(COMM_REMOTE, self.peer_rank)
+            raise TaskFault(E.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR, f"rank {self.peer_rank} destroyed its communicator")
+        if peer is not None and peer[0] and not left:
             self.set(int(peer[0]), int(peer[1]))
             raise TaskFault(_COMM_FAULTS.get(int(peer[0]), E.ACL_ERROR_RT_PARAM_INVALID),
                             f"rank {self.peer_rank} failed (HcclResult {int(peer[0])}, rank {int(peer[1])})")
@@ -302,6 +344,15 @@ class CommGuard:
                 self.set(COMM_REMOTE, self.peer_rank)
                 raise TaskFault(E.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
                                 f"rank {self.peer_rank} (process {self.peer_pid}) is gone")
+
+    def ensure_intact(self) -> None:
+        """For a task that waits for nothing: fail, as a wait would, if the communicator is
+        broken here or at the peer."""
+        try:
+            self.raise_if_failed(peer_alive=True)
+        except TaskFault as fault:
+            self.fail(fault)
+            raise
 
     def _peer_word(self):
         if self.peer_err is None:
@@ -316,9 +367,21 @@ class CommGuard:
             self.word[1], self.word[0] = rank, code
 
     def fail(self, fault: TaskFault) -> None:
-        """The wait failed (timed out, aborted): the communicator is broken from here on."""
+        """The task failed (a wait timed out or was aborted, the communicator broke): the
+        communicator is broken from here on.  A transfer fault already on the stream gives
+        way to a dead or departed peer (507057), which names its cause: a copy into the
+        memory of a rank that died or left (its pinned staging, its HBM) fails before any
+        wait can notice it, and the stream reports only its first failure."""
         if fault.code == E.ACL_ERROR_RT_TASK_TIMEOUT:
             self.set(COMM_TIMEOUT, self.peer_rank)
+        if fault.code != E.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR:
+            return
+        device, slot = self.device, self.stream.slot
+        with device.lock:
+            errors = device.control.stream_err
+            if int(errors[slot]) in _TRANSFER_FAULTS and device.streams.get(slot) is self.stream:
+                errors[slot] = fault.code
+                self.stream.error_message = fault.message
 
 
 @request

@@ -6,7 +6,8 @@
       connect   import the peers' scratch and notifies             --> Channel / Inbox per peer
     operation:  mdev.runtime.collectives.plan queues tasks on the caller's stream and on the
                 communicator's side streams; the devices run them (no host round trip)
-    destroy:    drains its streams, tells its peers (their error words), frees what it made
+    destroy:    ends its queued work, tells its peers (their error words), frees what it made
+                (with the last of its ranks in this process: those write each other's buffers)
 
 Scratch layout (device memory of the rank's device, shared with every peer):
 
@@ -24,6 +25,7 @@ without peer access get, in the receiver's process, pinned staging slots of the 
 from __future__ import annotations
 
 import os
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -111,7 +113,11 @@ class Comm:
     work_buffer: Operand | None = None          # hierarchical reduce-scatter's partial sums
     ops: int = 0                                # collectives issued (descriptor parity, check)
     p2p: dict[tuple[int, int], int] = field(default_factory=dict)   # (peer, direction) -> count
+    queued: dict[int, tuple[Stream, int]] = field(default_factory=dict)   # caller's stream handle -> (it, the
+                                                                          # seq of its latest operation's last task)
+    family: list = field(default_factory=list)  # the ranks of this communicator made in this process (itself too)
     destroyed: bool = False
+    freed: bool = False
 
     # -- places in the scratch buffer
     def at(self, offset: int, nbytes: int) -> Operand:
@@ -299,7 +305,7 @@ def connect(comm: Comm, joined: list[dict], keyed: list[dict], local: dict[int, 
             acks = [_signal(notify.get(h)) for h in handles[SLOTS:]]
             scratch_ptr = j["scratch"]
             if kind == DIRECT and not any(what == "mem" and key == k["scratch_key"] for what, key in comm.imports):
-                ipc.ipc_mem_import_by_key(k["scratch_key"], C.ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS)
+                _import_scratch(k["scratch_key"])
                 comm.imports.append(("mem", k["scratch_key"]))
         # our sending end: its landing slots for us (or its staging slots), its ready notifies
         slot_off = j["header"] + ((me if me < q else me - 1) * SLOTS) * comm.slot_bytes
@@ -322,6 +328,29 @@ def connect(comm: Comm, joined: list[dict], keyed: list[dict], local: dict[int, 
                                          write=True, what="HCCL staging") for i in range(SLOTS)]
         comm.inboxes[q] = Inbox(q, mine, [_signal(n) for n in comm.ready_in[q]], acks, comm.guard(q),
                                 comm.timeout_s, staging)
+    comm.family = [local[q] for q in sorted(local)] if local else [comm]
+
+
+# a peer's scratch imported by this process: several ranks of it (threads) that reach one
+# peer of another process share its one import (a process maps memory once)
+_scratch_lock = threading.Lock()
+_scratch_users: dict[str, int] = {}
+
+
+def _import_scratch(key: str) -> None:
+    with _scratch_lock:
+        if not _scratch_users.get(key):
+            ipc.ipc_mem_import_by_key(key, C.ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS)
+        _scratch_users[key] = _scratch_users.get(key, 0) + 1
+
+
+def _close_scratch(key: str) -> None:
+    with _scratch_lock:
+        _scratch_users[key] -= 1
+        if _scratch_users[key]:
+            return
+        del _scratch_users[key]
+        ipc.ipc_mem_close(key)
 
 
 def _stage_of(comm: Comm, keyed: dict, peer: Comm | None, me: int) -> Operand:
@@ -347,23 +376,42 @@ def register(comm: Comm) -> int:
 
 # ---------------------------------------------------------------------------- destroy
 def destroy(comm: Comm) -> None:
-    """Wait for the communicator's queued work, tell the peers, free what it made."""
+    """End the communicator's queued work, tell the peers, free what it made.
+
+    Work still queued fails (as HcclCommDestroy ends the operator being executed) rather
+    than being waited for: a peer that never takes part would hold the destroy for
+    HCCL_EXEC_TIMEOUT.  Its error word says so first (COMM_LEFT) -- its own tasks give up
+    at once and announce nothing more, and the peers' waits for what it never recorded
+    give up -- then the destroy waits until its streams got past the communicator's tasks,
+    which no longer wait for anything, so nothing runs on the buffers freed next."""
     comm.destroyed = True
     with rt.lock:
         rt.comms.pop(comm.handle, None)
+    targets = [(s.stream, s.stream.seq) for s in comm.sides] + list(comm.queued.values())
     try:
-        streams.wait([s.stream for s in comm.sides], consume=False)
         word = rt.memory.view(comm.at(ERR, 16)).view(np.int64)
         if not word[0]:
-            word[1], word[0] = comm.rank, COMM_LEFT       # a peer still waiting for us gives up
+            word[1], word[0] = comm.rank, COMM_LEFT
+        streams.wait_targets(targets, consume=False)
     except AclError:
-        pass                                   # failures were the operations' to report
+        pass                                   # failures are the operations' to report
     for side in comm.sides:
         streams.release(side.stream, drain=False)
+    # peers of this process write our buffer and record our notifies with no import that
+    # would keep them alive: they go with the last of the family, never under a peer in use
+    if all(c.destroyed for c in comm.family):
+        for c in comm.family or [comm]:
+            _free(c)
+
+
+def _free(comm: Comm) -> None:
+    if comm.freed:                             # a rank that failed in its init went on its own
+        return
+    comm.freed = True
     for kind, what in comm.imports:
         try:
             if kind == "mem":
-                ipc.ipc_mem_close(what)
+                _close_scratch(what)
             elif kind == "notify":
                 notify.destroy_notify(what)
             else:

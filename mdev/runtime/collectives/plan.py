@@ -7,9 +7,13 @@
 A Plan queues its tasks as the algorithm asks for them; nothing runs on the host after
 that.  Side streams give the concurrency HCCL gets from its slave streams (a mesh drives a
 copy per peer at once); ``parallel`` forks them from the caller's stream and joins them back
-with local notifies, so the operation stays ordered with the stream's other work.  The
-first transfer taken from each peer is followed by the consistency check of both ranks'
-descriptors (mdev.board.collectives).  At the end every channel used is drained.
+with local notifies, so the operation stays ordered with the stream's other work.  A join
+(and a mid-round signal) takes over the side stream's failure (wait_notify's ``follow``):
+only the caller's stream is ever synchronised, so a failure left on a side stream would
+let a broken operation report success.  The first transfer taken from each peer is
+followed by the consistency check of both ranks' descriptors (mdev.board.collectives).
+At the end every channel used is drained, and the communicator notes how far the caller's
+stream goes (a destroy waits until it got there).
 """
 
 from __future__ import annotations
@@ -134,18 +138,19 @@ class Plan:
             self._drain(side.stream)
             side.join.record(side.stream)
         for side in sides:
-            side.join.wait(self.main, self.comm.timeout_s)
+            side.join.wait(self.main, self.comm.timeout_s, follow=side.stream)
 
     def signal(self, side: Side) -> None:
         """The side has got somewhere the caller's stream waits for (``await_signal``)."""
         side.mid.record(side.stream)
 
     def await_signal(self, side: Side, st: Stream | None = None) -> None:
-        side.mid.wait(st or self.main, self.comm.timeout_s)
+        side.mid.wait(st or self.main, self.comm.timeout_s, follow=side.stream)
 
     def finish(self) -> None:
         """The operation's last tasks: drain what the caller's stream sent; inboxes start over."""
         self._drain(self.main)
+        self.comm.queued[self.main.handle] = (self.main, self.main.seq)     # how far a destroy waits
         for peer in self.channels:
             self.comm.channels[peer].finish()
         for peer in self.inboxes:

@@ -28,7 +28,8 @@ with its channels drained (all acks waited), and both ends start the next one fr
 
 A collective's waits carry a guard (mdev.board.tasks.CommGuard): the pid and error word of
 the peer that is to record the notify, and this rank's error word, so a dead or failed peer
-fails the wait instead of leaving it forever.
+fails the wait instead of leaving it forever.  So do the ready records: a rank whose
+communicator broke announces no transfer (its data would be made of what it never got).
 """
 
 from __future__ import annotations
@@ -51,11 +52,14 @@ class Signal:
     slot: int
     uid: int
 
-    def record(self, st: Stream) -> None:
-        streams.submit(st, "record_notify", self.device, self.slot)
+    def record(self, st: Stream, guard: tuple | None = None) -> None:
+        """``guard``: a transfer's (see record_notify)."""
+        streams.submit(st, "record_notify", self.device, self.slot, guard)
 
-    def wait(self, st: Stream, timeout_s: float, guard: tuple | None = None) -> None:
-        streams.submit(st, "wait_notify", self.slot, self.uid, timeout_s, guard)
+    def wait(self, st: Stream, timeout_s: float, guard: tuple | None = None, follow: Stream | None = None) -> None:
+        """``follow``: the stream that records it, whose failure ``st`` takes over (a join)."""
+        streams.submit(st, "wait_notify", self.slot, self.uid, timeout_s, guard,
+                       None if follow is None else (follow.slot, follow.stream_id))
 
 
 DIRECT, STAGED, FABRIC = "direct", "staged", "fabric"
@@ -95,7 +99,7 @@ class Channel:
                 at += part.nbytes
         elif data.nbytes:
             submit_copy(st, self.slots[k].slice(0, data.nbytes), data)
-        self.ready[k].record(st)
+        self.ready[k].record(st, self.guard)
         self.busy[k], self.next = True, k ^ 1
 
     def drain(self, st: Stream) -> None:
