@@ -522,3 +522,33 @@ def test_stream_of_other_context(dev):
     assert acl.rt.stream_query(s0) == (0, 0)
     assert acl.rt.set_device(0) == 0
     assert acl.rt.destroy_stream(s0) == 0
+
+
+def test_a_request_waits_for_frames_the_flusher_thread_is_still_sending(acl):
+    """A stream's creation is gathered for the link's flusher thread; a request naming the
+    stream (here: its failure mode) flushes first, and must wait for a send the flusher has
+    begun, not find the gathered list empty and overtake it (the device then answered 107017
+    'no stream in slot', seen once in a loaded full run)."""
+    from mdev.runtime.core import RUNTIME as rt
+    assert acl.rt.set_device(0) == 0
+    warm, ret = acl.rt.create_stream()          # opens the task socket and its flusher
+    assert ret == 0
+    link = rt.link(0)
+    send = link._send
+
+    def slow_from_the_flusher(data: bytes) -> None:
+        if threading.current_thread().name.endswith("flusher"):
+            time.sleep(0.3)     # the flusher holds what it took, mid-send
+        send(data)
+
+    link._send = slow_from_the_flusher
+    try:
+        stream, ret = acl.rt.create_stream()
+        assert ret == 0
+        time.sleep(0.05)        # the flusher has taken the creation and is sending it
+        ret = acl.rt.set_stream_attribute(stream, acl.ACL_STREAM_ATTR_FAILURE_MODE, acl.ACL_STOP_ON_FAILURE)
+        assert ret == 0, acl.get_recent_err_msg()
+    finally:
+        del link._send
+    assert acl.rt.destroy_stream(stream) == 0
+    assert acl.rt.destroy_stream(warm) == 0

@@ -323,12 +323,14 @@ class DeviceLink:
         self._burst = False
 
     def _send_gathered(self) -> None:
-        """Send the gathered frames in one write (call with the lock held)."""
+        """Send the gathered frames in one write (call with the lock held).  They leave
+        ``_out`` only once sent: flush() looks at it without the lock, and must not find it
+        empty while the flusher thread is still writing what it held (a request would then
+        overtake the stream creation it names)."""
         out = self._out
         if out:
-            data = b"".join(out)
+            self._send(b"".join(out))
             out.clear()
-            self._send(data)
 
     def _send(self, data: bytes) -> None:
         try:
