@@ -21,6 +21,7 @@ import numpy as np
 
 from mdev import errors as E
 from mdev.errors import AclError
+from mdev.memory.segment import map_private
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _IOV_MAX = 1024
@@ -98,6 +99,24 @@ class ProgramMemory:
     def fill(self, address: int, nbytes: int, value: int, what: str = "pointer") -> None:
         self.write(address, np.full(nbytes, value & 0xFF, np.uint8), what)
 
+    # -- pinned memory: a segment the program and the devices share
+    def share(self, seg) -> int:
+        """Where the program sees segment ``seg`` (mapped here: where this process has it)."""
+        return seg.address
+
+    def unshare(self, address: int, size: int) -> None:
+        """The program lets go of a segment :meth:`share` placed (here: ``seg.close`` does)."""
+
+    def map_over(self, seg, address: int) -> None:
+        """``seg`` takes the place of the program's pages at ``address`` (registration)."""
+        seg.map_over(address)
+
+    def unmap_over(self, seg, address: int, size: int) -> None:
+        """The pages at ``address`` become private ones again, with the segment's contents."""
+        data = seg.array.copy()
+        map_private(address, size)
+        self.write(address, data)
+
     def read_rows(self, address: int, pitch: int, width: int, height: int, what: str = "pointer") -> np.ndarray:
         """``height`` rows of ``width`` bytes, ``pitch`` apart, as a (height, width) array."""
         out = np.empty((height, width), np.uint8)
@@ -124,8 +143,8 @@ def program() -> ProgramMemory:
 _remote = False
 
 
-def serve(pid: int) -> None:
-    """From now on the runtime serves process ``pid``'s memory (a host agent's client)."""
-    global _remote
+def serve(memory: ProgramMemory) -> None:
+    """From now on the runtime serves another process's memory (a host agent's client)."""
+    global _remote, _serving
     _remote = True
-    _serving.pid = pid
+    _serving = memory

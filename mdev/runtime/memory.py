@@ -32,7 +32,7 @@ from mdev.errors import AclError
 from mdev.runtime import hooks
 from mdev.memory import address
 from mdev.memory.program import program
-from mdev.memory.segment import Segment, map_private, unlink
+from mdev.memory.segment import Segment, unlink
 
 DEVICE, PINNED, PAGEABLE = "device", "pinned", "pageable"
 
@@ -350,6 +350,7 @@ class MemoryTable:
         memory registration) the segment takes the place of this process's pages at that
         address, with their contents: the memory stays where the program has it."""
         board = self.runtime.attach()
+        registered = at is not None
         name = board.paths.pinned(os.getpid(), f"{self._pin_tag}.{next(self._pin_serial)}")
         try:
             seg = Segment(name, size, create=True)
@@ -360,14 +361,17 @@ class MemoryTable:
             _commit(name, size)
             if at is not None:
                 program().read_into(at, seg.array)
-                seg.map_over(at)
+                program().map_over(seg, at)
+            else:
+                at = program().share(seg)
             board.request("register_segment", name)
         except Exception:
+            if at is not None and not registered:
+                program().unshare(at, size)
             seg.close()
             seg.unlink()
             raise
-        alloc = Allocation(seg.address if at is None else at, size, PINNED, segment=seg, reserved=size,
-                           registered=at is not None)
+        alloc = Allocation(at, size, PINNED, segment=seg, reserved=size, registered=registered)
         self.add(alloc)
         return alloc
 
@@ -378,9 +382,9 @@ class MemoryTable:
         seg = alloc.segment
         try:
             if alloc.registered:
-                data = seg.array.copy()
-                map_private(alloc.ptr, alloc.size)
-                program().write(alloc.ptr, data)
+                program().unmap_over(seg, alloc.ptr, alloc.size)
+            else:
+                program().unshare(alloc.ptr, alloc.size)
         finally:
             # the host's memory goes whatever the board says: a dead device or supervisor
             # has nothing left to let go of
