@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import faulthandler
 import functools
 import itertools
 import mmap
@@ -33,6 +34,7 @@ from mdev.capi import channel as ch
 from mdev.memory import futex
 from mdev.memory.program import ProgramMemory, serve
 from mdev.memory.segment import MAP_FIXED, MAP_NORESERVE, _libc
+from mdev.runtime import hooks
 
 _MAP_FIXED_NOREPLACE = 0x100000
 _U32, _U64 = struct.Struct("<I"), struct.Struct("<Q")
@@ -48,6 +50,7 @@ class Slot:
         self.offset = ch.slot_offset(index)
         self.state_address = area.address + self.offset + ch.S_STATE
         self._state = ctypes.c_uint32.from_buffer(area.mm, self.offset + ch.S_STATE)
+        self.calls: Calls | None = None          # who runs this C thread's calls
 
     @property
     def state(self) -> int:
@@ -80,8 +83,14 @@ class Slot:
             _U64.pack_into(mm, base + ch.S_ARGS + 8 * k, (value or 0) & _MASK)
         mm[base + ch.S_DATA:base + ch.S_DATA + len(data)] = data
         self.state = ch.SERVICE
-        self.wait_while(ch.SERVICE)
-        return _U64.unpack_from(mm, base + ch.S_RESULT)[0]
+        while True:
+            now = self.wait_while(ch.SERVICE)
+            if now == ch.SERVED:
+                return _U64.unpack_from(mm, base + ch.S_RESULT)[0]
+            if now == ch.CALL and self.calls is not None:     # the C function calls the API
+                self.calls.run()
+            else:
+                futex.wait(self.state_address, now, 1.0)
 
 
 class Area:
@@ -260,45 +269,59 @@ def _word_of(value, kind: str) -> int:
     return 0 if value is None else int(value) & _MASK
 
 
-def _serve_slot(slot: Slot, entry) -> None:
-    """One C thread's calls, for as long as it lives."""
-    mm, base = AREA.mm, slot.offset
-    functions: dict = {}
-    _local.slot = slot
-    try:
-        while True:
-            state = slot.wait_while(ch.IDLE)
-            if state == ch.CLOSED:
-                return
-            if state != ch.CALL:
-                futex.wait(slot.state_address, state, 1.0)
-                continue
-            name = slot.text(ch.S_NAME, ch.NAME_BYTES)
-            fmt = slot.text(ch.S_FORMAT, ch.FORMAT_BYTES)
-            outputs = slot.text(ch.S_OUTPUTS, ch.OUTPUTS_BYTES)
-            ok, stored = 1, 0
-            try:
-                fn = functions.get(name)
-                if fn is None:
-                    fn = functions[name] = entry(name)
-                value = fn(*_arguments(mm, base, fmt))
-                if isinstance(value, tuple):
-                    *values, ret = value
-                    for k, (v, kind) in enumerate(zip(values, outputs)):
-                        _U64.pack_into(mm, base + ch.S_OUT + 8 * k, _word_of(v, kind))
-                    stored = 1
+class Calls:
+    """The agent's side of one C thread: its calls, run on one Python thread."""
+
+    def __init__(self, slot: Slot, entry) -> None:
+        self.slot, self.entry = slot, entry
+        self.functions: dict = {}
+
+    def serve(self) -> None:
+        """The C thread's calls, for as long as it lives."""
+        slot = self.slot
+        slot.calls = self
+        _local.slot = slot
+        hooks.act_for(_U64.unpack_from(AREA.mm, slot.offset + ch.S_THREAD)[0])
+        try:
+            while True:
+                state = slot.wait_while(ch.IDLE)
+                if state == ch.CLOSED:
+                    return
+                if state == ch.CALL:
+                    self.run()
                 else:
-                    ret = value
-                _U64.pack_into(mm, base + ch.S_RET, _word_of(ret, "i"))
-            except BaseException:     # an mdev bug, not the caller's error: say so, fail the call
-                print(f"mdev: {name} failed inside the emulator:\n{traceback.format_exc()}", file=sys.stderr,
-                      flush=True)
-                ok = 0
-            _U32.pack_into(mm, base + ch.S_STORED, stored)
-            _U32.pack_into(mm, base + ch.S_OK, ok)
-            slot.state = ch.DONE
-    finally:
-        slot._state.value = ch.FREE
+                    futex.wait(slot.state_address, state, 1.0)
+        finally:
+            slot.calls = None
+            slot._state.value = ch.FREE
+
+    def run(self) -> None:
+        """The call in the slot: its result written, DONE."""
+        slot = self.slot
+        mm, base = AREA.mm, slot.offset
+        name = slot.text(ch.S_NAME, ch.NAME_BYTES)
+        fmt = slot.text(ch.S_FORMAT, ch.FORMAT_BYTES)
+        outputs = slot.text(ch.S_OUTPUTS, ch.OUTPUTS_BYTES)
+        ok, stored = 1, 0
+        try:
+            fn = self.functions.get(name)
+            if fn is None:
+                fn = self.functions[name] = self.entry(name)
+            value = fn(*_arguments(mm, base, fmt))
+            if isinstance(value, tuple):
+                *values, ret = value
+                for k, (v, kind) in enumerate(zip(values, outputs)):
+                    _U64.pack_into(mm, base + ch.S_OUT + 8 * k, _word_of(v, kind))
+                stored = 1
+            else:
+                ret = value
+            _U64.pack_into(mm, base + ch.S_RET, _word_of(ret, "i"))
+        except BaseException:     # an mdev bug, not the caller's error: say so, fail the call
+            print(f"mdev: {name} failed inside the emulator:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
+            ok = 0
+        _U32.pack_into(mm, base + ch.S_STORED, stored)
+        _U32.pack_into(mm, base + ch.S_OK, ok)
+        slot.state = ch.DONE
 
 
 def _control(entry) -> None:
@@ -309,11 +332,10 @@ def _control(entry) -> None:
     while True:
         seen = opened.value
         for slot in AREA.slots:
-            if slot.state == ch.FREE or slot.index in serving and serving[slot.index].is_alive():
+            if slot.state in (ch.FREE, ch.OPENING) or slot.index in serving and serving[slot.index].is_alive():
                 continue
-            role = slot.role()
-            if role == ch.CALLER:
-                serving[slot.index] = threading.Thread(target=_serve_slot, args=(slot, entry), daemon=True,
+            if slot.role() == ch.CALLER:
+                serving[slot.index] = threading.Thread(target=Calls(slot, entry).serve, daemon=True,
                                                        name=f"mdev-agent-slot-{slot.index}")
                 serving[slot.index].start()
         futex.wait(address, seen, 1.0)
@@ -328,6 +350,7 @@ def main() -> None:
     header = None
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)     # Ctrl-C is the program's; its exit ends us
+        faulthandler.register(signal.SIGUSR1, all_threads=True)      # where is it stuck: kill -USR1
         # processes started from here (a board's supervisor) import this mdev, with this Python
         os.environ["PYTHONPATH"] = root
         os.environ.setdefault("MDEV_PYTHON", sys.executable)

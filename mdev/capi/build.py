@@ -4,8 +4,8 @@
         + mdev_config.h (this interpreter, this checkout,           (links libpython3.x.so)
                          the agent channel's layout)
     mdev/capi/csrc/mdev_client.c -------------------------------> lib64/libmdev_client.so
-                                                                    (MDEV_CAPI=agent: the host agent;
-                                                                    else it loads libmdev_embed.so)
+                                                                    (the host agent; libmdev_embed.so
+                                                                    in a Python program running mdev)
     functions.tsv --generate--> src/acl_entries.c --------------> lib64/libascendcl.so
                                                                     libacl_rt.so, libacl_rt_impl.so
                                                                     (links to libascendcl.so)

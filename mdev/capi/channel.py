@@ -15,6 +15,10 @@ futex both sides sleep on:
     C thread:  SERVICE --maps a segment / runs a C function--> SERVED  (wake)
     C thread exits: CLOSED; the agent's thread for the slot ends and frees it (FREE)
 
+A C function run as a service may call the API again (a callback): that call comes on the
+same slot (CALL while the agent waits for SERVED), and the agent thread runs it before
+going on waiting.  A C thread claims a slot FREE -> OPENING (its role, its thread id) -> IDLE.
+
 Everything here is a byte offset; :func:`c_defines` writes the same numbers into the C
 library's configuration header, so the two sides cannot drift apart.
 """
@@ -39,6 +43,7 @@ S_OUT = 24                                                # u64[8]
 S_KIND = 96                                               # u64: service kind
 S_ARGS = 104                                              # u64[8]: service arguments
 S_RESULT = 168                                            # u64: service result
+S_THREAD = 176                                            # u64: the C thread's pthread_t
 S_NAME, NAME_BYTES = 192, 64                              # the C function's name
 S_FORMAT, FORMAT_BYTES = 256, 32                          # argument letters (mdev_embed.h)
 S_OUTPUTS, OUTPUTS_BYTES = 288, 16                        # output letters
@@ -51,7 +56,7 @@ KEPT_BYTES = 1 << 20
 AREA_BYTES = HEADER_BYTES + SLOTS * SLOT_BYTES + KEPT_BYTES
 WINDOW_BYTES = 1 << 40          # address space only (PROT_NONE, no reserve) until mapped
 
-FREE, IDLE, CALL, DONE, SERVICE, SERVED, CLOSED = range(7)
+FREE, IDLE, CALL, DONE, SERVICE, SERVED, CLOSED, OPENING = range(8)
 CALLER, SERVICE_ROLE, SPAWNER = 1, 2, 3
 K_CALL, K_MAP, K_RESERVE, K_PRIVATE, K_SPAWN = 1, 2, 3, 4, 5
 

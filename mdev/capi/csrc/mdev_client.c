@@ -1,7 +1,7 @@
 /*
  * mdev_client.c -- libmdev_client.so: where every C entry point's mdev_call goes.
  *
- *   MDEV_CAPI=agent (a host agent serves the calls; this file)
+ *   the default, or MDEV_CAPI=agent (a host agent serves the calls; this file)
  *     C thread --> mdev_call --> its slot of a shared area (mdev/capi/channel.py):
  *                                name, argument letters, arguments; state CALL, futex wake
  *              <-- the agent (python -m mdev.capi.agent, mdev's own interpreter, one per C
@@ -9,7 +9,9 @@
  *                  mdev.runtime and answers DONE; mid-call it may ask this thread for a
  *                  service (map a pinned segment at the same address, run a C function)
  *     The calling process's Python, if it has one, is never touched: no GIL is taken.
- *   otherwise (the default): libmdev_embed.so runs the calls in an embedded interpreter.
+ *   MDEV_CAPI=embedded, or a Python program running mdev's runtime itself (mdev.acl
+ *   imported: MDEV_RUNTIME_PID is its pid): libmdev_embed.so runs the calls in that
+ *   interpreter (or one it starts), sharing the program's runtime.
  *
  * Session: the first call starts the agent (double fork + exec, so it is no child to wait
  * for), hands it the area (a memfd) and a lifeline pipe whose end it reads: when this
@@ -72,6 +74,7 @@ static pthread_mutex_t session_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread int holding;       /* this thread holds session_lock (starting the agent forks) */
 static pthread_key_t slot_key;
 static __thread int my_slot = -1;
+static __thread int serving;       /* this thread runs a C function the agent asked for */
 static __thread unsigned my_generation;
 
 #define U32(base, off) ((_Atomic uint32_t*)((base) + (off)))
@@ -213,8 +216,10 @@ static int claim(uint32_t role)
     for (int i = 0; i < (int)MDEV_CH_SLOTS; i++) {
         unsigned char* slot = slot_at(i);
         uint32_t free_state = MDEV_CH_FREE;
-        if (atomic_compare_exchange_strong(U32(slot, MDEV_CH_S_STATE), &free_state, MDEV_CH_IDLE)) {
+        if (atomic_compare_exchange_strong(U32(slot, MDEV_CH_S_STATE), &free_state, MDEV_CH_OPENING)) {
+            *U64(slot, MDEV_CH_S_THREAD) = (uint64_t)pthread_self();
             atomic_store(U32(slot, MDEV_CH_S_ROLE), role);
+            atomic_store(U32(slot, MDEV_CH_S_STATE), MDEV_CH_IDLE);
             atomic_fetch_add(U32(S.area, MDEV_CH_H_OPENED), 1);
             futex_wake(U32(S.area, MDEV_CH_H_OPENED));
             return i;
@@ -535,7 +540,10 @@ static void agent_call(mdev_face* face, int index, mdev_result* result, const ch
             break;
         }
         if (now == MDEV_CH_SERVICE) {
-            *U64(slot, MDEV_CH_S_RESULT) = serve(slot);
+            serving++;
+            uint64_t served = serve(slot);       /* it may call the API: nested, same slot */
+            serving--;
+            *U64(slot, MDEV_CH_S_RESULT) = served;
             atomic_store(state, MDEV_CH_SERVED);
             futex_wake(state);
             continue;
@@ -556,15 +564,21 @@ static void agent_call(mdev_face* face, int index, mdev_result* result, const ch
         result->stored = (int)*U32(slot, MDEV_CH_S_STORED);
         memcpy(result->out, U64(slot, MDEV_CH_S_OUT), sizeof result->out);
     }
-    atomic_store(state, MDEV_CH_IDLE);
+    if (!serving) {                              /* nested: the service's answer comes next */
+        atomic_store(state, MDEV_CH_IDLE);
+    }
 }
 
 /* ------------------------------------------------------------------ the entry */
 static void decide(void)
 {
     pthread_key_create(&slot_key, thread_gone);
+    /* MDEV_CAPI=agent or embedded; by default the agent, unless this process runs mdev's
+       Python runtime itself (mdev.runtime sets MDEV_RUNTIME_PID): then the library shares it */
     const char* which = getenv("MDEV_CAPI");
-    if (which != NULL && strcmp(which, "agent") == 0) {
+    const char* runtime = getenv("MDEV_RUNTIME_PID");
+    int in_process = runtime != NULL && atol(runtime) == (long)getpid();
+    if (which != NULL ? strcmp(which, "agent") == 0 : !in_process) {
         pthread_atfork(before_fork, after_fork_parent, after_fork_child);
         mode = AGENT;
         return;

@@ -1,0 +1,135 @@
+"""The C face's host agent (MDEV_CAPI=agent): the C library never borrows the caller's Python.
+
+    worker.c    a library whose run_worker() joins a pthread calling the API: loaded by a
+                Python program through ctypes.PyDLL (the GIL held while joining) it returns;
+                through ctypes.CDLL the program then exits normally
+    fork.c      the child of fork() has a session of its own; the parent carries on
+    lost.c      a device SIGKILLed under the program: 507901 from then on; then the
+                supervisor: failures, and a normal exit (no SIGPIPE)
+    stale.c     host memory unmapped or made read-only after a first copy: 107000 (this
+                one holds for the embedded library too)
+    basic.c     run with another Python environment's PYTHONPATH / PYTHONHOME / VIRTUAL_ENV
+                and no board running: the agent starts one and the program works
+
+Every program runs in a subprocess with a timeout: a hang fails the test, it never blocks
+the suite.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from capi_helpers import board_env, compile_c
+from conftest import PREFIX
+from helpers import extra_board
+from mdev.board import launcher
+from test_faults import device_pid, kill
+
+AGENT = {"MDEV_CAPI": "agent"}
+
+
+@pytest.fixture(scope="module")
+def agent_board():
+    with extra_board("agent", "laptop2") as name:
+        yield name
+
+
+def run(program, board: str, timeout: float = 120, **extra: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run([str(program)], env=board_env(board, **AGENT, **extra), capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+WORKER = """
+import ctypes, sys
+lib = ctypes.{loader}(sys.argv[1])
+print("worker", lib.run_worker(), flush=True)
+"""
+
+
+@pytest.mark.parametrize("loader", ["PyDLL", "CDLL"])
+def test_python_program_thread_calls_while_the_gil_is_held(loader, tmp_path, cann_home, agent_board):
+    """PyDLL keeps the GIL while run_worker joins its API-calling pthread: the library must
+    not need it (it hangs when the library runs Python in the caller).  Through CDLL the
+    program must also exit afterwards (it hung at interpreter shutdown)."""
+    library = compile_c(cann_home, "worker.c", tmp_path / "libworker.so", "-shared", "-fPIC")
+    proc = subprocess.run([sys.executable, "-c", WORKER.format(loader=loader), str(library)],
+                          env=board_env(agent_board, **AGENT), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "worker 0" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_fork_gives_the_child_its_own_session(tmp_path, cann_home, agent_board):
+    out = run(compile_c(cann_home, "fork.c", tmp_path / "fork"), agent_board).stdout
+    assert "child: 0 failures" in out and "parent: 0 failures" in out
+
+
+def test_killed_device_and_supervisor_give_codes_and_a_normal_exit(tmp_path, cann_home):
+    binary = compile_c(cann_home, "lost.c", tmp_path / "lost")
+    with extra_board("agent-lost", "laptop2") as board:
+        proc = subprocess.Popen([str(binary)], env=board_env(board, **AGENT), stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout.readline().strip() == "ready"
+            kill(device_pid(board, 0))
+            supervisor = launcher.status(board)["pid"]
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            assert proc.stdout.readline().strip() == "again"
+            kill(supervisor)
+            out, err = proc.communicate("go\n", timeout=60)
+        finally:
+            proc.kill()
+            proc.wait()
+        assert proc.returncode == 0, f"exit {proc.returncode} (-{signal.SIGPIPE} is SIGPIPE)\n{out}{err}"
+        assert "lost: 0 failures" in out
+
+
+@pytest.mark.parametrize("mode", ["embedded", "agent"])
+def test_stale_host_mapping_is_an_error_not_a_crash(mode, tmp_path, cann_home, agent_board):
+    binary = compile_c(cann_home, "stale.c", tmp_path / "stale")
+    env = board_env(agent_board, **(AGENT if mode == "agent" else {}))
+    proc = subprocess.run([str(binary)], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "stale: 0 failures" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_program_of_another_python_environment_starts_the_board(tmp_path, cann_home):
+    """PYTHONPATH, PYTHONHOME and VIRTUAL_ENV of an unrelated environment, no board running:
+    the agent runs with mdev's interpreter and starts the board on demand."""
+    binary = compile_c(cann_home, "basic.c", tmp_path / "basic")
+    name = PREFIX + "agent-venv"
+    elsewhere = tmp_path / "venv"
+    (elsewhere / "lib").mkdir(parents=True)
+    env = dict(board_env(name, **AGENT, PYTHONPATH=str(elsewhere / "lib"), PYTHONHOME=str(elsewhere),
+                         VIRTUAL_ENV=str(elsewhere)), MDEV_AUTOSTART="1")
+    env.pop("MDEV_PYTHON", None)
+    try:
+        proc = subprocess.run([str(binary)], env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "0 failures" in proc.stdout
+    finally:
+        launcher.stop(name)
+
+
+def test_agent_leaves_no_process_behind(tmp_path, cann_home, agent_board):
+    """The program's exit ends its agent (the lifeline) before exit() returns."""
+    code = textwrap.dedent("""
+        import ctypes, os, sys
+        lib = ctypes.CDLL(sys.argv[1])
+        count = ctypes.c_uint32()
+        assert lib.aclrtGetDeviceCount(ctypes.byref(count)) == 0 and count.value == 2
+        print(os.getpid(), flush=True)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code, str(cann_home / "lib64" / "libascendcl.so")],
+                          env=board_env(agent_board, **AGENT), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    pid = proc.stdout.split()[0]
+    agents = subprocess.run(["pgrep", "-f", f"mdev.capi import agent; agent.main().* {pid}$"],
+                            capture_output=True, text=True)
+    assert agents.stdout == "", f"agent of {pid} still running: {agents.stdout}"
