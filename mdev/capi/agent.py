@@ -9,8 +9,8 @@
       pinned segments      <------ mapped at one address in both (the program's reserved window)
       service threads      <------ host callbacks, run in the program (a service request)
 
-Started by the C library (``python -E -s -c ... ROOT PID``, fd 3 the shared area, fd 4 the
-lifeline): ``main`` serves until the lifeline reads EOF (the program exited or died), then
+Started by the C library (``python -E -s -c ... ROOT PID LIBRARY``, fd 3 the shared area,
+fd 4 the lifeline; LIBRARY is libmdev_client.so, whose way of waiting it borrows): ``main`` serves until the lifeline reads EOF (the program exited or died), then
 runs the runtime's exit work (releases, traces, reports) and exits.  The channel's layout is
 mdev.capi.channel.
 """
@@ -40,6 +40,10 @@ _MAP_FIXED_NOREPLACE = 0x100000
 _U32, _U64 = struct.Struct("<I"), struct.Struct("<Q")
 _MASK = (1 << 64) - 1
 _local = threading.local()         # .slot: the slot whose call this thread is running
+# libmdev_client.so's mdev_wait_change: a C thread's next call usually comes within
+# microseconds of the last answer, so a slot's thread watches its word that long before sleeping
+_wait_change = None
+SPIN_NS = 50_000
 
 
 class Slot:
@@ -69,7 +73,10 @@ class Slot:
             now = self._state.value
             if now != state:
                 return now
-            futex.wait(self.state_address, now, 1.0)
+            if _wait_change is not None:        # watched a moment, then slept on (no GIL held)
+                _wait_change(self.state_address, now, SPIN_NS, 1000)
+            else:
+                futex.wait(self.state_address, now, 1.0)
 
     def text(self, at: int, size: int) -> str:
         raw = self.area.mm[self.offset + at:self.offset + at + size]
@@ -345,8 +352,8 @@ AREA: Area | None = None
 
 
 def main() -> None:
-    global AREA
-    root, client = sys.argv[1], int(sys.argv[2])
+    global AREA, _wait_change
+    root, client, library = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     header = None
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)     # Ctrl-C is the program's; its exit ends us
@@ -354,6 +361,10 @@ def main() -> None:
         # processes started from here (a board's supervisor) import this mdev, with this Python
         os.environ["PYTHONPATH"] = root
         os.environ.setdefault("MDEV_PYTHON", sys.executable)
+        if library:
+            _wait_change = ctypes.CDLL(library).mdev_wait_change
+            _wait_change.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_long, ctypes.c_long]
+            _wait_change.restype = ctypes.c_uint32
         AREA = Area(3)
         header = AREA.mm
         program = ClientProgram(client, AREA)

@@ -77,6 +77,7 @@ static __thread int my_slot = -1;
 static __thread int serving;       /* this thread runs a C function the agent asked for */
 static __thread unsigned my_generation;
 
+#define SPIN_NS 20000              /* how long a C thread watches for the answer before sleeping */
 #define U32(base, off) ((_Atomic uint32_t*)((base) + (off)))
 #define U64(base, off) ((uint64_t*)((base) + (off)))
 
@@ -94,6 +95,38 @@ static void futex_wait(_Atomic uint32_t* word, uint32_t seen, long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     syscall(SYS_futex, word, FUTEX_WAIT, seen, &ts, NULL, 0);
+}
+
+static long elapsed_ns(const struct timespec* since)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (t.tv_sec - since->tv_sec) * 1000000000L + (t.tv_nsec - since->tv_nsec);
+}
+
+/* The word's value once it is no longer ``seen``: watched for ``spin_ns`` (the other side
+ * usually answers within microseconds, and sleeping costs a wake-up of the scheduler), then
+ * slept on for up to ``timeout_ms``; ``seen`` again when that passes.  The agent waits with
+ * it too (through ctypes, which lets go of the GIL meanwhile). */
+__attribute__((visibility("default"))) uint32_t mdev_wait_change(_Atomic uint32_t* word, uint32_t seen, long spin_ns,
+                                                                  long timeout_ms)
+{
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (unsigned spin = 1;; spin++) {
+        uint32_t now = atomic_load(word);
+        if (now != seen) {
+            return now;
+        }
+        if ((spin & 63) == 0 && elapsed_ns(&start) > spin_ns) {
+            break;
+        }
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+    futex_wait(word, seen, timeout_ms);
+    return atomic_load(word);
 }
 
 static int agent_alive(void)
@@ -339,9 +372,11 @@ static void start_session(void)
     *U64(area, MDEV_CH_H_CLIENT_AREA) = (uint64_t)(uintptr_t)area;
     char client[32];
     snprintf(client, sizeof client, "%d", (int)getpid());
+    Dl_info self;
+    const char* library = dladdr((void*)&mdev_wait_change, &self) && self.dli_fname ? self.dli_fname : "";
     char* argv[] = {(char*)python, "-E", "-s", "-c",
                     "import sys; sys.path.insert(0, sys.argv[1]); from mdev.capi import agent; agent.main()",
-                    MDEV_ROOT, client, NULL};
+                    MDEV_ROOT, client, (char*)library, NULL};
     char** env = agent_environ();
     int high_area = move_fd(memfd), high_life = move_fd(pipefd[0]);
     if (env == NULL || high_area < 0 || high_life < 0) {
@@ -548,14 +583,7 @@ static void agent_call(mdev_face* face, int index, mdev_result* result, const ch
             futex_wake(state);
             continue;
         }
-        if (spin < 100) {
-#if defined(__x86_64__) || defined(__i386__)
-            __builtin_ia32_pause();
-#endif
-            continue;
-        }
-        futex_wait(state, now, 1000);
-        if (atomic_load(state) == now && !agent_alive()) {
+        if (mdev_wait_change(state, now, spin < 1 ? SPIN_NS : 0, 1000) == now && !agent_alive()) {
             return;
         }
     }
