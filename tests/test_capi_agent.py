@@ -3,6 +3,7 @@
     worker.c    a library whose run_worker() joins a pthread calling the API: loaded by a
                 Python program through ctypes.PyDLL (the GIL held while joining) it returns;
                 through ctypes.CDLL the program then exits normally
+    gil_host.c  a C program embedding Python holds the GIL while joining run_worker()'s thread
     fork.c      the child of fork() has a session of its own; the parent carries on
     lost.c      a device SIGKILLed under the program: 507901 from then on; then the
                 supervisor: failures, and a normal exit (no SIGPIPE)
@@ -21,6 +22,7 @@ import os
 import signal
 import subprocess
 import sys
+import sysconfig
 import textwrap
 
 import pytest
@@ -63,6 +65,17 @@ def test_python_program_thread_calls_while_the_gil_is_held(loader, tmp_path, can
     proc = subprocess.run([sys.executable, "-c", WORKER.format(loader=loader), str(library)],
                           env=board_env(agent_board, **AGENT), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "worker 0" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_c_program_holding_its_own_gil_while_a_thread_calls(tmp_path, cann_home, agent_board):
+    library = compile_c(cann_home, "worker.c", tmp_path / "libworker.so", "-shared", "-fPIC")
+    libdir = sysconfig.get_config_var("LIBDIR")
+    version = sysconfig.get_config_var("LDVERSION") or sysconfig.get_config_var("VERSION")
+    binary = compile_c(cann_home, "gil_host.c", tmp_path / "gil_host", f"-I{sysconfig.get_paths()['include']}",
+                       f"-L{tmp_path}", f"-Wl,-rpath,{tmp_path}", f"-L{libdir}", f"-Wl,-rpath,{libdir}",
+                       libs=("ascendcl", "worker", f"python{version}"))
+    assert library.exists()
+    assert "gil_host: 0 failures" in run(binary, agent_board, timeout=60).stdout
 
 
 def test_fork_gives_the_child_its_own_session(tmp_path, cann_home, agent_board):
