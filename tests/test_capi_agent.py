@@ -9,6 +9,7 @@
                 supervisor: failures, and a normal exit (no SIGPIPE)
     stale.c     host memory unmapped or made read-only after a first copy: 107000 (this
                 one holds for the embedded library too)
+    (Python)    the agent ends with the program; a killed agent fails calls at once
     basic.c     run with another Python environment's PYTHONPATH / PYTHONHOME / VIRTUAL_ENV
                 and no board running: the agent starts one and the program works
 
@@ -34,6 +35,7 @@ from mdev.board import launcher
 from test_faults import device_pid, kill
 
 AGENT = {"MDEV_CAPI": "agent"}
+AGENT_OF = "mdev.capi import agent; agent.main().* %d "      # pgrep -f: its arguments are root, client pid, library
 
 
 @pytest.fixture(scope="module")
@@ -126,16 +128,39 @@ def test_program_of_another_python_environment_starts_the_board(tmp_path, cann_h
 def test_agent_leaves_no_process_behind(tmp_path, cann_home, agent_board):
     """The program's exit ends its agent (the lifeline) before exit() returns."""
     code = textwrap.dedent("""
-        import ctypes, os, sys
+        import ctypes, os, subprocess, sys
         lib = ctypes.CDLL(sys.argv[1])
         count = ctypes.c_uint32()
         assert lib.aclrtGetDeviceCount(ctypes.byref(count)) == 0 and count.value == 2
-        print(os.getpid(), flush=True)
+        mine = subprocess.run(["pgrep", "-f", sys.argv[2] % os.getpid()], capture_output=True, text=True).stdout
+        print(os.getpid(), len(mine.split()), flush=True)
     """)
-    proc = subprocess.run([sys.executable, "-c", code, str(cann_home / "lib64" / "libascendcl.so")],
+    pattern = AGENT_OF
+    proc = subprocess.run([sys.executable, "-c", code, str(cann_home / "lib64" / "libascendcl.so"), pattern],
                           env=board_env(agent_board, **AGENT), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    pid = proc.stdout.split()[0]
-    agents = subprocess.run(["pgrep", "-f", f"mdev.capi import agent; agent.main().* {pid}$"],
-                            capture_output=True, text=True)
+    pid, agents_then = map(int, proc.stdout.split())
+    assert agents_then == 1
+    agents = subprocess.run(["pgrep", "-f", pattern % pid], capture_output=True, text=True)
     assert agents.stdout == "", f"agent of {pid} still running: {agents.stdout}"
+
+
+def test_killed_agent_fails_calls_at_once(cann_home, agent_board):
+    """The agent SIGKILLed: the program's calls return the library's internal error at once."""
+    code = textwrap.dedent("""
+        import ctypes, os, signal, subprocess, sys, time
+        lib = ctypes.CDLL(sys.argv[1])
+        count = ctypes.c_uint32()
+        assert lib.aclrtGetDeviceCount(ctypes.byref(count)) == 0
+        agent = subprocess.run(["pgrep", "-f", sys.argv[2] % os.getpid()], capture_output=True, text=True).stdout
+        os.kill(int(agent), signal.SIGKILL)
+        time.sleep(0.5)
+        start = time.monotonic()
+        print(lib.aclrtGetDeviceCount(ctypes.byref(count)), lib.aclrtSetDevice(0), time.monotonic() - start)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code, str(cann_home / "lib64" / "libascendcl.so"), AGENT_OF],
+                          env=board_env(agent_board, **AGENT), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    count_ret, set_ret, seconds = proc.stdout.split()
+    assert (int(count_ret), int(set_ret)) == (507000, 507000) and float(seconds) < 5
+    assert "host agent" in proc.stderr and "is gone" in proc.stderr
