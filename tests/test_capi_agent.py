@@ -7,8 +7,9 @@
     fork.c      the child of fork() has a session of its own; the parent carries on
     lost.c      a device SIGKILLed under the program: 507901 from then on; then the
                 supervisor: failures, and a normal exit (no SIGPIPE)
-    stale.c     host memory unmapped or made read-only after a first copy: 107000 (this
-                one holds for the embedded library too)
+    stale.c     host memory unmapped or made read-only after a first copy: 107000
+    register.c  the program's own pages registered (aclrtHostRegister) and unregistered
+                (these two through the agent and the embedded library alike)
     (Python)    the agent ends with the program; a killed agent fails calls at once
     basic.c     run with another Python environment's PYTHONPATH / PYTHONHOME / VIRTUAL_ENV
                 and no board running: the agent starts one and the program works
@@ -107,11 +108,12 @@ def test_killed_device_and_supervisor_give_codes_and_a_normal_exit(tmp_path, can
 
 
 @pytest.mark.parametrize("mode", ["embedded", "agent"])
-def test_stale_host_mapping_is_an_error_not_a_crash(mode, tmp_path, cann_home, agent_board):
-    binary = compile_c(cann_home, "stale.c", tmp_path / "stale")
-    env = board_env(agent_board, **(AGENT if mode == "agent" else {}))
+@pytest.mark.parametrize("program", ["stale", "register"])
+def test_program_memory_both_ways(program, mode, tmp_path, cann_home, agent_board):
+    binary = compile_c(cann_home, f"{program}.c", tmp_path / program)
+    env = board_env(agent_board, MDEV_CAPI=mode)
     proc = subprocess.run([str(binary)], env=env, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and "stale: 0 failures" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 0 and f"{program}: 0 failures" in proc.stdout, proc.stdout + proc.stderr
 
 
 def test_program_of_another_python_environment_starts_the_board(tmp_path, cann_home):
