@@ -49,8 +49,9 @@ class Library:
     aliases: tuple[str, ...] = ()
 
 
-# both faces run in the one interpreter libmdev_embed.so keeps per process, so HCCL's calls
-# see the devices, memory and streams the program made through libascendcl.so
+# both faces go through the one libmdev_client.so of the process (one host agent, or one
+# embedded interpreter), so HCCL's calls see the devices, memory and streams the program made
+# through libascendcl.so
 LIBRARIES = (
     Library(generate.Face("acl", "mdev.capi.adapter", ("acl/acl.h", "acl/acl_rt_allocator.h"),
                           prototypes.declared_in("acl")),

@@ -10,7 +10,7 @@ A function that only needs some arguments converted (a structure read into the r
 dict, a C callback made callable) keeps the prototype's marshalling (mdev.capi.adapter) and
 names its conversions in ``CONVERSIONS``.  Any other has an adapter made by
 ``factory(fn, impl)`` (``fn`` the prototype, ``impl`` the runtime implementation the naming
-rule found, or None): it takes the arguments as libmdev_embed.so passes them (ints, bytes)
+rule found, or None): it takes the arguments as the C side passes them (ints, bytes)
 and returns the C return value, or ``(values..., ret)`` with one value per output parameter
 of the prototype (the entry point stores them); what is not a plain value (a structure, a
 string) it writes into the caller's memory itself (``writes_out``).
