@@ -40,9 +40,10 @@ _MAP_FIXED_NOREPLACE = 0x100000
 _U32, _U64 = struct.Struct("<I"), struct.Struct("<Q")
 _MASK = (1 << 64) - 1
 _local = threading.local()         # .slot: the slot whose call this thread is running
-# libmdev_client.so's mdev_wait_change: a C thread's next call usually comes within
-# microseconds of the last answer, so a slot's thread watches its word that long before sleeping
-_wait_change = None
+# libmdev_client.so's mdev_wait_change and mdev_post: a C thread's next call usually comes
+# within microseconds of the last answer, so a slot's thread watches its word that long before
+# sleeping, and says when it sleeps (the C side then wakes it); the same for the C side
+_wait_change = _post = None
 SPIN_NS = 50_000
 
 
@@ -54,6 +55,8 @@ class Slot:
         self.offset = ch.slot_offset(index)
         self.state_address = area.address + self.offset + ch.S_STATE
         self._state = ctypes.c_uint32.from_buffer(area.mm, self.offset + ch.S_STATE)
+        self.c_sleeps = area.address + self.offset + ch.S_C_SLEEPS
+        self.agent_sleeps = area.address + self.offset + ch.S_AGENT_SLEEPS
         self.calls: Calls | None = None          # who runs this C thread's calls
 
     @property
@@ -62,8 +65,8 @@ class Slot:
 
     @state.setter
     def state(self, value: int) -> None:
-        self._state.value = value
-        futex.wake(self.state_address)
+        """Store ``value``, waking the C thread if it sleeps on the slot."""
+        _post(self.state_address, value, self.c_sleeps)
 
     def role(self) -> int:
         return _U32.unpack_from(self.area.mm, self.offset + ch.S_ROLE)[0]
@@ -73,10 +76,7 @@ class Slot:
             now = self._state.value
             if now != state:
                 return now
-            if _wait_change is not None:        # watched a moment, then slept on (no GIL held)
-                _wait_change(self.state_address, now, SPIN_NS, 1000)
-            else:
-                futex.wait(self.state_address, now, 1.0)
+            _wait_change(self.state_address, now, SPIN_NS, 1000, self.agent_sleeps)   # without the GIL
 
     def text(self, at: int, size: int) -> str:
         raw = self.area.mm[self.offset + at:self.offset + at + size]
@@ -97,7 +97,7 @@ class Slot:
             if now == ch.CALL and self.calls is not None:     # the C function calls the API
                 self.calls.run()
             else:
-                futex.wait(self.state_address, now, 1.0)
+                _wait_change(self.state_address, now, 0, 1000, self.agent_sleeps)
 
 
 class Area:
@@ -297,7 +297,7 @@ class Calls:
                 if state == ch.CALL:
                     self.run()
                 else:
-                    futex.wait(slot.state_address, state, 1.0)
+                    _wait_change(slot.state_address, state, 0, 1000, slot.agent_sleeps)
         finally:
             slot.calls = None
             slot._state.value = ch.FREE
@@ -352,7 +352,7 @@ AREA: Area | None = None
 
 
 def main() -> None:
-    global AREA, _wait_change
+    global AREA, _wait_change, _post
     root, client, library = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     header = None
     try:
@@ -361,10 +361,12 @@ def main() -> None:
         # processes started from here (a board's supervisor) import this mdev, with this Python
         os.environ["PYTHONPATH"] = root
         os.environ.setdefault("MDEV_PYTHON", sys.executable)
-        if library:
-            _wait_change = ctypes.CDLL(library).mdev_wait_change
-            _wait_change.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_long, ctypes.c_long]
-            _wait_change.restype = ctypes.c_uint32
+        _wait_change = ctypes.CDLL(library).mdev_wait_change          # CDLL: no GIL while waiting
+        _wait_change.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_long, ctypes.c_long, ctypes.c_void_p]
+        _wait_change.restype = ctypes.c_uint32
+        _post = ctypes.PyDLL(library).mdev_post                       # PyDLL: quick, the GIL kept
+        _post.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p]
+        _post.restype = None
         AREA = Area(3)
         header = AREA.mm
         program = ClientProgram(client, AREA)

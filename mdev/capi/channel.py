@@ -17,7 +17,10 @@ futex both sides sleep on:
 
 A C function run as a service may call the API again (a callback): that call comes on the
 same slot (CALL while the agent waits for SERVED), and the agent thread runs it before
-going on waiting.  A C thread claims a slot FREE -> OPENING (its role, its thread id) -> IDLE.
+going on waiting.  A C thread claims a slot FREE -> OPENING (its role, its thread id) -> IDLE.  A side about to
+sleep on the state says so (S_C_SLEEPS, S_AGENT_SLEEPS, sequentially consistent, as the
+state's stores): the other side wakes it only then, so calls in quick succession cost no
+system call.
 
 Everything here is a byte offset; :func:`c_defines` writes the same numbers into the C
 library's configuration header, so the two sides cannot drift apart.
@@ -44,6 +47,7 @@ S_KIND = 96                                               # u64: service kind
 S_ARGS = 104                                              # u64[8]: service arguments
 S_RESULT = 168                                            # u64: service result
 S_THREAD = 176                                            # u64: the C thread's pthread_t
+S_C_SLEEPS, S_AGENT_SLEEPS = 184, 188                     # u32: that side sleeps on the state
 S_NAME, NAME_BYTES = 192, 64                              # the C function's name
 S_FORMAT, FORMAT_BYTES = 256, 32                          # argument letters (mdev_embed.h)
 S_OUTPUTS, OUTPUTS_BYTES = 288, 16                        # output letters

@@ -79,6 +79,8 @@ static __thread unsigned my_generation;
 
 #define SPIN_NS 20000              /* how long a C thread watches for the answer before sleeping */
 #define U32(base, off) ((_Atomic uint32_t*)((base) + (off)))
+#define C_SLEEPS(slot) U32(slot, MDEV_CH_S_C_SLEEPS)
+#define AGENT_SLEEPS(slot) U32(slot, MDEV_CH_S_AGENT_SLEEPS)
 #define U64(base, off) ((uint64_t*)((base) + (off)))
 
 static unsigned char* slot_at(int index)
@@ -106,10 +108,11 @@ static long elapsed_ns(const struct timespec* since)
 
 /* The word's value once it is no longer ``seen``: watched for ``spin_ns`` (the other side
  * usually answers within microseconds, and sleeping costs a wake-up of the scheduler), then
- * slept on for up to ``timeout_ms``; ``seen`` again when that passes.  The agent waits with
- * it too (through ctypes, which lets go of the GIL meanwhile). */
+ * slept on for up to ``timeout_ms`` with ``*sleeps`` set, so that mdev_post wakes it;
+ * ``seen`` again when that passes.  The agent waits with it too (through ctypes, which lets
+ * go of the GIL meanwhile). */
 __attribute__((visibility("default"))) uint32_t mdev_wait_change(_Atomic uint32_t* word, uint32_t seen, long spin_ns,
-                                                                  long timeout_ms)
+                                                                  long timeout_ms, _Atomic uint32_t* sleeps)
 {
     struct timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
@@ -125,8 +128,22 @@ __attribute__((visibility("default"))) uint32_t mdev_wait_change(_Atomic uint32_
         __builtin_ia32_pause();
 #endif
     }
-    futex_wait(word, seen, timeout_ms);
+    atomic_store(sleeps, 1);
+    if (atomic_load(word) == seen) {      /* a post after this sees the flag and wakes */
+        futex_wait(word, seen, timeout_ms);
+    }
+    atomic_store(sleeps, 0);
     return atomic_load(word);
+}
+
+/* Store ``value`` into the word, waking the other side if it sleeps on it. */
+__attribute__((visibility("default"))) void mdev_post(_Atomic uint32_t* word, uint32_t value,
+                                                      _Atomic uint32_t* peer_sleeps)
+{
+    atomic_store(word, value);
+    if (atomic_load(peer_sleeps)) {
+        futex_wake(word);
+    }
 }
 
 static int agent_alive(void)
@@ -221,12 +238,11 @@ static void* service_thread(void* arg)
         uint32_t now = atomic_load(state);
         if (now == MDEV_CH_SERVICE) {
             *U64(slot, MDEV_CH_S_RESULT) = serve(slot);
-            atomic_store(state, MDEV_CH_SERVED);
-            futex_wake(state);
+            mdev_post(state, MDEV_CH_SERVED, AGENT_SLEEPS(slot));
         } else if (now == MDEV_CH_CLOSED || !agent_alive()) {
             return NULL;
         } else {
-            futex_wait(state, now, 1000);
+            mdev_wait_change(state, now, 0, 1000, C_SLEEPS(slot));
         }
     }
 }
@@ -567,8 +583,7 @@ static void agent_call(mdev_face* face, int index, mdev_result* result, const ch
         return;
     }
     _Atomic uint32_t* state = U32(slot, MDEV_CH_S_STATE);
-    atomic_store(state, MDEV_CH_CALL);
-    futex_wake(state);
+    mdev_post(state, MDEV_CH_CALL, AGENT_SLEEPS(slot));
     for (int spin = 0;; spin++) {
         uint32_t now = atomic_load(state);
         if (now == MDEV_CH_DONE) {
@@ -579,11 +594,10 @@ static void agent_call(mdev_face* face, int index, mdev_result* result, const ch
             uint64_t served = serve(slot);       /* it may call the API: nested, same slot */
             serving--;
             *U64(slot, MDEV_CH_S_RESULT) = served;
-            atomic_store(state, MDEV_CH_SERVED);
-            futex_wake(state);
+            mdev_post(state, MDEV_CH_SERVED, AGENT_SLEEPS(slot));
             continue;
         }
-        if (mdev_wait_change(state, now, spin < 1 ? SPIN_NS : 0, 1000) == now && !agent_alive()) {
+        if (mdev_wait_change(state, now, spin < 1 ? SPIN_NS : 0, 1000, C_SLEEPS(slot)) == now && !agent_alive()) {
             return;
         }
     }
