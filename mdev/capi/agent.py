@@ -10,18 +10,16 @@
       service threads      <------ host callbacks, run in the program (a service request)
 
 Started by the C library (``python -E -s -c ... ROOT PID LIBRARY``, fd 3 the shared area,
-fd 4 the lifeline; LIBRARY is libmdev_client.so, whose way of waiting it borrows): ``main`` serves until the lifeline reads EOF (the program exited or died), then
-runs the runtime's exit work (releases, traces, reports) and exits.  The channel's layout is
-mdev.capi.channel.
+fd 4 the lifeline; LIBRARY is libmdev_client.so, whose way of waiting it borrows): ``main``
+serves until the lifeline reads EOF (the program exited or died), then runs the runtime's
+exit work (releases, traces, reports) and exits.  The channel's layout is mdev.capi.channel.
 """
 
 from __future__ import annotations
 
-import atexit
 import ctypes
 import faulthandler
 import functools
-import itertools
 import mmap
 import os
 import signal
@@ -31,6 +29,7 @@ import threading
 import traceback
 
 from mdev.capi import channel as ch
+from mdev.capi import embedding
 from mdev.memory import futex
 from mdev.memory.program import ProgramMemory, serve
 from mdev.memory.segment import MAP_FIXED, MAP_NORESERVE, _libc
@@ -385,16 +384,7 @@ def main() -> None:
         os._exit(1)
     _U32.pack_into(header, ch.H_READY, 1)
     futex.wake(AREA.address + ch.H_READY)
-    for _ in itertools.count():
-        try:
-            if not os.read(4, 4096):
-                break
-        except InterruptedError:
-            continue
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
+    while os.read(4, 4096):          # nothing is ever written: EOF when the program is gone
+        pass
+    embedding.at_exit()
     os._exit(0)
