@@ -24,3 +24,19 @@ def compile_c(home: Path, source: str, out: Path, *flags: str, libs: tuple[str, 
 
 def board_env(board: str, **extra: str) -> dict:
     return dict(os.environ, MDEV_BOARD=board, MDEV_AUTOSTART="0", **extra)
+
+
+def basic_on_demand(home: Path, work: Path, board: str, env: dict) -> str:
+    """tests/c/basic.c run with ``env`` and MDEV_BOARD=``board`` started on demand (stopped
+    after); its output.  The board must not be running."""
+    from mdev.board import launcher
+
+    binary = compile_c(home, "basic.c", work / "basic")
+    env = dict(env, MDEV_BOARD=board, MDEV_AUTOSTART="1")
+    env.pop("MDEV_TOPOLOGY", None)
+    try:
+        proc = subprocess.run([str(binary)], env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout
+    finally:
+        launcher.stop(board)

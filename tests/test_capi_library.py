@@ -25,11 +25,10 @@ import textwrap
 
 import pytest
 
-from capi_helpers import ROOT, board_env, compile_c
+from capi_helpers import ROOT, basic_on_demand, board_env, compile_c
 from conftest import PREFIX
 from helpers import extra_board
 from mdev import ops
-from mdev.board import launcher
 from mdev.capi import adapter, failures, prototypes
 from mdev.capi.cann_home import make
 from mdev.runtime import registry
@@ -107,16 +106,8 @@ def test_ipc_between_a_c_and_a_python_program(tmp_path, cann_home, c_board):
 def test_default_board_started_on_demand(tmp_path, cann_home):
     """No board running, no topology named: the first call starts one with the default preset
     (under a name of this test's own, so a user's "default" board is left alone)."""
-    binary = compile_c(cann_home, "basic.c", tmp_path / "basic")
-    name = PREFIX + "capi-default"
-    env = dict(os.environ, MDEV_BOARD=name, MDEV_AUTOSTART="1")
-    env.pop("MDEV_TOPOLOGY", None)
-    try:
-        proc = subprocess.run([str(binary)], env=env, capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        assert "basic: 8 devices of Ascend910B1, 0 failures" in proc.stdout
-    finally:
-        launcher.stop(name)
+    out = basic_on_demand(cann_home, tmp_path, PREFIX + "capi-default", dict(os.environ))
+    assert "basic: 8 devices of Ascend910B1, 0 failures" in out
 
 
 def test_python_program_loads_the_library(cann_home, c_board):

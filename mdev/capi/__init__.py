@@ -1,7 +1,10 @@
 """The C face: mdev's CANN headers, and the C libraries behind them.
 
     C/C++ program --> lib64/libascendcl.so, lib64/libhccl.so  (entry points generated from functions.tsv)
-                  --> lib64/libmdev_embed.so (CPython embedded: started, or joined in a Python program)
+                  --> lib64/libmdev_client.so (a slot per C thread in memory shared with...)
+                  --> mdev.capi.agent        (...the program's host agent: mdev's own Python, its own
+                                              process; or, in a Python program running mdev itself,
+                                              lib64/libmdev_embed.so: CPython embedded, joined)
                   --> mdev.capi.adapter      (this face: C arguments -> mdev.runtime -> C results)
                   --> mdev.runtime --> board / device processes
 
@@ -9,7 +12,9 @@
     functions.tsv   every declared function (written by mdev.capi.inventory)
     prototypes      functions.tsv as typed prototypes: how each argument crosses, which are outputs
     generate        the C entry points of a face;  build: compiling the libraries
-    csrc/           the loader (mdev_embed.c / .h);  embedding: its Python side
+    csrc/           mdev_client.c (the calls' way out), mdev_embed.c / .h (the embedded
+                    interpreter);  embedding: its Python side;  agent, channel: the host agent
+                    and the layout of the memory it shares with the program
     adapter         entry(name): each function marshalled onto its runtime implementation
     special         the hand-written adapters (hccl_special: libhccl.so's);  structs: ctypes mirrors
     cmemory         the caller's memory and C functions from Python;  failures: NULL outputs, 200001

@@ -3,7 +3,7 @@ mdev.runtime (as mdev.runtime.registry places them: HCCL's, of mdev.runtime.coll
 group "hccl").
 
     C program --> aclrtMalloc(&ptr, size, policy)                    (generated entry point)
-      --> libmdev_embed.so: ints / bytes, GIL held --> entry("aclrtMalloc")(ptr_addr, size, policy)
+      --> the host agent (or libmdev_embed.so): ints / bytes --> entry("aclrtMalloc")(ptr_addr, size, policy)
       --> NULL output? 100000 and a message, before anything is done
       --> inputs converted (strings; structures and C callbacks by mdev.capi.special)
       --> the runtime implementation, bound (mdev.runtime.boundary): errors become codes,
@@ -122,5 +122,6 @@ def build(cname: str) -> Callable:
 
 
 def entry(cname: str) -> Callable:
-    """Called once per C function by libmdev_embed.so, on the function's first call."""
+    """Called once per C function by the host agent's thread for a C thread (or by
+    libmdev_embed.so), on the function's first call."""
     return build(cname)

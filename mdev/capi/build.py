@@ -1,11 +1,16 @@
 """Compiling mdev's C libraries with the system compiler (called by ``mdev cann-home``).
 
     mdev/capi/csrc/mdev_embed.{c,h} ----------------------------> lib64/libmdev_embed.so
-        + mdev_config.h (this interpreter, this checkout)           (links libpython3.x.so)
+        + mdev_config.h (this interpreter, this checkout,           (links libpython3.x.so)
+                         the agent channel's layout)
+    mdev/capi/csrc/mdev_client.c -------------------------------> lib64/libmdev_client.so
+                                                                    (the host agent; libmdev_embed.so
+                                                                    in a Python program running mdev)
     functions.tsv --generate--> src/acl_entries.c --------------> lib64/libascendcl.so
                                                                     libacl_rt.so, libacl_rt_impl.so
                                                                     (links to libascendcl.so)
                   (hccl/ functions) src/hccl_entries.c -----------> lib64/libhccl.so
+                                                                    (both link libmdev_client.so)
 
 One library answers to the three names CANN programs link (its SONAME is libascendcl.so,
 so a program linking any of them loads it once).  Everything is compiled with
@@ -30,7 +35,10 @@ from mdev.capi import generate, include_dir, prototypes
 
 CSRC = Path(__file__).resolve().parent / "csrc"
 FLAGS = ["-std=c11", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wall", "-Wextra", "-Werror"]
+# the client uses Linux calls (memfd, futex, pidfd) beyond C11's library
+CLIENT_FLAGS = ["-std=gnu11", *FLAGS[1:]]
 EMBED = "libmdev_embed.so"
+CLIENT = "libmdev_client.so"
 
 
 @dataclass(frozen=True)
@@ -41,8 +49,9 @@ class Library:
     aliases: tuple[str, ...] = ()
 
 
-# both faces run in the one interpreter libmdev_embed.so keeps per process, so HCCL's calls
-# see the devices, memory and streams the program made through libascendcl.so
+# both faces go through the one libmdev_client.so of the process (one host agent, or one
+# embedded interpreter), so HCCL's calls see the devices, memory and streams the program made
+# through libascendcl.so
 LIBRARIES = (
     Library(generate.Face("acl", "mdev.capi.adapter", ("acl/acl.h", "acl/acl_rt_allocator.h"),
                           prototypes.declared_in("acl")),
@@ -88,20 +97,23 @@ def build(lib_dir: Path, src_dir: Path) -> bool:
         "mdev_config.h": generate.config_header(sys.executable, root),
         "mdev_embed.h": (CSRC / "mdev_embed.h").read_text(),
         "mdev_embed.c": (CSRC / "mdev_embed.c").read_text(),
+        "mdev_client.c": (CSRC / "mdev_client.c").read_text(),
     }
     cc = compiler()
     commands = [([cc, *FLAGS, *py_compile, f"-I{src_dir}", str(src_dir / "mdev_embed.c"),
-                  "-o", str(lib_dir / EMBED), f"-Wl,-soname,{EMBED}", *py_link], EMBED)]
+                  "-o", str(lib_dir / EMBED), f"-Wl,-soname,{EMBED}", *py_link], EMBED),
+                ([cc, *CLIENT_FLAGS, f"-I{src_dir}", str(src_dir / "mdev_client.c"), "-o", str(lib_dir / CLIENT),
+                  f"-Wl,-soname,{CLIENT}", "-ldl", "-lpthread"], CLIENT)]
     for library in LIBRARIES:
         source = f"{library.face.name}_entries.c"
         sources[source] = generate.entry_points(library.face)
         commands.append(([cc, *FLAGS, f"-I{include_dir()}", f"-I{src_dir}", str(src_dir / source),
                           "-o", str(lib_dir / library.name), f"-Wl,-soname,{library.name}", f"-L{lib_dir}",
-                          "-lmdev_embed", "-Wl,-rpath,$ORIGIN"], library.name))
+                          "-lmdev_client", "-Wl,-rpath,$ORIGIN"], library.name))
     headers = sorted((p.name, p.read_text()) for p in include_dir().rglob("*.h"))
     stamp = hashlib.sha256(repr((sorted(sources.items()), commands, headers)).encode()).hexdigest()
     stamp_file = lib_dir / ".mdev-build"
-    wanted = [lib_dir / name for name in (EMBED, *(n for lib in LIBRARIES for n in (lib.name, *lib.aliases)))]
+    wanted = [lib_dir / name for name in (EMBED, CLIENT, *(n for lib in LIBRARIES for n in (lib.name, *lib.aliases)))]
     if stamp_file.exists() and stamp_file.read_text() == stamp and all(p.exists() for p in wanted):
         return False
     lib_dir.mkdir(parents=True, exist_ok=True)

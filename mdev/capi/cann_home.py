@@ -2,10 +2,11 @@
 
     <home>/include/acl/...                      mdev's own CANN headers (mdev/capi/include)
     <home>/include/hccl/...                     HCCL's (hccl.h, hccl_comm.h, hccl_types.h)
-    <home>/lib64/libascendcl.so                 the C library (embeds Python, see build)
+    <home>/lib64/libascendcl.so                 the C library (see build)
            libacl_rt.so, libacl_rt_impl.so      the same library under the other names
            libhccl.so                           HCCL's C library (the same loader and runtime)
-           libmdev_embed.so                     its Python loader
+           libmdev_client.so                    where their calls go: the host agent, or...
+           libmdev_embed.so                     ...Python embedded (a Python program running mdev)
     <home>/bin/setenv.bash, <home>/set_env.sh   ASCEND_HOME_PATH, ASCEND_INSTALL_PATH,
                                                 LD_LIBRARY_PATH, SOC_VERSION, ASCENDC_CMAKE_DIR
     <home>/tikcpp/ascendc_kernel_cmake/ascendc.cmake

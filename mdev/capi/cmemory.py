@@ -1,14 +1,21 @@
-"""The C caller's memory and functions, seen from Python (ctypes).
+"""The caller's memory and functions, seen from Python.
 
-    input value / array   --> load(type, address), read(address, n), read_array(type, address, n)
+    input value / array   --> load(type, address), read(address, n), read_array(type, address, n),
+                              at(type, address): a copy of a structure or array
     structure or string out <-- write(address, data), write_text(address, capacity, value),
                                 store_struct(address, kind, values): a runtime dict into a
                                 ctypes structure (C field names or their snake_case);
                                 load_struct(address, kind): the other way
+    text C keeps using    <-- keep(data) (for the process), thread_text(data) (until the
+                              thread's next call): the address C gets
     C function pointer    --> c_function(address, signature): a Python callable calling it
 
 An address is the caller's pointer as an int: the adapter receives every pointer that way
-and only dereferences it here.  (Plain output values are stored by the C entry point.)
+and only dereferences it here, through mdev.memory.program (the kernel's copy: a bad
+address is 107000, never a crash).  The caller is this process (libmdev_embed.so), or a C
+program the host agent serves (mdev.capi.agent calls :func:`serve`): then its strings live
+in the shared area and its C functions run on its own threads.
+(Plain output values are stored by the C entry point.)
 """
 
 from __future__ import annotations
@@ -17,18 +24,37 @@ import ctypes
 import functools
 import os
 import re
+import threading
+
+from mdev.memory.program import program
+
+_agent = None            # the host agent's shared area, when serving a C program
+_messages = threading.local()
+_kept: list = []         # buffers handed to C for the process
+
+
+def serve(area, functions) -> None:
+    """Serve a C program through the host agent's shared area and its C-function caller."""
+    global _agent, c_function
+    _agent = area
+    c_function = functions
+
+
+def at(kind, address: int):
+    """A copy of the ``kind`` (a ctypes structure or array) at ``address``."""
+    return kind.from_buffer_copy(program().read(address, ctypes.sizeof(kind)))
 
 
 def load(kind, address: int):
-    return kind.from_address(address).value
+    return at(kind, address).value
 
 
 def read(address: int, size: int) -> bytes:
-    return ctypes.string_at(address, size)
+    return program().read(address, size)
 
 
 def write(address: int, data: bytes) -> None:
-    ctypes.memmove(address, data, len(data))
+    program().write(address, bytes(data))
 
 
 def write_text(address: int, capacity: int, value: str) -> bool:
@@ -36,25 +62,50 @@ def write_text(address: int, capacity: int, value: str) -> bool:
     data = os.fsencode(value) + b"\0"
     if len(data) > capacity:
         return False
-    ctypes.memmove(address, data, len(data))
+    write(address, data)
     return True
 
 
 def read_array(kind, address: int, count: int) -> list:
-    return list((kind * count).from_address(address)) if count else []
+    return list(at(kind * count, address)) if count else []
+
+
+def keep(data: bytes) -> int:
+    """``data`` (NUL-terminated text, an array) at an address C may use for the process's life."""
+    if _agent is not None:
+        return _agent.keep(data)
+    _kept.append(ctypes.create_string_buffer(data, len(data)))
+    return ctypes.addressof(_kept[-1])
+
+
+def thread_text(data: bytes) -> int:
+    """NUL-terminated ``data`` for the calling thread, valid until its next call."""
+    if _agent is not None:
+        return _agent.thread_text(data)
+    _messages.buffer = ctypes.create_string_buffer(data)
+    return ctypes.addressof(_messages.buffer)
 
 
 @functools.cache
-def c_function(address: int, restype, *argtypes):
-    """A Python callable for the C function at ``address`` (the same object for the same
-    function, so that registering and unregistering it agree).  ctypes releases the GIL
-    while the C function runs, and the function may call the API again."""
+def _in_process(address: int, restype, *argtypes):
     return ctypes.CFUNCTYPE(restype, *argtypes)(address)
+
+
+# A Python callable for the C function at ``address`` (the same object for the same function,
+# so that registering and unregistering it agree).  In this process ctypes releases the GIL
+# while the C function runs, and the function may call the API again.
+c_function = _in_process
 
 
 def text(address: int) -> str:
     """The NUL-terminated string at ``address``, decoded as file names are."""
-    return os.fsdecode(ctypes.string_at(address))
+    data = bytearray()
+    while True:                   # a page at a time: the string may end just before unmapped memory
+        chunk = program().read(address + len(data), 4096 - (address + len(data)) % 4096)
+        end = chunk.find(b"\0")
+        if end >= 0:
+            return os.fsdecode(bytes(data + chunk[:end]))
+        data += chunk
 
 
 def _snake(field: str) -> str:
@@ -82,13 +133,14 @@ def _fill(target, values: dict) -> None:
 def store_struct(address: int, kind, values: dict) -> None:
     """The ``kind`` structure at ``address``, zeroed, then filled from ``values`` (nested dicts
     for nested structures; strings NUL-terminated; fields without a value stay zero)."""
-    ctypes.memset(address, 0, ctypes.sizeof(kind))
-    _fill(kind.from_address(address), values)
+    local = kind()
+    _fill(local, values)
+    write(address, bytes(local))
 
 
 def load_struct(address: int, kind) -> dict | None:
     """The ``kind`` structure at ``address`` as a dict of its C field names (None for NULL)."""
-    return _fields(kind.from_address(address)) if address else None
+    return _fields(at(kind, address)) if address else None
 
 
 def _fields(value):

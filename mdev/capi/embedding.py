@@ -1,4 +1,5 @@
-"""The Python side of libmdev_embed.so: set-up when a C program starts Python, and its exit.
+"""The Python side of libmdev_embed.so (MDEV_CAPI=embedded, or a Python program running mdev
+that loads the C libraries): set-up when the library starts Python, and its exit.
 
     C program's first API call --> libmdev_embed.so starts (or joins) the interpreter
                                --> prepare(root, owned)

@@ -24,15 +24,15 @@ from mdev.runtime import boundary
 from mdev.runtime.collectives import api
 
 _U64 = ctypes.c_uint64
-_strings: dict[int, ctypes.Array] = {}      # HcclResult -> its text, kept for the process
+_strings: dict[int, int] = {}      # HcclResult -> the address of its text, kept for the process
 
 
 @adapts("HcclGetErrorString")
 def _error_string(fn, impl):
     def call(code):
         if code not in _strings:
-            _strings[code] = ctypes.create_string_buffer(H.error_string(code).encode())
-        return ctypes.addressof(_strings[code])
+            _strings[code] = cmemory.keep(H.error_string(code).encode() + b"\0")
+        return _strings[code]
     return call
 
 
@@ -75,7 +75,7 @@ def _batch_send_recv(fn, impl):
         def call(items, item_num, comm, stream):
             if not items and item_num:
                 return null_output(fn, "sendRecvInfo")
-            read = (structs.HcclSendRecvItem * item_num).from_address(items) if item_num else []
+            read = cmemory.at(structs.HcclSendRecvItem * item_num, items) if item_num else []
             return batch([(i.sendRecvType, i.buf or 0, i.count, i.dataType, i.remoteRank) for i in read],
                          item_num, comm, stream)
         return call

@@ -10,7 +10,7 @@ A function that only needs some arguments converted (a structure read into the r
 dict, a C callback made callable) keeps the prototype's marshalling (mdev.capi.adapter) and
 names its conversions in ``CONVERSIONS``.  Any other has an adapter made by
 ``factory(fn, impl)`` (``fn`` the prototype, ``impl`` the runtime implementation the naming
-rule found, or None): it takes the arguments as libmdev_embed.so passes them (ints, bytes)
+rule found, or None): it takes the arguments as the C side passes them (ints, bytes)
 and returns the C return value, or ``(values..., ret)`` with one value per output parameter
 of the prototype (the entry point stores them); what is not a plain value (a structure, a
 string) it writes into the caller's memory itself (``writes_out``).
@@ -22,7 +22,6 @@ import ctypes
 import importlib
 import os
 import struct
-import threading
 from typing import Callable
 
 from mdev import constants as C
@@ -107,8 +106,7 @@ def _runtime_function(module: str, name: str) -> Callable | None:
 
 
 # ---------------------------------------------------------------------------- strings for C
-_messages = threading.local()
-_soc: list = []          # the SoC name's buffer: the real one is static, valid for the process
+_soc: list = []          # the SoC name's address: the real one is static, valid for the process
 
 
 @adapts("aclGetRecentErrMsg")
@@ -116,8 +114,7 @@ def _recent_err_msg(fn, impl):
     def call():
         # only the pointer of the thread's latest call stays valid, as the runtime documents
         text = boundary.recent_messages()
-        _messages.buffer = None if text is None else ctypes.create_string_buffer(text.encode(errors="replace"))
-        return ctypes.addressof(_messages.buffer) if _messages.buffer is not None else 0
+        return 0 if text is None else cmemory.thread_text(text.encode(errors="replace"))
     return call
 
 
@@ -130,8 +127,8 @@ def _soc_name(fn, impl):
             name, ret = get()
             if ret != E.ACL_SUCCESS:
                 return 0
-            _soc.append(ctypes.create_string_buffer(name.encode()))
-        return ctypes.addressof(_soc[0])
+            _soc.append(cmemory.keep(name.encode() + b"\0"))
+        return _soc[0]
     return call
 
 
@@ -443,7 +440,7 @@ def _version_str(fn, impl):
                       _text_into(fn, lambda pkg, out: C.ACL_PKG_VERSION_MAX_SIZE))
 
 
-_cann_attributes: list = []      # the array aclGetCannAttributeList points to, for the process
+_cann_attributes: list = []      # the address of the array aclGetCannAttributeList gives, for the process
 
 
 @adapts("aclGetCannAttributeList")
@@ -457,8 +454,8 @@ def _attribute_list(fn, impl):
             if ret != E.ACL_SUCCESS:
                 return ret
             if not _cann_attributes:
-                _cann_attributes.append((_I32 * len(attrs))(*attrs))
-            _word(attr_list, ctypes.addressof(_cann_attributes[0]))
+                _cann_attributes.append(cmemory.keep(bytes((_I32 * len(attrs))(*attrs))))
+            _word(attr_list, _cann_attributes[0])
             return count, ret                     # num: the prototype's output
         return call
     return needs(impl, fn, make)

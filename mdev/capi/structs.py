@@ -19,6 +19,7 @@ from __future__ import annotations
 import ctypes
 
 from mdev import constants as C
+from mdev.capi import cmemory
 
 
 class RandomPara(ctypes.Structure):
@@ -143,7 +144,7 @@ def random_task(address: int) -> dict | None:
     runtime picks the one ``funcType`` names)."""
     if not address:
         return None
-    info = RandomNumTaskInfo.from_address(address)
+    info = cmemory.at(RandomNumTaskInfo, address)
     params = {member: {field: _para(p) for field, p in zip(fields, getattr(info.paramInfo, member))}
               for member, fields in _RANDOM_MEMBERS.items()}
     return {"dataType": info.dataType,
@@ -158,25 +159,25 @@ def _location(loc: MemLocation) -> dict:
 
 
 def location_at(address: int) -> dict | None:
-    return _location(MemLocation.from_address(address)) if address else None
+    return _location(cmemory.at(MemLocation, address)) if address else None
 
 
 def mem_prop(address: int) -> dict | None:
     """aclrtPhysicalMemProp at ``address`` as the runtime's dict (None for NULL)."""
     if not address:
         return None
-    p = PhysicalMemProp.from_address(address)
+    p = cmemory.at(PhysicalMemProp, address)
     return {"handleType": p.handleType, "allocationType": p.allocationType, "memAttr": p.memAttr,
             "location": _location(p.location), "reserve": p.reserve}
 
 
 def access_descs(address: int, count: int) -> list[dict] | None:
     return [{"flags": d.flags, "location": _location(d.location)}
-            for d in (MemAccessDesc * count).from_address(address)] if address and count else None
+            for d in cmemory.at(MemAccessDesc * count, address)] if address and count else None
 
 
 def place_holders(address: int, count: int) -> list[tuple[int, int]] | None:
-    return [(h.addrOffset, h.dataOffset) for h in (PlaceHolder * count).from_address(address)] \
+    return [(h.addrOffset, h.dataOffset) for h in cmemory.at(PlaceHolder * count, address)] \
         if address and count else None
 
 
@@ -190,8 +191,8 @@ def _attributes(address: int, widths: dict) -> list[tuple[int, int]] | None:
     """(id, value) of each entry of the list at ``address`` (None for NULL)."""
     if not address:
         return None
-    listing = AttributeList.from_address(address)
-    items = (Attribute * listing.count).from_address(listing.items) if listing.items and listing.count else []
+    listing = cmemory.at(AttributeList, address)
+    items = cmemory.at(Attribute * listing.count, listing.items) if listing.items and listing.count else []
     return [(a.id, int.from_bytes(bytes(a.value)[:widths.get(a.id, 4)], "little")) for a in items]
 
 
@@ -205,7 +206,7 @@ def load_options(address: int) -> list[tuple[int, int]] | None:
 
 def uce_infos(address: int, count: int) -> list[dict]:
     """aclrtMemUceInfo[count] at ``address`` as dicts (addr, len)."""
-    return [{"addr": u.addr, "len": u.len} for u in (MemUceInfo * count).from_address(address)] \
+    return [{"addr": u.addr, "len": u.len} for u in cmemory.at(MemUceInfo * count, address)] \
         if address and count else []
 
 
@@ -217,8 +218,8 @@ def malloc_cfg(address: int) -> dict | None:
     """aclrtMallocConfig at ``address``: {"attrs": [{"attr", "value"}], "numAttrs"} (None for NULL)."""
     if not address:
         return None
-    listing = AttributeList.from_address(address)
-    items = (MallocAttribute * listing.count).from_address(listing.items) if listing.items and listing.count else []
+    listing = cmemory.at(AttributeList, address)
+    items = cmemory.at(MallocAttribute * listing.count, listing.items) if listing.items and listing.count else []
     attrs = [{"attr": a.attr, "value": int.from_bytes(bytes(a.value)[:_MALLOC_ATTRIBUTE_BYTES.get(a.attr, 4)], "little")}
              for a in items]
     return {"attrs": attrs, "numAttrs": listing.count}
@@ -227,7 +228,7 @@ def malloc_cfg(address: int) -> dict | None:
 def batch_attrs(address: int, count: int) -> list[dict]:
     """aclrtMemcpyBatchAttr[count] at ``address`` as {"dstLoc", "srcLoc"} dicts."""
     return [{"dstLoc": _location(a.dstLoc), "srcLoc": _location(a.srcLoc)}
-            for a in (MemcpyBatchAttr * count).from_address(address)] if address and count else []
+            for a in cmemory.at(MemcpyBatchAttr * count, address)] if address and count else []
 
 
 class HcclSendRecvItem(ctypes.Structure):

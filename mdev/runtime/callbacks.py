@@ -22,7 +22,7 @@ from mdev import constants as C
 from mdev import errors as E
 from mdev.errors import AclError
 from mdev.runtime.boundary import api
-from mdev.runtime import streams
+from mdev.runtime import hooks, streams
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.board_client import MESSAGE_HANDLERS
 from mdev.runtime.core import Stream
@@ -183,8 +183,8 @@ def process_report(timeout: int) -> None:
     if timeout == 0 or timeout < -1:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"timeout must be -1 or > 0 ms, got {timeout}")
     h = hub()
-    reports = h.reports.get(threading.get_ident())
-    if reports is None or threading.get_ident() not in h.thread_device:
+    reports = h.reports.get(hooks.thread_id())
+    if reports is None or hooks.thread_id() not in h.thread_device:
         raise AclError(E.ACL_ERROR_RT_THREAD_SUBSCRIBE, "the calling thread is not subscribed to any stream")
     try:
         cb = reports.get(timeout=None if timeout < 0 else timeout / 1000.0)

@@ -32,6 +32,7 @@ from mdev import constants as C
 from mdev import errors as E
 from mdev import protocol
 from mdev.errors import AclError
+from mdev.runtime import hooks
 from mdev.runtime.core import RUNTIME as rt
 
 if TYPE_CHECKING:
@@ -186,7 +187,7 @@ class Capture(Recorder):
         self.origin = origin
         self.context = origin.context
         self.mode = mode
-        self.thread = threading.get_ident()
+        self.thread = hooks.thread_id()
         self.model = model
         self.status = ACTIVE
         self.reason = ""
@@ -430,7 +431,7 @@ def _forbidding() -> list[Capture]:
     mode = rt.thread.capture_mode
     if mode == RELAXED:
         return []
-    me = threading.get_ident()
+    me = hooks.thread_id()
     return [c for c in live() if c.mode != RELAXED
             and (c.thread == me or (c.mode == GLOBAL and mode == GLOBAL))]
 

@@ -253,3 +253,14 @@ def lookup(table: dict, handle, what: str, gone=lambda obj: getattr(obj, "destro
 RUNTIME = Runtime()
 os.register_at_fork(after_in_child=RUNTIME.reset_after_fork)
 
+
+def _mark_process() -> None:
+    """Say that this process runs mdev's runtime in Python: mdev's C library, loaded here too,
+    then shares it instead of starting a host agent (its memory, streams, last error are
+    this runtime's)."""
+    os.environ["MDEV_RUNTIME_PID"] = str(os.getpid())
+
+
+_mark_process()
+os.register_at_fork(after_in_child=_mark_process)
+

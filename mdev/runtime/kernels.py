@@ -230,7 +230,7 @@ def _host_bytes(ptr, nbytes: int, what: str) -> bytes:
     operand = rt.memory.operand(ptr, nbytes, write=False, what=what)
     if operand.kind == DEVICE:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{what} must be host memory")
-    return rt.memory.view(operand).tobytes()
+    return rt.memory.read(operand)
 
 
 @api()

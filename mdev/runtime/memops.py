@@ -18,6 +18,7 @@ from mdev.runtime.boundary import api
 from mdev.runtime import hooks
 from mdev.runtime import capture as _graph
 from mdev.memory import address
+from mdev.memory.program import program
 from mdev.runtime import streams
 from mdev.runtime import trace as _trace
 from mdev.runtime.core import RUNTIME as rt
@@ -243,7 +244,7 @@ def _copy_here(d: Operand, s: Operand) -> None:
     if hooks.checker is not None:
         hooks.checker.host_access(reads=[s], writes=[d])
     for dp, sp in pairs(d, s):          # VMM ranges across several mappings: piece by piece
-        np.copyto(rt.memory.view(dp), rt.memory.view(sp))
+        rt.memory.copy(dp, sp)
 
 
 def _sizes(dest_max, count) -> tuple[int, int]:
@@ -357,8 +358,14 @@ def _copy2d_here(d: Operand, dpitch: int, s: Operand, spitch: int, width: int, h
     if hooks.checker is not None:
         hooks.checker.host_access(reads=[s], writes=[d])     # the rows' bounding ranges
     rows = np.lib.stride_tricks.as_strided
-    np.copyto(rows(rt.memory.view(d), (height, width), (dpitch, 1)),
-              rows(rt.memory.view(s), (height, width), (spitch, 1)))
+    if s.kind == PAGEABLE:                   # the program's rows, copied by the kernel
+        source = program().read_rows(s.ptr, spitch, width, height, "src")
+    else:
+        source = rows(rt.memory.view(s), (height, width), (spitch, 1))
+    if d.kind == PAGEABLE:
+        program().write_rows(d.ptr, dpitch, source, "dst")
+    else:
+        np.copyto(rows(rt.memory.view(d), (height, width), (dpitch, 1)), source)
 
 
 @api()
@@ -432,10 +439,10 @@ def memset(dev_ptr: int, max_count: int, value: int, count: int) -> None:
         hooks.checker.host_access(writes=[op], fill=value & 0xFF)
     if _trace.host_on:          # traced: the host-side record times the memset
         _trace.host_op("memset", op, None, count,
-                       lambda: [rt.memory.view(part).fill(value & 0xFF) for part in op.parts()])
+                       lambda: [rt.memory.fill(part, value) for part in op.parts()])
         return
     for part in op.parts():
-        rt.memory.view(part).fill(value & 0xFF)
+        rt.memory.fill(part, value)
 
 
 @api()
@@ -447,7 +454,7 @@ def memset_async(dev_ptr: int, max_count: int, value: int, count: int, stream) -
 
 
 def _fill8_here(op: Operand, value: int) -> None:
-    rt.memory.view(op).fill(value & 0xFF)
+    rt.memory.fill(op, value)
 
 
 def _fill_by_stream(st, op: Operand, at_once: str, api_name: str, fill_here: Callable[[Operand, int], None],

@@ -6,8 +6,9 @@ Every pointer a user passes is classified by value (see ``mdev.memory.address``)
                        against this process's allocation table
     pinned host     -> a shared segment this process created with malloc_host; device
                        processes map the same segment, so async copies are real DMA
-    pageable host   -> any other mapped address of this process (numpy arrays, bytes);
-                       only this process can touch it, so copies with it run here
+    pageable host   -> any other mapped address of the program (numpy arrays, bytes);
+                       only the host side can touch it, so copies with it run here, through
+                       mdev.memory.program (the kernel checks each page as it copies)
 
 Synchronous copies and memsets run in this process on mapped views (they wait for no
 stream, as documented); asynchronous ones become stream tasks on the device, except when
@@ -29,7 +30,8 @@ from mdev.errors import AclError
 from mdev.runtime import hooks
 from mdev.memory import address
 from mdev.board.naming import create_fresh
-from mdev.memory.segment import Segment, map_private
+from mdev.memory.program import program
+from mdev.memory.segment import Segment
 
 DEVICE, PINNED, PAGEABLE = "device", "pinned", "pageable"
 
@@ -301,7 +303,7 @@ class MemoryTable:
 
     def _read_maps(self) -> None:
         maps = []
-        with open("/proc/self/maps") as f:
+        with open(program().maps) as f:
             for line in f:
                 rng, perms = line.split(None, 2)[:2]
                 lo, hi = rng.split("-")
@@ -309,7 +311,8 @@ class MemoryTable:
         self._maps = (maps, [m[0] for m in maps])
 
     def view(self, operand: Operand) -> np.ndarray:
-        """A uint8 view of the operand's bytes in this process."""
+        """A uint8 view of the operand's bytes in this process (pageable memory: only when
+        the program is this process; copies and fills use :meth:`copy` and :meth:`fill`)."""
         operand._single()
         if operand.kind == DEVICE:
             a = operand.allocation
@@ -326,6 +329,26 @@ class MemoryTable:
         buf = (ctypes.c_ubyte * operand.nbytes).from_address(operand.ptr)
         return np.frombuffer(buf, dtype=np.uint8)
 
+    def copy(self, dst: Operand, src: Operand) -> None:
+        """Copy one single-piece operand's bytes to another's (pageable ones by the kernel)."""
+        if dst.kind == PAGEABLE:
+            program().write(dst.ptr, self.view(src) if src.kind != PAGEABLE else self.read(src), "dst")
+        elif src.kind == PAGEABLE:
+            program().read_into(src.ptr, self.view(dst), "src")
+        else:
+            np.copyto(self.view(dst), self.view(src))
+
+    def read(self, operand: Operand) -> bytes:
+        if operand.kind == PAGEABLE:
+            return program().read(operand.ptr, operand.nbytes)
+        return self.view(operand).tobytes()
+
+    def fill(self, operand: Operand, value: int) -> None:
+        if operand.kind == PAGEABLE:
+            program().fill(operand.ptr, operand.nbytes, value)
+        else:
+            self.view(operand).fill(value & 0xFF)
+
     # -- pinned host memory
     def new_pinned(self, size: int, at: int | None = None) -> Allocation:
         """Page-locked host memory: a shared segment the devices map too.  With ``at`` (host
@@ -336,6 +359,7 @@ class MemoryTable:
         init or a recycled pid, would copy to and from dead memory)."""
         board = self.runtime.attach()
         pid = os.getpid()
+        registered = at is not None
         try:
             seg = create_fresh(lambda tag: Segment(board.paths.pinned(pid, tag), size, create=True),
                                "pinned segment")
@@ -344,15 +368,18 @@ class MemoryTable:
         try:
             _commit(seg, size)
             if at is not None:
-                seg.array[:] = self.view(Operand(PAGEABLE, at, size))
-                seg.map_over(at)
+                program().read_into(at, seg.array)
+                program().map_over(seg, at)
+            else:
+                at = program().share(seg)
             board.request("register_segment", seg.name)
         except Exception:
+            if at is not None and not registered:
+                program().unshare(at, size)
             seg.close()
             seg.unlink()
             raise
-        alloc = Allocation(seg.address if at is None else at, size, PINNED, segment=seg, reserved=size,
-                           registered=at is not None)
+        alloc = Allocation(at, size, PINNED, segment=seg, reserved=size, registered=registered)
         self.add(alloc)
         return alloc
 
@@ -363,9 +390,9 @@ class MemoryTable:
         seg = alloc.segment
         try:
             if alloc.registered:
-                data = seg.array.copy()
-                map_private(alloc.ptr, alloc.size)
-                self.view(Operand(PAGEABLE, alloc.ptr, alloc.size))[:] = data
+                program().unmap_over(seg, alloc.ptr, alloc.size)
+            else:
+                program().unshare(alloc.ptr, alloc.size)
         finally:
             # the host's memory goes whatever the board says: a dead device or supervisor
             # has nothing left to let go of

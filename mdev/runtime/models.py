@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from dataclasses import dataclass, field
 
 from mdev import constants as C
@@ -27,7 +26,7 @@ from mdev import errors as E
 from mdev.errors import AclError
 from mdev.runtime.boundary import api
 from mdev.runtime import capture as R
-from mdev.runtime import streams
+from mdev.runtime import hooks, streams
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.validate import as_int, file_path, timeout_ms
 from mdev.taskspec import SPECS
@@ -305,7 +304,7 @@ def capture_end(stream) -> int:
     if st is not capture.origin:
         raise AclError(E.ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED, f"the capture was begun on stream "
                        f"{capture.origin.stream_id}; end it there, not on stream {st.stream_id}")
-    if capture.mode != R.RELAXED and threading.get_ident() != capture.thread:
+    if capture.mode != R.RELAXED and hooks.thread_id() != capture.thread:
         raise AclError(E.ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD, f"a {R.MODE_NAMES[capture.mode]} capture "
                        "must be ended by the thread that began it")
     model = capture.model

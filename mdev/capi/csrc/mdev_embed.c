@@ -1,5 +1,6 @@
 /*
- * mdev_embed.c -- libmdev_embed.so: runs mdev's Python faces inside a C or C++ program.
+ * mdev_embed.c -- libmdev_embed.so: runs mdev's Python faces inside a C or C++ program
+ * (the C face's default; libmdev_client.so loads it and hands it every call).
  *
  *   any thread of the program                     this library                    Python
  *   ------------------------------------------    -----------------------------  -------------------------
@@ -7,7 +8,7 @@
  *                                                  (or join the one already          .prepare(root, owned)
  *                                                  running: a Python program that
  *                                                  loaded the library with ctypes)
- *   every call --> mdev_call(face, index, ...)     take the GIL, build arguments --> face.entry(name)(*args)
+ *   every call --> mdev_vcall(face, index, ...)    take the GIL, build arguments --> face.entry(name)(*args)
  *                                                  release it on return; Python
  *                                                  code that blocks (synchronize,
  *                                                  waits) releases it meanwhile
@@ -203,8 +204,8 @@ static void unpack(PyObject* value, const char* outputs, mdev_result* result)
     result->stored = 1;
 }
 
-void mdev_call(mdev_face* face, int index, uint64_t fail, mdev_result* result, const char* outputs,
-               const char* format, ...)
+void mdev_vcall(mdev_face* face, int index, uint64_t fail, mdev_result* result, const char* outputs,
+                const char* format, va_list args)
 {
     PyGILState_STATE gil;
     result->ret = fail;
@@ -215,17 +216,17 @@ void mdev_call(mdev_face* face, int index, uint64_t fail, mdev_result* result, c
     PyObject* argv[MAX_ARGS];
     size_t argc = 0;
     PyObject* fn = entry(face, index);
-    va_list args;
-    va_start(args, format);
+    va_list taken;
+    va_copy(taken, args);
     for (const char* letter = format; fn != NULL && *letter && argc < MAX_ARGS; letter++) {
-        argv[argc] = argument(*letter, &args);
+        argv[argc] = argument(*letter, &taken);
         if (argv[argc] == NULL) {
             fn = NULL;
             break;
         }
         argc++;
     }
-    va_end(args);
+    va_end(taken);
     PyObject* value = fn != NULL ? PyObject_Vectorcall(fn, argv, argc, NULL) : NULL;
     if (value != NULL) {
         unpack(value, outputs, result);
@@ -241,21 +242,4 @@ void mdev_call(mdev_face* face, int index, uint64_t fail, mdev_result* result, c
         Py_DECREF(argv[i]);
     }
     PyGILState_Release(gil);
-}
-
-char* mdev_format(const char* format, va_list args)
-{
-    va_list again;
-    va_copy(again, args);
-    int size = vsnprintf(NULL, 0, format, again);
-    va_end(again);
-    char* text = malloc(size > 0 ? (size_t)size + 1 : 1);
-    if (text != NULL) {
-        if (size > 0) {
-            vsnprintf(text, (size_t)size + 1, format, args);
-        } else {
-            text[0] = '\0';
-        }
-    }
-    return text;
 }

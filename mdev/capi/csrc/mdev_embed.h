@@ -2,7 +2,8 @@
  * mdev_embed.h -- how mdev's C libraries call their Python face (libmdev_embed.so).
  *
  *   C program --> aclrtGetDevice(&id)              (generated entry point, exact prototype)
- *             --> mdev_call(&face, index, ...)     (this library: interpreter, GIL, arguments)
+ *             --> mdev_call(&face, index, ...)     (libmdev_client.so: to the host agent, or to
+ *                                                   libmdev_embed.so's mdev_vcall: interpreter, GIL)
  *             --> face.entry("aclrtGetDevice")(*args)    (Python adapter, e.g. mdev.capi.adapter)
  *             --> mdev.runtime --> board / device processes
  *             <-- ret, or (value_1, ..., value_n, ret): the entry point stores value_k through
@@ -41,6 +42,11 @@ typedef struct mdev_result {
 __attribute__((visibility("default"))) void mdev_call(mdev_face* face, int index, uint64_t fail,
                                                        mdev_result* result, const char* outputs,
                                                        const char* format, ...);
+
+/* the same with the arguments as a va_list (libmdev_embed.so: the embedded interpreter) */
+__attribute__((visibility("default"))) void mdev_vcall(mdev_face* face, int index, uint64_t fail,
+                                                        mdev_result* result, const char* outputs,
+                                                        const char* format, va_list args);
 
 /* printf-style text of a variadic function's arguments (free() it) */
 __attribute__((visibility("default"), format(printf, 1, 0))) char* mdev_format(const char* format, va_list args);

@@ -1,0 +1,675 @@
+/*
+ * mdev_client.c -- libmdev_client.so: where every C entry point's mdev_call goes.
+ *
+ *   the default, or MDEV_CAPI=agent (a host agent serves the calls; this file)
+ *     C thread --> mdev_call --> its slot of a shared area (mdev/capi/channel.py):
+ *                                name, argument letters, arguments; state CALL, futex wake
+ *              <-- the agent (python -m mdev.capi.agent, mdev's own interpreter, one per C
+ *                  process, one agent thread per calling C thread) runs the call on
+ *                  mdev.runtime and answers DONE; mid-call it may ask this thread for a
+ *                  service (map a pinned segment at the same address, run a C function)
+ *     The calling process's Python, if it has one, is never touched: no GIL is taken.
+ *   MDEV_CAPI=embedded, or a Python program running mdev's runtime itself (mdev.acl
+ *   imported: MDEV_RUNTIME_PID is its pid): libmdev_embed.so runs the calls in that
+ *   interpreter (or one it starts), sharing the program's runtime.
+ *
+ * Session: the first call starts the agent (double fork + exec, so it is no child to wait
+ * for), hands it the area (a memfd) and a lifeline pipe whose end it reads: when this
+ * process exits or dies the agent sees EOF, releases what the process held and exits.
+ * exit() waits for that, so a trace or a report is written when the program returns.
+ * fork(): the child forgets the parent's session (its first call starts its own agent).
+ * The agent's death is seen through a pidfd: calls then fail with the library's internal
+ * error instead of waiting.  Host callbacks run on service threads of this process.
+ */
+
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mdev_config.h"
+#include "mdev_embed.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+extern char** environ;
+
+typedef void (*vcall_fn)(mdev_face*, int, uint64_t, mdev_result*, const char*, const char*, va_list);
+
+enum { UNDECIDED, EMBEDDED, AGENT };
+static int mode = UNDECIDED;
+static vcall_fn embedded_call;
+static pthread_once_t decided = PTHREAD_ONCE_INIT;
+
+static struct {
+    unsigned char* area;     /* the shared area, NULL without a session */
+    int lifeline;            /* write end: the agent reads EOF when this process is gone */
+    int pidfd;
+    pid_t agent;
+    pid_t owner;             /* the process the session is for (a forked child has none) */
+    int dead;                /* the agent is gone: calls fail at once */
+    int failed;              /* it could not be started: said once */
+    unsigned generation;     /* bumped in a forked child: threads' slots are the parent's */
+} S;
+static pthread_mutex_t session_lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread int holding;       /* this thread holds session_lock (starting the agent forks) */
+static pthread_key_t slot_key;
+static __thread int my_slot = -1;
+static __thread int serving;       /* this thread runs a C function the agent asked for */
+static __thread unsigned my_generation;
+
+#define SPIN_NS 20000              /* how long a C thread watches for the answer before sleeping */
+#define U32(base, off) ((_Atomic uint32_t*)((base) + (off)))
+#define C_SLEEPS(slot) U32(slot, MDEV_CH_S_C_SLEEPS)
+#define AGENT_SLEEPS(slot) U32(slot, MDEV_CH_S_AGENT_SLEEPS)
+#define U64(base, off) ((uint64_t*)((base) + (off)))
+
+static unsigned char* slot_at(int index)
+{
+    return S.area + MDEV_CH_HEADER_BYTES + (size_t)index * MDEV_CH_SLOT_BYTES;
+}
+
+static void futex_wake(_Atomic uint32_t* word)
+{
+    syscall(SYS_futex, word, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
+}
+
+static void futex_wait(_Atomic uint32_t* word, uint32_t seen, long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    syscall(SYS_futex, word, FUTEX_WAIT, seen, &ts, NULL, 0);
+}
+
+static long elapsed_ns(const struct timespec* since)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (t.tv_sec - since->tv_sec) * 1000000000L + (t.tv_nsec - since->tv_nsec);
+}
+
+/* The word's value once it is no longer ``seen``: watched for ``spin_ns`` (the other side
+ * usually answers within microseconds, and sleeping costs a wake-up of the scheduler), then
+ * slept on for up to ``timeout_ms`` with ``*sleeps`` set, so that mdev_post wakes it;
+ * ``seen`` again when that passes.  The agent waits with it too (through ctypes, which lets
+ * go of the GIL meanwhile). */
+__attribute__((visibility("default"))) uint32_t mdev_wait_change(_Atomic uint32_t* word, uint32_t seen, long spin_ns,
+                                                                  long timeout_ms, _Atomic uint32_t* sleeps)
+{
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (unsigned spin = 1;; spin++) {
+        uint32_t now = atomic_load(word);
+        if (now != seen) {
+            return now;
+        }
+        if ((spin & 63) == 0 && elapsed_ns(&start) > spin_ns) {
+            break;
+        }
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+    atomic_store(sleeps, 1);
+    if (atomic_load(word) == seen) {      /* a post after this sees the flag and wakes */
+        futex_wait(word, seen, timeout_ms);
+    }
+    atomic_store(sleeps, 0);
+    return atomic_load(word);
+}
+
+/* Store ``value`` into the word, waking the other side if it sleeps on it. */
+__attribute__((visibility("default"))) void mdev_post(_Atomic uint32_t* word, uint32_t value,
+                                                      _Atomic uint32_t* peer_sleeps)
+{
+    atomic_store(word, value);
+    if (atomic_load(peer_sleeps)) {
+        futex_wake(word);
+    }
+}
+
+static int agent_alive(void)
+{
+    if (S.dead) {
+        return 0;
+    }
+    struct pollfd p = {S.pidfd, POLLIN, 0};
+    if (S.pidfd >= 0 && poll(&p, 1, 0) == 1) {
+        S.dead = 1;
+        fprintf(stderr, "mdev: the host agent (pid %d) is gone: API calls fail from now on\n", (int)S.agent);
+    }
+    return !S.dead;
+}
+
+/* ------------------------------------------------------------------ services for the agent */
+static int claim(uint32_t role);
+
+static void* service_thread(void* arg);
+
+static uint64_t serve(unsigned char* slot)
+{
+    uint64_t kind = *U64(slot, MDEV_CH_S_KIND);
+    uint64_t* a = U64(slot, MDEV_CH_S_ARGS);
+    void* at = (void*)(uintptr_t)a[0];
+    size_t size = (size_t)a[1];
+    switch (kind) {
+    case MDEV_CH_K_CALL: {
+        /* any C function of up to 6 integer or pointer arguments (callbacks take those) */
+        uint64_t (*fn)(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t) =
+            (uint64_t (*)(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t))(uintptr_t)a[0];
+        return fn(a[1], a[2], a[3], a[4], a[5], a[6]);
+    }
+    case MDEV_CH_K_MAP: {
+        char path[300];
+        snprintf(path, sizeof path, "/dev/shm/%s", (const char*)slot + MDEV_CH_S_DATA);
+        int fd = open(path, O_RDWR | O_CLOEXEC);
+        if (fd < 0) {
+            return (uint64_t)errno;
+        }
+        void* got = mmap(at, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+        int err = got == MAP_FAILED ? errno : 0;
+        close(fd);
+        return (uint64_t)err;
+    }
+    case MDEV_CH_K_RESERVE:
+        return mmap(at, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0)
+               == MAP_FAILED ? (uint64_t)errno : 0;
+    case MDEV_CH_K_PRIVATE: {            /* the pages become private again, with their contents */
+        void* keep = malloc(size ? size : 1);
+        if (keep == NULL) {
+            return ENOMEM;
+        }
+        memcpy(keep, at, size);
+        int err = mmap(at, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)
+                  == MAP_FAILED ? errno : 0;
+        if (!err) {
+            memcpy(at, keep, size);
+        }
+        free(keep);
+        return (uint64_t)err;
+    }
+    case MDEV_CH_K_SPAWN: {
+        int index = claim(MDEV_CH_SERVICE_ROLE);
+        pthread_t thread;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        int err = index < 0 ? EAGAIN : pthread_create(&thread, &attr, service_thread, (void*)(intptr_t)index);
+        pthread_attr_destroy(&attr);
+        return err ? (uint64_t)-1 : (uint64_t)index;
+    }
+    default:
+        return (uint64_t)EINVAL;
+    }
+}
+
+/* a thread that runs what the agent asks (host callbacks); its signals stay the program's */
+static void* service_thread(void* arg)
+{
+    int index = (int)(intptr_t)arg;
+    unsigned generation = S.generation;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    for (;;) {
+        if (S.generation != generation || S.area == NULL) {
+            return NULL;
+        }
+        unsigned char* slot = slot_at(index);
+        _Atomic uint32_t* state = U32(slot, MDEV_CH_S_STATE);
+        uint32_t now = atomic_load(state);
+        if (now == MDEV_CH_SERVICE) {
+            *U64(slot, MDEV_CH_S_RESULT) = serve(slot);
+            mdev_post(state, MDEV_CH_SERVED, AGENT_SLEEPS(slot));
+        } else if (now == MDEV_CH_CLOSED || !agent_alive()) {
+            return NULL;
+        } else {
+            mdev_wait_change(state, now, 0, 1000, C_SLEEPS(slot));
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ the session */
+static void thread_gone(void* unused)
+{
+    (void)unused;
+    if (my_slot >= 0 && my_generation == S.generation && S.area != NULL) {
+        _Atomic uint32_t* state = U32(slot_at(my_slot), MDEV_CH_S_STATE);
+        atomic_store(state, MDEV_CH_CLOSED);
+        futex_wake(state);
+    }
+    my_slot = -1;
+}
+
+/* a free slot for this process's thread, announced to the agent; -1 when all are taken */
+static int claim(uint32_t role)
+{
+    for (int i = 0; i < (int)MDEV_CH_SLOTS; i++) {
+        unsigned char* slot = slot_at(i);
+        uint32_t free_state = MDEV_CH_FREE;
+        if (atomic_compare_exchange_strong(U32(slot, MDEV_CH_S_STATE), &free_state, MDEV_CH_OPENING)) {
+            *U64(slot, MDEV_CH_S_THREAD) = (uint64_t)pthread_self();
+            atomic_store(U32(slot, MDEV_CH_S_ROLE), role);
+            atomic_store(U32(slot, MDEV_CH_S_STATE), MDEV_CH_IDLE);
+            atomic_fetch_add(U32(S.area, MDEV_CH_H_OPENED), 1);
+            futex_wake(U32(S.area, MDEV_CH_H_OPENED));
+            return i;
+        }
+    }
+    return -1;
+}
+
+static void at_exit(void)
+{
+    if (S.area == NULL || S.owner != getpid() || S.dead) {
+        return;
+    }
+    close(S.lifeline);                       /* the agent releases this process's resources... */
+    S.lifeline = -1;
+    struct pollfd p = {S.pidfd, POLLIN, 0};
+    while (poll(&p, 1, 60000) < 0 && errno == EINTR) {
+    }                                        /* ...and is waited for: its reports are written */
+}
+
+/* fork() from any thread waits until no session is being started (unless it is that start) */
+static __thread int locked_for_fork;
+
+static void before_fork(void)
+{
+    locked_for_fork = !holding;
+    if (locked_for_fork) {
+        pthread_mutex_lock(&session_lock);
+    }
+}
+
+static void after_fork_parent(void)
+{
+    if (locked_for_fork) {
+        pthread_mutex_unlock(&session_lock);
+    }
+}
+
+/* the child: the parent's session stays the parent's (mappings are left, never used) */
+static void after_fork_child(void)
+{
+    if (S.area != NULL) {
+        close(S.lifeline);
+        if (S.pidfd >= 0) {
+            close(S.pidfd);
+        }
+    }
+    S.area = NULL;
+    S.lifeline = S.pidfd = -1;
+    S.agent = 0;
+    S.owner = 0;
+    S.dead = S.failed = 0;
+    S.generation++;
+    my_slot = -1;
+    pthread_mutex_init(&session_lock, NULL);
+    holding = 0;
+}
+
+static void fail_start(const char* what)
+{
+    if (!S.failed) {
+        fprintf(stderr, "mdev: cannot start the host agent: %s\n", what);
+    }
+    S.failed = 1;
+}
+
+/* the agent's environment: the program's, without the Python settings of another interpreter */
+static char** agent_environ(void)
+{
+    size_t n = 0;
+    while (environ[n] != NULL) {
+        n++;
+    }
+    char** env = calloc(n + 2, sizeof *env);
+    size_t k = 0;
+    for (size_t i = 0; env != NULL && i < n; i++) {
+        if (strncmp(environ[i], "PYTHONHOME=", 11) && strncmp(environ[i], "PYTHONPATH=", 11)
+            && strncmp(environ[i], "VIRTUAL_ENV=", 12) && strncmp(environ[i], "PYTHONSTARTUP=", 14)) {
+            env[k++] = environ[i];
+        }
+    }
+    return env;
+}
+
+static int move_fd(int fd)
+{
+    return fcntl(fd, F_DUPFD, 10);
+}
+
+static void start_session(void)
+{
+    const char* python = getenv("MDEV_PYTHON");
+    if (python == NULL || !*python) {
+        python = MDEV_PYTHON;
+    }
+    int memfd = memfd_create("mdev-agent", MFD_CLOEXEC);
+    if (memfd < 0 || ftruncate(memfd, (off_t)MDEV_CH_AREA_BYTES) != 0) {
+        fail_start(strerror(errno));
+        return;
+    }
+    unsigned char* area = mmap(NULL, MDEV_CH_AREA_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+    /* the window: far below where either process's libraries and heaps are mapped, so the
+       agent (a fresh process) finds the same addresses free */
+    void* window = MAP_FAILED;
+    for (uintptr_t k = 2; k < 7 && window == MAP_FAILED; k++) {
+        window = mmap((void*)(k << 44), MDEV_CH_WINDOW_BYTES, PROT_NONE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    }
+    int pipefd[2];
+    if (area == MAP_FAILED || window == MAP_FAILED || pipe2(pipefd, O_CLOEXEC) != 0) {
+        fail_start(strerror(errno));
+        close(memfd);
+        return;
+    }
+    *U64(area, MDEV_CH_H_WINDOW) = (uint64_t)(uintptr_t)window;
+    *U64(area, MDEV_CH_H_WINDOW_SIZE) = MDEV_CH_WINDOW_BYTES;
+    *U64(area, MDEV_CH_H_CLIENT_AREA) = (uint64_t)(uintptr_t)area;
+    char client[32];
+    snprintf(client, sizeof client, "%d", (int)getpid());
+    Dl_info self;
+    const char* library = dladdr((void*)&mdev_wait_change, &self) && self.dli_fname ? self.dli_fname : "";
+    char* argv[] = {(char*)python, "-E", "-s", "-c",
+                    "import sys; sys.path.insert(0, sys.argv[1]); from mdev.capi import agent; agent.main()",
+                    MDEV_ROOT, client, (char*)library, NULL};
+    char** env = agent_environ();
+    int high_area = move_fd(memfd), high_life = move_fd(pipefd[0]);
+    if (env == NULL || high_area < 0 || high_life < 0) {
+        fail_start("out of memory or descriptors");
+        return;
+    }
+    pid_t middle = fork();
+    if (middle == 0) {
+        /* only async-signal-safe calls from here to exec: the program may have threads */
+        pid_t agent = fork();
+        if (agent != 0) {              /* told before the start is waited for */
+            *(_Atomic int32_t*)(area + MDEV_CH_H_AGENT_PID) = (int32_t)agent;
+            _exit(0);
+        }
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        dup2(high_area, 3);
+        dup2(high_life, 4);
+        if (syscall(SYS_close_range, 5U, ~0U, 0U) != 0) {
+            for (int fd = 5; fd < 4096; fd++) {
+                close(fd);
+            }
+        }
+        execve(python, argv, env);
+        static const char why[] = "cannot run the interpreter (MDEV_PYTHON)";
+        memcpy(area + MDEV_CH_H_ERROR, why, sizeof why);
+        atomic_store(U32(area, MDEV_CH_H_READY), 2);
+        futex_wake(U32(area, MDEV_CH_H_READY));
+        _exit(127);
+    }
+    free(env);
+    close(high_area);
+    close(high_life);
+    close(memfd);
+    close(pipefd[0]);
+    if (middle < 0) {
+        fail_start(strerror(errno));
+        return;
+    }
+    while (waitpid(middle, NULL, 0) < 0 && errno == EINTR) {
+    }
+    pid_t agent = *(_Atomic int32_t*)(area + MDEV_CH_H_AGENT_PID);
+    int pidfd = (int)syscall(SYS_pidfd_open, agent, 0);
+    _Atomic uint32_t* ready = U32(area, MDEV_CH_H_READY);
+    for (int waited = 0; atomic_load(ready) == 0 && waited < 600; waited++) {
+        struct pollfd p = {pidfd, POLLIN, 0};
+        if (pidfd >= 0 && poll(&p, 1, 0) == 1) {
+            break;
+        }
+        futex_wait(ready, 0, 200);
+    }
+    if (atomic_load(ready) != 1) {
+        char why[MDEV_CH_ERROR_BYTES + 64];
+        snprintf(why, sizeof why, "%s (interpreter %s, mdev at %s)",
+                 area[MDEV_CH_H_ERROR] ? (const char*)area + MDEV_CH_H_ERROR : "it exited or did not answer",
+                 python, MDEV_ROOT);
+        fail_start(why);
+        close(pipefd[1]);
+        if (pidfd >= 0) {
+            close(pidfd);
+        }
+        return;
+    }
+    S.area = area;
+    S.lifeline = pipefd[1];
+    S.pidfd = pidfd;
+    S.agent = agent;
+    S.owner = getpid();
+    S.dead = 0;
+    static int once;
+    if (!once) {
+        once = 1;
+        atexit(at_exit);
+    }
+    int spawner = claim(MDEV_CH_SPAWNER);
+    pthread_t thread;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_create(&thread, &attr, service_thread, (void*)(intptr_t)spawner);
+    pthread_attr_destroy(&attr);
+}
+
+/* this thread's slot in a live session, or NULL */
+static unsigned char* my_slot_of_session(void)
+{
+    if (my_slot >= 0 && my_generation == S.generation && S.area != NULL) {
+        return slot_at(my_slot);
+    }
+    pthread_mutex_lock(&session_lock);
+    holding = 1;
+    if (S.area == NULL && !S.failed) {
+        start_session();
+    }
+    int index = S.area != NULL ? claim(MDEV_CH_CALLER) : -1;
+    holding = 0;
+    pthread_mutex_unlock(&session_lock);
+    if (index < 0) {
+        if (S.area != NULL) {
+            fprintf(stderr, "mdev: more than %d threads call the API at once\n", (int)MDEV_CH_SLOTS);
+        }
+        return NULL;
+    }
+    my_slot = index;
+    my_generation = S.generation;
+    pthread_setspecific(slot_key, &slot_key);
+    return slot_at(index);
+}
+
+/* ------------------------------------------------------------------ calls */
+static int put(unsigned char* slot, size_t* at, const void* data, size_t size)
+{
+    if (*at + size > MDEV_CH_S_TEXT) {
+        return 0;
+    }
+    memcpy(slot + *at, data, size);
+    *at += (size + 7) & ~(size_t)7;
+    return 1;
+}
+
+static int encode(unsigned char* slot, const char* format, va_list* args)
+{
+    size_t at = MDEV_CH_S_DATA;
+    for (const char* letter = format; *letter; letter++) {
+        uint64_t w;
+        int64_t n;
+        const char* bytes = NULL;
+        switch (*letter) {
+        case 'i':
+            w = (uint64_t)va_arg(*args, long long);
+            break;
+        case 'u':
+        case 'p':
+            w = va_arg(*args, unsigned long long);
+            break;
+        case 'f': {
+            double d = va_arg(*args, double);
+            memcpy(&w, &d, sizeof w);
+            break;
+        }
+        case 's':
+            bytes = va_arg(*args, const char*);
+            n = bytes != NULL ? (int64_t)strlen(bytes) : -1;
+            if (!put(slot, &at, &n, 8) || (n > 0 && !put(slot, &at, bytes, (size_t)n))) {
+                return 0;
+            }
+            continue;
+        case 'b':
+            bytes = va_arg(*args, const char*);
+            n = (int64_t)va_arg(*args, size_t);
+            if (!put(slot, &at, &n, 8) || (n > 0 && !put(slot, &at, bytes, (size_t)n))) {
+                return 0;
+            }
+            continue;
+        default:
+            return 0;
+        }
+        if (!put(slot, &at, &w, 8)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int copy_text(unsigned char* slot, size_t off, size_t room, const char* text)
+{
+    size_t n = strlen(text);
+    if (n >= room) {
+        return 0;
+    }
+    memcpy(slot + off, text, n + 1);
+    return 1;
+}
+
+static void agent_call(mdev_face* face, int index, mdev_result* result, const char* outputs,
+                       const char* format, va_list* args)
+{
+    unsigned char* slot = my_slot_of_session();
+    if (slot == NULL || !agent_alive()) {
+        return;
+    }
+    const char* name = face->names[index];
+    if (!copy_text(slot, MDEV_CH_S_NAME, MDEV_CH_NAME_BYTES, name)
+        || !copy_text(slot, MDEV_CH_S_FORMAT, MDEV_CH_FORMAT_BYTES, format)
+        || !copy_text(slot, MDEV_CH_S_OUTPUTS, MDEV_CH_OUTPUTS_BYTES, outputs) || !encode(slot, format, args)) {
+        fprintf(stderr, "mdev: %s: its arguments do not fit the agent's channel\n", name);
+        return;
+    }
+    _Atomic uint32_t* state = U32(slot, MDEV_CH_S_STATE);
+    mdev_post(state, MDEV_CH_CALL, AGENT_SLEEPS(slot));
+    for (int spin = 0;; spin++) {
+        uint32_t now = atomic_load(state);
+        if (now == MDEV_CH_DONE) {
+            break;
+        }
+        if (now == MDEV_CH_SERVICE) {
+            serving++;
+            uint64_t served = serve(slot);       /* it may call the API: nested, same slot */
+            serving--;
+            *U64(slot, MDEV_CH_S_RESULT) = served;
+            mdev_post(state, MDEV_CH_SERVED, AGENT_SLEEPS(slot));
+            continue;
+        }
+        if (mdev_wait_change(state, now, spin < 1 ? SPIN_NS : 0, 1000, C_SLEEPS(slot)) == now && !agent_alive()) {
+            return;
+        }
+    }
+    if (*U32(slot, MDEV_CH_S_OK)) {
+        result->ret = *U64(slot, MDEV_CH_S_RET);
+        result->stored = (int)*U32(slot, MDEV_CH_S_STORED);
+        memcpy(result->out, U64(slot, MDEV_CH_S_OUT), sizeof result->out);
+    }
+    if (!serving) {                              /* nested: the service's answer comes next */
+        atomic_store(state, MDEV_CH_IDLE);
+    }
+}
+
+/* ------------------------------------------------------------------ the entry */
+static void decide(void)
+{
+    pthread_key_create(&slot_key, thread_gone);
+    /* MDEV_CAPI=agent or embedded; by default the agent, unless this process runs mdev's
+       Python runtime itself (mdev.runtime sets MDEV_RUNTIME_PID): then the library shares it */
+    const char* which = getenv("MDEV_CAPI");
+    const char* runtime = getenv("MDEV_RUNTIME_PID");
+    int in_process = runtime != NULL && atol(runtime) == (long)getpid();
+    if (which != NULL ? strcmp(which, "agent") == 0 : !in_process) {
+        pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+        mode = AGENT;
+        return;
+    }
+    Dl_info self;
+    char path[4096];
+    void* embed = NULL;
+    if (dladdr((void*)&mdev_call, &self) && self.dli_fname != NULL) {
+        const char* slash = strrchr(self.dli_fname, '/');
+        int dir = slash != NULL ? (int)(slash - self.dli_fname) : 1;
+        snprintf(path, sizeof path, "%.*s/libmdev_embed.so", dir, slash != NULL ? self.dli_fname : ".");
+        embed = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    }
+    embedded_call = embed != NULL ? (vcall_fn)dlsym(embed, "mdev_vcall") : NULL;
+    if (embedded_call == NULL) {
+        fprintf(stderr, "mdev: cannot load libmdev_embed.so: %s\n", dlerror());
+    }
+    mode = EMBEDDED;
+}
+
+void mdev_call(mdev_face* face, int index, uint64_t fail, mdev_result* result, const char* outputs,
+               const char* format, ...)
+{
+    pthread_once(&decided, decide);
+    result->ret = fail;
+    result->stored = 0;
+    va_list args;
+    va_start(args, format);
+    if (mode == AGENT) {
+        agent_call(face, index, result, outputs, format, &args);
+    } else if (embedded_call != NULL) {
+        embedded_call(face, index, fail, result, outputs, format, args);
+    }
+    va_end(args);
+}
+
+char* mdev_format(const char* format, va_list args)
+{
+    va_list again;
+    va_copy(again, args);
+    int size = vsnprintf(NULL, 0, format, again);
+    va_end(again);
+    char* text = malloc(size > 0 ? (size_t)size + 1 : 1);
+    if (text != NULL) {
+        if (size > 0) {
+            vsnprintf(text, (size_t)size + 1, format, args);
+        } else {
+            text[0] = '\0';
+        }
+    }
+    return text;
+}
