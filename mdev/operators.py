@@ -1,0 +1,220 @@
+"""The operator library's ops (aclnn), one entry each: what both sides of an operator task
+read.
+
+    host  aclnnXGetWorkspaceSize (mdev.runtime.operators) -- checks the arguments against
+          the entry's signature and dtypes, runs its reference on meta tensors (shapes,
+          broadcasting, type promotion, as torch decides them), makes an executor
+    host  aclnnX -> one "operator" task (mdev.taskspec) on the stream
+    device (mdev.board.operators) -- runs the reference on views of its HBM and writes each
+          result into its output
+
+An entry is ``Operator(name, signature, dtypes, reference)``:
+
+    name       the aclnn name without its prefix: "Add" is aclnnAdd / aclnnAddGetWorkspaceSize
+    signature  the parameters of aclnnXGetWorkspaceSize before (workspaceSize, executor), in
+               order, as "name:kind" ("name" alone is an input tensor); see KINDS
+    dtypes     the aclDataTypes its input tensors may have
+    reference  ``reference(torch, **inputs and attributes) -> result or tuple of results``,
+               one result per written parameter (out, ref, ...) in signature order; it
+               computes with torch's CPU kernels, so the results are what torch computes
+
+The reference's module argument is torch: this module imports nothing of it, so a host or a
+device that never runs an operator never loads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from mdev import constants as C
+
+# parameter kinds: tensors (read, written or both), tensor lists, and attributes
+TENSOR, OPT_TENSOR, OUT, OPT_OUT, REF = "tensor", "tensor?", "out", "out?", "ref"
+TENSORS, TENSORS_OUT, TENSORS_REF = "tensors", "tensors_out", "tensors_ref"
+SCALAR, OPT_SCALAR, SCALARS = "scalar", "scalar?", "scalars"
+INTS, FLOATS, BOOLS = "ints", "floats", "bools"
+INT, FLOAT, BOOL, DTYPE = "int", "float", "bool", "dtype"
+KINDS = (TENSOR, OPT_TENSOR, OUT, OPT_OUT, REF, TENSORS, TENSORS_OUT, TENSORS_REF, SCALAR, OPT_SCALAR, SCALARS,
+         INTS, FLOATS, BOOLS, INT, FLOAT, BOOL, DTYPE)
+READS = (TENSOR, OPT_TENSOR, REF, TENSORS, TENSORS_REF)          # the reference reads them
+WRITES = (OUT, OPT_OUT, REF, TENSORS_OUT, TENSORS_REF)           # it writes a result into them
+ATTRIBUTES = (SCALAR, OPT_SCALAR, SCALARS, INTS, FLOATS, BOOLS, INT, FLOAT, BOOL, DTYPE)
+OPTIONAL = (OPT_TENSOR, OPT_OUT, OPT_SCALAR)
+
+# aclDataType -> torch's name of it (torch.float32, ...)
+TORCH_DTYPES = {
+    C.ACL_FLOAT: "float32", C.ACL_FLOAT16: "float16", C.ACL_BF16: "bfloat16", C.ACL_DOUBLE: "float64",
+    C.ACL_INT8: "int8", C.ACL_INT16: "int16", C.ACL_INT32: "int32", C.ACL_INT64: "int64",
+    C.ACL_UINT8: "uint8", C.ACL_BOOL: "bool",
+}
+ACL_DTYPES = {name: code for code, name in TORCH_DTYPES.items()}
+
+FLOATING = frozenset({C.ACL_FLOAT, C.ACL_FLOAT16, C.ACL_BF16, C.ACL_DOUBLE})
+INTEGRAL = frozenset({C.ACL_INT8, C.ACL_INT16, C.ACL_INT32, C.ACL_INT64, C.ACL_UINT8})
+NUMERIC = FLOATING | INTEGRAL
+ALL = NUMERIC | {C.ACL_BOOL}
+INDICES = frozenset({C.ACL_INT32, C.ACL_INT64})
+
+
+@dataclass(frozen=True)
+class Operator:
+    name: str
+    signature: str
+    dtypes: frozenset
+    reference: Callable
+    params: tuple[tuple[str, str], ...] = field(init=False)      # (name, kind) in order
+
+    def __post_init__(self) -> None:
+        params = []
+        for item in self.signature.split(","):
+            name, _, kind = item.strip().partition(":")
+            kind = kind or TENSOR
+            if kind not in KINDS:
+                raise ValueError(f"aclnn{self.name}: {name} has no kind {kind!r}")
+            params.append((name, kind))
+        object.__setattr__(self, "params", tuple(params))
+
+    @property
+    def written(self) -> tuple[str, ...]:
+        """The parameters it writes a result into, in order (the reference's results)."""
+        return tuple(name for name, kind in self.params if kind in WRITES)
+
+
+def _each(fn: Callable, *lists) -> list:
+    return [fn(*items) for items in zip(*lists)]
+
+
+_REDUCTION = {0: "none", 1: "mean", 2: "sum"}
+
+
+def _sum(t, self, dim, keepDim, dtype):
+    return t.sum(self, dim=list(dim) or None, keepdim=keepDim, dtype=dtype)
+
+
+def _mean(t, self, dim, keepDim, dtype):
+    return t.mean(self, dim=list(dim) or None, keepdim=keepDim, dtype=dtype)
+
+
+# the ops mdev has, by aclnn name
+_OPS = [
+    # ------------------------------------------------------------------ arithmetic
+    Operator("Add", "self, other, alpha:scalar, out:out", ALL, lambda t, self, other, alpha: t.add(self, other, alpha=alpha)),
+    Operator("Adds", "self, other:scalar, alpha:scalar, out:out", ALL, lambda t, self, other, alpha: t.add(self, other, alpha=alpha)),
+    Operator("InplaceAdd", "selfRef:ref, other, alpha:scalar", ALL, lambda t, selfRef, other, alpha: t.add(selfRef, other, alpha=alpha)),
+    Operator("InplaceAdds", "selfRef:ref, other:scalar, alpha:scalar", ALL, lambda t, selfRef, other, alpha: t.add(selfRef, other, alpha=alpha)),
+    Operator("Sub", "self, other, alpha:scalar, out:out", NUMERIC, lambda t, self, other, alpha: t.sub(self, other, alpha=alpha)),
+    Operator("Subs", "self, other:scalar, alpha:scalar, out:out", NUMERIC, lambda t, self, other, alpha: t.sub(self, other, alpha=alpha)),
+    Operator("InplaceSub", "selfRef:ref, other, alpha:scalar", NUMERIC, lambda t, selfRef, other, alpha: t.sub(selfRef, other, alpha=alpha)),
+    Operator("Mul", "self, other, out:out", ALL, lambda t, self, other: t.mul(self, other)),
+    Operator("Muls", "self, other:scalar, out:out", ALL, lambda t, self, other: t.mul(self, other)),
+    Operator("InplaceMul", "selfRef:ref, other", ALL, lambda t, selfRef, other: t.mul(selfRef, other)),
+    Operator("InplaceMuls", "selfRef:ref, other:scalar", ALL, lambda t, selfRef, other: t.mul(selfRef, other)),
+    Operator("Div", "self, other, out:out", ALL, lambda t, self, other: t.div(self, other)),
+    Operator("Divs", "self, other:scalar, out:out", ALL, lambda t, self, other: t.div(self, other)),
+    Operator("InplaceDiv", "selfRef:ref, other", FLOATING, lambda t, selfRef, other: t.div(selfRef, other)),
+    Operator("Maximum", "self, other, out:out", ALL, lambda t, self, other: t.maximum(self, other)),
+    Operator("Minimum", "self, other, out:out", ALL, lambda t, self, other: t.minimum(self, other)),
+    Operator("PowTensorScalar", "self, exponent:scalar, out:out", NUMERIC, lambda t, self, exponent: t.pow(self, exponent)),
+    Operator("InplaceAddcdiv", "selfRef:ref, tensor1, tensor2, value:scalar", FLOATING,
+             lambda t, selfRef, tensor1, tensor2, value: t.addcdiv(selfRef, tensor1, tensor2, value=value)),
+    Operator("Addcmul", "self, tensor1, tensor2, value:scalar, out:out", NUMERIC,
+             lambda t, self, tensor1, tensor2, value: t.addcmul(self, tensor1, tensor2, value=value)),
+    Operator("InplaceAddcmul", "selfRef:ref, tensor1, tensor2, value:scalar", NUMERIC,
+             lambda t, selfRef, tensor1, tensor2, value: t.addcmul(selfRef, tensor1, tensor2, value=value)),
+    # ------------------------------------------------------------------ unary
+    *[Operator(name, "self, out:out", FLOATING, lambda t, self, fn=fn: getattr(t, fn)(self))
+      for name, fn in (("Exp", "exp"), ("Log", "log"), ("Sqrt", "sqrt"), ("Rsqrt", "rsqrt"), ("Sigmoid", "sigmoid"),
+                       ("Tanh", "tanh"), ("Sin", "sin"), ("Cos", "cos"), ("Reciprocal", "reciprocal"))],
+    Operator("Neg", "self, out:out", NUMERIC, lambda t, self: t.neg(self)),
+    Operator("Abs", "self, out:out", NUMERIC, lambda t, self: t.abs(self)),
+    Operator("Relu", "self, out:out", NUMERIC, lambda t, self: t.relu(self)),
+    Operator("InplaceRelu", "selfRef:ref", NUMERIC, lambda t, selfRef: t.relu(selfRef)),
+    Operator("Gelu", "self, out:out", FLOATING, lambda t, self: t.nn.functional.gelu(self)),
+    Operator("Silu", "self, out:out", FLOATING, lambda t, self: t.nn.functional.silu(self)),
+    Operator("ThresholdBackward", "gradOutput, self, threshold:scalar, out:out", NUMERIC,
+             lambda t, gradOutput, self, threshold: t.ops.aten.threshold_backward(gradOutput, self, threshold)),
+    Operator("Cast", "self, dtype:dtype, out:out", ALL, lambda t, self, dtype: self.to(dtype)),
+    # ------------------------------------------------------------------ fill and copy
+    Operator("InplaceCopy", "selfRef:ref, src", ALL, lambda t, selfRef, src: src.to(selfRef.dtype).expand_as(selfRef)),
+    Operator("InplaceFillScalar", "selfRef:ref, value:scalar", ALL, lambda t, selfRef, value: t.full_like(selfRef, value)),
+    Operator("InplaceZero", "selfRef:ref", ALL, lambda t, selfRef: t.zeros_like(selfRef)),
+    Operator("InplaceOne", "selfRef:ref", ALL, lambda t, selfRef: t.ones_like(selfRef)),
+    # ------------------------------------------------------------------ comparison and selection
+    *[Operator(name, "self, other, out:out", ALL, lambda t, self, other, fn=fn: getattr(t, fn)(self, other))
+      for name, fn in (("EqTensor", "eq"), ("NeTensor", "ne"), ("GtTensor", "gt"), ("GeTensor", "ge"),
+                       ("LtTensor", "lt"), ("LeTensor", "le"))],
+    *[Operator(name, "self, other:scalar, out:out", ALL, lambda t, self, other, fn=fn: getattr(t, fn)(self, other))
+      for name, fn in (("EqScalar", "eq"), ("NeScalar", "ne"), ("GtScalar", "gt"), ("GeScalar", "ge"),
+                       ("LtScalar", "lt"), ("LeScalar", "le"))],
+    Operator("SWhere", "condition, self, other, out:out", ALL,
+             lambda t, condition, self, other: t.where(condition, self, other)),
+    Operator("InplaceMaskedFillScalar", "selfRef:ref, mask, value:scalar", ALL,
+             lambda t, selfRef, mask, value: selfRef.masked_fill(mask, value)),
+    Operator("Clamp", "self, min:scalar?, max:scalar?, out:out", NUMERIC,
+             lambda t, self, min, max: t.clamp(self, min, max)),
+    # ------------------------------------------------------------------ indexing, joining
+    Operator("Gather", "self, dim:int, index, out:out", ALL, lambda t, self, dim, index: t.gather(self, dim, index)),
+    Operator("IndexSelect", "self, dim:int, index, out:out", ALL,
+             lambda t, self, dim, index: t.index_select(self, dim, index)),
+    Operator("Embedding", "weight, indices, out:out", ALL, lambda t, weight, indices: t.nn.functional.embedding(indices, weight)),
+    Operator("Cat", "tensors:tensors, dim:int, out:out", ALL, lambda t, tensors, dim: t.cat(tensors, dim)),
+    Operator("Stack", "tensors:tensors, dim:int, out:out", ALL, lambda t, tensors, dim: t.stack(tensors, dim)),
+    # ------------------------------------------------------------------ reductions
+    Operator("ReduceSum", "self, dim:ints, keepDim:bool, dtype:dtype, out:out", ALL, _sum),
+    Operator("Mean", "self, dim:ints, keepDim:bool, dtype:dtype, out:out", FLOATING, _mean),
+    Operator("ArgMax", "self, dim:int, keepdim:bool, out:out", NUMERIC,
+             lambda t, self, dim, keepdim: t.argmax(self, dim, keepdim)),
+    # ------------------------------------------------------------------ matrix products
+    Operator("Mm", "self, mat2, out:out, cubeMathType:int", FLOATING, lambda t, self, mat2, cubeMathType: t.mm(self, mat2)),
+    Operator("Matmul", "self, mat2, out:out, cubeMathType:int", FLOATING,
+             lambda t, self, mat2, cubeMathType: t.matmul(self, mat2)),
+    Operator("BatchMatMul", "self, mat2, out:out, cubeMathType:int", FLOATING,
+             lambda t, self, mat2, cubeMathType: t.bmm(self, mat2)),
+    Operator("Addmm", "self, mat1, mat2, beta:scalar, alpha:scalar, out:out, cubeMathType:int", FLOATING,
+             lambda t, self, mat1, mat2, beta, alpha, cubeMathType: t.addmm(self, mat1, mat2, beta=beta, alpha=alpha)),
+    # ------------------------------------------------------------------ activations, normalisation, losses
+    Operator("Softmax", "self, dim:int, out:out", FLOATING, lambda t, self, dim: t.softmax(self, dim)),
+    Operator("SoftmaxBackward", "gradOutput, output, dim:int, out:out", FLOATING,
+             lambda t, gradOutput, output, dim: t.ops.aten._softmax_backward_data(gradOutput, output, dim, output.dtype)),
+    Operator("LogSoftmax", "self, dim:int, out:out", FLOATING, lambda t, self, dim: t.log_softmax(self, dim)),
+    Operator("LogSoftmaxBackward", "gradOutput, output, dim:int, out:out", FLOATING,
+             lambda t, gradOutput, output, dim: t.ops.aten._log_softmax_backward_data(gradOutput, output, dim,
+                                                                                     output.dtype)),
+    Operator("MseLoss", "self, target, reduction:int, out:out", FLOATING,
+             lambda t, self, target, reduction: t.nn.functional.mse_loss(self, target, reduction=_REDUCTION[reduction])),
+    Operator("MseLossBackward", "gradOutput, self, target, reduction:int, out:out", FLOATING,
+             lambda t, gradOutput, self, target, reduction: t.ops.aten.mse_loss_backward(gradOutput, self, target,
+                                                                                         reduction)),
+    Operator("NLLLoss", "self, target, weight:tensor?, reduction:int, ignoreIndex:int, out:out, totalWeight:out",
+             FLOATING, lambda t, self, target, weight, reduction, ignoreIndex:
+             t.ops.aten.nll_loss_forward(self, target, weight, reduction, ignoreIndex)),
+    Operator("NLLLossBackward", "gradOutput, self, target, weight:tensor?, reduction:int, ignoreIndex:int, "
+             "totalWeight, out:out", FLOATING,
+             lambda t, gradOutput, self, target, weight, reduction, ignoreIndex, totalWeight:
+             t.ops.aten.nll_loss_backward(gradOutput, self, target, weight, reduction, ignoreIndex, totalWeight)),
+    Operator("LayerNorm", "input, normalizedShape:ints, weight:tensor?, bias:tensor?, eps:float, out:out, "
+             "meanOut:out?, rstdOut:out?", FLOATING, lambda t, input, normalizedShape, weight, bias, eps:
+             t.ops.aten.native_layer_norm(input, normalizedShape, weight, bias, eps)),
+    Operator("LayerNormBackward", "gradOut, input, normalizedShape:ints, mean, rstd, weight:tensor?, bias:tensor?, "
+             "outputMask:bools, gradInputOut:out?, gradWeightOut:out?, gradBiasOut:out?", FLOATING,
+             lambda t, gradOut, input, normalizedShape, mean, rstd, weight, bias, outputMask:
+             t.ops.aten.native_layer_norm_backward(gradOut, input, normalizedShape, mean, rstd, weight, bias,
+                                                   outputMask)),
+    # ------------------------------------------------------------------ foreach (optimizers)
+    Operator("ForeachAddListV2", "x1:tensors, x2:tensors, alpha:scalar, out:tensors_out", FLOATING,
+             lambda t, x1, x2, alpha: t._foreach_add(x1, x2, alpha=alpha)),
+    Operator("ForeachAddScalarV2", "x:tensors, scalar:scalar, out:tensors_out", FLOATING,
+             lambda t, x, scalar: t._foreach_add(x, scalar)),
+    Operator("ForeachMulScalarV2", "x:tensors, scalar:scalar, out:tensors_out", FLOATING,
+             lambda t, x, scalar: t._foreach_mul(x, scalar)),
+    Operator("ForeachDivScalarList", "x:tensors, scalars:scalars, out:tensors_out", FLOATING,
+             lambda t, x, scalars: _each(lambda a, s: a / s, x, scalars)),
+    Operator("ForeachSqrt", "x:tensors, out:tensors_out", FLOATING, lambda t, x: t._foreach_sqrt(x)),
+    Operator("ForeachAddcmulScalarV2", "x1:tensors, x2:tensors, x3:tensors, scalar:scalar, out:tensors_out", FLOATING,
+             lambda t, x1, x2, x3, scalar: t._foreach_addcmul(x1, x2, x3, scalar)),
+    Operator("ForeachLerpScalar", "x1:tensors, x2:tensors, weight:scalar, out:tensors_out", FLOATING,
+             lambda t, x1, x2, weight: t._foreach_lerp(x1, x2, weight)),
+]
+
+OPERATORS: dict[str, Operator] = {op.name: op for op in _OPS}
