@@ -164,3 +164,176 @@ def test_add_broadcasts_over_a_transposed_view(nn):
     a = torch.randn(4, 3).t()                 # (3, 4), strides (1, 3)
     b = torch.randn(4)
     assert run_op(nn, "Add", self=a, other=b, alpha=2.0, out=torch.empty(3, 4)) == (0, "")
+
+
+# ---------------------------------------------------------------------------- every op against torch
+F32, F16, BF16 = ("float32",), ("float16",), ("bfloat16",)
+FLOATS_ = ("float32", "float16", "bfloat16")
+NUMS = FLOATS_ + ("int32", "int64")
+LAYOUTS = ("strided", "empty", "one")      # a non-contiguous view with a storage offset; 0 rows; 1 element
+
+
+def R(shape, dt, layout="strided", low=-5, high=6):
+    """A random tensor; "strided": every other element of a wider tensor, from its second
+    element (strides and a storage offset the op must honour)."""
+    dtype = getattr(torch, dt) if isinstance(dt, str) else dt
+    wide = tuple(shape[:-1]) + (2 * shape[-1] + 1,) if layout == "strided" and shape else tuple(shape)
+    if dtype == torch.bool:
+        t = torch.rand(wide) > 0.5
+    elif dtype.is_floating_point:
+        t = torch.randn(wide).to(dtype)
+    else:
+        t = torch.randint(max(low, 0) if dtype == torch.uint8 else low, high, wide, dtype=dtype)
+    return t[..., 1::2] if layout == "strided" and shape else t
+
+
+def S(layout):
+    return {"strided": (3, 4), "empty": (0, 4), "one": (1, 1)}[layout]
+
+
+def _binary(dt, layout):
+    return {"self": R(S(layout), dt, layout), "other": R(S(layout)[-1:], dt, layout)}
+
+
+def _unary(dt, layout):
+    return {"self": R(S(layout), dt, layout)}
+
+
+def _scalar(dt):
+    return 2 if dt.startswith(("int", "uint")) else True if dt == "bool" else 1.5
+
+
+def _lists(dt, layout, n=1, prefix="x"):
+    return {f"{prefix}{i + 1}" if n > 1 else prefix: [R(S(layout), dt, layout), R((5,), dt, layout)]
+            for i in range(n)}
+
+
+def _log_probs(dt):
+    return torch.log_softmax(torch.randn(4, 5), -1).to(getattr(torch, dt))
+
+
+def _layer_norm_inputs(dt):
+    return {"input": R((2, 3, 4), dt), "normalizedShape": [4], "weight": R((4,), dt), "bias": R((4,), dt)}
+
+
+# name -> (dtypes, layouts, inputs(dtype, layout)): the outputs are made like the CPU's results
+CASES = {
+    **{n: (NUMS, LAYOUTS, lambda dt, lo: {**_binary(dt, lo), "alpha": _scalar(dt)}) for n in ("Add", "Sub")},
+    **{n: (NUMS, LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo), "other": _scalar(dt), "alpha": _scalar(dt)})
+       for n in ("Adds", "Subs")},
+    **{n: (NUMS, LAYOUTS, lambda dt, lo: {"selfRef": R(S(lo), dt, lo), "other": R(S(lo)[-1:], dt, lo),
+                                          "alpha": _scalar(dt)}) for n in ("InplaceAdd", "InplaceSub")},
+    "InplaceAdds": (NUMS, LAYOUTS, lambda dt, lo: {"selfRef": R(S(lo), dt, lo), "other": _scalar(dt),
+                                                  "alpha": _scalar(dt)}),
+    **{n: (NUMS, LAYOUTS, _binary) for n in ("Mul", "Div", "Maximum", "Minimum")},
+    **{n: (NUMS, LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo), "other": _scalar(dt)}) for n in ("Muls", "Divs")},
+    "InplaceMul": (NUMS, LAYOUTS, lambda dt, lo: {"selfRef": R(S(lo), dt, lo), "other": R(S(lo)[-1:], dt, lo)}),
+    "InplaceMuls": (NUMS, LAYOUTS, lambda dt, lo: {"selfRef": R(S(lo), dt, lo), "other": _scalar(dt)}),
+    "InplaceDiv": (FLOATS_, LAYOUTS, lambda dt, lo: {"selfRef": R(S(lo), dt, lo), "other": R(S(lo)[-1:], dt, lo)}),
+    "PowTensorScalar": (NUMS, LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo), "exponent": 2}),
+    "InplaceAddcdiv": (FLOATS_, LAYOUTS, lambda dt, lo: {"selfRef": R(S(lo), dt, lo), "tensor1": R(S(lo), dt, lo),
+                                                         "tensor2": R(S(lo)[-1:], dt, lo) + 8, "value": 0.5}),
+    **{n: (NUMS, LAYOUTS, lambda dt, lo, ref=n.startswith("Inplace"): {
+        "selfRef" if ref else "self": R(S(lo), dt, lo), "tensor1": R(S(lo), dt, lo), "tensor2": R(S(lo)[-1:], dt, lo),
+        "value": _scalar(dt)}) for n in ("Addcmul", "InplaceAddcmul")},
+    **{n: (FLOATS_, LAYOUTS, _unary) for n in ("Exp", "Log", "Sqrt", "Rsqrt", "Sigmoid", "Tanh", "Sin", "Cos",
+                                               "Reciprocal", "Gelu", "Silu")},
+    **{n: (NUMS, LAYOUTS, _unary) for n in ("Neg", "Abs", "Relu")},
+    "InplaceRelu": (NUMS, LAYOUTS, lambda dt, lo: {"selfRef": R(S(lo), dt, lo)}),
+    "ThresholdBackward": (NUMS, LAYOUTS, lambda dt, lo: {"gradOutput": R(S(lo), dt, lo), "self": R(S(lo), dt, lo),
+                                                         "threshold": 0}),
+    "Cast": (NUMS + ("bool",), LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo), "dtype": torch.float16}),
+    "InplaceCopy": (NUMS + ("bool",), LAYOUTS, lambda dt, lo: {"selfRef": R(S(lo), dt, lo),
+                                                               "src": R(S(lo)[-1:], "float32", lo)}),
+    "InplaceFillScalar": (NUMS + ("bool",), LAYOUTS, lambda dt, lo: {"selfRef": R(S(lo), dt, lo),
+                                                                     "value": _scalar(dt)}),
+    **{n: (NUMS + ("bool",), LAYOUTS, lambda dt, lo: {"selfRef": R(S(lo), dt, lo)})
+       for n in ("InplaceZero", "InplaceOne")},
+    **{n: (NUMS + ("bool",), LAYOUTS, _binary) for n in ("EqTensor", "NeTensor", "GtTensor", "GeTensor",
+                                                        "LtTensor", "LeTensor")},
+    **{n: (NUMS, LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo), "other": _scalar(dt)})
+       for n in ("EqScalar", "NeScalar", "GtScalar", "GeScalar", "LtScalar", "LeScalar")},
+    "SWhere": (NUMS + ("bool",), LAYOUTS, lambda dt, lo: {"condition": R(S(lo), "bool", lo), **_binary(dt, lo)}),
+    "InplaceMaskedFillScalar": (NUMS + ("bool",), LAYOUTS, lambda dt, lo: {
+        "selfRef": R(S(lo), dt, lo), "mask": R(S(lo)[-1:], "bool", lo), "value": _scalar(dt)}),
+    "Clamp": (NUMS, LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo), "min": -1, "max": None}),
+    "Gather": (NUMS + ("bool",), ("strided",), lambda dt, lo: {
+        "self": R((3, 4), dt, lo), "dim": 1, "index": torch.randint(0, 4, (3, 6))}),
+    "IndexSelect": (NUMS, ("strided",), lambda dt, lo: {
+        "self": R((3, 4), dt, lo), "dim": 0, "index": torch.randint(0, 3, (5,), dtype=torch.int32)}),
+    "Embedding": (FLOATS_, ("strided",), lambda dt, lo: {"weight": R((10, 4), dt, lo),
+                                                        "indices": torch.randint(0, 10, (2, 3))}),
+    **{n: (NUMS + ("bool",), ("strided", "empty"), lambda dt, lo: {
+        "tensors": [R(S(lo), dt, lo), R(S(lo), dt, lo)], "dim": 0}) for n in ("Cat", "Stack")},
+    **{n: (FLOATS_ + (("int32",) if n == "ReduceSum" else ()), LAYOUTS, lambda dt, lo: {
+        "self": R(S(lo) + (2,), dt, lo), "dim": [1], "keepDim": False, "dtype": getattr(torch, dt)})
+       for n in ("ReduceSum", "Mean")},
+    "ArgMax": (NUMS, ("strided", "one"), lambda dt, lo: {"self": R(S(lo), dt, lo), "dim": 1, "keepdim": False}),
+    "Mm": (FLOATS_, ("strided",), lambda dt, lo: {"self": R((3, 5), dt), "mat2": R((4, 5), dt).t(),
+                                                  "cubeMathType": 0}),
+    "Matmul": (FLOATS_, ("strided",), lambda dt, lo: {"self": R((2, 3, 5), dt), "mat2": R((5, 4), dt),
+                                                      "cubeMathType": 0}),
+    "BatchMatMul": (FLOATS_, ("strided",), lambda dt, lo: {"self": R((2, 3, 5), dt),
+                                                           "mat2": R((2, 4, 5), dt).transpose(1, 2),
+                                                           "cubeMathType": 0}),
+    "Addmm": (FLOATS_, ("strided",), lambda dt, lo: {"self": R((4,), dt), "mat1": R((3, 5), dt),
+                                                     "mat2": R((4, 5), dt).t(), "beta": 1.0, "alpha": 0.5,
+                                                     "cubeMathType": 0}),
+    **{n: (FLOATS_, LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo), "dim": -1}) for n in ("Softmax", "LogSoftmax")},
+    **{n: (FLOATS_, LAYOUTS, lambda dt, lo, fn=fn: {"gradOutput": R(S(lo), dt, lo),
+                                                   "output": fn(R(S(lo), "float32", lo), -1).to(getattr(torch, dt)),
+                                                   "dim": -1})
+       for n, fn in (("SoftmaxBackward", lambda x, d: torch.softmax(x, d)),
+                     ("LogSoftmaxBackward", lambda x, d: torch.log_softmax(x, d)))},
+    "MseLoss": (FLOATS_, LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo), "target": R(S(lo), dt, lo),
+                                                  "reduction": 1 if lo != "empty" else 2}),
+    "MseLossBackward": (FLOATS_, LAYOUTS, lambda dt, lo: {"gradOutput": R((), dt), "self": R(S(lo), dt, lo),
+                                                          "target": R(S(lo), dt, lo), "reduction": 1 if lo != "empty" else 2}),
+    "NLLLoss": (FLOATS_, ("strided",), lambda dt, lo: {"self": _log_probs(dt), "target": torch.randint(0, 5, (4,)),
+                                                       "weight": None, "reduction": 1, "ignoreIndex": -100}),
+    "NLLLossBackward": (FLOATS_, ("strided",), lambda dt, lo: {
+        "gradOutput": R((), dt), "self": _log_probs(dt), "target": torch.tensor([0, 4, -100, 2]), "weight": None,
+        "reduction": 1, "ignoreIndex": -100, "totalWeight": torch.tensor(3.0).to(getattr(torch, dt))}),
+    "LayerNorm": (F32 + F16, ("strided",), lambda dt, lo: {**_layer_norm_inputs(dt), "eps": 1e-5}),
+    "LayerNormBackward": (F32, ("strided",), lambda dt, lo: {
+        "gradOut": R((2, 3, 4), dt), **(lambda i: {**i, **dict(zip(("mean", "rstd"), torch.ops.aten.native_layer_norm(
+            i["input"], [4], i["weight"], i["bias"], 1e-5)[1:]))})(_layer_norm_inputs(dt)),
+        "outputMask": [True, True, True]}),
+    "ForeachAddListV2": (FLOATS_, LAYOUTS, lambda dt, lo: {**_lists(dt, lo, 2), "alpha": 0.5}),
+    **{n: (FLOATS_, LAYOUTS, lambda dt, lo: {**_lists(dt, lo), "scalar": 0.5})
+       for n in ("ForeachAddScalarV2", "ForeachMulScalarV2")},
+    "ForeachDivScalarList": (FLOATS_, LAYOUTS, lambda dt, lo: {**_lists(dt, lo), "scalars": [2.0, 4.0]}),
+    "ForeachSqrt": (FLOATS_, LAYOUTS, lambda dt, lo: {"x": [R(S(lo), dt, lo).abs(), R((5,), dt, lo).abs()]}),
+    "ForeachAddcmulScalarV2": (FLOATS_, LAYOUTS, lambda dt, lo: {**_lists(dt, lo, 3), "scalar": 0.5}),
+    "ForeachLerpScalar": (FLOATS_, LAYOUTS, lambda dt, lo: {**_lists(dt, lo, 2), "weight": 0.25}),
+}
+
+
+def _outputs_like(name: str, inputs: dict, layout: str) -> dict:
+    """The written parameters, shaped and typed as the CPU's results (non-contiguous too)."""
+    op = OPERATORS[name]
+    kwargs = {p: (v.clone() if isinstance(v, torch.Tensor) else v) for p, v in inputs.items()}
+    results = op.reference(torch, **{p: kwargs.get(p) for p, k in op.params if k not in ("out", "out?", "tensors_out")})
+    results = results if isinstance(results, (tuple, list)) and len(op.written) > 1 else (results,)
+
+    def like(r):
+        return R(tuple(r.shape), r.dtype, layout if r.dim() else "contiguous") if layout == "strided" \
+            else torch.empty_like(r)
+    written = {}
+    for param, result in zip(op.written, results):
+        if param in inputs:
+            continue
+        written[param] = [like(r) for r in result] if isinstance(result, (tuple, list)) else like(result)
+    return written
+
+
+@pytest.mark.parametrize("name,dtype,layout", [(n, d, lo) for n, (dts, los, _) in CASES.items()
+                                               for d in dts for lo in los])
+def test_op_matches_torch(nn, name, dtype, layout):
+    torch.manual_seed(hash((name, dtype, layout)) & 0xFFFF)
+    inputs = CASES[name][2](dtype, layout)
+    assert run_op(nn, name, **inputs, **_outputs_like(name, inputs, layout)) == (0, "")
+
+
+def test_every_op_has_cases():
+    assert sorted(set(OPERATORS) - set(CASES)) == []
