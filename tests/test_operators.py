@@ -337,3 +337,76 @@ def test_op_matches_torch(nn, name, dtype, layout):
 
 def test_every_op_has_cases():
     assert sorted(set(OPERATORS) - set(CASES)) == []
+
+
+# ---------------------------------------------------------------------------- GetWorkspaceSize's checks
+def test_get_workspace_size_refuses_like_the_real_op(nn):
+    a, b = torch.randn(3, 4), torch.randn(5)
+    code, message = run_op(nn, "Add", self=a, other=b, alpha=1.0, out=torch.empty(3, 4))
+    assert code == E.ACLNN_ERR_PARAM_INVALID and "aclnnAddGetWorkspaceSize" in message and "broadcast" in message
+    code, message = run_op(nn, "Add", self=a, other=a, alpha=1.0, out=torch.empty(4, 3))
+    assert code == E.ACLNN_ERR_PARAM_INVALID and "out has shape [4, 3], the result's is [3, 4]" in message
+    code, message = run_op(nn, "Add", self=a, other=a, alpha=1.0, out=torch.empty(3, 4, dtype=torch.int32))
+    assert code == E.ACLNN_ERR_PARAM_INVALID and "cannot be cast to out's int32" in message
+    code, message = run_op(nn, "Mm", self=torch.ones(3, 4, dtype=torch.int32), mat2=torch.ones(4, 2, dtype=torch.int32),
+                           out=torch.empty(3, 2, dtype=torch.int32), cubeMathType=0)
+    assert code == E.ACLNN_ERR_PARAM_INVALID and "self has dtype int32, not one of" in message
+    code, message = run_op(nn, "Relu", self=None, out=torch.empty(3))
+    assert code == E.ACLNN_ERR_PARAM_NULLPTR and "aclnnReluGetWorkspaceSize: self is a null pointer" in message
+
+
+def test_an_op_mdev_lacks_fails_at_get_workspace_size_naming_it(nn):
+    ws, executor, ret = nn.aclnn.operator_get_workspace_size("FlashAttentionScore", 1, 2, 3)
+    assert (ws, executor, ret) == (None, None, E.ACLNN_ERR_INNER_FIND_KERNEL_ERROR)
+    assert "aclnnFlashAttentionScoreGetWorkspaceSize: mdev's operator library has no operator" in \
+        nn.acl.get_recent_err_msg()
+
+
+def test_an_executor_runs_once_unless_repeatable(nn):
+    acl, aclnn = nn.acl, nn.aclnn
+    x = torch.zeros(4)
+    handle = nn.tensor(x)
+    one = out(acl, aclnn.create_scalar(1.0, C.ACL_FLOAT))
+    ws, executor, ret = aclnn.inplace_adds_get_workspace_size(handle, one, one)
+    ok(acl, ret)
+    ok(acl, aclnn.inplace_adds(0, ws, executor, nn.stream))
+    assert aclnn.inplace_adds(0, ws, executor, nn.stream) == E.ACLNN_ERR_PARAM_INVALID     # used up
+    ws, executor, ret = aclnn.inplace_adds_get_workspace_size(handle, one, one)
+    ok(acl, aclnn.set_acl_op_executor_repeatable(executor))
+    ok(acl, aclnn.destroy_scalar(one))           # the executor keeps what the descriptors said
+    for _ in range(3):
+        ok(acl, aclnn.inplace_adds(0, ws, executor, nn.stream))
+    ok(acl, aclnn.destroy_acl_op_executor(executor))
+    ok(acl, acl.rt.synchronize_stream(nn.stream))
+    assert nn.read(x, nn.buffers[-1]).tolist() == [4.0] * 4
+
+
+def test_an_op_is_one_task_ordered_with_the_streams_copies(nn):
+    """H2D copy, op, D2H copy queued back to back on one stream, no synchronisation between:
+    the op sees the copy's bytes and the copy back sees the op's."""
+    acl, aclnn = nn.acl, nn.aclnn
+    x = torch.zeros(1024)
+    handle = nn.tensor(x)
+    ptr = nn.buffers[-1]
+    src = np.arange(1024, dtype=np.float32)
+    dst = np.zeros(1024, np.float32)
+    two = out(acl, aclnn.create_scalar(2.0, C.ACL_FLOAT))
+    nn.handles.append((aclnn.destroy_scalar, two))
+    ws, executor, ret = aclnn.inplace_muls_get_workspace_size(handle, two)
+    ok(acl, ret)
+    ok(acl, acl.rt.memcpy_async(ptr, 4096, src.ctypes.data, 4096, 1, nn.stream))
+    ok(acl, aclnn.inplace_muls(0, ws, executor, nn.stream))
+    ok(acl, acl.rt.memcpy_async(dst.ctypes.data, 4096, ptr, 4096, 2, nn.stream))
+    ok(acl, acl.rt.synchronize_stream(nn.stream))
+    assert (dst == 2 * src).all()
+
+
+def test_the_descriptor_tells_the_sanitizer_and_trace_what_an_op_touches():
+    from mdev import taskspec as T
+    a, b, o = ("d", 0, 0), ("d", 0, 4096), ("d", 0, 8192)
+    args = ("Add", ((a, (3, 4), (1, 3), C.ACL_FLOAT), (b, (4,), (1,), C.ACL_FLOAT)),
+            ((o, (3, 4), (4, 1), C.ACL_FLOAT),), (1.0,))
+    assert T.SPECS["operator"].accesses(args) == [(a, 48, False, None), (b, 16, False, None), (o, 48, True, None)]
+    assert T.SPECS["operator"].describe(args) == "aclnnAdd"
+    lists = ("ForeachSqrt", (((a, (2,), (1,), C.ACL_FLOAT), None),), (((o, (0,), (1,), C.ACL_FLOAT),),), ())
+    assert T.SPECS["operator"].accesses(lists) == [(a, 8, False, None), (o, 0, True, None)]
