@@ -52,7 +52,19 @@ def sanitized_examples_block() -> str:
             f"clean and {findings} whose deliberate bug must be named")
 
 
-BLOCKS = {"whatif": whatif_block, "sanitized-examples": sanitized_examples_block}
+def aclnn_ops_block() -> str:
+    """The operator library's ops (mdev.operators): a table of their signatures and dtypes."""
+    from mdev import operators as O
+    classes = [(O.ALL, "all"), (O.NUMERIC, "numeric"), (O.FLOATING, "floating")]
+    rows = [f"| `aclnn{op.name}` | {op.signature} | {next(n for c, n in classes if op.dtypes == c)} |"
+            for op in O.OPERATORS.values()]
+    return (f"\n\n{len(rows)} operators. dtypes: floating = fp32, fp16, bf16, fp64; numeric = floating + int8, int16,"
+            f" int32, int64, uint8; all = numeric + bool (of the first input; the others as torch promotes).\n\n"
+            "| operator | parameters of GetWorkspaceSize (before workspaceSize, executor) | dtypes |\n|---|---|---|\n"
+            + "\n".join(rows) + "\n\n")
+
+
+BLOCKS = {"whatif": whatif_block, "sanitized-examples": sanitized_examples_block, "aclnn-ops": aclnn_ops_block}
 
 
 def pattern(name: str) -> re.Pattern:
