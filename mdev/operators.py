@@ -30,17 +30,16 @@ from typing import Callable
 from mdev import constants as C
 
 # parameter kinds: tensors (read, written or both), tensor lists, and attributes
-TENSOR, OPT_TENSOR, OUT, OPT_OUT, REF = "tensor", "tensor?", "out", "out?", "ref"
+TENSOR, OPT_TENSOR, OUT, OPT_OUT, REF, OPT_REF = "tensor", "tensor?", "out", "out?", "ref", "ref?"
 TENSORS, TENSORS_OUT, TENSORS_REF = "tensors", "tensors_out", "tensors_ref"
 SCALAR, OPT_SCALAR, SCALARS = "scalar", "scalar?", "scalars"
-INTS, FLOATS, BOOLS = "ints", "floats", "bools"
+INTS, OPT_INTS, FLOATS, BOOLS = "ints", "ints?", "floats", "bools"
 INT, FLOAT, BOOL, DTYPE = "int", "float", "bool", "dtype"
-KINDS = (TENSOR, OPT_TENSOR, OUT, OPT_OUT, REF, TENSORS, TENSORS_OUT, TENSORS_REF, SCALAR, OPT_SCALAR, SCALARS,
-         INTS, FLOATS, BOOLS, INT, FLOAT, BOOL, DTYPE)
-READS = (TENSOR, OPT_TENSOR, REF, TENSORS, TENSORS_REF)          # the reference reads them
-WRITES = (OUT, OPT_OUT, REF, TENSORS_OUT, TENSORS_REF)           # it writes a result into them
-ATTRIBUTES = (SCALAR, OPT_SCALAR, SCALARS, INTS, FLOATS, BOOLS, INT, FLOAT, BOOL, DTYPE)
-OPTIONAL = (OPT_TENSOR, OPT_OUT, OPT_SCALAR)
+KINDS = (TENSOR, OPT_TENSOR, OUT, OPT_OUT, REF, OPT_REF, TENSORS, TENSORS_OUT, TENSORS_REF, SCALAR, OPT_SCALAR,
+         SCALARS, INTS, OPT_INTS, FLOATS, BOOLS, INT, FLOAT, BOOL, DTYPE)
+READS = (TENSOR, OPT_TENSOR, REF, OPT_REF, TENSORS, TENSORS_REF)          # the reference reads them
+WRITES = (OUT, OPT_OUT, REF, OPT_REF, TENSORS_OUT, TENSORS_REF)           # it writes a result into them
+OPTIONAL = (OPT_TENSOR, OPT_OUT, OPT_REF, OPT_SCALAR, OPT_INTS)           # may be NULL
 
 # aclDataType -> torch's name of it (torch.float32, ...)
 TORCH_DTYPES = {
@@ -94,6 +93,47 @@ def _sum(t, self, dim, keepDim, dtype):
 
 def _mean(t, self, dim, keepDim, dtype):
     return t.mean(self, dim=list(dim) or None, keepdim=keepDim, dtype=dtype)
+
+
+def _batch_norm(t, input, weight, bias, runningMean, runningVar, training, momentum, eps):
+    """aclnnBatchNorm updates the running statistics it is given, and saves the batch's
+    statistics when training."""
+    mean = runningMean.clone() if runningMean is not None else None
+    var = runningVar.clone() if runningVar is not None else None
+    out, saved_mean, saved_invstd = t.ops.aten.native_batch_norm(input, weight, bias, mean, var, training, momentum,
+                                                                 eps)
+    return mean, var, out, saved_mean if training else None, saved_invstd if training else None
+
+
+def _pool_window(kernelSize, stride, padding, dilation) -> tuple:
+    """aclnn's 1-or-2-long windows (an empty stride: the kernel's) as torch's pairs."""
+    pair = lambda v: (list(v) * 2)[:2]       # noqa: E731
+    return pair(kernelSize), pair(stride or kernelSize), pair(padding), pair(dilation)
+
+
+def _mask_shape(self, out, kernel) -> tuple:
+    """The indices container of aclnnMaxPool2dWithMask: [N,] C, kh*kw, (ceil(Ho*Wo/16)+1)*32 int8."""
+    ho, wo = out.shape[-2:]
+    return (*self.shape[:-2], kernel[0] * kernel[1], (-(-ho * wo // 16) + 1) * 32)
+
+
+def _max_pool_mask(t, self, kernelSize, stride, padding, dilation, ceilMode):
+    """The argmax of each output (ih * W + iw) as little-endian int32, from the start of the
+    int8 container, the rest 0: what the A2 path writes (and its backward reads)."""
+    window = _pool_window(kernelSize, stride, padding, dilation)
+    out, argmax = t.ops.aten.max_pool2d_with_indices(self, *window, ceilMode)
+    mask = t.zeros(_mask_shape(self, out, window[0]), dtype=t.int8, device=self.device)
+    flat = argmax.to(t.int32).reshape(-1).view(t.int8)
+    if flat.numel() > mask.numel():
+        raise ValueError(f"a {window[0][0]}x{window[0][1]} window's indices do not fit the mask")
+    mask.view(-1)[:flat.numel()] = flat
+    return out, mask
+
+
+def _max_pool_mask_backward(t, gradOutput, self, indices, kernelSize, stride, padding, dilation, ceilMode):
+    window = _pool_window(kernelSize, stride, padding, dilation)
+    argmax = indices.contiguous().view(-1)[:4 * gradOutput.numel()].view(t.int32).reshape(gradOutput.shape)
+    return t.ops.aten.max_pool2d_with_indices_backward(gradOutput, self, *window, ceilMode, argmax.to(t.int64))
 
 
 # the ops mdev has, by aclnn name
@@ -201,6 +241,30 @@ _OPS = [
              lambda t, gradOut, input, normalizedShape, mean, rstd, weight, bias, outputMask:
              t.ops.aten.native_layer_norm_backward(gradOut, input, normalizedShape, mean, rstd, weight, bias,
                                                    outputMask)),
+    Operator("BatchNorm", "input, weight:tensor?, bias:tensor?, runningMean:ref?, runningVar:ref?, training:bool, "
+             "momentum:float, eps:float, output:out, saveMean:out?, saveInvstd:out?", FLOATING, _batch_norm),
+    Operator("BatchNormBackward", "gradOut, input, weight:tensor?, runningMean:tensor?, runningVar:tensor?, "
+             "saveMean:tensor?, saveInvstd:tensor?, training:bool, eps:float, outputMask:bools, gradInput:out?, "
+             "gradWeight:out?, gradBias:out?", FLOATING,
+             lambda t, gradOut, input, weight, runningMean, runningVar, saveMean, saveInvstd, training, eps,
+             outputMask: t.ops.aten.native_batch_norm_backward(gradOut, input, weight, runningMean, runningVar,
+                                                               saveMean, saveInvstd, training, eps, outputMask)),
+    # ------------------------------------------------------------------ convolution, pooling
+    Operator("Convolution", "input, weight, bias:tensor?, stride:ints, padding:ints, dilation:ints, transposed:bool, "
+             "outputPadding:ints, groups:int, output:out, cubeMathType:int", FLOATING,
+             lambda t, input, weight, bias, stride, padding, dilation, transposed, outputPadding, groups, cubeMathType:
+             t.ops.aten.convolution(input, weight, bias, stride, padding, dilation, transposed, outputPadding, groups)),
+    Operator("ConvolutionBackward", "gradOutput, input, weight, biasSizes:ints?, stride:ints, padding:ints, "
+             "dilation:ints, transposed:bool, outputPadding:ints, groups:int, outputMask:bools, cubeMathType:int, "
+             "gradInput:out?, gradWeight:out?, gradBias:out?", FLOATING,
+             lambda t, gradOutput, input, weight, biasSizes, stride, padding, dilation, transposed, outputPadding,
+             groups, outputMask, cubeMathType: t.ops.aten.convolution_backward(
+                 gradOutput, input, weight, biasSizes, stride, padding, dilation, transposed, outputPadding, groups,
+                 outputMask)),
+    Operator("MaxPool2dWithMask", "self, kernelSize:ints, stride:ints, padding:ints, dilation:ints, ceilMode:bool, "
+             "out:out, indices:out", FLOATING, _max_pool_mask),
+    Operator("MaxPool2dWithMaskBackward", "gradOutput, self, indices, kernelSize:ints, stride:ints, padding:ints, "
+             "dilation:ints, ceilMode:bool, gradInput:out", FLOATING, _max_pool_mask_backward),
     # ------------------------------------------------------------------ foreach (optimizers)
     Operator("ForeachAddListV2", "x1:tensors, x2:tensors, alpha:scalar, out:tensors_out", FLOATING,
              lambda t, x1, x2, alpha: t._foreach_add(x1, x2, alpha=alpha)),

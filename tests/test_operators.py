@@ -100,7 +100,7 @@ def run_op(nn: Board, name: str, **params) -> tuple[int, str]:
         value = params[param]
         if value is None:
             args.append(None)
-        elif kind in ("tensor", "tensor?", "out", "out?", "ref"):
+        elif kind in ("tensor", "tensor?", "out", "out?", "ref", "ref?"):
             args.append(nn.tensor(value))
             placed[param] = nn.buffers[-1]
         elif kind.startswith("tensors"):
@@ -116,9 +116,10 @@ def run_op(nn: Board, name: str, **params) -> tuple[int, str]:
             handles = [out(acl, aclnn.create_scalar(v, _scalar_type(v))) for v in value]
             args.append(out(acl, aclnn.create_scalar_list(handles)))
             nn.handles.append((aclnn.destroy_scalar_list, args[-1]))
-        elif kind in ("ints", "floats", "bools"):
-            args.append(out(acl, getattr(aclnn, f"create_{kind[:-1]}_array")(value)))
-            nn.handles.append((getattr(aclnn, f"destroy_{kind[:-1]}_array"), args[-1]))
+        elif kind in ("ints", "ints?", "floats", "bools"):
+            element = kind.rstrip("?")[:-1]
+            args.append(out(acl, getattr(aclnn, f"create_{element}_array")(value)))
+            nn.handles.append((getattr(aclnn, f"destroy_{element}_array"), args[-1]))
         elif kind == "dtype":
             args.append(ACL[value] if value is not None else None)
         else:
@@ -131,7 +132,7 @@ def run_op(nn: Board, name: str, **params) -> tuple[int, str]:
     # the reference on the CPU, written into copies of the outputs as the device writes them
     kwargs = {p: (v.clone() if isinstance(v, torch.Tensor) else [x.clone() for x in v]
                   if isinstance(v, list) and v and isinstance(v[0], torch.Tensor) else v)
-              for p, v in params.items() if p not in op.written or dict(op.params)[p] in ("ref", "tensors_ref")}
+              for p, v in params.items() if p not in op.written or dict(op.params)[p] in ("ref", "ref?", "tensors_ref")}
     with torch.inference_mode():
         results = op.reference(torch, **{p: kwargs[p] for p, k in op.params if p in kwargs})
     results = results if isinstance(results, (tuple, list)) and len(op.written) > 1 else (results,)
@@ -299,6 +300,30 @@ CASES = {
         "gradOut": R((2, 3, 4), dt), **(lambda i: {**i, **dict(zip(("mean", "rstd"), torch.ops.aten.native_layer_norm(
             i["input"], [4], i["weight"], i["bias"], 1e-5)[1:]))})(_layer_norm_inputs(dt)),
         "outputMask": [True, True, True]}),
+    "BatchNorm": (F32 + BF16, ("strided",), lambda dt, lo: {
+        "input": R((2, 3, 4, 5), dt, lo), "weight": R((3,), dt), "bias": R((3,), dt), "runningMean": R((3,), dt),
+        "runningVar": R((3,), dt).abs(), "training": True, "momentum": 0.1, "eps": 1e-5}),
+    "BatchNormBackward": (F32, ("strided",), lambda dt, lo: (lambda x, w: {
+        "gradOut": R((2, 3, 4, 5), dt, lo), "input": x, "weight": w, "runningMean": None, "runningVar": None,
+        **dict(zip(("saveMean", "saveInvstd"), torch.ops.aten.native_batch_norm(x, w, None, None, None, True, 0.1,
+                                                                              1e-5)[1:])),
+        "training": True, "eps": 1e-5, "outputMask": [True, True, True]})(R((2, 3, 4, 5), dt, lo), R((3,), dt))),
+    "Convolution": (F32 + BF16, ("strided",), lambda dt, lo: {
+        "input": R((2, 4, 7, 7), dt, lo), "weight": R((6, 2, 3, 3), dt), "bias": R((6,), dt), "stride": [2, 1],
+        "padding": [1, 1], "dilation": [1, 1], "transposed": False, "outputPadding": [0, 0], "groups": 2,
+        "cubeMathType": 0}),
+    "ConvolutionBackward": (F32, ("strided",), lambda dt, lo: {
+        "gradOutput": R((2, 6, 4, 7), dt, lo), "input": R((2, 4, 7, 7), dt, lo), "weight": R((6, 2, 3, 3), dt),
+        "biasSizes": [6], "stride": [2, 1], "padding": [1, 1], "dilation": [1, 1], "transposed": False,
+        "outputPadding": [0, 0], "groups": 2, "outputMask": [True, True, True], "cubeMathType": 0}),
+    "MaxPool2dWithMask": (FLOATS_, ("strided",), lambda dt, lo: {
+        "self": R((2, 3, 8, 9), dt, lo), "kernelSize": [3, 3], "stride": [2, 2], "padding": [1, 1],
+        "dilation": [1, 1], "ceilMode": False}),
+    "MaxPool2dWithMaskBackward": (F32 + BF16, ("strided",), lambda dt, lo: (lambda x: {
+        "gradOutput": R((2, 3, 4, 5), dt, lo), "self": x,
+        "indices": OPERATORS["MaxPool2dWithMask"].reference(torch, x, [3, 3], [2, 2], [1, 1], [1, 1], False)[1],
+        "kernelSize": [3, 3], "stride": [2, 2], "padding": [1, 1], "dilation": [1, 1], "ceilMode": False})(
+            R((2, 3, 8, 9), dt, lo))),
     "ForeachAddListV2": (FLOATS_, LAYOUTS, lambda dt, lo: {**_lists(dt, lo, 2), "alpha": 0.5}),
     **{n: (FLOATS_, LAYOUTS, lambda dt, lo: {**_lists(dt, lo), "scalar": 0.5})
        for n in ("ForeachAddScalarV2", "ForeachMulScalarV2")},

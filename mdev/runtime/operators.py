@@ -28,7 +28,7 @@ from mdev import constants as C
 from mdev import dtypes
 from mdev import errors as E
 from mdev.errors import AclError
-from mdev.operators import (BOOL, BOOLS, DTYPE, FLOAT, FLOATS, INT, INTS, OPERATORS, OPTIONAL, READS, SCALAR,
+from mdev.operators import (BOOL, BOOLS, DTYPE, FLOAT, FLOATS, INT, INTS, OPERATORS, OPT_INTS, OPTIONAL, READS, SCALAR,
                             SCALARS, OPT_SCALAR, TENSORS, TENSORS_OUT, TENSORS_REF, TORCH_DTYPES, WRITES, Operator)
 from mdev.runtime import streams
 from mdev.runtime.boundary import api
@@ -277,8 +277,8 @@ def _resolve(where: str, param: str, kind: str, arg):
         return _get(arg, ScalarDesc, f"{where}: {param}").value
     if kind == SCALARS:
         return tuple(_objects[h].value for h in _get(arg, (ArrayDesc, SCALARS), f"{where}: {param}").items)
-    if kind in (INTS, FLOATS, BOOLS):
-        return _get(arg, (ArrayDesc, kind), f"{where}: {param}").items
+    if kind in (INTS, OPT_INTS, FLOATS, BOOLS):
+        return _get(arg, (ArrayDesc, kind.rstrip("?")), f"{where}: {param}").items
     if kind == DTYPE:
         if arg not in TORCH_DTYPES:
             raise AclError(INVALID, f"{where}: {param} {arg!r:.20} is not a supported aclDataType")
