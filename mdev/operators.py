@@ -136,6 +136,15 @@ def _max_pool_mask_backward(t, gradOutput, self, indices, kernelSize, stride, pa
     return t.ops.aten.max_pool2d_with_indices_backward(gradOutput, self, *window, ceilMode, argmax.to(t.int64))
 
 
+def _random(t, like, seed: int, offset: int, fill: Callable):
+    """A fresh tensor like ``like`` filled from a generator keyed by (seed, offset): the same
+    key gives the same numbers (not the NPU's Philox stream: its bits are not public)."""
+    out = t.empty_like(like)
+    if out.is_meta:
+        return out
+    return fill(out, t.Generator().manual_seed((seed * 0x9E3779B97F4A7C15 + offset) & 0x7FFFFFFFFFFFFFFF))
+
+
 # the ops mdev has, by aclnn name
 _OPS = [
     # ------------------------------------------------------------------ arithmetic
@@ -172,6 +181,10 @@ _OPS = [
     Operator("InplaceRelu", "selfRef:ref", NUMERIC, lambda t, selfRef: t.relu(selfRef)),
     Operator("Gelu", "self, out:out", FLOATING, lambda t, self: t.nn.functional.gelu(self)),
     Operator("Silu", "self, out:out", FLOATING, lambda t, self: t.nn.functional.silu(self)),
+    Operator("GeluBackward", "gradOutput, self, gradInput:out", FLOATING,
+             lambda t, gradOutput, self: t.ops.aten.gelu_backward(gradOutput, self)),
+    Operator("SiluBackward", "gradOutput, self, gradInput:out", FLOATING,
+             lambda t, gradOutput, self: t.ops.aten.silu_backward(gradOutput, self)),
     Operator("ThresholdBackward", "gradOutput, self, threshold:scalar, out:out", NUMERIC,
              lambda t, gradOutput, self, threshold: t.ops.aten.threshold_backward(gradOutput, self, threshold)),
     Operator("Cast", "self, dtype:dtype, out:out", ALL, lambda t, self, dtype: self.to(dtype)),
@@ -180,6 +193,12 @@ _OPS = [
     Operator("InplaceFillScalar", "selfRef:ref, value:scalar", ALL, lambda t, selfRef, value: t.full_like(selfRef, value)),
     Operator("InplaceZero", "selfRef:ref", ALL, lambda t, selfRef: t.zeros_like(selfRef)),
     Operator("InplaceOne", "selfRef:ref", ALL, lambda t, selfRef: t.ones_like(selfRef)),
+    Operator("InplaceUniform", "selfRef:ref, from:float, to:float, seed:int, offset:int", FLOATING,
+             lambda t, selfRef, to, seed, offset, **k: _random(t, selfRef, seed, offset,
+                                                               lambda o, g: o.uniform_(k["from"], to, generator=g))),
+    Operator("InplaceNormal", "selfRef:ref, mean:float, std:float, seed:int, offset:int", FLOATING,
+             lambda t, selfRef, mean, std, seed, offset: _random(t, selfRef, seed, offset,
+                                                                 lambda o, g: o.normal_(mean, std, generator=g))),
     # ------------------------------------------------------------------ comparison and selection
     *[Operator(name, "self, other, out:out", ALL, lambda t, self, other, fn=fn: getattr(t, fn)(self, other))
       for name, fn in (("EqTensor", "eq"), ("NeTensor", "ne"), ("GtTensor", "gt"), ("GeTensor", "ge"),
@@ -198,6 +217,9 @@ _OPS = [
     Operator("IndexSelect", "self, dim:int, index, out:out", ALL,
              lambda t, self, dim, index: t.index_select(self, dim, index)),
     Operator("Embedding", "weight, indices, out:out", ALL, lambda t, weight, indices: t.nn.functional.embedding(indices, weight)),
+    Operator("EmbeddingDenseBackward", "grad, indices, numWeights:int, paddingIdx:int, scaleGradByFreq:bool, out:out",
+             FLOATING, lambda t, grad, indices, numWeights, paddingIdx, scaleGradByFreq:
+             t.ops.aten.embedding_dense_backward(grad, indices, numWeights, paddingIdx, scaleGradByFreq)),
     Operator("Cat", "tensors:tensors, dim:int, out:out", ALL, lambda t, tensors, dim: t.cat(tensors, dim)),
     Operator("Stack", "tensors:tensors, dim:int, out:out", ALL, lambda t, tensors, dim: t.stack(tensors, dim)),
     # ------------------------------------------------------------------ reductions

@@ -241,6 +241,15 @@ CASES = {
                                                "Reciprocal", "Gelu", "Silu")},
     **{n: (NUMS, LAYOUTS, _unary) for n in ("Neg", "Abs", "Relu")},
     "InplaceRelu": (NUMS, LAYOUTS, lambda dt, lo: {"selfRef": R(S(lo), dt, lo)}),
+    **{n: (FLOATS_, LAYOUTS, lambda dt, lo: {"gradOutput": R(S(lo), dt, lo), "self": R(S(lo), dt, lo)})
+       for n in ("GeluBackward", "SiluBackward")},
+    "EmbeddingDenseBackward": (F32 + F16, ("strided",), lambda dt, lo: {
+        "grad": R((2, 3, 4), dt, lo), "indices": torch.tensor([[1, 7, 1], [0, 9, 7]]), "numWeights": 10,
+        "paddingIdx": 0, "scaleGradByFreq": False}),
+    "InplaceUniform": (FLOATS_, LAYOUTS, lambda dt, lo: {"selfRef": R(S(lo), dt, lo), "from": -2.0, "to": 3.0,
+                                                        "seed": 1234, "offset": 8}),
+    "InplaceNormal": (FLOATS_, LAYOUTS, lambda dt, lo: {"selfRef": R(S(lo), dt, lo), "mean": 1.0, "std": 0.5,
+                                                       "seed": 99, "offset": 0}),
     "ThresholdBackward": (NUMS, LAYOUTS, lambda dt, lo: {"gradOutput": R(S(lo), dt, lo), "self": R(S(lo), dt, lo),
                                                          "threshold": 0}),
     "Cast": (NUMS + ("bool",), LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo), "dtype": torch.float16}),
