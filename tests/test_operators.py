@@ -444,3 +444,94 @@ def test_the_descriptor_tells_the_sanitizer_and_trace_what_an_op_touches():
     assert T.SPECS["operator"].describe(args) == "aclnnAdd"
     lists = ("ForeachSqrt", (((a, (2,), (1,), C.ACL_FLOAT), None),), (((o, (0,), (1,), C.ACL_FLOAT),),), ())
     assert T.SPECS["operator"].accesses(lists) == [(a, 8, False, None), (o, 0, True, None)]
+
+
+@pytest.mark.parametrize("buggy", [True, False], ids=["buggy", "correct"])
+def test_the_sanitizer_sees_an_ops_tensors(nn, buggy):
+    """An op writes a tensor on one stream, a copy on another reads it: without the event
+    between them racecheck names the hazard (it read the op's extents from its descriptor)."""
+    from mdev import sanitizer
+    acl, aclnn = nn.acl, nn.aclnn
+    other = out(acl, acl.rt.create_stream())
+    event = out(acl, acl.rt.create_event())
+    x = nn.tensor(torch.ones(256))
+    ptr = nn.buffers[-1]
+    copy = out(acl, acl.rt.malloc(1024, 0))
+    two = out(acl, aclnn.create_scalar(2.0, C.ACL_FLOAT))
+    with sanitizer.checking("racecheck") as found:
+        ws, executor, ret = aclnn.inplace_muls_get_workspace_size(x, two)
+        ok(acl, ret)
+        ok(acl, aclnn.inplace_muls(0, ws, executor, nn.stream))
+        if not buggy:
+            ok(acl, acl.rt.record_event(event, nn.stream))
+            ok(acl, acl.rt.stream_wait_event(other, event))
+        ok(acl, acl.rt.memcpy_async(copy, 1024, ptr, 1024, 3, other))
+        ok(acl, acl.rt.synchronize_device())
+    if buggy:
+        assert [(r.checker, r.kind) for r in found] == [("racecheck", "read-after-write hazard")]
+        assert f"allocation {ptr:#x}" in "\n".join("\n".join(r.lines) for r in found)
+    else:
+        assert found == []
+    for handle, destroy in ((two, aclnn.destroy_scalar), (event, acl.rt.destroy_event)):
+        ok(acl, destroy(handle))
+    ok(acl, acl.rt.free(copy))
+    ok(acl, acl.rt.destroy_stream(other))
+
+
+def test_a_failing_op_fails_its_stream_not_the_device(nn):
+    """An index out of range (no meta check can see values): the task faults as an AI Core
+    exception, the stream's synchronisation reports it, and the device computes the next
+    op.  Memory freed between the two phases is refused on the host."""
+    acl, aclnn = nn.acl, nn.aclnn
+    args = [nn.tensor(torch.ones(3, 4)), 1, nn.tensor(torch.tensor([[0, 9]])), nn.tensor(torch.empty(1, 2))]
+    ws, executor, ret = aclnn.gather_get_workspace_size(*args)
+    ok(acl, ret)
+    ok(acl, aclnn.gather(0, ws, executor, nn.stream))
+    assert acl.rt.synchronize_stream(nn.stream) == acl.ACL_ERROR_RT_AICORE_EXCEPTION
+    assert "aclnnGather: RuntimeError: index 9 is out of bounds" in acl.get_recent_err_msg()
+    ok(acl, acl.rt.destroy_stream_force(nn.stream))
+    nn.stream = out(acl, acl.rt.create_stream())
+    x = torch.ones(8)
+    handle = nn.tensor(x)
+    ptr = nn.buffers.pop()
+    ws, executor, ret = aclnn.inplace_zero_get_workspace_size(handle)
+    ok(acl, ret)
+    ok(acl, acl.rt.free(ptr))
+    assert aclnn.inplace_zero(0, ws, executor, nn.stream) == acl.ACL_ERROR_RT_PARAM_INVALID     # caught on the host
+    assert "is not inside a live device allocation" in acl.get_recent_err_msg()
+    assert run_op(nn, "InplaceOne", selfRef=torch.zeros(3)) == (0, "")
+
+
+TRACED_PROGRAM = """
+    import os
+    os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    import numpy as np
+    import mdev.acl as acl, mdev.aclnn as aclnn
+    assert acl.init() == 0 and acl.rt.set_device(0) == 0
+    stream, _ = acl.rt.create_stream()
+    ptr, _ = acl.rt.malloc(4096, 0)
+    x, _ = aclnn.create_tensor([32, 32], acl.ACL_FLOAT, None, 0, acl.ACL_FORMAT_ND, [32, 32], ptr)
+    ws, executor, ret = aclnn.relu_get_workspace_size(x, x)
+    assert ret == 0, acl.get_recent_err_msg()
+    begin, _ = acl.rt.create_event_with_flag(acl.ACL_EVENT_TIME_LINE)
+    end, _ = acl.rt.create_event_with_flag(acl.ACL_EVENT_TIME_LINE)
+    assert acl.rt.record_event(begin, stream) == 0
+    assert aclnn.relu(0, ws, executor, stream) == 0
+    assert acl.rt.record_event(end, stream) == 0
+    assert acl.rt.synchronize_stream(stream) == 0
+    ms, ret = acl.rt.event_elapsed_time(begin, end)
+    assert ret == 0 and ms > 0, (ms, ret)
+    print("elapsed", ms)
+"""
+
+
+def test_an_op_is_a_task_of_the_trace_and_of_modelled_time(board, run_py, tmp_path):
+    """Under MDEV_TRACE the op is a task named by its descriptor; under MDEV_MODEL_TIME the
+    events around it see its (measured) time."""
+    import json
+    path = tmp_path / "op.json"
+    proc = run_py(TRACED_PROGRAM, board, timeout=120, env={"MDEV_TRACE": str(path), "MDEV_MODEL_TIME": "1"})
+    assert "elapsed" in proc.stdout
+    tasks = [e for e in json.loads(path.read_text())["traceEvents"]
+             if e.get("ph") == "X" and e.get("cat") == "task" and e["args"].get("kind") == "operator"]
+    assert len(tasks) == 1 and tasks[0]["dur"] > 0, tasks
