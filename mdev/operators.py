@@ -40,6 +40,7 @@ KINDS = (TENSOR, OPT_TENSOR, OUT, OPT_OUT, REF, OPT_REF, TENSORS, TENSORS_OUT, T
 READS = (TENSOR, OPT_TENSOR, REF, OPT_REF, TENSORS, TENSORS_REF)          # the reference reads them
 WRITES = (OUT, OPT_OUT, REF, OPT_REF, TENSORS_OUT, TENSORS_REF)           # it writes a result into them
 OPTIONAL = (OPT_TENSOR, OPT_OUT, OPT_REF, OPT_SCALAR, OPT_INTS)           # may be NULL
+LISTS = (TENSORS, TENSORS_OUT, TENSORS_REF)
 
 # aclDataType -> torch's name of it (torch.float32, ...)
 TORCH_DTYPES = {
@@ -145,6 +146,24 @@ def _random(t, like, seed: int, offset: int, fill: Callable):
     return fill(out, t.Generator().manual_seed((seed * 0x9E3779B97F4A7C15 + offset) & 0x7FFFFFFFFFFFFFFF))
 
 
+def _unscale(t, scaledGrads, foundInf, invScale):
+    grads, found = [g.clone() for g in scaledGrads], foundInf.clone()
+    t._amp_foreach_non_finite_check_and_unscale_(grads, found, invScale)
+    return grads, found
+
+
+def _update_scale(t, currentScale, growthTracker, foundInf, growthFactor, backoffFactor, growthInterval):
+    scale, tracker = currentScale.clone(), growthTracker.clone()
+    return t._amp_update_scale_(scale, tracker, foundInf, growthFactor, backoffFactor, growthInterval), tracker
+
+
+_UNARY_FLOAT = {"Exp": "exp", "Log": "log", "Sqrt": "sqrt", "Rsqrt": "rsqrt", "Sigmoid": "sigmoid", "Tanh": "tanh",
+                "Sin": "sin", "Cos": "cos", "Reciprocal": "reciprocal", "Erf": "erf", "Log2": "log2", "Log10": "log10",
+                "Log1p": "log1p", "Expm1": "expm1", "Tan": "tan", "Asin": "asin", "Acos": "acos", "Atan": "atan",
+                "Sinh": "sinh", "Cosh": "cosh", "Floor": "floor", "Ceil": "ceil", "Round": "round", "Trunc": "trunc"}
+_UNARY_NUMERIC = {"Neg": "neg", "Abs": "abs", "Relu": "relu", "Sign": "sign"}
+
+
 # the ops mdev has, by aclnn name
 _OPS = [
     # ------------------------------------------------------------------ arithmetic
@@ -172,13 +191,23 @@ _OPS = [
     Operator("InplaceAddcmul", "selfRef:ref, tensor1, tensor2, value:scalar", NUMERIC,
              lambda t, selfRef, tensor1, tensor2, value: t.addcmul(selfRef, tensor1, tensor2, value=value)),
     # ------------------------------------------------------------------ unary
-    *[Operator(name, "self, out:out", FLOATING, lambda t, self, fn=fn: getattr(t, fn)(self))
-      for name, fn in (("Exp", "exp"), ("Log", "log"), ("Sqrt", "sqrt"), ("Rsqrt", "rsqrt"), ("Sigmoid", "sigmoid"),
-                       ("Tanh", "tanh"), ("Sin", "sin"), ("Cos", "cos"), ("Reciprocal", "reciprocal"))],
-    Operator("Neg", "self, out:out", NUMERIC, lambda t, self: t.neg(self)),
-    Operator("Abs", "self, out:out", NUMERIC, lambda t, self: t.abs(self)),
-    Operator("Relu", "self, out:out", NUMERIC, lambda t, self: t.relu(self)),
-    Operator("InplaceRelu", "selfRef:ref", NUMERIC, lambda t, selfRef: t.relu(selfRef)),
+    *[Operator(name, "self, out:out", dtypes, lambda t, self, fn=fn: getattr(t, fn)(self))
+      for table, dtypes in ((_UNARY_FLOAT, FLOATING), (_UNARY_NUMERIC, NUMERIC)) for name, fn in table.items()],
+    *[Operator("Inplace" + name, "selfRef:ref", dtypes, lambda t, selfRef, fn=fn: getattr(t, fn)(selfRef))
+      for table, dtypes in ((_UNARY_FLOAT, FLOATING), (_UNARY_NUMERIC, NUMERIC)) for name, fn in table.items()],
+    Operator("LogicalNot", "self, out:out", ALL, lambda t, self: t.logical_not(self)),
+    Operator("BitwiseNot", "self, out:out", INTEGRAL | {C.ACL_BOOL}, lambda t, self: t.bitwise_not(self)),
+    *[Operator(name, "self, other, out:out", dtypes, lambda t, self, other, fn=fn: getattr(t, fn)(self, other))
+      for name, fn, dtypes in (("Atan2", "atan2", FLOATING),
+                               ("RemainderTensorTensor", "remainder", NUMERIC), ("FloorDivide", "floor_divide", NUMERIC),
+                               ("LogicalAnd", "logical_and", ALL), ("LogicalOr", "logical_or", ALL),
+                               ("LogicalXor", "logical_xor", ALL), ("BitwiseAndTensor", "bitwise_and", INTEGRAL),
+                               ("BitwiseOrTensor", "bitwise_or", INTEGRAL), ("BitwiseXorTensor", "bitwise_xor", INTEGRAL))],
+    Operator("PowTensorTensor", "self, exponent, out:out", NUMERIC, lambda t, self, exponent: t.pow(self, exponent)),
+    Operator("Rsub", "self, other, alpha:scalar, out:out", NUMERIC,
+             lambda t, self, other, alpha: t.rsub(self, other, alpha=alpha)),
+    Operator("Rsubs", "self, other:scalar, alpha:scalar, out:out", NUMERIC,
+             lambda t, self, other, alpha: t.rsub(self, other, alpha=alpha)),
     Operator("Gelu", "self, out:out", FLOATING, lambda t, self: t.nn.functional.gelu(self)),
     Operator("Silu", "self, out:out", FLOATING, lambda t, self: t.nn.functional.silu(self)),
     Operator("GeluBackward", "gradOutput, self, gradInput:out", FLOATING,
@@ -220,6 +249,19 @@ _OPS = [
     Operator("EmbeddingDenseBackward", "grad, indices, numWeights:int, paddingIdx:int, scaleGradByFreq:bool, out:out",
              FLOATING, lambda t, grad, indices, numWeights, paddingIdx, scaleGradByFreq:
              t.ops.aten.embedding_dense_backward(grad, indices, numWeights, paddingIdx, scaleGradByFreq)),
+    Operator("ScatterAdd", "self, dim:int, index, src, out:out", NUMERIC,
+             lambda t, self, dim, index, src: t.scatter_add(self, dim, index, src)),
+    Operator("IndexAdd", "self, dim:int, index, source, alpha:scalar, out:out", NUMERIC,
+             lambda t, self, dim, index, source, alpha: t.index_add(self, dim, index, source, alpha=alpha)),
+    *[Operator(name, "self, diagonal:int, out:out", ALL, lambda t, self, diagonal, fn=fn: getattr(t, fn)(self, diagonal))
+      for name, fn in (("Triu", "triu"), ("Tril", "tril"))],
+    Operator("Flip", "self, dims:ints, out:out", ALL, lambda t, self, dims: t.flip(self, list(dims))),
+    Operator("Roll", "x, shifts:ints, dims:ints, out:out", ALL, lambda t, x, shifts, dims: t.roll(x, list(shifts), list(dims))),
+    Operator("Repeat", "self, repeats:ints, out:out", ALL, lambda t, self, repeats: self.repeat(*repeats)),
+    Operator("ConstantPadNd", "self, pad:ints, value:scalar, out:out", ALL,
+             lambda t, self, pad, value: t.constant_pad_nd(self, list(pad), value)),
+    Operator("Arange", "start:scalar, end:scalar, step:scalar, out:out", NUMERIC,
+             lambda t, start, end, step: t.arange(start, end, step)),
     Operator("Cat", "tensors:tensors, dim:int, out:out", ALL, lambda t, tensors, dim: t.cat(tensors, dim)),
     Operator("Stack", "tensors:tensors, dim:int, out:out", ALL, lambda t, tensors, dim: t.stack(tensors, dim)),
     # ------------------------------------------------------------------ reductions
@@ -227,6 +269,31 @@ _OPS = [
     Operator("Mean", "self, dim:ints, keepDim:bool, dtype:dtype, out:out", FLOATING, _mean),
     Operator("ArgMax", "self, dim:int, keepdim:bool, out:out", NUMERIC,
              lambda t, self, dim, keepdim: t.argmax(self, dim, keepdim)),
+    Operator("ArgMin", "self, dim:int, keepdim:bool, out:out", NUMERIC,
+             lambda t, self, dim, keepdim: t.argmin(self, dim, keepdim)),
+    *[Operator(name, "self, dim:ints, keepDim:bool, out:out", NUMERIC,
+               lambda t, self, dim, keepDim, fn=fn: getattr(t, fn)(self, list(dim), keepDim))
+      for name, fn in (("Amax", "amax"), ("Amin", "amin"))],
+    *[Operator(name, "self, dim:int, keepdim:bool, out:out, indices:out", NUMERIC,
+               lambda t, self, dim, keepdim, fn=fn: tuple(getattr(t, fn)(self, dim, keepdim)))
+      for name, fn in (("MaxDim", "max"), ("MinDim", "min"))],
+    *[Operator(name, "self, out:out", NUMERIC, lambda t, self, fn=fn: getattr(t, fn)(self))
+      for name, fn in (("Max", "max"), ("Min", "min"))],
+    *[Operator(name, "self, dim:ints, keepdim:bool, out:out", ALL,
+               lambda t, self, dim, keepdim, fn=fn: getattr(t, fn)(self, list(dim) or None, keepdim))
+      for name, fn in (("Any", "any"), ("All", "all"))],
+    Operator("LogSumExp", "self, dim:ints, keepDim:bool, out:out", FLOATING,
+             lambda t, self, dim, keepDim: t.logsumexp(self, list(dim), keepDim)),
+    Operator("LinalgVectorNorm", "self, ord:scalar, dims:ints, keepDims:bool, dtype:dtype, out:out", FLOATING,
+             lambda t, self, ord, dims, keepDims, dtype: t.linalg.vector_norm(self.to(dtype), ord, list(dims) or None,
+                                                                              keepDims)),
+    Operator("Cumsum", "self, dim:int, dtype:dtype, out:out", NUMERIC,
+             lambda t, self, dim, dtype: t.cumsum(self, dim, dtype=dtype)),
+    Operator("Topk", "self, k:int, dim:int, largest:bool, sorted:bool, valuesOut:out, indicesOut:out", NUMERIC,
+             lambda t, self, k, dim, largest, sorted: tuple(t.topk(self, k, dim, largest, sorted))),
+    Operator("Sort", "self, stable:bool, dim:int, descending:bool, valuesOut:out, indicesOut:out", NUMERIC,
+             lambda t, self, stable, dim, descending: tuple(t.sort(self, stable=stable, dim=dim,
+                                                                   descending=descending))),
     # ------------------------------------------------------------------ matrix products
     Operator("Mm", "self, mat2, out:out, cubeMathType:int", FLOATING, lambda t, self, mat2, cubeMathType: t.mm(self, mat2)),
     Operator("Matmul", "self, mat2, out:out, cubeMathType:int", FLOATING,
@@ -296,6 +363,11 @@ _OPS = [
              lambda t, x, scalar: t._foreach_mul(x, scalar)),
     Operator("ForeachDivScalarList", "x:tensors, scalars:scalars, out:tensors_out", FLOATING,
              lambda t, x, scalars: _each(lambda a, s: a / s, x, scalars)),
+    Operator("ForeachNorm", "x:tensors, scalar:scalar, out:tensors_out", FLOATING,
+             lambda t, x, scalar: t._foreach_norm(x, scalar)),
+    Operator("ForeachNonFiniteCheckAndUnscale", "scaledGrads:tensors_ref, foundInf:ref, invScale", FLOATING, _unscale),
+    Operator("AmpUpdateScale", "currentScale, growthTracker, foundInf, growthFactor:float, backoffFactor:float, "
+             "growthInterval:int, updatedScale:out, updatedGrowthTracker:out", FLOATING, _update_scale),
     Operator("ForeachSqrt", "x:tensors, out:tensors_out", FLOATING, lambda t, x: t._foreach_sqrt(x)),
     Operator("ForeachAddcmulScalarV2", "x1:tensors, x2:tensors, x3:tensors, scalar:scalar, out:tensors_out", FLOATING,
              lambda t, x1, x2, x3, scalar: t._foreach_addcmul(x1, x2, x3, scalar)),
@@ -304,3 +376,4 @@ _OPS = [
 ]
 
 OPERATORS: dict[str, Operator] = {op.name: op for op in _OPS}
+assert len(OPERATORS) == len(_OPS), "an operator is listed twice"

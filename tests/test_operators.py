@@ -18,7 +18,7 @@ import pytest
 from async_util import ok, out
 from mdev import constants as C
 from mdev import errors as E
-from mdev.operators import OPERATORS, TORCH_DTYPES
+from mdev.operators import _UNARY_FLOAT, _UNARY_NUMERIC, OPERATORS, TORCH_DTYPES
 
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")     # torch_npu, if installed, is not for here
 try:
@@ -237,10 +237,57 @@ CASES = {
     **{n: (NUMS, LAYOUTS, lambda dt, lo, ref=n.startswith("Inplace"): {
         "selfRef" if ref else "self": R(S(lo), dt, lo), "tensor1": R(S(lo), dt, lo), "tensor2": R(S(lo)[-1:], dt, lo),
         "value": _scalar(dt)}) for n in ("Addcmul", "InplaceAddcmul")},
-    **{n: (FLOATS_, LAYOUTS, _unary) for n in ("Exp", "Log", "Sqrt", "Rsqrt", "Sigmoid", "Tanh", "Sin", "Cos",
-                                               "Reciprocal", "Gelu", "Silu")},
-    **{n: (NUMS, LAYOUTS, _unary) for n in ("Neg", "Abs", "Relu")},
-    "InplaceRelu": (NUMS, LAYOUTS, lambda dt, lo: {"selfRef": R(S(lo), dt, lo)}),
+    **{n: (FLOATS_, LAYOUTS, _unary) for n in (*_UNARY_FLOAT, "Gelu", "Silu")},
+    **{n: (NUMS, LAYOUTS, _unary) for n in _UNARY_NUMERIC},
+    **{"Inplace" + n: (FLOATS_, LAYOUTS, lambda dt, lo: {"selfRef": R(S(lo), dt, lo)}) for n in _UNARY_FLOAT},
+    **{"Inplace" + n: (NUMS, LAYOUTS, lambda dt, lo: {"selfRef": R(S(lo), dt, lo)}) for n in _UNARY_NUMERIC},
+    "LogicalNot": (NUMS + ("bool",), LAYOUTS, _unary),
+    "BitwiseNot": (("int32", "int64", "bool"), LAYOUTS, _unary),
+    "PowTensorTensor": (NUMS, LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo),
+                                                     "exponent": R(S(lo)[-1:], dt, lo).abs()}),
+    **{n: (NUMS, LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo), "other": R(S(lo)[-1:], dt, lo, 1, 6)})
+       for n in ("RemainderTensorTensor", "FloorDivide")},       # no integer division by 0
+    "Atan2": (FLOATS_, LAYOUTS, _binary),
+    **{n: (NUMS + ("bool",), LAYOUTS, _binary) for n in ("LogicalAnd", "LogicalOr", "LogicalXor")},
+    **{n: (("int32", "int64"), LAYOUTS, _binary) for n in ("BitwiseAndTensor", "BitwiseOrTensor", "BitwiseXorTensor")},
+    "Rsub": (NUMS, LAYOUTS, lambda dt, lo: {**_binary(dt, lo), "alpha": _scalar(dt)}),
+    "Rsubs": (NUMS, LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo), "other": _scalar(dt), "alpha": _scalar(dt)}),
+    "ArgMin": (NUMS, ("strided", "one"), lambda dt, lo: {"self": R(S(lo), dt, lo), "dim": 1, "keepdim": True}),
+    **{n: (NUMS, LAYOUTS, lambda dt, lo: {"self": R(S(lo) + (2,), dt, lo), "dim": [1, 2], "keepDim": True})
+       for n in ("Amax", "Amin")},
+    **{n: (NUMS, ("strided", "one"), lambda dt, lo: {"self": R(S(lo), dt, lo), "dim": 1, "keepdim": False})
+       for n in ("MaxDim", "MinDim")},
+    **{n: (NUMS, ("strided", "one"), _unary) for n in ("Max", "Min")},
+    **{n: (NUMS + ("bool",), LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo), "dim": [1], "keepdim": False})
+       for n in ("Any", "All")},
+    "LogSumExp": (FLOATS_, LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo), "dim": [1], "keepDim": False}),
+    "LinalgVectorNorm": (FLOATS_, LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo), "ord": 2.0, "dims": [],
+                                                          "keepDims": False, "dtype": torch.float32}),
+    "Cumsum": (NUMS, LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo), "dim": 1, "dtype": getattr(torch, dt)}),
+    "Topk": (NUMS, ("strided",), lambda dt, lo: {"self": R((3, 6), dt, lo), "k": 3, "dim": 1, "largest": True,
+                                                 "sorted": True}),
+    "Sort": (FLOATS_ + ("int32",), ("strided",), lambda dt, lo: {"self": R((3, 6), dt, lo), "stable": True, "dim": 1,
+                                                                 "descending": False}),
+    "ScatterAdd": (NUMS, ("strided",), lambda dt, lo: {"self": R((3, 4), dt, lo), "dim": 1,
+                                                       "index": torch.randint(0, 4, (3, 6)), "src": R((3, 6), dt, lo)}),
+    "IndexAdd": (NUMS, ("strided",), lambda dt, lo: {"self": R((5, 4), dt, lo), "dim": 0,
+                                                     "index": torch.tensor([0, 4, 0]), "source": R((3, 4), dt, lo),
+                                                     "alpha": _scalar(dt)}),
+    **{n: (NUMS + ("bool",), LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo), "diagonal": 1})
+       for n in ("Triu", "Tril")},
+    "Flip": (NUMS + ("bool",), LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo), "dims": [0, 1]}),
+    "Roll": (NUMS, LAYOUTS, lambda dt, lo: {"x": R(S(lo), dt, lo), "shifts": [1, -2], "dims": [0, 1]}),
+    "Repeat": (NUMS + ("bool",), LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo), "repeats": [2, 1, 3]}),
+    "ConstantPadNd": (NUMS, LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo), "pad": [1, 2, 0, 1],
+                                                     "value": _scalar(dt)}),
+    "Arange": (("float32", "int64"), ("strided",), lambda dt, lo: {"start": 1, "end": 20, "step": 3}),
+    "ForeachNorm": (FLOATS_, ("strided", "empty"), lambda dt, lo: {**_lists(dt, lo), "scalar": 2.0}),
+    "ForeachNonFiniteCheckAndUnscale": (F32 + F16, ("strided",), lambda dt, lo: {
+        "scaledGrads": [R((3, 4), dt, lo), R((5,), dt, lo).index_fill(0, torch.tensor([2]), float("inf"))],
+        "foundInf": torch.zeros(1), "invScale": torch.tensor([0.25])}),
+    "AmpUpdateScale": (F32, ("strided",), lambda dt, lo: {
+        "currentScale": torch.tensor([1024.0]), "growthTracker": torch.tensor([1], dtype=torch.int32),
+        "foundInf": torch.tensor([0.0]), "growthFactor": 2.0, "backoffFactor": 0.5, "growthInterval": 2}),
     **{n: (FLOATS_, LAYOUTS, lambda dt, lo: {"gradOutput": R(S(lo), dt, lo), "self": R(S(lo), dt, lo)})
        for n in ("GeluBackward", "SiluBackward")},
     "EmbeddingDenseBackward": (F32 + F16, ("strided",), lambda dt, lo: {

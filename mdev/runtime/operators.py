@@ -28,8 +28,8 @@ from mdev import constants as C
 from mdev import dtypes
 from mdev import errors as E
 from mdev.errors import AclError
-from mdev.operators import (BOOL, BOOLS, DTYPE, FLOAT, FLOATS, INT, INTS, OPERATORS, OPT_INTS, OPTIONAL, READS, SCALAR,
-                            SCALARS, OPT_SCALAR, TENSORS, TENSORS_OUT, TENSORS_REF, TORCH_DTYPES, WRITES, Operator)
+from mdev.operators import (BOOL, BOOLS, DTYPE, FLOAT, FLOATS, INT, INTS, LISTS, OPERATORS, OPT_INTS, OPT_SCALAR,
+                            OPTIONAL, READS, SCALAR, SCALARS, TENSORS, TORCH_DTYPES, WRITES, Operator)
 from mdev.runtime import streams
 from mdev.runtime.boundary import api
 from mdev.runtime.core import RUNTIME as rt
@@ -254,10 +254,10 @@ def operator_get_workspace_size(name: str, *params) -> tuple[int, int]:
     if len(params) != len(op.params):
         raise AclError(INVALID, f"{where} takes {len(op.params)} parameters ({op.signature}), got {len(params)}")
     values = {param: _resolve(where, param, kind, arg) for (param, kind), arg in zip(op.params, params)}
-    first = next(values[p] for p, k in op.params if k in READS and values[p] is not None)
+    name, first = next(((p, values[p]) for p, k in op.params if k in READS and values[p] is not None), ("", ()))
     for tensor in (first if isinstance(first, tuple) else (first,)):
         if tensor.dtype not in op.dtypes:
-            raise AclError(INVALID, f"{where}: {op.params[0][0]} has dtype {TORCH_DTYPES[tensor.dtype]}, not one of "
+            raise AclError(INVALID, f"{where}: {name} has dtype {TORCH_DTYPES[tensor.dtype]}, not one of "
                            f"{', '.join(sorted(TORCH_DTYPES[d] for d in op.dtypes))}")
     _check_meta(op, values, where)
     return 0, _keep(Executor(op, values))
@@ -269,14 +269,16 @@ def _resolve(where: str, param: str, kind: str, arg):
         if kind in OPTIONAL:
             return None
         raise AclError(NULLPTR, f"{where}: {param} is a null pointer")
-    if kind in READS and kind not in (TENSORS, TENSORS_REF) or kind in WRITES and kind != TENSORS_OUT:
+    if kind in LISTS:
+        return tuple(_get(h, TensorDesc, f"{where}: an element of {param}")
+                     for h in _get(arg, (ArrayDesc, TENSORS), f"{where}: {param}").items)
+    if kind in READS or kind in WRITES:
         return _get(arg, TensorDesc, f"{where}: {param}")
-    if kind in (TENSORS, TENSORS_REF, TENSORS_OUT):
-        return tuple(_objects[h] for h in _get(arg, (ArrayDesc, TENSORS), f"{where}: {param}").items)
     if kind in (SCALAR, OPT_SCALAR):
         return _get(arg, ScalarDesc, f"{where}: {param}").value
     if kind == SCALARS:
-        return tuple(_objects[h].value for h in _get(arg, (ArrayDesc, SCALARS), f"{where}: {param}").items)
+        return tuple(_get(h, ScalarDesc, f"{where}: an element of {param}").value
+                     for h in _get(arg, (ArrayDesc, SCALARS), f"{where}: {param}").items)
     if kind in (INTS, OPT_INTS, FLOATS, BOOLS):
         return _get(arg, (ArrayDesc, kind.rstrip("?")), f"{where}: {param}").items
     if kind == DTYPE:
