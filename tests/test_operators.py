@@ -582,3 +582,15 @@ def test_an_op_is_a_task_of_the_trace_and_of_modelled_time(board, run_py, tmp_pa
     tasks = [e for e in json.loads(path.read_text())["traceEvents"]
              if e.get("ph") == "X" and e.get("cat") == "task" and e["args"].get("kind") == "operator"]
     assert len(tasks) == 1 and tasks[0]["dur"] > 0, tasks
+
+
+def test_a_device_and_a_host_load_torch_only_for_an_operator():
+    """The device process imports every op's module, the host the whole runtime: neither
+    loads torch until an operator needs it (a board that runs none pays nothing)."""
+    import subprocess
+    import sys
+    code = ("import sys, mdev.board.device_process, mdev.aclnn, mdev.runtime.registry as r; r.entries(); "
+            "print('torch' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, MDEV_AUTOSTART="0"))
+    assert proc.stdout.strip() == "False", proc.stderr
