@@ -130,7 +130,8 @@ class Tensors:
     direct = False
 
     def pieces(self, args: tuple) -> tuple:
-        return tuple((t[0], tensor_extent(t[1], t[2], t[3])) for t in each_tensor(args[self.at]))
+        """(location, bytes) of each tensor that has elements (an empty one touches nothing)."""
+        return tuple((t[0], n) for t in each_tensor(args[self.at]) if (n := tensor_extent(t[1], t[2], t[3])))
 
     def moved(self, args: tuple) -> int:
         return sum(math.prod(t[1]) * dtypes.itemsize(t[3]) for t in each_tensor(args[self.at]))

@@ -16,13 +16,14 @@ copied into the outputs after it ran, so an output may alias an input (the in-pl
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from typing import TYPE_CHECKING
 
 from mdev import errors as E
 from mdev.board.tasktable import TaskFault, op
-from mdev.operators import DTYPE, OPERATORS, READS, TENSORS_OUT, TENSORS_REF, TORCH_DTYPES, WRITES
+from mdev.operators import DTYPE, LISTS, OPERATORS, READS, TENSORS_OUT, TENSORS_REF, TORCH_DTYPES, WRITES
 from mdev.taskspec import each_tensor, tensor_extent
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ def operator(device: "Device", stream: "DeviceStream", name: str, inputs: tuple,
     spec = OPERATORS.get(name)
     if spec is None:
         raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"operator {name!r:.60} is not in mdev's operator library")
+    _check_form(spec, inputs, outputs, attrs)
     torch = _load_torch()
     memory = device.memory
     pinned = memory.pin([t[0][2] for t in (*each_tensor(inputs), *each_tensor(outputs))
@@ -91,6 +93,27 @@ def operator(device: "Device", stream: "DeviceStream", name: str, inputs: tuple,
     device.wake()
 
 
+def _is_tensor(entry) -> bool:
+    return type(entry) is tuple and len(entry) == 4 and type(entry[0]) is tuple and len(entry[0]) == 3 \
+        and entry[0][0] in ("d", "p") and type(entry[1]) is tuple and type(entry[2]) is tuple
+
+
+def _check_form(spec, inputs, outputs, attrs) -> None:
+    """The task's arguments have the form the op's signature gives them (a host is trusted
+    with its own memory, not with the shape of what it sends)."""
+    reads = [k for _, k in spec.params if k in READS]
+    writes = [k for _, k in spec.params if k in WRITES]
+    entries = [*zip(reads, inputs if type(inputs) is tuple else ()),
+               *zip(writes, outputs if type(outputs) is tuple else ())]
+    if not (type(inputs) is tuple and type(outputs) is tuple and type(attrs) is tuple and len(inputs) == len(reads)
+            and len(outputs) == len(writes)
+            and len(attrs) == sum(k not in READS and k not in WRITES for _, k in spec.params)
+            and all(e is None or (all(map(_is_tensor, e)) if k in LISTS and type(e) is tuple else _is_tensor(e))
+                    for k, e in entries)):
+        raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"operator task aclnn{spec.name}: its tensors and attributes "
+                        f"are not the form of its signature ({spec.signature})")
+
+
 def _torch_value(torch, device: "Device", stream: "DeviceStream", entry, write: bool):
     """A tensor (or a list of them) of the task as torch views of the bytes it spans."""
     if entry is None:
@@ -106,6 +129,11 @@ def _view(torch, device: "Device", stream: "DeviceStream", where: tuple, shape: 
             and data_type in TORCH_DTYPES):
         raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"tensor operand: shape {shape!r:.60}, strides "
                         f"{strides!r:.60}, data type {data_type!r:.20} are not a tensor's")
+    if math.prod(shape) > device.memory.hbm.size:
+        # a broadcast view (stride 0) may have more elements than bytes, never more than
+        # a whole HBM could hold: the bound keeps a hostile shape from holding the device
+        raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"tensor operand of shape {shape!r:.60} has more elements "
+                        f"than device {device.index}'s HBM has bytes")
     dtype = getattr(torch, TORCH_DTYPES[data_type])
     raw = device.memory.view(where, tensor_extent(shape, strides, data_type), stream, write=write)
     flat = torch.from_numpy(raw).view(dtype) if raw.size else torch.empty(0, dtype=dtype)
