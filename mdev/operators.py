@@ -34,9 +34,9 @@ TENSOR, OPT_TENSOR, OUT, OPT_OUT, REF, OPT_REF = "tensor", "tensor?", "out", "ou
 TENSORS, TENSORS_OUT, TENSORS_REF = "tensors", "tensors_out", "tensors_ref"
 SCALAR, OPT_SCALAR, SCALARS = "scalar", "scalar?", "scalars"
 INTS, OPT_INTS, FLOATS, BOOLS = "ints", "ints?", "floats", "bools"
-INT, FLOAT, BOOL, DTYPE = "int", "float", "bool", "dtype"
+INT, FLOAT, BOOL, DTYPE, STR = "int", "float", "bool", "dtype", "str"
 KINDS = (TENSOR, OPT_TENSOR, OUT, OPT_OUT, REF, OPT_REF, TENSORS, TENSORS_OUT, TENSORS_REF, SCALAR, OPT_SCALAR,
-         SCALARS, INTS, OPT_INTS, FLOATS, BOOLS, INT, FLOAT, BOOL, DTYPE)
+         SCALARS, INTS, OPT_INTS, FLOATS, BOOLS, INT, FLOAT, BOOL, DTYPE, STR)
 READS = (TENSOR, OPT_TENSOR, REF, OPT_REF, TENSORS, TENSORS_REF)          # the reference reads them
 WRITES = (OUT, OPT_OUT, REF, OPT_REF, TENSORS_OUT, TENSORS_REF)           # it writes a result into them
 OPTIONAL = (OPT_TENSOR, OPT_OUT, OPT_REF, OPT_SCALAR, OPT_INTS)           # may be NULL
@@ -162,6 +162,116 @@ _UNARY_FLOAT = {"Exp": "exp", "Log": "log", "Sqrt": "sqrt", "Rsqrt": "rsqrt", "S
                 "Log1p": "log1p", "Expm1": "expm1", "Tan": "tan", "Asin": "asin", "Acos": "acos", "Atan": "atan",
                 "Sinh": "sinh", "Cosh": "cosh", "Floor": "floor", "Ceil": "ceil", "Round": "round", "Trunc": "trunc"}
 _UNARY_NUMERIC = {"Neg": "neg", "Abs": "abs", "Relu": "relu", "Sign": "sign"}
+
+
+class _Attention:
+    """FlashAttentionScore's math on (B, N, S, D) views: scale * (QK^T + pse), masked, softmax,
+    dropout by the mask's bits (1 keeps, little-endian in each byte), times V; key and value
+    may have fewer heads (grouped-query).  Computed in float32, as the NPU accumulates."""
+    LAYOUTS = ("BSH", "SBH", "BSND", "BNSD")
+
+    def __init__(self, t, query, key, value, pse, dropMask, attenMask, scaleValue, keepProb, preTokens, nextTokens,
+                 headNum, inputLayout, sparseMode) -> None:
+        if inputLayout not in self.LAYOUTS:
+            raise ValueError(f"inputLayout {inputLayout!r}: mdev has {', '.join(self.LAYOUTS)}")
+        self.t, self.layout, self.heads = t, inputLayout, headNum
+        self.d = query.shape[-1] // headNum if inputLayout in ("BSH", "SBH") else query.shape[-1]
+        self.q, self.k, self.v = (self.bnsd(x).float() for x in (query, key, value))
+        self.group = self.q.shape[1] // self.k.shape[1]
+        k, v = (x.repeat_interleave(self.group, 1) for x in (self.k, self.v))
+        self.pse, self.scale, self.keep = pse, scaleValue, keepProb
+        scores = t.matmul(self.q, k.transpose(-1, -2))
+        if pse is not None:
+            scores = scores + pse.float()
+        scores = scores * scaleValue
+        masked = self.mask(scores, attenMask, preTokens, nextTokens, sparseMode)
+        scores = scores.masked_fill(masked, float("-inf"))
+        top = scores.amax(-1, keepdim=True)
+        top = t.where(t.isinf(top), t.zeros_like(top), top)          # a row with nothing to attend to
+        exp = t.exp(scores - top)
+        total = exp.sum(-1, keepdim=True)
+        self.probs = exp / t.where(total == 0, t.ones_like(total), total)
+        self.max, self.sum = top, total
+        self.drop = None
+        if keepProb < 1:
+            if dropMask is None:
+                raise ValueError(f"keepProb {keepProb} needs dropMaskOptional")
+            n = self.probs.numel()
+            bits = (dropMask.reshape(-1).to(t.int32)[:, None] >> t.arange(8, device=dropMask.device)) & 1
+            self.drop = bits.reshape(-1)[:n].reshape(self.probs.shape).float() / keepProb
+        self.kept = self.probs * self.drop if self.drop is not None else self.probs
+        self.kv = (k, v)
+
+    def mask(self, scores, attenMask, preTokens, nextTokens, sparseMode):
+        t = self.t
+        sq, skv = scores.shape[-2:]
+        i = t.arange(sq, device=scores.device)[:, None]
+        j = t.arange(skv, device=scores.device)[None, :]
+        given = attenMask.bool() if attenMask is not None else t.zeros((), dtype=t.bool, device=scores.device)
+        if sparseMode == 0:
+            return (j > i + nextTokens) | (j < i - preTokens) | given
+        if sparseMode == 1:
+            return given.expand(scores.shape)
+        if sparseMode in (2, 3):      # causal from the top left / the bottom right; the mask given is a template
+            return (j > i + (skv - sq if sparseMode == 3 else 0)).expand(scores.shape)
+        raise ValueError(f"sparseMode {sparseMode}: mdev has 0 (band), 1 (all mask), 2 and 3 (causal)")
+
+    def bnsd(self, x):
+        if self.layout == "BNSD":
+            return x
+        if self.layout == "BSND":
+            return x.transpose(1, 2)
+        if self.layout == "BSH":
+            return x.reshape(x.shape[0], x.shape[1], -1, self.d).transpose(1, 2)
+        return x.reshape(x.shape[0], x.shape[1], -1, self.d).permute(1, 2, 0, 3)        # SBH
+
+    def laid_out(self, x):
+        """(B, N, S, D) back to the input layout."""
+        if self.layout == "BNSD":
+            return x
+        if self.layout == "BSND":
+            return x.transpose(1, 2)
+        if self.layout == "BSH":
+            return x.transpose(1, 2).reshape(x.shape[0], x.shape[2], -1)
+        return x.permute(2, 0, 1, 3).reshape(x.shape[2], x.shape[0], -1)
+
+    def forward(self):
+        out = self.t.matmul(self.kept, self.kv[1])
+        stats = tuple(x.expand(*x.shape[:-1], 8).contiguous() for x in (self.max, self.sum))
+        return (*stats, None, self.laid_out(out))
+
+    def backward(self, dy):
+        t = self.t
+        k, v = self.kv
+        dy = self.bnsd(dy).float()
+        dv = t.matmul(self.kept.transpose(-1, -2), dy)
+        dp = t.matmul(dy, v.transpose(-1, -2))
+        if self.drop is not None:
+            dp = dp * self.drop
+        ds = self.probs * (dp - (dp * self.probs).sum(-1, keepdim=True))
+        dq = t.matmul(ds, k) * self.scale
+        dk = t.matmul(ds.transpose(-1, -2), self.q) * self.scale
+        grouped = [x.reshape(x.shape[0], -1, self.group, *x.shape[2:]).sum(2) for x in (dk, dv)]
+        dpse = None
+        if self.pse is not None:
+            dpse = (ds * self.scale).sum_to_size(self.pse.shape)
+        return (self.laid_out(dq), *(self.laid_out(x) for x in grouped), dpse)
+
+
+def _flash_attention(t, query, key, value, realShiftOptional, dropMaskOptional, paddingMaskOptional,
+                     attenMaskOptional, prefixOptional, scaleValue, keepProb, preTokens, nextTokens, headNum,
+                     inputLayout, innerPrecise, sparseMode):
+    return _Attention(t, query, key, value, realShiftOptional, dropMaskOptional, attenMaskOptional, scaleValue,
+                      keepProb, preTokens, nextTokens, headNum, inputLayout, sparseMode).forward()
+
+
+def _flash_attention_grad(t, query, keyIn, value, dy, pseShiftOptional, dropMaskOptional, paddingMaskOptional,
+                          attenMaskOptional, softmaxMaxOptional, softmaxSumOptional, softmaxInOptional,
+                          attentionInOptional, prefixOptional, scaleValue, keepProb, preTokens, nextTokens, headNum,
+                          inputLayout, innerPrecise, sparseMode):
+    """Recomputes the forward from query, key and value (the saved statistics agree with it)."""
+    return _Attention(t, query, keyIn, value, pseShiftOptional, dropMaskOptional, attenMaskOptional, scaleValue,
+                      keepProb, preTokens, nextTokens, headNum, inputLayout, sparseMode).backward(dy)
 
 
 # the ops mdev has, by aclnn name
@@ -354,6 +464,17 @@ _OPS = [
              "out:out, indices:out", FLOATING, _max_pool_mask),
     Operator("MaxPool2dWithMaskBackward", "gradOutput, self, indices, kernelSize:ints, stride:ints, padding:ints, "
              "dilation:ints, ceilMode:bool, gradInput:out", FLOATING, _max_pool_mask_backward),
+    Operator("FlashAttentionScore", "query, key, value, realShiftOptional:tensor?, dropMaskOptional:tensor?, "
+             "paddingMaskOptional:tensor?, attenMaskOptional:tensor?, prefixOptional:ints?, scaleValue:float, "
+             "keepProb:float, preTokens:int, nextTokens:int, headNum:int, inputLayout:str, innerPrecise:int, "
+             "sparseMode:int, softmaxMaxOut:out, softmaxSumOut:out, softmaxOutOut:out?, attentionOutOut:out",
+             FLOATING, _flash_attention),
+    Operator("FlashAttentionScoreGrad", "query, keyIn, value, dy, pseShiftOptional:tensor?, dropMaskOptional:tensor?, "
+             "paddingMaskOptional:tensor?, attenMaskOptional:tensor?, softmaxMaxOptional:tensor?, "
+             "softmaxSumOptional:tensor?, softmaxInOptional:tensor?, attentionInOptional:tensor?, "
+             "prefixOptional:ints?, scaleValue:float, keepProb:float, preTokens:int, nextTokens:int, headNum:int, "
+             "inputLayout:str, innerPrecise:int, sparseMode:int, dqOut:out, dkOut:out, dvOut:out, dpseOut:out?",
+             FLOATING, _flash_attention_grad),
     # ------------------------------------------------------------------ foreach (optimizers)
     Operator("ForeachAddListV2", "x1:tensors, x2:tensors, alpha:scalar, out:tensors_out", FLOATING,
              lambda t, x1, x2, alpha: t._foreach_add(x1, x2, alpha=alpha)),

@@ -217,6 +217,17 @@ def _layer_norm_inputs(dt):
     return {"input": R((2, 3, 4), dt), "normalizedShape": [4], "weight": R((4,), dt), "bias": R((4,), dt)}
 
 
+def _attention_inputs(dt, lo):
+    """BSH layout, 4 query heads over 2 key/value heads of 4, causal (sparse mode 2), with a
+    dropout mask keeping about 3 in 4."""
+    return {"query": R((2, 5, 16), dt, lo), "key": R((2, 5, 8), dt, lo), "value": R((2, 5, 8), dt, lo),
+            "realShiftOptional": None, "dropMaskOptional": torch.randint(0, 256, (2 * 4 * 5 * 5 // 8 + 1,),
+                                                                         dtype=torch.uint8),
+            "paddingMaskOptional": None, "attenMaskOptional": None, "prefixOptional": None, "scaleValue": 0.5,
+            "keepProb": 0.75, "preTokens": 65536, "nextTokens": 0, "headNum": 4, "inputLayout": "BSH",
+            "innerPrecise": 0, "sparseMode": 2}
+
+
 # name -> (dtypes, layouts, inputs(dtype, layout)): the outputs are made like the CPU's results
 CASES = {
     **{n: (NUMS, LAYOUTS, lambda dt, lo: {**_binary(dt, lo), "alpha": _scalar(dt)}) for n in ("Add", "Sub")},
@@ -380,6 +391,12 @@ CASES = {
         "indices": OPERATORS["MaxPool2dWithMask"].reference(torch, x, [3, 3], [2, 2], [1, 1], [1, 1], False)[1],
         "kernelSize": [3, 3], "stride": [2, 2], "padding": [1, 1], "dilation": [1, 1], "ceilMode": False})(
             R((2, 3, 8, 9), dt, lo))),
+    "FlashAttentionScore": (FLOATS_, ("strided",), lambda dt, lo: {**_attention_inputs(dt, lo),
+                                                                  "softmaxOutOut": None}),
+    "FlashAttentionScoreGrad": (F32 + BF16, ("strided",), lambda dt, lo: {
+        **_attention_inputs(dt, lo), "keyIn": R((2, 5, 8), dt, lo), "dy": R((2, 5, 16), dt, lo),
+        "pseShiftOptional": None, "softmaxMaxOptional": None, "softmaxSumOptional": None, "softmaxInOptional": None,
+        "attentionInOptional": None, "dpseOut": None}),
     "ForeachAddListV2": (FLOATS_, LAYOUTS, lambda dt, lo: {**_lists(dt, lo, 2), "alpha": 0.5}),
     **{n: (FLOATS_, LAYOUTS, lambda dt, lo: {**_lists(dt, lo), "scalar": 0.5})
        for n in ("ForeachAddScalarV2", "ForeachMulScalarV2")},
@@ -617,3 +634,21 @@ def test_a_hostile_operator_task_fails_the_task_not_the_device(nn):
         nn.stream = out(acl, acl.rt.create_stream())
         st = rt.stream_in_context(nn.stream)
     assert run_op(nn, "Relu", self=torch.randn(5), out=torch.empty(5)) == (0, "")
+
+
+def test_flash_attention_is_torchs_attention():
+    """The reference itself against torch's own: scaled_dot_product_attention (causal,
+    grouped-query heads) and its autograd gradients, in two layouts."""
+    from mdev.operators import _Attention
+    q, k, v, dy = (torch.randn(2, n, 6, 8, dtype=torch.float64) for n in (4, 2, 2, 4))
+    leaves = [x.clone().requires_grad_() for x in (q, k, v)]
+    want = torch.nn.functional.scaled_dot_product_attention(*leaves, is_causal=True, scale=0.3, enable_gqa=True)
+    want.backward(dy)
+    for layout, to, back in (("BNSD", lambda x: x, lambda x: x),
+                             ("BSH", lambda x: x.transpose(1, 2).reshape(2, 6, -1),
+                              lambda x: x.reshape(2, 6, -1, 8).transpose(1, 2))):
+        math = _Attention(torch, to(q), to(k), to(v), None, None, None, 0.3, 1.0, 65536, 0, 4, layout, 0)
+        torch.testing.assert_close(back(math.forward()[3]).double(), want, rtol=1e-5, atol=1e-6)
+        grads = math.backward(to(dy))[:3]
+        for got, leaf in zip(grads, leaves):
+            torch.testing.assert_close(back(got).double(), leaf.grad, rtol=1e-5, atol=1e-6)

@@ -29,7 +29,7 @@ from mdev import dtypes
 from mdev import errors as E
 from mdev.errors import AclError
 from mdev.operators import (BOOL, BOOLS, DTYPE, FLOAT, FLOATS, INT, INTS, LISTS, OPERATORS, OPT_INTS, OPT_SCALAR,
-                            OPTIONAL, READS, SCALAR, SCALARS, TENSORS, TORCH_DTYPES, WRITES, Operator)
+                            OPTIONAL, READS, SCALAR, SCALARS, STR, TENSORS, TORCH_DTYPES, WRITES, Operator)
 from mdev.runtime import streams
 from mdev.runtime.boundary import api
 from mdev.runtime.core import RUNTIME as rt
@@ -265,7 +265,7 @@ def operator_get_workspace_size(name: str, *params) -> tuple[int, int]:
 
 def _resolve(where: str, param: str, kind: str, arg):
     """A parameter's handle as the descriptor (a tuple of them for lists), or its value."""
-    if arg is None or arg == 0 and kind not in (INT, FLOAT, BOOL, DTYPE):
+    if arg is None or arg == 0 and kind not in (INT, FLOAT, BOOL, DTYPE, STR):
         if kind in OPTIONAL:
             return None
         raise AclError(NULLPTR, f"{where}: {param} is a null pointer")
@@ -284,6 +284,10 @@ def _resolve(where: str, param: str, kind: str, arg):
     if kind == DTYPE:
         if arg not in TORCH_DTYPES:
             raise AclError(INVALID, f"{where}: {param} {arg!r:.20} is not a supported aclDataType")
+        return arg
+    if kind == STR:
+        if not isinstance(arg, str):
+            raise AclError(INVALID, f"{where}: {param} must be a string, got {arg!r:.40}")
         return arg
     convert = {INT: int, FLOAT: float, BOOL: bool}[kind]
     if isinstance(arg, bool) and kind != BOOL or not isinstance(arg, (int, float)):
