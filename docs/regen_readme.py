@@ -64,8 +64,8 @@ def aclnn_ops_block() -> str:
             else ", ".join(sorted(O.TORCH_DTYPES[d] for d in op.dtypes))
     rows = [f"| `aclnn{op.name}` | {op.signature} | {dtypes(op)} |" for op in O.OPERATORS.values()]
     return (f"\n\n{len(rows)} operators. dtypes: floating = fp32, fp16, bf16, fp64; numeric = floating + int8, int16,"
-            f" int32, int64, uint8; integral = the integer types; all = numeric + bool (of the first input tensor; the others"
-            f" as torch promotes them).\n\n"
+            f" int32, int64, uint8; integral = the integer types; all = numeric + bool (of the first input tensor;"
+            f" the others as torch promotes them).\n\n"
             "| operator | parameters of GetWorkspaceSize (before workspaceSize, executor) | dtypes |\n|---|---|---|\n"
             + "\n".join(rows) + "\n\n")
 

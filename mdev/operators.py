@@ -277,23 +277,18 @@ def _flash_attention_grad(t, query, keyIn, value, dy, pseShiftOptional, dropMask
 # the ops mdev has, by aclnn name
 _OPS = [
     # ------------------------------------------------------------------ arithmetic
-    Operator("Add", "self, other, alpha:scalar, out:out", ALL, lambda t, self, other, alpha: t.add(self, other, alpha=alpha)),
-    Operator("Adds", "self, other:scalar, alpha:scalar, out:out", ALL, lambda t, self, other, alpha: t.add(self, other, alpha=alpha)),
-    Operator("InplaceAdd", "selfRef:ref, other, alpha:scalar", ALL, lambda t, selfRef, other, alpha: t.add(selfRef, other, alpha=alpha)),
-    Operator("InplaceAdds", "selfRef:ref, other:scalar, alpha:scalar", ALL, lambda t, selfRef, other, alpha: t.add(selfRef, other, alpha=alpha)),
-    Operator("Sub", "self, other, alpha:scalar, out:out", NUMERIC, lambda t, self, other, alpha: t.sub(self, other, alpha=alpha)),
-    Operator("Subs", "self, other:scalar, alpha:scalar, out:out", NUMERIC, lambda t, self, other, alpha: t.sub(self, other, alpha=alpha)),
-    Operator("InplaceSub", "selfRef:ref, other, alpha:scalar", NUMERIC, lambda t, selfRef, other, alpha: t.sub(selfRef, other, alpha=alpha)),
-    Operator("Mul", "self, other, out:out", ALL, lambda t, self, other: t.mul(self, other)),
-    Operator("Muls", "self, other:scalar, out:out", ALL, lambda t, self, other: t.mul(self, other)),
-    Operator("InplaceMul", "selfRef:ref, other", ALL, lambda t, selfRef, other: t.mul(selfRef, other)),
-    Operator("InplaceMuls", "selfRef:ref, other:scalar", ALL, lambda t, selfRef, other: t.mul(selfRef, other)),
-    Operator("Div", "self, other, out:out", ALL, lambda t, self, other: t.div(self, other)),
-    Operator("Divs", "self, other:scalar, out:out", ALL, lambda t, self, other: t.div(self, other)),
-    Operator("InplaceDiv", "selfRef:ref, other", FLOATING, lambda t, selfRef, other: t.div(selfRef, other)),
+    # X (tensor other), Xs (scalar other), InplaceX, InplaceXs: the first parameter is self or selfRef
+    *[Operator(prefix + name + suffix, f"{first}, other{kind}{alpha}{out}", dtypes,
+               lambda t, other, fn=fn, **given: getattr(t, fn)(given.pop("self", None) if "self" in given
+                                                                else given.pop("selfRef"), other, **given))
+      for name, fn, alpha, dtypes in (("Add", "add", ", alpha:scalar", ALL), ("Sub", "sub", ", alpha:scalar", NUMERIC),
+                                      ("Mul", "mul", "", ALL), ("Div", "div", "", ALL))
+      for prefix, first, out in (("", "self", ", out:out"), ("Inplace", "selfRef:ref", ""))
+      for suffix, kind in (("", ""), ("s", ":scalar"))],
     Operator("Maximum", "self, other, out:out", ALL, lambda t, self, other: t.maximum(self, other)),
     Operator("Minimum", "self, other, out:out", ALL, lambda t, self, other: t.minimum(self, other)),
-    Operator("PowTensorScalar", "self, exponent:scalar, out:out", NUMERIC, lambda t, self, exponent: t.pow(self, exponent)),
+    Operator("PowTensorScalar", "self, exponent:scalar, out:out", NUMERIC,
+             lambda t, self, exponent: t.pow(self, exponent)),
     Operator("InplaceAddcdiv", "selfRef:ref, tensor1, tensor2, value:scalar", FLOATING,
              lambda t, selfRef, tensor1, tensor2, value: t.addcdiv(selfRef, tensor1, tensor2, value=value)),
     Operator("Addcmul", "self, tensor1, tensor2, value:scalar, out:out", NUMERIC,
@@ -309,10 +304,12 @@ _OPS = [
     Operator("BitwiseNot", "self, out:out", INTEGRAL | {C.ACL_BOOL}, lambda t, self: t.bitwise_not(self)),
     *[Operator(name, "self, other, out:out", dtypes, lambda t, self, other, fn=fn: getattr(t, fn)(self, other))
       for name, fn, dtypes in (("Atan2", "atan2", FLOATING),
-                               ("RemainderTensorTensor", "remainder", NUMERIC), ("FloorDivide", "floor_divide", NUMERIC),
+                               ("RemainderTensorTensor", "remainder", NUMERIC),
+                               ("FloorDivide", "floor_divide", NUMERIC),
                                ("LogicalAnd", "logical_and", ALL), ("LogicalOr", "logical_or", ALL),
                                ("LogicalXor", "logical_xor", ALL), ("BitwiseAndTensor", "bitwise_and", INTEGRAL),
-                               ("BitwiseOrTensor", "bitwise_or", INTEGRAL), ("BitwiseXorTensor", "bitwise_xor", INTEGRAL))],
+                               ("BitwiseOrTensor", "bitwise_or", INTEGRAL),
+                               ("BitwiseXorTensor", "bitwise_xor", INTEGRAL))],
     Operator("PowTensorTensor", "self, exponent, out:out", NUMERIC, lambda t, self, exponent: t.pow(self, exponent)),
     Operator("Rsub", "self, other, alpha:scalar, out:out", NUMERIC,
              lambda t, self, other, alpha: t.rsub(self, other, alpha=alpha)),
@@ -329,7 +326,8 @@ _OPS = [
     Operator("Cast", "self, dtype:dtype, out:out", ALL, lambda t, self, dtype: self.to(dtype)),
     # ------------------------------------------------------------------ fill and copy
     Operator("InplaceCopy", "selfRef:ref, src", ALL, lambda t, selfRef, src: src.to(selfRef.dtype).expand_as(selfRef)),
-    Operator("InplaceFillScalar", "selfRef:ref, value:scalar", ALL, lambda t, selfRef, value: t.full_like(selfRef, value)),
+    Operator("InplaceFillScalar", "selfRef:ref, value:scalar", ALL,
+             lambda t, selfRef, value: t.full_like(selfRef, value)),
     Operator("InplaceZero", "selfRef:ref", ALL, lambda t, selfRef: t.zeros_like(selfRef)),
     Operator("InplaceOne", "selfRef:ref", ALL, lambda t, selfRef: t.ones_like(selfRef)),
     Operator("InplaceUniform", "selfRef:ref, from:float, to:float, seed:int, offset:int", FLOATING,
@@ -355,7 +353,8 @@ _OPS = [
     Operator("Gather", "self, dim:int, index, out:out", ALL, lambda t, self, dim, index: t.gather(self, dim, index)),
     Operator("IndexSelect", "self, dim:int, index, out:out", ALL,
              lambda t, self, dim, index: t.index_select(self, dim, index)),
-    Operator("Embedding", "weight, indices, out:out", ALL, lambda t, weight, indices: t.nn.functional.embedding(indices, weight)),
+    Operator("Embedding", "weight, indices, out:out", ALL,
+             lambda t, weight, indices: t.nn.functional.embedding(indices, weight)),
     Operator("EmbeddingDenseBackward", "grad, indices, numWeights:int, paddingIdx:int, scaleGradByFreq:bool, out:out",
              FLOATING, lambda t, grad, indices, numWeights, paddingIdx, scaleGradByFreq:
              t.ops.aten.embedding_dense_backward(grad, indices, numWeights, paddingIdx, scaleGradByFreq)),
@@ -363,10 +362,12 @@ _OPS = [
              lambda t, self, dim, index, src: t.scatter_add(self, dim, index, src)),
     Operator("IndexAdd", "self, dim:int, index, source, alpha:scalar, out:out", NUMERIC,
              lambda t, self, dim, index, source, alpha: t.index_add(self, dim, index, source, alpha=alpha)),
-    *[Operator(name, "self, diagonal:int, out:out", ALL, lambda t, self, diagonal, fn=fn: getattr(t, fn)(self, diagonal))
+    *[Operator(name, "self, diagonal:int, out:out", ALL,
+               lambda t, self, diagonal, fn=fn: getattr(t, fn)(self, diagonal))
       for name, fn in (("Triu", "triu"), ("Tril", "tril"))],
     Operator("Flip", "self, dims:ints, out:out", ALL, lambda t, self, dims: t.flip(self, list(dims))),
-    Operator("Roll", "x, shifts:ints, dims:ints, out:out", ALL, lambda t, x, shifts, dims: t.roll(x, list(shifts), list(dims))),
+    Operator("Roll", "x, shifts:ints, dims:ints, out:out", ALL,
+             lambda t, x, shifts, dims: t.roll(x, list(shifts), list(dims))),
     Operator("Repeat", "self, repeats:ints, out:out", ALL, lambda t, self, repeats: self.repeat(*repeats)),
     Operator("ConstantPadNd", "self, pad:ints, value:scalar, out:out", ALL,
              lambda t, self, pad, value: t.constant_pad_nd(self, list(pad), value)),
@@ -405,7 +406,8 @@ _OPS = [
              lambda t, self, stable, dim, descending: tuple(t.sort(self, stable=stable, dim=dim,
                                                                    descending=descending))),
     # ------------------------------------------------------------------ matrix products
-    Operator("Mm", "self, mat2, out:out, cubeMathType:int", FLOATING, lambda t, self, mat2, cubeMathType: t.mm(self, mat2)),
+    Operator("Mm", "self, mat2, out:out, cubeMathType:int", FLOATING,
+             lambda t, self, mat2, cubeMathType: t.mm(self, mat2)),
     Operator("Matmul", "self, mat2, out:out, cubeMathType:int", FLOATING,
              lambda t, self, mat2, cubeMathType: t.matmul(self, mat2)),
     Operator("BatchMatMul", "self, mat2, out:out, cubeMathType:int", FLOATING,
@@ -415,13 +417,15 @@ _OPS = [
     # ------------------------------------------------------------------ activations, normalisation, losses
     Operator("Softmax", "self, dim:int, out:out", FLOATING, lambda t, self, dim: t.softmax(self, dim)),
     Operator("SoftmaxBackward", "gradOutput, output, dim:int, out:out", FLOATING,
-             lambda t, gradOutput, output, dim: t.ops.aten._softmax_backward_data(gradOutput, output, dim, output.dtype)),
+             lambda t, gradOutput, output, dim: t.ops.aten._softmax_backward_data(gradOutput, output, dim,
+                                                                                  output.dtype)),
     Operator("LogSoftmax", "self, dim:int, out:out", FLOATING, lambda t, self, dim: t.log_softmax(self, dim)),
     Operator("LogSoftmaxBackward", "gradOutput, output, dim:int, out:out", FLOATING,
              lambda t, gradOutput, output, dim: t.ops.aten._log_softmax_backward_data(gradOutput, output, dim,
                                                                                      output.dtype)),
     Operator("MseLoss", "self, target, reduction:int, out:out", FLOATING,
-             lambda t, self, target, reduction: t.nn.functional.mse_loss(self, target, reduction=_REDUCTION[reduction])),
+             lambda t, self, target, reduction: t.nn.functional.mse_loss(self, target,
+                                                                         reduction=_REDUCTION[reduction])),
     Operator("MseLossBackward", "gradOutput, self, target, reduction:int, out:out", FLOATING,
              lambda t, gradOutput, self, target, reduction: t.ops.aten.mse_loss_backward(gradOutput, self, target,
                                                                                          reduction)),

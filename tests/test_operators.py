@@ -230,18 +230,14 @@ def _attention_inputs(dt, lo):
 
 # name -> (dtypes, layouts, inputs(dtype, layout)): the outputs are made like the CPU's results
 CASES = {
-    **{n: (NUMS, LAYOUTS, lambda dt, lo: {**_binary(dt, lo), "alpha": _scalar(dt)}) for n in ("Add", "Sub")},
-    **{n: (NUMS, LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo), "other": _scalar(dt), "alpha": _scalar(dt)})
-       for n in ("Adds", "Subs")},
-    **{n: (NUMS, LAYOUTS, lambda dt, lo: {"selfRef": R(S(lo), dt, lo), "other": R(S(lo)[-1:], dt, lo),
-                                          "alpha": _scalar(dt)}) for n in ("InplaceAdd", "InplaceSub")},
-    "InplaceAdds": (NUMS, LAYOUTS, lambda dt, lo: {"selfRef": R(S(lo), dt, lo), "other": _scalar(dt),
-                                                  "alpha": _scalar(dt)}),
-    **{n: (NUMS, LAYOUTS, _binary) for n in ("Mul", "Div", "Maximum", "Minimum")},
-    **{n: (NUMS, LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo), "other": _scalar(dt)}) for n in ("Muls", "Divs")},
-    "InplaceMul": (NUMS, LAYOUTS, lambda dt, lo: {"selfRef": R(S(lo), dt, lo), "other": R(S(lo)[-1:], dt, lo)}),
-    "InplaceMuls": (NUMS, LAYOUTS, lambda dt, lo: {"selfRef": R(S(lo), dt, lo), "other": _scalar(dt)}),
-    "InplaceDiv": (FLOATS_, LAYOUTS, lambda dt, lo: {"selfRef": R(S(lo), dt, lo), "other": R(S(lo)[-1:], dt, lo)}),
+    # Add, Adds, InplaceAdd, InplaceAdds, ... Div*: in-place division only of floating types
+    **{prefix + name + suffix: (
+        FLOATS_ if prefix and name == "Div" else NUMS, LAYOUTS,
+        lambda dt, lo, first="selfRef" if prefix else "self", tensor=not suffix, alpha=name in ("Add", "Sub"): {
+            first: R(S(lo), dt, lo), "other": R(S(lo)[-1:], dt, lo) if tensor else _scalar(dt),
+            **({"alpha": _scalar(dt)} if alpha else {})})
+       for name in ("Add", "Sub", "Mul", "Div") for prefix in ("", "Inplace") for suffix in ("", "s")},
+    **{n: (NUMS, LAYOUTS, _binary) for n in ("Maximum", "Minimum")},
     "PowTensorScalar": (NUMS, LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo), "exponent": 2}),
     "InplaceAddcdiv": (FLOATS_, LAYOUTS, lambda dt, lo: {"selfRef": R(S(lo), dt, lo), "tensor1": R(S(lo), dt, lo),
                                                          "tensor2": R(S(lo)[-1:], dt, lo) + 8, "value": 0.5}),
@@ -356,7 +352,8 @@ CASES = {
     "MseLoss": (FLOATS_, LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo), "target": R(S(lo), dt, lo),
                                                   "reduction": 1 if lo != "empty" else 2}),
     "MseLossBackward": (FLOATS_, LAYOUTS, lambda dt, lo: {"gradOutput": R((), dt), "self": R(S(lo), dt, lo),
-                                                          "target": R(S(lo), dt, lo), "reduction": 1 if lo != "empty" else 2}),
+                                                          "target": R(S(lo), dt, lo),
+                                                          "reduction": 1 if lo != "empty" else 2}),
     "NLLLoss": (FLOATS_, ("strided",), lambda dt, lo: {"self": _log_probs(dt), "target": torch.randint(0, 5, (4,)),
                                                        "weight": None, "reduction": 1, "ignoreIndex": -100}),
     "NLLLossBackward": (FLOATS_, ("strided",), lambda dt, lo: {
