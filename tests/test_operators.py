@@ -649,3 +649,26 @@ def test_flash_attention_is_torchs_attention():
         grads = math.backward(to(dy))[:3]
         for got, leaf in zip(grads, leaves):
             torch.testing.assert_close(back(got).double(), leaf.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_a_captured_op_replays_with_its_graph(nn):
+    """aclnn ops captured into a model run instance (as torch_npu's NPU graphs capture them)
+    run again at each replay, on the data there is then."""
+    acl, aclnn = nn.acl, nn.aclnn
+    x = torch.ones(6)
+    handle = nn.tensor(x)
+    three = out(acl, aclnn.create_scalar(3.0, C.ACL_FLOAT))
+    nn.handles.append((aclnn.destroy_scalar, three))
+    capture = out(acl, acl.rt.create_stream())
+    ok(acl, acl.mdl.ri_capture_begin(capture, 0))
+    ws, executor, ret = aclnn.inplace_muls_get_workspace_size(handle, three)
+    ok(acl, ret)
+    ok(acl, aclnn.inplace_muls(0, ws, executor, capture))
+    model = out(acl, acl.mdl.ri_capture_end(capture))
+    assert nn.read(x, nn.buffers[-1]).tolist() == [1.0] * 6          # captured, not run
+    for _ in range(2):
+        ok(acl, acl.mdl.ri_execute_async(model, nn.stream))
+    ok(acl, acl.rt.synchronize_stream(nn.stream))
+    assert nn.read(x, nn.buffers[-1]).tolist() == [9.0] * 6
+    ok(acl, acl.mdl.ri_destroy(model))
+    ok(acl, acl.rt.destroy_stream(capture))
