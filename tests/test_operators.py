@@ -672,3 +672,17 @@ def test_a_captured_op_replays_with_its_graph(nn):
     assert nn.read(x, nn.buffers[-1]).tolist() == [9.0] * 6
     ok(acl, acl.mdl.ri_destroy(model))
     ok(acl, acl.rt.destroy_stream(capture))
+
+
+def test_a_checked_call_is_remembered_with_its_outcome(nn):
+    """GetWorkspaceSize remembers what the meta check said for the same shapes, strides,
+    dtypes and attributes: a refusal stays a refusal, another shape is checked afresh."""
+    from mdev.runtime import operators as host
+    a, b = torch.randn(3, 4), torch.randn(5)
+    first = run_op(nn, "Add", self=a, other=b, alpha=1.0, out=torch.empty(3, 4))
+    assert first[0] == E.ACLNN_ERR_PARAM_INVALID
+    assert run_op(nn, "Add", self=a, other=b, alpha=1.0, out=torch.empty(3, 4)) == first
+    assert run_op(nn, "Add", self=a, other=torch.randn(4), alpha=1.0, out=torch.empty(3, 4)) == (0, "")
+    assert run_op(nn, "Add", self=a, other=torch.randn(4), alpha=1, out=torch.empty(3, 4)) == (0, "")
+    assert ("Add", ((3, 4), (4, 1), C.ACL_FLOAT), ((4,), (1,), C.ACL_FLOAT), ("int", 1),
+            ((3, 4), (4, 1), C.ACL_FLOAT)) in host._CHECKED

@@ -259,7 +259,7 @@ def operator_get_workspace_size(name: str, *params) -> tuple[int, int]:
         if tensor.dtype not in op.dtypes:
             raise AclError(INVALID, f"{where}: {name} has dtype {TORCH_DTYPES[tensor.dtype]}, not one of "
                            f"{', '.join(sorted(TORCH_DTYPES[d] for d in op.dtypes))}")
-    _check_meta(op, values, where)
+    _check_once(op, values, where)
     return 0, _keep(Executor(op, values))
 
 
@@ -316,6 +316,38 @@ def _load_torch():
                 os.environ[_AUTOLOAD] = saved
         _torch = torch
     return _torch
+
+
+# outcomes of the meta check by what decides them (the op, its tensors' shapes, strides and
+# dtypes, its attributes): a training step asks the same questions at every step
+_CHECKED: dict[tuple, tuple | None] = {}
+MAX_CHECKED = 4096
+
+
+def _check_once(op: Operator, values: dict, where: str) -> None:
+    _load_torch()
+    key = (op.name, *(_fingerprint(values[p]) for p, _ in op.params))
+    if key in _CHECKED:
+        failure = _CHECKED[key]
+        if failure is not None:
+            raise AclError(*failure)
+        return
+    if len(_CHECKED) >= MAX_CHECKED:
+        _CHECKED.clear()
+    try:
+        _check_meta(op, values, where)
+    except AclError as exc:
+        _CHECKED[key] = (exc.code, exc.message)
+        raise
+    _CHECKED[key] = None
+
+
+def _fingerprint(value):
+    if isinstance(value, TensorDesc):
+        return value.shape, value.strides, value.dtype
+    if isinstance(value, tuple):
+        return tuple(_fingerprint(v) for v in value)
+    return type(value).__name__, value          # 1, 1.0 and True promote differently
 
 
 def _check_meta(op: Operator, values: dict, where: str) -> None:
