@@ -686,3 +686,74 @@ def test_a_checked_call_is_remembered_with_its_outcome(nn):
     assert run_op(nn, "Add", self=a, other=torch.randn(4), alpha=1, out=torch.empty(3, 4)) == (0, "")
     assert ("Add", ((3, 4), (4, 1), C.ACL_FLOAT), ((4,), (1,), C.ACL_FLOAT), ("int", 1),
             ((3, 4), (4, 1), C.ACL_FLOAT)) in host._CHECKED
+
+
+def test_the_mlp_training_step_of_torch_npu_runs_on_the_device(nn):
+    """Linear + ReLU + MSELoss + SGD, three steps, as the 9 ops torch_npu calls for it
+    (research: Addmm with the transposed weight, Relu, MseLoss, InplaceFillScalar,
+    MseLossBackward, ThresholdBackward, Mm, ReduceSum, ForeachAddListV2), queued on one
+    stream with no synchronisation between them: the parameters match torch's own training."""
+    acl, aclnn = nn.acl, nn.aclnn
+    torch.manual_seed(7)
+    model = torch.nn.Linear(8, 4)
+    x, y = torch.randn(6, 8), torch.randn(6, 4)
+    lr = 0.1
+    handles = {}
+
+    def place(name, t):
+        t = t.detach().clone()
+        handles[name] = (nn.tensor(t), nn.buffers[-1], t)
+
+    def view(name, shape, strides):     # another aclTensor over a placed tensor's bytes
+        handle = out(acl, aclnn.create_tensor(list(shape), C.ACL_FLOAT, list(strides), 0, C.ACL_FORMAT_ND,
+                                              [math.prod(shape)], handles[name][1]))
+        nn.handles.append((aclnn.destroy_tensor, handle))
+        return handle
+
+    def scalar(value):
+        handle = out(acl, aclnn.create_scalar(value, C.ACL_FLOAT))
+        nn.handles.append((aclnn.destroy_scalar, handle))
+        return handle
+
+    def run(op, *args):
+        ws, executor, ret = getattr(aclnn, f"{op}_get_workspace_size")(*args)
+        ok(acl, ret)
+        ok(acl, getattr(aclnn, op)(0, ws, executor, nn.stream))
+
+    for name, t in (("W", model.weight), ("b", model.bias), ("x", x), ("y", y), ("h", torch.empty(6, 4)),
+                    ("a", torch.empty(6, 4)), ("loss", torch.empty(())), ("g_loss", torch.empty(())),
+                    ("g_a", torch.empty(6, 4)), ("g_h", torch.empty(6, 4)), ("g_W", torch.empty(4, 8)),
+                    ("g_b", torch.empty(4))):
+        place(name, t)
+    h = {name: entry[0] for name, entry in handles.items()}
+    w_t, g_h_t = view("W", (8, 4), (1, 8)), view("g_h", (4, 6), (1, 4))
+    one, zero, minus_lr = scalar(1.0), scalar(0.0), scalar(-lr)
+    def listed(*names):                # a list owns its tensors: destroying it destroys them
+        tensors = [view(name, tuple(handles[name][2].shape), handles[name][2].stride()) for name in names]
+        nn.handles = [e for e in nn.handles if e[1] not in tensors]
+        handle = out(acl, aclnn.create_tensor_list(tensors))
+        nn.handles.append((aclnn.destroy_tensor_list, handle))
+        return handle
+
+    params, grads, targets = listed("W", "b"), listed("g_W", "g_b"), listed("W", "b")
+    dims = out(acl, aclnn.create_int_array([0]))
+    nn.handles.append((aclnn.destroy_int_array, dims))
+    for _ in range(3):
+        run("addmm", h["b"], h["x"], w_t, one, one, h["h"], 0)
+        run("relu", h["h"], h["a"])
+        run("mse_loss", h["a"], h["y"], 1, h["loss"])
+        run("inplace_fill_scalar", h["g_loss"], one)
+        run("mse_loss_backward", h["g_loss"], h["a"], h["y"], 1, h["g_a"])
+        run("threshold_backward", h["g_a"], h["a"], zero, h["g_h"])
+        run("mm", g_h_t, h["x"], h["g_W"], 0)
+        run("reduce_sum", h["g_h"], dims, False, C.ACL_FLOAT, h["g_b"])
+        run("foreach_add_list_v2", params, grads, minus_lr, targets)
+    ok(acl, acl.rt.synchronize_stream(nn.stream))
+
+    sgd = torch.optim.SGD(model.parameters(), lr=lr)
+    for _ in range(3):
+        sgd.zero_grad()
+        torch.nn.functional.mse_loss(torch.relu(model(x)), y).backward()
+        sgd.step()
+    torch.testing.assert_close(nn.read(model.weight, handles["W"][1]), model.weight.detach(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(nn.read(model.bias, handles["b"][1]), model.bias.detach(), rtol=1e-5, atol=1e-6)
