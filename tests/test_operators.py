@@ -757,3 +757,17 @@ def test_the_mlp_training_step_of_torch_npu_runs_on_the_device(nn):
         sgd.step()
     torch.testing.assert_close(nn.read(model.weight, handles["W"][1]), model.weight.detach(), rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(nn.read(model.bias, handles["b"][1]), model.bias.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_an_op_runs_on_its_streams_device_only(nn):
+    """Tensors of device 0, a stream of device 1: aclnnX refuses, naming the tensor."""
+    acl, aclnn = nn.acl, nn.aclnn
+    x = nn.tensor(torch.ones(4))
+    ws, executor, ret = aclnn.relu_get_workspace_size(x, x)
+    ok(acl, ret)
+    ok(acl, acl.rt.set_device(1))
+    other = out(acl, acl.rt.create_stream())
+    assert aclnn.relu(0, ws, executor, other) == E.ACLNN_ERR_PARAM_INVALID
+    assert "is not device memory of the stream's device 1" in acl.get_recent_err_msg()
+    ok(acl, acl.rt.destroy_stream(other))
+    ok(acl, acl.rt.set_device(0))
