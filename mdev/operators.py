@@ -162,6 +162,9 @@ _UNARY_FLOAT = {"Exp": "exp", "Log": "log", "Sqrt": "sqrt", "Rsqrt": "rsqrt", "S
                 "Log1p": "log1p", "Expm1": "expm1", "Tan": "tan", "Asin": "asin", "Acos": "acos", "Atan": "atan",
                 "Sinh": "sinh", "Cosh": "cosh", "Floor": "floor", "Ceil": "ceil", "Round": "round", "Trunc": "trunc"}
 _UNARY_NUMERIC = {"Neg": "neg", "Abs": "abs", "Relu": "relu", "Sign": "sign"}
+# torch's functions of the foreach families' binary ops (XList, XScalarV2, XScalarList)
+_FOREACH_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Maximum": "maximum",
+                   "Minimum": "minimum", "Pow": "pow"}
 
 
 class _Attention:
@@ -272,6 +275,14 @@ def _flash_attention_grad(t, query, keyIn, value, dy, pseShiftOptional, dropMask
     """Recomputes the forward from query, key and value (the saved statistics agree with it)."""
     return _Attention(t, query, keyIn, value, pseShiftOptional, dropMaskOptional, attenMaskOptional, scaleValue,
                       keepProb, preTokens, nextTokens, headNum, inputLayout, sparseMode).backward(dy)
+
+
+def _with_scalar(t, fn: str, tensor, scalar):
+    """torch's binary ``fn`` with a number for its other operand (maximum and minimum take
+    tensors only: a number bounds from below or above)."""
+    if fn in ("maximum", "minimum"):
+        return t.clamp(tensor, min=scalar) if fn == "maximum" else t.clamp(tensor, max=scalar)
+    return getattr(t, fn)(tensor, scalar)
 
 
 # the ops mdev has, by aclnn name
@@ -480,6 +491,28 @@ _OPS = [
              "inputLayout:str, innerPrecise:int, sparseMode:int, dqOut:out, dkOut:out, dvOut:out, dpseOut:out?",
              FLOATING, _flash_attention_grad),
     # ------------------------------------------------------------------ foreach (optimizers)
+    *[Operator("Foreach" + name, "x:tensors, out:tensors_out", FLOATING,
+               lambda t, x, fn=fn: [getattr(t, fn)(v) for v in x])
+      for name, fn in {**_UNARY_FLOAT, "Erfc": "erfc", "Neg": "neg", "Abs": "abs", "Sign": "sign"}.items()
+      if name not in ("Rsqrt", "Floor", "Ceil", "Round", "Trunc")],
+    *[Operator(f"Foreach{name}List", "x1:tensors, x2:tensors, out:tensors_out", FLOATING,
+               lambda t, x1, x2, fn=fn: [getattr(t, fn)(a, b) for a, b in zip(x1, x2)])
+      for name, fn in _FOREACH_BINARY.items() if name not in ("Add", "Sub")],
+    Operator("ForeachSubList", "x1:tensors, x2:tensors, alpha, out:tensors_out", FLOATING,      # alpha: a tensor
+             lambda t, x1, x2, alpha: [a - alpha.reshape(()) * b for a, b in zip(x1, x2)]),
+    Operator("ForeachSubListV2", "x1:tensors, x2:tensors, alpha:scalar, out:tensors_out", FLOATING,
+             lambda t, x1, x2, alpha: t._foreach_sub(x1, x2, alpha=alpha)),
+    *[Operator(f"Foreach{name}ScalarV2", "x:tensors, scalar:scalar, out:tensors_out", FLOATING,
+               lambda t, x, scalar, fn=fn: [_with_scalar(t, fn, v, scalar) for v in x])
+      for name, fn in _FOREACH_BINARY.items() if name not in ("Add", "Mul")],
+    *[Operator(f"Foreach{name}ScalarList", "x:tensors, scalars:scalars, out:tensors_out", FLOATING,
+               lambda t, x, scalars, fn=fn: [_with_scalar(t, fn, v, s) for v, s in zip(x, scalars)])
+      for name, fn in _FOREACH_BINARY.items() if name != "Div"],
+    Operator("ForeachAddcdivScalarV2", "x1:tensors, x2:tensors, x3:tensors, scalar:scalar, out:tensors_out", FLOATING,
+             lambda t, x1, x2, x3, scalar: t._foreach_addcdiv(x1, x2, x3, scalar)),
+    Operator("ForeachLerpList", "x1:tensors, x2:tensors, weight:tensors, out:tensors_out", FLOATING,
+             lambda t, x1, x2, weight: t._foreach_lerp(x1, x2, weight)),
+    Operator("ForeachZeroInplace", "x:tensors_ref", ALL, lambda t, x: [t.zeros_like(v) for v in x]),
     Operator("ForeachAddListV2", "x1:tensors, x2:tensors, alpha:scalar, out:tensors_out", FLOATING,
              lambda t, x1, x2, alpha: t._foreach_add(x1, x2, alpha=alpha)),
     Operator("ForeachAddScalarV2", "x:tensors, scalar:scalar, out:tensors_out", FLOATING,
@@ -493,7 +526,6 @@ _OPS = [
     Operator("ForeachNonFiniteCheckAndUnscale", "scaledGrads:tensors_ref, foundInf:ref, invScale", FLOATING, _unscale),
     Operator("AmpUpdateScale", "currentScale, growthTracker, foundInf, growthFactor:float, backoffFactor:float, "
              "growthInterval:int, updatedScale:out, updatedGrowthTracker:out", FLOATING, _update_scale),
-    Operator("ForeachSqrt", "x:tensors, out:tensors_out", FLOATING, lambda t, x: t._foreach_sqrt(x)),
     Operator("ForeachAddcmulScalarV2", "x1:tensors, x2:tensors, x3:tensors, scalar:scalar, out:tensors_out", FLOATING,
              lambda t, x1, x2, x3, scalar: t._foreach_addcmul(x1, x2, x3, scalar)),
     Operator("ForeachLerpScalar", "x1:tensors, x2:tensors, weight:scalar, out:tensors_out", FLOATING,

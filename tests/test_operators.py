@@ -396,10 +396,22 @@ CASES = {
         "pseShiftOptional": None, "softmaxMaxOptional": None, "softmaxSumOptional": None, "softmaxInOptional": None,
         "attentionInOptional": None, "dpseOut": None}),
     "ForeachAddListV2": (FLOATS_, LAYOUTS, lambda dt, lo: {**_lists(dt, lo, 2), "alpha": 0.5}),
+    **{n: (FLOATS_, LAYOUTS, lambda dt, lo: _lists(dt, lo)) for n in OPERATORS
+       if n.startswith("Foreach") and OPERATORS[n].signature == "x:tensors, out:tensors_out"},
+    **{f"Foreach{n}List": (FLOATS_, LAYOUTS, lambda dt, lo: {**_lists(dt, lo, 2)})
+       for n in ("Mul", "Div", "Maximum", "Minimum", "Pow")},
+    "ForeachSubList": (FLOATS_, LAYOUTS, lambda dt, lo: {**_lists(dt, lo, 2), "alpha": torch.tensor([0.5])}),
+    "ForeachSubListV2": (FLOATS_, LAYOUTS, lambda dt, lo: {**_lists(dt, lo, 2), "alpha": 0.5}),
+    **{f"Foreach{n}ScalarV2": (FLOATS_, LAYOUTS, lambda dt, lo: {**_lists(dt, lo), "scalar": 1.5})
+       for n in ("Sub", "Div", "Maximum", "Minimum", "Pow")},
+    **{f"Foreach{n}ScalarList": (FLOATS_, LAYOUTS, lambda dt, lo: {**_lists(dt, lo), "scalars": [1.5, -0.5]})
+       for n in ("Add", "Sub", "Mul", "Maximum", "Minimum", "Pow")},
+    "ForeachAddcdivScalarV2": (FLOATS_, LAYOUTS, lambda dt, lo: {**_lists(dt, lo, 3), "scalar": 0.5}),
+    "ForeachLerpList": (FLOATS_, LAYOUTS, lambda dt, lo: {**_lists(dt, lo, 2), "weight": _lists(dt, lo)["x"]}),
+    "ForeachZeroInplace": (NUMS + ("bool",), LAYOUTS, lambda dt, lo: _lists(dt, lo)),
     **{n: (FLOATS_, LAYOUTS, lambda dt, lo: {**_lists(dt, lo), "scalar": 0.5})
        for n in ("ForeachAddScalarV2", "ForeachMulScalarV2")},
     "ForeachDivScalarList": (FLOATS_, LAYOUTS, lambda dt, lo: {**_lists(dt, lo), "scalars": [2.0, 4.0]}),
-    "ForeachSqrt": (FLOATS_, LAYOUTS, lambda dt, lo: {"x": [R(S(lo), dt, lo).abs(), R((5,), dt, lo).abs()]}),
     "ForeachAddcmulScalarV2": (FLOATS_, LAYOUTS, lambda dt, lo: {**_lists(dt, lo, 3), "scalar": 0.5}),
     "ForeachLerpScalar": (FLOATS_, LAYOUTS, lambda dt, lo: {**_lists(dt, lo, 2), "weight": 0.25}),
 }
