@@ -505,6 +505,9 @@ _OPS = [
     *[Operator(f"Foreach{name}ScalarV2", "x:tensors, scalar:scalar, out:tensors_out", FLOATING,
                lambda t, x, scalar, fn=fn: [_with_scalar(t, fn, v, scalar) for v in x])
       for name, fn in _FOREACH_BINARY.items() if name not in ("Add", "Mul")],
+    *[Operator(f"Foreach{name}Scalar", "x:tensors, scalar, out:tensors_out", FLOATING,       # scalar: a tensor
+               lambda t, x, scalar, fn=fn: [_with_scalar(t, fn, v, scalar.reshape(())) for v in x])
+      for name, fn in _FOREACH_BINARY.items()],
     *[Operator(f"Foreach{name}ScalarList", "x:tensors, scalars:scalars, out:tensors_out", FLOATING,
                lambda t, x, scalars, fn=fn: [_with_scalar(t, fn, v, s) for v, s in zip(x, scalars)])
       for name, fn in _FOREACH_BINARY.items() if name != "Div"],

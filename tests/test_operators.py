@@ -404,6 +404,8 @@ CASES = {
     "ForeachSubListV2": (FLOATS_, LAYOUTS, lambda dt, lo: {**_lists(dt, lo, 2), "alpha": 0.5}),
     **{f"Foreach{n}ScalarV2": (FLOATS_, LAYOUTS, lambda dt, lo: {**_lists(dt, lo), "scalar": 1.5})
        for n in ("Sub", "Div", "Maximum", "Minimum", "Pow")},
+    **{f"Foreach{n}Scalar": (FLOATS_, LAYOUTS, lambda dt, lo: {**_lists(dt, lo), "scalar": torch.tensor([1.5])})
+       for n in ("Add", "Sub", "Mul", "Div", "Maximum", "Minimum", "Pow")},
     **{f"Foreach{n}ScalarList": (FLOATS_, LAYOUTS, lambda dt, lo: {**_lists(dt, lo), "scalars": [1.5, -0.5]})
        for n in ("Add", "Sub", "Mul", "Maximum", "Minimum", "Pow")},
     "ForeachAddcdivScalarV2": (FLOATS_, LAYOUTS, lambda dt, lo: {**_lists(dt, lo, 3), "scalar": 0.5}),
