@@ -52,7 +52,25 @@ def sanitized_examples_block() -> str:
             f"clean and {findings} whose deliberate bug must be named")
 
 
-BLOCKS = {"whatif": whatif_block, "sanitized-examples": sanitized_examples_block}
+def aclnn_ops_block() -> str:
+    """The operator library's ops (mdev.operators): a table of their signatures and dtypes."""
+    from mdev import operators as O
+    from mdev.constants import ACL_BOOL
+    classes = {O.ALL: "all", O.NUMERIC: "numeric", O.FLOATING: "floating", O.INTEGRAL: "integral"}
+
+    def dtypes(op) -> str:
+        named = classes.get(op.dtypes) or classes.get(op.dtypes - {ACL_BOOL})
+        return named + (" + bool" if ACL_BOOL in op.dtypes - O.NUMERIC and named != "all" else "") if named \
+            else ", ".join(sorted(O.TORCH_DTYPES[d] for d in op.dtypes))
+    rows = [f"| `aclnn{op.name}` | {op.signature} | {dtypes(op)} |" for op in O.OPERATORS.values()]
+    return (f"\n\n{len(rows)} operators. dtypes: floating = fp32, fp16, bf16, fp64; numeric = floating + int8, int16,"
+            f" int32, int64, uint8; integral = the integer types; all = numeric + bool (of the first input tensor;"
+            f" the others as torch promotes them).\n\n"
+            "| operator | parameters of GetWorkspaceSize (before workspaceSize, executor) | dtypes |\n|---|---|---|\n"
+            + "\n".join(rows) + "\n\n")
+
+
+BLOCKS = {"whatif": whatif_block, "sanitized-examples": sanitized_examples_block, "aclnn-ops": aclnn_ops_block}
 
 
 def pattern(name: str) -> re.Pattern:

@@ -20,7 +20,7 @@ DTYPES = {
     C.ACL_INT64: np.dtype(np.int64), C.ACL_UINT8: np.dtype(np.uint8), C.ACL_UINT16: np.dtype(np.uint16),
     C.ACL_UINT32: np.dtype(np.uint32), C.ACL_UINT64: np.dtype(np.uint64),
     C.ACL_FLOAT16: np.dtype(np.float16), C.ACL_FLOAT: np.dtype(np.float32), C.ACL_DOUBLE: np.dtype(np.float64),
-    C.ACL_BF16: BF16,
+    C.ACL_BF16: BF16, C.ACL_BOOL: np.dtype(np.bool_),
 }
 
 

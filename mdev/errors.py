@@ -290,6 +290,14 @@ _CODES: tuple[tuple[str, int, str], ...] = (
     ("ACL_ERROR_GE_UNLOAD_MODEL", 545009, "GE: failed to unload model"),
     ("ACL_ERROR_GE_MODEL_EXECUTE_TIMEOUT", 545601, "GE: model execution timeout"),
     ("ACL_ERROR_GE_REDEPLOYING", 545602, "GE: redeploying"),
+    # ---- aclnn (the operator library's aclnnStatus; ops-math docs, aclnn return codes) --
+    ("ACLNN_ERR_PARAM_NULLPTR", 161001, "aclnn: a required parameter is a null pointer"),
+    ("ACLNN_ERR_PARAM_INVALID", 161002, "aclnn: a parameter is invalid (dtype, shape, broadcasting, ...)"),
+    ("ACLNN_ERR_RUNTIME_ERROR", 361001, "aclnn: a call into the NPU runtime failed"),
+    ("ACLNN_ERR_INNER", 561000, "aclnn: internal error"),
+    ("ACLNN_ERR_INNER_INFERSHAPE_ERROR", 561001, "aclnn: output shape inference failed"),
+    ("ACLNN_ERR_INNER_FIND_KERNEL_ERROR", 561003, "aclnn: no kernel for the operator (binary package not installed)"),
+    ("ACLNN_ERR_INNER_CREATE_EXECUTOR", 561101, "aclnn: creating the aclOpExecutor failed"),
 )
 
 # Names that share a value with a preferred name.  ERROR_NAMES never reports these, so

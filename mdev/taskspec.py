@@ -24,8 +24,8 @@ A task travels as ``(op name, args)``, a tuple of builtins (the wire names no cl
     model dump (runtime.models) ------> ri, text
 
 Operand kinds: ``Span`` (a location and a byte count), ``Pitched`` (rows of a 2-D copy),
-``Tensor`` (a location with shape, strides in elements and an aclDataType: what the
-operator library's ops carry), ``Paras`` (parameters given by value or by address).  A
+``Tensor`` (a location with shape, strides in elements and an aclDataType), ``Tensors``
+(an operator task's tensors, each as a Tensor carries them), ``Paras`` (parameters given by value or by address).  A
 location is ``("d", device, offset)`` or ``("p", segment, offset)``.  A family of ops shares
 one spec's fields under per-op names (``_family``).  ``SPECS`` holds every op a device
 runs; tests/test_taskspec.py checks that every registered op has one and every consumer
@@ -116,6 +116,36 @@ def tensor_extent(shape, strides, data_type: int) -> int:
     if 0 in shape:
         return 0
     return dtypes.itemsize(data_type) * (1 + sum((n - 1) * s for n, s in zip(shape, strides)))
+
+
+@dataclass(frozen=True)
+class Tensors:
+    """The argument ``at`` holds tensors, each ``(location, shape, strides, aclDataType)``,
+    alone or in a tuple of them (a tensor list), or None (an optional one left out): an
+    operator task's inputs (READ) or outputs (WRITE).  The device pins and checks each as it
+    runs, so they are no location arguments of their own."""
+    at: int
+    role: str
+    fill = word = None
+    direct = False
+
+    def pieces(self, args: tuple) -> tuple:
+        """(location, bytes) of each tensor that has elements (an empty one touches nothing)."""
+        return tuple((t[0], n) for t in each_tensor(args[self.at]) if (n := tensor_extent(t[1], t[2], t[3])))
+
+    def moved(self, args: tuple) -> int:
+        return sum(math.prod(t[1]) * dtypes.itemsize(t[3]) for t in each_tensor(args[self.at]))
+
+
+def each_tensor(entries: tuple):
+    """The tensors of an operator task's inputs or outputs, lists flattened, absent ones left out."""
+    for entry in entries:
+        if entry is None:
+            continue
+        if entry and isinstance(entry[0], tuple) and entry[0] and entry[0][0] in ("d", "p"):
+            yield entry
+        else:
+            yield from (t for t in entry if t is not None)
 
 
 @dataclass(frozen=True)
@@ -268,6 +298,9 @@ SPECS: dict[str, OpSpec] = {spec.name: spec for spec in [
            reported=True),
     OpSpec("run_graph", ("gid",), time=MEASURED, ri=(_DEFAULT, "MODEL_EXECUTE")),
     OpSpec("update_graph", ("gid", "lane", "indices", "tasks")),
+    # an operator of the operator library (aclnn: mdev.operators), on tensors of this device
+    OpSpec("operator", ("name", "inputs", "outputs", "attrs"), AIV, KERNEL,
+           (Tensors(1, READ), Tensors(2, WRITE)), (C.ACL_MODEL_RI_TASK_KERNEL, "OPERATOR"), "aclnn{name}"),
     # ---------------------------------------------------------------- system tasks (mdev.board.systasks)
     OpSpec("reduce", ("dst", "src", "nbytes", "kind", "data_type"), DMA, TRANSFER,
            (Span(1, READ, _nbytes), Span(0, UPDATE, _nbytes)), (_DEFAULT, "REDUCE_ASYNC")),

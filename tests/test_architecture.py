@@ -2,7 +2,7 @@
 process loads nothing of the host side.
 
     ground (errors, constants, protocol, procfs, memory, timemodel, topology, kernel definitions,
-            ops, hccl_types, taskspec, dtypes, status)
+            ops, hccl_types, taskspec, dtypes, status, operators)
       ^ board (device side)  ^ runtime (host side)  ^ sanitizer (tool)  ^ faces  ^ cli
 
 The import graph is read from the source with ``ast``: imports inside functions count,
@@ -27,12 +27,12 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("mdev", "topology")
 
 GROUND = ("mdev.errors", "mdev.constants", "mdev.protocol", "mdev.frameshape", "mdev.procfs", "mdev.memory", "mdev.timemodel", "mdev.kernel",
-          "mdev.ops", "mdev.hccl_types", "mdev.taskspec", "mdev.dtypes", "mdev.status", "topology")
+          "mdev.ops", "mdev.hccl_types", "mdev.taskspec", "mdev.dtypes", "mdev.status", "mdev.operators", "topology")
 # what a host process loads of the board: the launcher that starts one, with the names of
 # its files and the lock that says whether it lives (everything else it shares with the
 # devices stands on the ground floor)
 BOARD_DOORWAY = ("mdev.board", "mdev.board.launcher", "mdev.board.naming", "mdev.board.residence")
-FACES = ("mdev.acl", "mdev.capi", "mdev.hccl")
+FACES = ("mdev.acl", "mdev.aclnn", "mdev.capi", "mdev.hccl")
 # (modules, what they must never import)
 FLOORS = [
     (GROUND, ("mdev.board", "mdev.runtime", "mdev.sanitizer", "mdev.cli", "mdev.shim", *FACES)),

@@ -4,7 +4,7 @@
                                  |
                                  +-- importing this module registered every op and request
                                      (mdev.board.tasktable): basic tasks, kernels, system
-                                     tasks, collectives, stored graphs, counting notifies,
+                                     tasks, operators (aclnn), collectives, stored graphs, counting notifies,
                                      overflow status, the sanitizer, tracing
 
 This module stands above all of them: the Device (mdev.board.device) finds ops and requests
@@ -27,8 +27,8 @@ from mdev.board.device import Device
 from mdev.board.naming import BoardPaths
 from mdev.board.serving import Server
 # each registers its ops and requests when imported
-from mdev.board import (cntnotify, collectives, graphs, kernels, overflow, sanitize,  # noqa: F401
-                        systasks, tasks, trace)
+from mdev.board import (cntnotify, collectives, graphs, kernels, operators, overflow,  # noqa: F401
+                        sanitize, systasks, tasks, trace)
 
 PR_SET_PDEATHSIG = 1        # <linux/prctl.h>
 

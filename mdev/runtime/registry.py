@@ -27,6 +27,7 @@ PLACES = {
     "mdev.runtime.dvpp": ("acl.media", "rt", ""),
     "mdev.runtime.threads": ("acl.util", "rt", ""),
     "mdev.runtime.collectives.api": ("hccl", "hccl", ""),
+    "mdev.runtime.operators": ("aclnn", "", ""),
 }
 DEFAULT_PLACE = ("acl.rt", "rt", "")
 
