@@ -91,7 +91,8 @@ def regenerate(text: str) -> str:
 def comparable(text: str) -> str:
     """The text with this run's times made placeholders, and a table's column widths (they
     follow the widest cell, a time maybe) ignored."""
-    text = VOLATILE_ROWS.sub(lambda m: re.sub(NUMBER, "#", m.group(1)), text)
+    # a time with its unit: a makespan may cross from ms to us between runs
+    text = VOLATILE_ROWS.sub(lambda m: re.sub(rf"{NUMBER} ?(?:ns|us|ms|s)\b", "#", m.group(1)), text)
     return re.sub(r" {2,}", "  ", VOLATILE_SHARE.sub("#%)", text))
 
 
