@@ -2,6 +2,8 @@
 
     @kernel function ----cloudpickle----> device "register_kernel" --> function id
     binary (Python source) ------------> device "load_binary" -----> function ids by name
+    binary (device image, ELF) --------> device "load_native" -----> function ids by name
+                                         (native kernels: mdev.board.native)
     launch_* ----> argument block (values, host bytes, or device memory) + core limit
              ----> "kernel" task on the stream
 
@@ -356,9 +358,22 @@ def get_op_timeout_interval() -> int:
 
 
 # ---------------------------------------------------------------------------- binaries
-def _load(source: str, filename: str) -> int:
+ELF_MAGIC = b"\x7fELF"
+
+
+def _load(raw: bytes, filename: str) -> int:
+    """Load a binary on the current device: a device image of mdev's ascendc.cmake (an ELF
+    shared object, its kernels native), or Python source whose kernels are Python."""
     device = rt.current_context().device
-    bin_id, entries = rt.link(device).request("load_binary", source, filename)
+    if raw.startswith(ELF_MAGIC):
+        bin_id, entries = rt.link(device).request("load_native", raw, filename)
+    else:
+        try:
+            source = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{filename} is neither a device image nor Python source "
+                           f"text: {exc}") from exc
+        bin_id, entries = rt.link(device).request("load_binary", source, filename)
     binary = Binary(rt.new_handle(BINARY_HANDLES), device, bin_id, [])
     for name, fid, count in entries:
         fn = Function(rt.new_handle(FUNCTION_HANDLES), binary, name, fid, count)
@@ -377,27 +392,21 @@ def _options(options) -> None:
 def binary_load_from_file(bin_path: str, options=None) -> int:
     if not isinstance(bin_path, str) or not bin_path:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, "binPath must be a non-empty str")
-    if not os.path.isabs(bin_path):
-        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"binPath must be an absolute path, got {bin_path!r}")
     _options(options)
+    path = os.path.abspath(bin_path)        # a relative path is the current directory's, as CANN's
     try:
-        with open(bin_path, encoding="utf-8") as f:
-            source = f.read()
-    except (OSError, UnicodeDecodeError) as exc:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as exc:
         raise AclError(E.ACL_ERROR_RT_FILE_OPEN, f"cannot read kernel binary {bin_path}: {exc}") from exc
-    return _load(source, bin_path)
+    return _load(raw, path)
 
 
 @api(1)
 def binary_load_from_data(data, length: int, options=None) -> int:
     length = size(length, "length", positive=True)
     _options(options)
-    raw = _host_bytes(data, length, "data")
-    try:
-        source = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"binary data is not Python source text: {exc}") from exc
-    return _load(source, "<binary data>")
+    return _load(_host_bytes(data, length, "data"), "<binary data>")
 
 
 def _binary(handle) -> Binary:
@@ -451,11 +460,7 @@ def destroy_binary(binary) -> None:
 @api(1)
 def binary_load(binary) -> int:
     """aclrtBinaryLoad: load a binary of create_binary on the current device."""
-    try:
-        source = _binary_data(binary).data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"binary data is not Python source text: {exc}") from exc
-    return _load(source, "<binary data>")
+    return _load(_binary_data(binary).data, "<binary data>")
 
 
 @api(1)
