@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from mdev import errors as E
 from mdev.board import sanitize
-from mdev.board.block import KernelFault
+from mdev.board.block import KernelFault, KernelStopped
 from mdev.board.tasktable import request
 from mdev.errors import AclError
 from mdev.kernel import params
@@ -44,6 +44,7 @@ CSRC = Path(__file__).resolve().parent / "csrc"
 ELF_MAGIC = b"\x7fELF"
 REQ_LOAD, REQ_RUN, REQ_UNLOAD = 1, 2, 3
 POLL_S = 0.05            # a stop reaches a thread waiting for its runner within this
+STOP_GRACE_S = 0.2       # how long a stopped launch may still take to end by itself
 _build_lock = threading.Lock()
 _runner_path: Path | None = None
 
@@ -155,6 +156,17 @@ class Runner:
         image.kernels = [(name, int(n), int(mask)) for name, n, mask in
                          (line.split("\t") for line in text.decode(errors="replace").splitlines())]
 
+    def finish(self, grace_s: float) -> tuple | None:
+        """The reply of the launch running, if it comes within ``grace_s``; None if not."""
+        self.sock.settimeout(grace_s)
+        try:
+            ready = self.sock.recv(1, socket.MSG_PEEK)
+        except OSError:
+            return None
+        finally:
+            self.sock.settimeout(POLL_S)
+        return self._done() if ready else None
+
     def run(self, image: "Image", index: int, blocks: int, slots: list[int], maps: list) -> tuple:
         self.load(image)
         payload = [struct.pack("<5I", image.id, index, blocks, len(slots), len(maps)),
@@ -163,6 +175,9 @@ class Runner:
             raw = name.encode()
             payload.append(struct.pack("<IIQQ", slot, len(raw), offset, extent) + raw)
         self.send(REQ_RUN, b"".join(payload))
+        return self._done()
+
+    def _done(self) -> tuple:
         status, block, lo, hi, mlen, olen, cut, _ = struct.unpack("<8I", self.read(32))
         message = self.read(mlen).decode(errors="replace")
         output = self.read(olen).decode(errors="replace")
@@ -231,22 +246,34 @@ class NativeKernel(Kernel):
                 maps.append((i, *self._translate(launch, value)))
         pool = runners(self.device)
         runner = pool.take()
+        stop = None
         try:
-            status, block, _, message, output, cut = runner.run(self.image, self.index, ctx.block_num, list(slots), maps)
+            try:
+                reply = runner.run(self.image, self.index, ctx.block_num, list(slots), maps)
+            except KernelStopped as exc:
+                # a stop: a launch about to end still ends (as a kernel already running on a
+                # core does), then the stop stands; a longer one goes with its runner
+                stop = exc
+                reply = runner.finish(STOP_GRACE_S)
         except RunnerDied as exc:
             runner.kill()
             raise KernelFault(f"kernel {self.name}: {exc}", self.core) from None
-        except BaseException:       # a stop (KernelStopped) while it runs: the runner goes with it
+        except BaseException:
             runner.kill()
             raise
+        if reply is None:
+            runner.kill()
+            raise stop
         pool.give(runner)
+        status, block, _, message, output, cut = reply
         if output:
             launch.print(output + ("[mdev: kernel printf output cut at 4 MiB]\n" if cut else ""))
+        if stop is not None:
+            raise stop
         if status:
-            fault = KernelFault(f"kernel {self.name} block {block}: {message}", self.core)
             if launch.accesses is not None and launch.fault is None:
                 launch.fault = (slots[0] if slots else 0, 0, f"kernel {self.name}: {message}")
-            raise fault
+            raise KernelFault(f"kernel {self.name} block {block}: {message}", self.core)
 
     def _translate(self, launch, value: int) -> tuple[str, int, int]:
         """(segment, offset, bytes reachable) of a pointer argument, as this launch may use it."""

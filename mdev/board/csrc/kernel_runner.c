@@ -45,6 +45,7 @@ static int sock = -1;
 /* ------------------------------------------------------------------ images */
 typedef struct {
     uint32_t id;
+    int fd;                  /* open while loaded: dlopen knows an image by its path, /proc/self/fd/<fd> */
     void* handle;
     const mdev_image_info* info;
 } image_t;
@@ -321,8 +322,8 @@ static void load(const unsigned char* p, size_t len, int fd) {
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    close(fd);
     if (handle == NULL) {
+        close(fd);
         int n = snprintf(text, sizeof text, "not a loadable device image: %s", dlerror());
         reply(1, text, (size_t)n);
         return;
@@ -334,12 +335,13 @@ static void load(const unsigned char* p, size_t len, int fd) {
         if (images[i].handle == NULL) slot = i;
     if (info == NULL || info->abi != MDEV_ASCENDC_ABI || slot < 0) {
         dlclose(handle);
+        close(fd);
         int n = snprintf(text, sizeof text, "%s", slot < 0 ? "too many device images loaded"
                          : "not an Ascend C device image of this mdev (no " MDEV_ASCENDC_IMAGE_SYMBOL " of ABI 1)");
         reply(1, text, (size_t)n);
         return;
     }
-    images[slot] = (image_t){id, handle, info};
+    images[slot] = (image_t){id, fd, handle, info};
     size_t n = 0;
     for (uint32_t k = 0; k < info->count && n < sizeof text - 300; k++)
         n += (size_t)snprintf(text + n, sizeof text - n, "%s\t%u\t%llu\n", info->kernels[k]->name,
@@ -354,6 +356,7 @@ static void unload(const unsigned char* p, size_t len) {
         image_t* image = image_of(id);
         if (image != NULL) {
             dlclose(image->handle);
+            close(image->fd);
             image->handle = NULL;
         }
     }

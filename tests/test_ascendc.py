@@ -1,0 +1,194 @@
+"""Ascend C kernels on emulated devices: mdev's own test kernels (tests/ascendc), built once per
+session with ascendc.cmake's ascendc_fatbin_library, loaded with aclrtBinaryLoadFromFile and
+run by the devices' native kernel runners.
+
+    each API of the subset vs numpy (half and float), Cast / ReduceSum / ReduceMax, DataCopy's
+    32-byte rule, UB overflow, an out-of-bounds GlobalTensor, a wild pointer, a trap (all the
+    vector-core exception 507035, the device still serving), a spinning kernel stopped by
+    aclrtStreamAbort, printf ordering, a kernel on every device of an 8-device board at once
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+N = 256
+HERE = Path(__file__).resolve().parent / "ascendc"
+FAULT = 507035
+
+
+@pytest.fixture(scope="session")
+def test_image(cann_home, tmp_path_factory) -> str:
+    build = tmp_path_factory.mktemp("ascendc_build")
+    env = dict(os.environ, ASCENDC_CMAKE_DIR=f"{cann_home}/tikcpp/ascendc_kernel_cmake")
+    for command in (["cmake", "-S", str(HERE), "-B", str(build)], ["cmake", "--build", str(build)]):
+        proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return str(build / "mdev_ascendc" / "test_kernels" / "test_kernels.o")
+
+
+class Kernels:
+    """The test image loaded on the current device of ``acl``."""
+
+    def __init__(self, acl, image: str) -> None:
+        self.acl = acl
+        self.binary, ret = acl.rt.binary_load_from_file(image, None)
+        assert ret == 0, acl.get_recent_err_msg()
+        self.stream, ret = acl.rt.create_stream()
+        assert ret == 0
+
+    def launch(self, name: str, blocks: int, *slots: int, stream=None) -> int:
+        fn, ret = self.acl.rt.binary_get_function(self.binary, name)
+        assert ret == 0, self.acl.get_recent_err_msg()
+        args = struct.pack(f"<{len(slots)}Q", *(s & (1 << 64) - 1 for s in slots))
+        return self.acl.rt.launch_kernel_with_host_args(fn, blocks, stream or self.stream, None, args, len(args),
+                                                        None, 0)
+
+    def run(self, name: str, blocks: int, *slots: int) -> int:
+        assert self.launch(name, blocks, *slots) == 0, self.acl.get_recent_err_msg()
+        return self.acl.rt.synchronize_stream(self.stream)
+
+    def put(self, array: np.ndarray) -> int:
+        ptr, ret = self.acl.rt.malloc(max(array.nbytes, 32), 0)
+        assert ret == 0
+        data = np.ascontiguousarray(array)
+        assert self.acl.rt.memcpy(ptr, data.nbytes, data.ctypes.data, data.nbytes, 1) == 0
+        return ptr
+
+    def get(self, ptr: int, dtype, count: int) -> np.ndarray:
+        host = np.zeros(count, dtype)
+        assert self.acl.rt.memcpy(host.ctypes.data, host.nbytes, ptr, host.nbytes, 2) == 0, \
+            self.acl.get_recent_err_msg()
+        return host
+
+
+@pytest.fixture
+def kernels(dev, test_image):
+    return Kernels(dev, test_image)
+
+
+OPS = {0: np.add, 1: np.subtract, 2: np.multiply, 3: np.divide, 4: np.maximum, 5: np.minimum,
+       6: lambda a, b: a + b[0], 7: lambda a, b: a * b[0], 8: np.exp, 9: np.abs, 10: lambda a: np.maximum(a, 0),
+       11: lambda a, b: np.full_like(a, b[0]), 12: np.log, 13: np.sqrt}
+UNARY = {8, 9, 10, 12, 13}
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_vector_api_matches_numpy(kernels, op, dtype):
+    blocks = 4
+    rng = np.random.default_rng(op)
+    x = rng.uniform(0.5 if op in (12, 13) else -4, 4, blocks * N).astype(dtype)
+    y = rng.uniform(0.5, 4, blocks * N).astype(dtype)
+    px, py, pz = kernels.put(x), kernels.put(y), kernels.put(np.zeros_like(x))
+    name = "compute_half" if dtype == np.float16 else "compute_float"
+    assert kernels.run(name, blocks, px, py, pz, op) == 0, kernels.acl.get_recent_err_msg()
+    got = kernels.get(pz, dtype, blocks * N)
+    want = np.concatenate([(OPS[op](x[b * N:(b + 1) * N], y[b * N:(b + 1) * N]) if op not in UNARY else
+                            OPS[op](x[b * N:(b + 1) * N])).astype(dtype) for b in range(blocks)])
+    if op in (8, 12, 13):      # transcendental: computed in float, rounded once
+        np.testing.assert_allclose(got, want, rtol=1e-3 if dtype == np.float16 else 1e-6)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+def test_reduce_and_cast(kernels):
+    x = np.random.default_rng(1).uniform(-2, 2, N).astype(np.float32)
+    h = np.linspace(-3, 3, N).astype(np.float16)
+    out = kernels.put(np.zeros(N + 8, np.float32))
+    assert kernels.run("reduce_cast", 1, kernels.put(x), kernels.put(h), out) == 0, kernels.acl.get_recent_err_msg()
+    got = kernels.get(out, np.float32, N + 8)
+    assert got[0] == pytest.approx(float(x.sum()), rel=1e-5)
+    assert got[1] == x.max()
+    np.testing.assert_array_equal(got[8:], h.astype(np.float32))
+
+
+def _fails(kernels, name, blocks, *slots, says: str) -> None:
+    assert kernels.run(name, blocks, *slots) == FAULT
+    assert says in kernels.acl.get_recent_err_msg()
+    # the device still serves: a later launch on a new stream works
+    kernels.stream, _ = kernels.acl.rt.create_stream()
+    assert kernels.run("empty", 2) == 0, kernels.acl.get_recent_err_msg()
+
+
+def test_datacopy_wants_whole_32_byte_blocks(kernels):
+    x, z = kernels.put(np.arange(64, dtype=np.float32)), kernels.put(np.zeros(64, np.float32))
+    assert kernels.run("copy_count", 1, x, z, 16, 64) == 0
+    np.testing.assert_array_equal(kernels.get(z, np.float32, 16), np.arange(16, dtype=np.float32))
+    _fails(kernels, "copy_count", 1, x, z, 12, 64, says="not a multiple of 32 bytes")
+
+
+def test_global_tensor_is_bounds_checked(kernels):
+    x, z = kernels.put(np.zeros(64, np.float32)), kernels.put(np.zeros(64, np.float32))
+    _fails(kernels, "copy_count", 1, x, z, 72, 64, says="out of bounds")          # past SetGlobalBuffer's 64
+    _fails(kernels, "copy_count", 1, x, z, 4096, 4096, says="out of bounds of its allocation")
+
+
+def test_unified_buffer_overflow(kernels):
+    assert kernels.run("ub_ask", 1, 192 * 1024) == 0
+    _fails(kernels, "ub_ask", 1, 192 * 1024 + 64, says="UB overflow")
+
+
+def test_wild_pointer_faults_and_device_survives(kernels):
+    _fails(kernels, "wild", 3, 0x10, says="Segmentation fault")
+
+
+def test_trap(kernels):
+    _fails(kernels, "trapper", 2, says="executed a trap")
+
+
+def test_spinning_kernel_stopped_by_stream_abort(kernels):
+    flag = kernels.put(np.zeros(8, np.int32))
+    assert kernels.launch("spin", 2, flag) == 0
+    time.sleep(0.3)
+    start = time.monotonic()
+    assert kernels.acl.rt.stream_abort(kernels.stream) == 0, kernels.acl.get_recent_err_msg()
+    kernels.acl.rt.synchronize_stream(kernels.stream)
+    assert time.monotonic() - start < 5
+    stream, _ = kernels.acl.rt.create_stream()
+    kernels.stream = stream
+    assert kernels.run("empty", 1) == 0, kernels.acl.get_recent_err_msg()
+
+
+def test_printf_in_order_before_the_synchronisation_returns(kernels, capsys):
+    out = kernels.put(np.zeros(4, np.int32))
+    assert kernels.run("talk", 4, out, 50) == 0
+    text = capsys.readouterr().out
+    for b in range(4):
+        lines = [line for line in text.splitlines() if line.startswith(f"block {b} ")]
+        assert lines == [f"block {b} line {i}" for i in range(50)]
+    np.testing.assert_array_equal(kernels.get(out, np.int32, 4), [1, 2, 3, 4])
+
+
+def test_a_kernel_on_every_device_of_8_at_once(acl8, test_image):
+    acl = acl8
+    count, _ = acl.rt.get_device_count()
+    assert count == 8
+    results, errors = {}, []
+
+    def on(device):
+        try:
+            assert acl.rt.set_device(device) == 0
+            k = Kernels(acl, test_image)
+            out = k.put(np.zeros(48, np.int32))
+            assert k.run("talk", 48, out, 0) == 0, acl.get_recent_err_msg()
+            results[device] = k.get(out, np.int32, 48)
+        except Exception as exc:     # reported by the main thread
+            errors.append((device, exc))
+
+    threads = [threading.Thread(target=on, args=(d,)) for d in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    for device in range(8):
+        np.testing.assert_array_equal(results[device], np.arange(1, 49))
