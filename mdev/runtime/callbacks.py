@@ -1,7 +1,9 @@
 """Host callbacks on streams: launch_host_func and the subscribe/report model.
 
     device stream reaches the callback task --("cb", id)--> the device link's reader thread
-        host func  -> runs on the device's host-func thread        --+
+        host func  -> runs on the device's host-func thread, or     --+
+                      is queued for the thread subscribed to its       |  (process_host_func)
+                      stream with subscribe_host_func                  |
         report     -> queued for the thread subscribed to the stream  |  (process_report)
     ("cbdone", id, code) <--------------------------------------------+
 
@@ -50,6 +52,8 @@ class CallbackHub:
         self.subscribers: dict[int, int] = {}          # stream handle -> thread id
         self.thread_device: dict[int, int] = {}        # thread id -> device it serves
         self.reports: dict[int, queue.SimpleQueue] = {}
+        self.host_func_threads: dict[int, int] = {}     # stream handle -> thread running its host funcs
+        self.host_func_queues: dict[int, queue.SimpleQueue] = {}     # thread id -> its host funcs
 
     def launch(self, stream: Stream, fn: Callable, arg: Any, block: bool, report: bool) -> None:
         if not callable(fn):
@@ -80,9 +84,13 @@ class CallbackHub:
             cb = self.pending.pop(cb_id, None)
             thread = self.subscribers.get(cb.stream.handle) if cb and cb.report else None
             reports = self.reports.get(thread) if thread is not None else None
+            runner = self.host_func_threads.get(cb.stream.handle) if cb and not cb.report else None
+            own = self.host_func_queues.get(runner) if runner is not None else None
         if cb is None:
             return
-        if not cb.report:
+        if own is not None:
+            own.put(cb)
+        elif not cb.report:
             self._ensure_runner(link).put(cb)
         elif reports is not None:
             reports.put(cb)
@@ -190,4 +198,46 @@ def process_report(timeout: int) -> None:
         cb = reports.get(timeout=None if timeout < 0 else timeout / 1000.0)
     except queue.Empty:
         raise AclError(E.ACL_ERROR_RT_REPORT_TIMEOUT, f"no callback arrived within {timeout} ms") from None
+    h.run(rt.link(cb.stream.device), cb)
+
+
+@api()
+def subscribe_host_func(host_func_thread_id: int, exe_stream) -> None:
+    """The host funcs of ``exe_stream`` run on thread ``host_func_thread_id`` (in its
+    process_host_func calls) instead of the device's host-func thread."""
+    st = rt.stream(as_int(exe_stream, "exeStream") if exe_stream is not None else None)
+    thread_id = as_int(host_func_thread_id, "hostFuncThreadId")
+    h = hub()
+    with h.lock:
+        if st.handle in h.host_func_threads:
+            raise AclError(E.ACL_ERROR_RT_STREAM_SUBSCRIBE, "the stream already has a host-func thread")
+        h.host_func_threads[st.handle] = thread_id
+        h.host_func_queues.setdefault(thread_id, queue.SimpleQueue())
+
+
+@api()
+def unsubscribe_host_func(host_func_thread_id: int, exe_stream) -> None:
+    st = rt.stream(as_int(exe_stream, "exeStream") if exe_stream is not None else None)
+    thread_id = as_int(host_func_thread_id, "hostFuncThreadId")
+    h = hub()
+    with h.lock:
+        if h.host_func_threads.get(st.handle) != thread_id:
+            raise AclError(E.ACL_ERROR_RT_STREAM_SUBSCRIBE, "the thread is not subscribed to this stream")
+        del h.host_func_threads[st.handle]
+
+
+@api()
+def process_host_func(timeout: int) -> None:
+    """Run one host func of the streams the calling thread subscribed; ``timeout`` ms, -1 = forever."""
+    timeout = as_int(timeout, "timeout")
+    if timeout == 0 or timeout < -1:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"timeout must be -1 or > 0 ms, got {timeout}")
+    h = hub()
+    funcs = h.host_func_queues.get(threading.get_ident())
+    if funcs is None:
+        raise AclError(E.ACL_ERROR_RT_THREAD_SUBSCRIBE, "the calling thread is not subscribed to any stream")
+    try:
+        cb = funcs.get(timeout=None if timeout < 0 else timeout / 1000.0)
+    except queue.Empty:
+        raise AclError(E.ACL_ERROR_RT_REPORT_TIMEOUT, f"no host func arrived within {timeout} ms") from None
     h.run(rt.link(cb.stream.device), cb)
