@@ -284,9 +284,10 @@ class NativeKernel(Kernel):
         kind, key, offset = location
         if kind == "p":
             return key, offset, len(raw)
+        if key == self.device.index:     # checked by _raw (placeholder memory belongs to no process)
+            return self.device.memory.hbm.name, offset, len(raw)
         seg = self.device.memory.locate(location, len(raw), launch.client)
-        extent = len(raw) if key == self.device.index else seg.size - offset
-        return seg.name, offset, extent
+        return seg.name, offset, seg.size - offset      # a peer's HBM: its allocations are not known here
 
 
 @request
