@@ -106,18 +106,15 @@ class Runner:
         self.loaded: set[int] = set()
 
     def send(self, kind: int, payload: bytes, fds: list[int] = ()) -> None:
-        self.sock.settimeout(None)
+        header = struct.pack("<II", kind, len(payload))
         try:
-            header = struct.pack("<II", kind, len(payload))
             if fds:
                 socket.send_fds(self.sock, [header], list(fds))
+                self.sock.sendall(payload)
             else:
-                self.sock.sendall(header)
-            self.sock.sendall(payload)
+                self.sock.sendall(header + payload)
         except OSError as exc:
             raise RunnerDied(f"the kernel runner is gone ({exc})") from None
-        finally:
-            self.sock.settimeout(POLL_S)
 
     def read(self, n: int) -> bytes:
         """n bytes of the reply, waiting in POLL_S steps (a stop interrupts between them)."""

@@ -11,8 +11,10 @@
  * forced stream destroy or device reset); a kernel's wild pointer (SIGSEGV, SIGBUS, ...), a
  * fault its API calls report, or a trap ends only its block: the launch then fails.
  *
- * Every block runs on a thread of its own (threads are kept for the next launch) with its
- * block index and a Unified Buffer of MDEV_ASCENDC_UB_SIZE bytes.
+ * Every block has its block index and a Unified Buffer of MDEV_ASCENDC_UB_SIZE bytes; a launch's
+ * blocks start on the runner's main thread, and once it has run 200 us every block left gets a
+ * thread of its own (threads are kept for the next launch), so blocks that wait for each other
+ * or run long run concurrently.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -217,11 +219,9 @@ static void* worker(void* arg) {
     stack_t alt = {.ss_sp = malloc(ALT_STACK), .ss_size = ALT_STACK, .ss_flags = 0};
     sigaltstack(&alt, NULL);
     unsigned char* ub = aligned_alloc(64, MDEV_ASCENDC_UB_SIZE);
-    uint64_t seen = 0;
     for (;;) {
         pthread_mutex_lock(&pool_lock);
-        while (L.generation == seen) pthread_cond_wait(&work, &pool_lock);
-        seen = L.generation;
+        pthread_cond_wait(&work, &pool_lock);
         pthread_mutex_unlock(&pool_lock);
         int64_t idx;
         while ((idx = __atomic_fetch_add(&L.next, 1, __ATOMIC_SEQ_CST)) < L.blocks) {
@@ -234,29 +234,88 @@ static void* worker(void* arg) {
     return NULL;
 }
 
-static int run_blocks(int64_t blocks) {
+/* Helpers join a launch once it has run HELPERS_AFTER_NS: the blocks of an ordinary launch are
+ * all done by then on the runner's main thread (waking a thread per block would cost more than
+ * the blocks), while blocks that run long, or wait for each other, get every block a thread. */
+#define HELPERS_AFTER_NS 200000L
+static pthread_cond_t minder_wake = PTHREAD_COND_INITIALIZER;
+static int launch_active;
+
+static void* minder(void* arg) {
+    (void)arg;
     pthread_mutex_lock(&pool_lock);
-    while (workers < blocks) {
+    for (;;) {
+        while (!launch_active) pthread_cond_wait(&minder_wake, &pool_lock);
+        uint64_t generation = L.generation;
+        struct timespec due;
+        clock_gettime(CLOCK_REALTIME, &due);
+        due.tv_nsec += HELPERS_AFTER_NS;
+        if (due.tv_nsec >= 1000000000L) {
+            due.tv_sec += 1;
+            due.tv_nsec -= 1000000000L;
+        }
+        while (launch_active && L.generation == generation &&
+               pthread_cond_timedwait(&minder_wake, &pool_lock, &due) != ETIMEDOUT) {
+        }
+        if (launch_active && L.generation == generation) {
+            pthread_cond_broadcast(&work);          /* the helpers claim the blocks left */
+            while (launch_active && L.generation == generation) pthread_cond_wait(&minder_wake, &pool_lock);
+        }
+    }
+    return NULL;
+}
+
+static int start_threads(int64_t blocks) {
+    static int minder_started;
+    if (!minder_started) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, minder, NULL) != 0) return -1;
+        pthread_detach(t);
+        minder_started = 1;
+    }
+    while (workers < blocks - 1) {
         pthread_t t;
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setstacksize(&attr, 8u << 20);
         int err = pthread_create(&t, &attr, worker, NULL);
         pthread_attr_destroy(&attr);
-        if (err != 0) {
-            if (workers > 0) break;     /* fewer threads than blocks: they take turns */
-            pthread_mutex_unlock(&pool_lock);
-            return err;
-        }
+        if (err != 0) return workers > 0 ? 0 : err;     /* fewer threads than blocks: they take turns */
         pthread_detach(t);
         workers++;
+    }
+    return 0;
+}
+
+static unsigned char* main_ub;
+
+static int run_blocks(int64_t blocks) {
+    pthread_mutex_lock(&pool_lock);
+    int err = blocks > 1 ? start_threads(blocks) : 0;
+    if (err != 0) {
+        pthread_mutex_unlock(&pool_lock);
+        return err;
     }
     L.next = 0;
     L.done = 0;
     L.blocks = blocks;
     L.generation++;
-    pthread_cond_broadcast(&work);
+    if (blocks > 1) {
+        launch_active = 1;
+        pthread_cond_signal(&minder_wake);
+    }
+    pthread_mutex_unlock(&pool_lock);
+    if (main_ub == NULL) main_ub = aligned_alloc(64, MDEV_ASCENDC_UB_SIZE);
+    int64_t idx, mine = 0;
+    while ((idx = __atomic_fetch_add(&L.next, 1, __ATOMIC_SEQ_CST)) < blocks) {
+        run_block(idx, main_ub);
+        mine++;
+    }
+    pthread_mutex_lock(&pool_lock);
+    L.done += mine;
     while (L.done < blocks) pthread_cond_wait(&finished, &pool_lock);
+    launch_active = 0;
+    pthread_cond_signal(&minder_wake);
     pthread_mutex_unlock(&pool_lock);
     return 0;
 }
