@@ -192,3 +192,55 @@ def test_a_kernel_on_every_device_of_8_at_once(acl8, test_image):
     assert not errors, errors
     for device in range(8):
         np.testing.assert_array_equal(results[device], np.arange(1, 49))
+
+
+def test_datacopypad_and_scalar_ops(kernels):
+    rows = 6
+    x = np.random.default_rng(2).uniform(0.5, 4, rows * 5).astype(np.float32)
+    z = kernels.put(np.zeros(rows * 15, np.float32))
+    assert kernels.run("pad_rows", 1, kernels.put(x), z, rows) == 0, kernels.acl.get_recent_err_msg()
+    got = kernels.get(z, np.float32, rows * 15)
+    np.testing.assert_array_equal(got[:rows * 5], np.maximum(x, 2))
+    np.testing.assert_array_equal(got[rows * 5:rows * 10], np.minimum(x, 2))
+    np.testing.assert_allclose(got[rows * 10:], 1 / x, rtol=1e-7)
+
+
+def test_native_launch_captured_in_a_model(kernels):
+    """A native launch captured into a model RI runs at each execution of the model."""
+    acl = kernels.acl
+    out = kernels.put(np.zeros(4, np.int32))
+    ok = acl.mdl.ri_capture_begin(kernels.stream, 0)      # ACL_MODEL_RI_CAPTURE_MODE_GLOBAL
+    assert ok == 0, acl.get_recent_err_msg()
+    assert kernels.launch("talk", 4, out, 0) == 0
+    model, ret = acl.mdl.ri_capture_end(kernels.stream)
+    assert ret == 0, acl.get_recent_err_msg()
+    np.testing.assert_array_equal(kernels.get(out, np.int32, 4), [0, 0, 0, 0])     # captured, not run
+    assert acl.mdl.ri_execute(model, -1) == 0, acl.get_recent_err_msg()
+    np.testing.assert_array_equal(kernels.get(out, np.int32, 4), [1, 2, 3, 4])
+    assert acl.mdl.ri_destroy(model) == 0
+
+
+def test_memcheck_reports_a_native_out_of_bounds_access(run_py, board, test_image):
+    """MDEV_SANITIZE=memcheck: the fault of an out-of-bounds GlobalTensor access is reported."""
+    code = f"""
+import struct, numpy as np
+import mdev.acl as acl
+acl.init(); acl.rt.set_device(0)
+b, _ = acl.rt.binary_load_from_file({test_image!r}, None)
+f, _ = acl.rt.binary_get_function(b, "copy_count")
+x, _ = acl.rt.malloc(256, 0)
+z, _ = acl.rt.malloc(256, 0)
+args = struct.pack("<4Q", x, z, 4096, 4096)
+acl.rt.launch_kernel_with_host_args(f, 1, 0, None, args, len(args), None, 0)
+print("sync", acl.rt.synchronize_device())
+"""
+    proc = run_py(code, board, env={"MDEV_SANITIZE": "memcheck"})
+    text = proc.stdout + proc.stderr
+    assert "sync 507035" in text, text
+    assert "out of bounds of its allocation" in text, text
+
+
+def test_readme_table_is_generated_from_the_headers():
+    from mdev.capi import ascendc
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert ascendc.api_table() in readme, "README's Ascend C table is stale: python -m mdev.capi.ascendc --api-table"

@@ -12,7 +12,8 @@
 
 The rewrite reads lines, not C++: anything it cannot rewrite (a ``<<<`` it cannot parse, a
 template kernel, inline assembly other than the trap) stops the build with the file and line.
-``python -m mdev.capi.ascendc rewrite SRC OUT INCLUDE_DIR`` is what the CMake module runs.
+``python -m mdev.capi.ascendc rewrite SRC OUT INCLUDE_DIR`` is what the CMake module runs;
+``python -m mdev.capi.ascendc --api-table`` prints the README's table of the kernel API.
 """
 
 from __future__ import annotations
@@ -275,7 +276,23 @@ endfunction()
 """
 
 
+HEADERS = Path(__file__).resolve().parent / "include" / "ascendc"
+
+
+def api_table() -> str:
+    """The README's table of the kernel API subset, from the headers' ``//@api`` lines."""
+    rows = ["| name | semantics on mdev |", "|---|---|"]
+    for line in (HEADERS / "kernel_operator.h").read_text().splitlines():
+        if line.startswith("//@api "):
+            name, _, meaning = line[len("//@api "):].partition(" | ")
+            rows.append(f"| `{name.strip()}` | {meaning.strip()} |")
+    return "\n".join(rows) + "\n"
+
+
 def main(argv: list[str]) -> int:
+    if argv == ["--api-table"]:
+        print(api_table(), end="")
+        return 0
     if len(argv) != 4 or argv[0] != "rewrite":
         print("usage: python -m mdev.capi.ascendc rewrite SOURCE OUTPUT INCLUDE_DIR", file=sys.stderr)
         return 2

@@ -114,3 +114,25 @@ extern "C" __global__ __aicore__ void talk(__gm__ int32_t* out, int32_t lines) {
 }
 
 extern "C" __global__ __aicore__ void empty() {}
+
+// DataCopyPad of rows x 5 floats (20 bytes, not a 32-byte multiple) each way, then Maxs / Mins /
+// Reciprocal on the padded rows (8 floats each in UB; the 3 pad elements hold 1)
+extern "C" __global__ __aicore__ void pad_rows(GM_ADDR x, GM_ADDR z, int32_t rows) {
+    TPipe pipe;
+    TBuf<TPosition::VECCALC> buf;
+    pipe.InitBuffer(buf, 3 * 64 * 8 * sizeof(float));
+    LocalTensor<float> all = buf.Get<float>();
+    LocalTensor<float> a = all[0], b = all[64 * 8], c = all[2 * 64 * 8];
+    GlobalTensor<float> gx, gz;
+    gx.SetGlobalBuffer((__gm__ float*)x, rows * 5);
+    gz.SetGlobalBuffer((__gm__ float*)z, rows * 5 * 3);
+    DataCopyExtParams p{static_cast<uint16_t>(rows), 5 * sizeof(float), 0, 0, 0};
+    DataCopyPadExtParams<float> pad{true, 0, 3, 1.0f};
+    DataCopyPad(a, gx, p, pad);
+    Maxs(b, a, 2.0f, rows * 8);
+    Mins(c, a, 2.0f, rows * 8);
+    Reciprocal(a, a, rows * 8);
+    DataCopyPad(gz, b, p);
+    DataCopyPad(gz[rows * 5], c, p);
+    DataCopyPad(gz[rows * 10], a, p);
+}
