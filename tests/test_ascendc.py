@@ -244,3 +244,14 @@ def test_readme_table_is_generated_from_the_headers():
     from mdev.capi import ascendc
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert ascendc.api_table() in readme, "README's Ascend C table is stale: python -m mdev.capi.ascendc --api-table"
+
+
+def test_unloaded_image_leaves_the_runners(kernels):
+    """binary_unload: the runner closes the image (its descriptor), and a load again works."""
+    acl = kernels.acl
+    assert kernels.run("empty", 1) == 0
+    runner_pids = subprocess.run(["pgrep", "-f", "mdev-kernel-runner"], capture_output=True, text=True).stdout.split()
+    before = {pid: len(os.listdir(f"/proc/{pid}/fd")) for pid in runner_pids if os.path.exists(f"/proc/{pid}/fd")}
+    assert acl.rt.binary_unload(kernels.binary) == 0
+    after = {pid: len(os.listdir(f"/proc/{pid}/fd")) for pid in before if os.path.exists(f"/proc/{pid}/fd")}
+    assert any(after[pid] < before[pid] for pid in after), (before, after)

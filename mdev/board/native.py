@@ -180,6 +180,11 @@ class Runner:
         output = self.read(olen).decode(errors="replace")
         return status, block, lo | hi << 32, message, output, bool(cut)
 
+    def unload(self, image_id: int) -> None:
+        self.send(REQ_UNLOAD, struct.pack("<I", image_id))
+        self.reply()
+        self.loaded.discard(image_id)
+
     def kill(self) -> None:
         try:
             self.proc.kill()
@@ -190,10 +195,12 @@ class Runner:
 
 
 class Runners:
-    """The runners of one device: idle ones are kept for the next launch."""
+    """The runners of one device: idle ones are kept for the next launch; an image unloaded
+    from the device is unloaded from each runner when it is idle."""
 
     def __init__(self) -> None:
         self._idle: list[Runner] = []
+        self._gone: set[int] = set()        # ids of images unloaded from the device
         self._lock = threading.Lock()
 
     def take(self) -> Runner:
@@ -204,7 +211,22 @@ class Runners:
 
     def give(self, runner: Runner) -> None:
         with self._lock:
+            stale = runner.loaded & self._gone
+        try:
+            for image_id in stale:
+                runner.unload(image_id)
+        except RunnerDied:
+            runner.kill()
+            return
+        with self._lock:
             self._idle.append(runner)
+
+    def forget(self, image_id: int) -> None:
+        with self._lock:
+            self._gone.add(image_id)
+            idle, self._idle = self._idle, []
+        for runner in idle:
+            self.give(runner)
 
 
 _runners_lock = threading.Lock()
@@ -234,6 +256,11 @@ class NativeKernel(Kernel):
         super().__init__(self._launch, core="vector", vectorized=True, name=name)
         self.types = [params.uint64] * count
         self.device, self.image, self.index = device, image, index
+
+    def release(self) -> None:
+        """Its binary was unloaded: the runners let go of its image (the first kernel of the
+        image to go tells them)."""
+        runners(self.device).forget(self.image.id)
 
     def _launch(self, ctx, *slots) -> None:
         launch = ctx._launch
