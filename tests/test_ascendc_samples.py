@@ -16,15 +16,13 @@ port and an address).
 from __future__ import annotations
 
 import re
-import shutil
-import stat
 import subprocess
 
 import pytest
 
-import corpora
 from capi_helpers import board_env
 from helpers import extra_board
+from test_capi_samples import examples  # noqa: F401 (the fixture: a writable copy of example/)
 
 # sample -> regular expressions its output (stdout, then stderr) must match, in order
 SAMPLES = {
@@ -65,17 +63,6 @@ SAMPLES = {
 # destroy drops the launch before the device started it, so "Destination data" is missing
 DESTROYED_BEFORE_START = ("1_basic_features/memory/1_h2d_sync_memory_copy", "1_basic_features/memory/2_h2d_async_memory_copy",
                           "1_basic_features/memory/5_d2d_sync_memory_copy", "1_basic_features/memory/6_d2d_async_memory_copy")
-
-
-@pytest.fixture(scope="module")
-def examples(tmp_path_factory):
-    """A writable copy of the samples' example/ folder."""
-    source = corpora.require("cann-samples")
-    copy = tmp_path_factory.mktemp("kernel_samples") / "example"
-    shutil.copytree(source / "example", copy)
-    for path in [copy, *copy.rglob("*")]:
-        path.chmod(path.stat().st_mode | stat.S_IWUSR)
-    return copy
 
 
 @pytest.fixture(scope="module")

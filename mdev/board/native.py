@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from mdev import errors as E
 from mdev.board import sanitize
 from mdev.board.block import KernelFault, KernelStopped
+from mdev.board.kernels import per_device
 from mdev.board.tasktable import request
 from mdev.errors import AclError
 from mdev.kernel import params
@@ -229,15 +230,8 @@ class Runners:
             self.give(runner)
 
 
-_runners_lock = threading.Lock()
-
-
 def runners(device: "Device") -> Runners:
-    with _runners_lock:
-        pool = getattr(device, "native_runners", None)
-        if pool is None:
-            pool = device.native_runners = Runners()
-        return pool
+    return per_device(device, "native_runners", Runners)
 
 
 class Image:

@@ -165,8 +165,14 @@ def launch_header(k: KernelDecl) -> str:
 def cmake_module(home: Path, include: Path) -> str:
     """ascendc.cmake: ascendc_library and ascendc_fatbin_library over this interpreter's mdev."""
     root = Path(__file__).resolve().parent.parent.parent
-    return _CMAKE.replace("@PYTHON@", sys.executable).replace("@ROOT@", str(root)) \
+    text = _CMAKE.replace("@PYTHON@", sys.executable).replace("@ROOT@", str(root)) \
         .replace("@HOME@", str(home)).replace("@INCLUDE@", str(include))
+    for what in ("include_directories", "compile_definitions", "compile_options"):
+        # on a target and on its device image alike
+        text += (f"\nfunction(ascendc_{what} target)\n    target_{what}(${{target}} ${{ARGN}})\n"
+                 f"    if(TARGET ${{target}}_mdev_image)\n        target_{what}(${{target}}_mdev_image ${{ARGN}})\n"
+                 "    endif()\nendfunction()\n")
+    return text
 
 
 _CMAKE = r"""# mdev cann-home: the Ascend C toolchain's CMake module, for mdev's emulated devices.
@@ -253,26 +259,6 @@ function(ascendc_fatbin_library target)
     install(FILES "${dir}/${target}.o" DESTINATION fatbin/${target})
 endfunction()
 
-function(ascendc_include_directories target)
-    target_include_directories(${target} ${ARGN})
-    if(TARGET ${target}_mdev_image)
-        target_include_directories(${target}_mdev_image ${ARGN})
-    endif()
-endfunction()
-
-function(ascendc_compile_definitions target)
-    target_compile_definitions(${target} ${ARGN})
-    if(TARGET ${target}_mdev_image)
-        target_compile_definitions(${target}_mdev_image ${ARGN})
-    endif()
-endfunction()
-
-function(ascendc_compile_options target)
-    target_compile_options(${target} ${ARGN})
-    if(TARGET ${target}_mdev_image)
-        target_compile_options(${target}_mdev_image ${ARGN})
-    endif()
-endfunction()
 """
 
 

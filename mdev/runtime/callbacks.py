@@ -187,17 +187,22 @@ def unsubscribe_report(thread_id: int, stream) -> None:
 @api()
 def process_report(timeout: int) -> None:
     """Run one callback for the calling (subscribed) thread; ``timeout`` ms, -1 = forever."""
+    h = hub()
+    reports = h.reports.get(threading.get_ident())
+    _run_next(h, reports if threading.get_ident() in h.thread_device else None, timeout, "callback")
+
+
+def _run_next(h: CallbackHub, callbacks: queue.SimpleQueue | None, timeout: int, what: str) -> None:
+    """Run the next of the calling thread's callbacks, waiting ``timeout`` ms (-1: forever)."""
     timeout = as_int(timeout, "timeout")
     if timeout == 0 or timeout < -1:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"timeout must be -1 or > 0 ms, got {timeout}")
-    h = hub()
-    reports = h.reports.get(threading.get_ident())
-    if reports is None or threading.get_ident() not in h.thread_device:
+    if callbacks is None:
         raise AclError(E.ACL_ERROR_RT_THREAD_SUBSCRIBE, "the calling thread is not subscribed to any stream")
     try:
-        cb = reports.get(timeout=None if timeout < 0 else timeout / 1000.0)
+        cb = callbacks.get(timeout=None if timeout < 0 else timeout / 1000.0)
     except queue.Empty:
-        raise AclError(E.ACL_ERROR_RT_REPORT_TIMEOUT, f"no callback arrived within {timeout} ms") from None
+        raise AclError(E.ACL_ERROR_RT_REPORT_TIMEOUT, f"no {what} arrived within {timeout} ms") from None
     h.run(rt.link(cb.stream.device), cb)
 
 
@@ -229,15 +234,5 @@ def unsubscribe_host_func(host_func_thread_id: int, exe_stream) -> None:
 @api()
 def process_host_func(timeout: int) -> None:
     """Run one host func of the streams the calling thread subscribed; ``timeout`` ms, -1 = forever."""
-    timeout = as_int(timeout, "timeout")
-    if timeout == 0 or timeout < -1:
-        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"timeout must be -1 or > 0 ms, got {timeout}")
     h = hub()
-    funcs = h.host_func_queues.get(threading.get_ident())
-    if funcs is None:
-        raise AclError(E.ACL_ERROR_RT_THREAD_SUBSCRIBE, "the calling thread is not subscribed to any stream")
-    try:
-        cb = funcs.get(timeout=None if timeout < 0 else timeout / 1000.0)
-    except queue.Empty:
-        raise AclError(E.ACL_ERROR_RT_REPORT_TIMEOUT, f"no host func arrived within {timeout} ms") from None
-    h.run(rt.link(cb.stream.device), cb)
+    _run_next(h, h.host_func_queues.get(threading.get_ident()), timeout, "host func")
