@@ -502,12 +502,29 @@ static void run(const unsigned char* p, size_t len) {
     done(L.status, L.fault_block, ns, L.message);
 }
 
+/* Not PR_SET_PDEATHSIG: it fires when the device process's thread that started the runner
+ * ends (a stream's worker), not when the process does. */
+static pid_t parent;
+static void* watch_parent(void* arg) {
+    (void)arg;
+    for (;;) {
+        if (getppid() != parent) _exit(0);
+        usleep(200000);
+    }
+    return NULL;
+}
+
 int main(int argc, char** argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s SOCKET_FD (started by an mdev device process)\n", argv[0]);
         return 2;
     }
     sock = atoi(argv[1]);
+    pthread_t orphan_watch;                 /* the device process's end is the runner's */
+    parent = getppid();
+    pthread_create(&orphan_watch, NULL, watch_parent, NULL);
+    stack_t alt = {.ss_sp = malloc(ALT_STACK), .ss_size = ALT_STACK, .ss_flags = 0};
+    sigaltstack(&alt, NULL);                /* blocks run here too: a stack overflow is their fault */
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_signal;
