@@ -10,6 +10,7 @@ run by the devices' native kernel runners.
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import subprocess
@@ -205,8 +206,9 @@ def test_datacopypad_and_scalar_ops(kernels):
     np.testing.assert_allclose(got[rows * 10:], 1 / x, rtol=1e-7)
 
 
-def test_native_launch_captured_in_a_model(kernels):
-    """A native launch captured into a model RI runs at each execution of the model."""
+def test_native_launch_captured_in_a_model(kernels, tmp_path):
+    """A native launch captured into a model RI runs at each execution of the model; the
+    model's dump shows it as a KERNEL task with its name and block count."""
     acl = kernels.acl
     out = kernels.put(np.zeros(4, np.int32))
     ok = acl.mdl.ri_capture_begin(kernels.stream, 0)      # ACL_MODEL_RI_CAPTURE_MODE_GLOBAL
@@ -215,6 +217,10 @@ def test_native_launch_captured_in_a_model(kernels):
     model, ret = acl.mdl.ri_capture_end(kernels.stream)
     assert ret == 0, acl.get_recent_err_msg()
     np.testing.assert_array_equal(kernels.get(out, np.int32, 4), [0, 0, 0, 0])     # captured, not run
+    path = tmp_path / "model.json"
+    assert acl.mdl.ri_debug_json_print(model, str(path), 0) == 0
+    tasks = json.loads(path.read_text())["model"]["tasks"]
+    assert [t["type"] for t in tasks] == ["KERNEL"] and "talk <<<4>>>" in json.dumps(tasks), tasks
     assert acl.mdl.ri_execute(model, -1) == 0, acl.get_recent_err_msg()
     np.testing.assert_array_equal(kernels.get(out, np.int32, 4), [1, 2, 3, 4])
     assert acl.mdl.ri_destroy(model) == 0

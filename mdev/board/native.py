@@ -1,8 +1,8 @@
 """Native Ascend C kernels on a device: their images and the kernel runners that run them.
 
     "load_native" request (an image's bytes) --> a runner loads it (memfd) --> the kernels it
-        holds become functions of this device (NativeKernel), launched as any "kernel" task
-    "kernel" task of a NativeKernel --> each pointer argument translated (Launch._raw: the
+        holds become functions of this device (NativeKernel)
+    "native_kernel" task (the "kernel" op's course) --> each pointer argument translated (Launch._raw: the
         allocation it is in, checked as for Python kernels) to a segment, an offset and the
         bytes it reaches --> a runner runs the blocks --> printf text to the launching host,
         a fault or trap -> the vector-core exception (507035, as the CANN samples show it)
@@ -32,14 +32,16 @@ from typing import TYPE_CHECKING
 from mdev import errors as E
 from mdev.board import sanitize
 from mdev.board.block import KernelFault, KernelStopped
+from mdev.board import kernels
 from mdev.board.kernels import per_device
-from mdev.board.tasktable import request
+from mdev.board.tasktable import TaskFault, op, request
 from mdev.errors import AclError
 from mdev.kernel import params
 from mdev.kernel.api import Kernel
 
 if TYPE_CHECKING:
     from mdev.board.device import Device
+    from mdev.board.stream import DeviceStream
 
 CSRC = Path(__file__).resolve().parent / "csrc"
 ELF_MAGIC = b"\x7fELF"
@@ -306,6 +308,16 @@ class NativeKernel(Kernel):
             return self.device.memory.hbm.name, offset, len(raw)
         seg = self.device.memory.locate(location, len(raw), launch.client)
         return seg.name, offset, seg.size - offset      # a peer's HBM: its allocations are not known here
+
+
+@op()
+def native_kernel(device: "Device", stream: "DeviceStream", fid: int, num_blocks: int, args_kind: str, args,
+                  placeholders: list, limit: int, pinned: tuple, timeout_s: float) -> None:
+    """A launch of a native kernel: the "kernel" op's course (waves, faults, stops, timeouts,
+    the sanitizer's report) with a NativeKernel, whose one call runs every block."""
+    if not isinstance(device.kernels.get(fid), NativeKernel):
+        raise TaskFault(E.ACL_ERROR_RT_KERNEL_LOOKUP, f"function {fid} is not a native kernel of device {device.index}")
+    kernels.kernel(device, stream, fid, num_blocks, args_kind, args, placeholders, limit, pinned, timeout_s)
 
 
 @request

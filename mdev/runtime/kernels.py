@@ -5,7 +5,7 @@
     binary (device image, ELF) --------> device "load_native" -----> function ids by name
                                          (native kernels: mdev.board.native)
     launch_* ----> argument block (values, host bytes, or device memory) + core limit
-             ----> "kernel" task on the stream
+             ----> "kernel" task on the stream ("native_kernel" for a device image's kernel)
 
 The core limit in force at submission travels with the launch, so later limit changes
 do not affect queued work.
@@ -65,6 +65,7 @@ class Function:
     fid: int
     param_count: int
     res_type: int | None = C.ACL_RT_DEV_RES_VECTOR_CORE     # None: an AI CPU function
+    op: str = "kernel"          # the task that launches it: "native_kernel" for an Ascend C kernel
 
 
 @dataclass(eq=False)
@@ -137,7 +138,7 @@ def _attributes(cfg) -> dict:
 
 
 def _submit(stream, fid: int, num_blocks, args_kind: str, args, placeholders: list, res_type: int,
-            timeout_s: float) -> None:
+            timeout_s: float, op: str = "kernel") -> None:
     num_blocks = as_int(num_blocks, "numBlocks")
     if num_blocks <= 0 or num_blocks > 0xFFFFFFFF:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"numBlocks must be 1..UINT32_MAX, got {num_blocks}")
@@ -147,7 +148,7 @@ def _submit(stream, fid: int, num_blocks, args_kind: str, args, placeholders: li
     if hooks.checker is not None and stream.recorder is None:
         hooks.checker.watch_kernels(stream.device)
     # host-side address maps the kernel resolves pointers with: pinned buffers, VMM mappings
-    streams.submit(stream, "kernel", fid, num_blocks, args_kind, args, placeholders, limit,
+    streams.submit(stream, op, fid, num_blocks, args_kind, args, placeholders, limit,
                    rt.memory.pinned_map() + vmm.kernel_map(), timeout_s)
 
 
@@ -252,7 +253,7 @@ def launch_kernel_v2(func, num_blocks, args_data, args_size, cfg, stream) -> Non
         _, dev, offset = operand.location()
         args = (dev, offset, args_size)
     _submit(st, fn.fid, num_blocks, "loc" if args_size else "bytes", args or b"", [],
-            fn.res_type, _timeout(cfg))
+            fn.res_type, _timeout(cfg), fn.op)
 
 
 @api()
@@ -273,7 +274,7 @@ def launch_kernel_with_host_args(func, num_blocks, stream, cfg, host_args, args_
         if addr + 8 > args_size or data > args_size:
             raise AclError(E.ACL_ERROR_INVALID_PARAM, f"placeholder ({addr}, {data}) lies outside the {args_size}-byte block")
         placeholders.append((addr, block[data:end]))
-    _submit(st, fn.fid, num_blocks, "bytes", block, placeholders, fn.res_type, _timeout(cfg))
+    _submit(st, fn.fid, num_blocks, "bytes", block, placeholders, fn.res_type, _timeout(cfg), fn.op)
 
 
 @api()
@@ -286,7 +287,7 @@ def launch_kernel_with_args_array(func, num_blocks, stream, cfg, args) -> None:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{fn.name} takes {fn.param_count} arguments, got {len(values)}")
     block = b"".join(_host_bytes(v, params.SLOT, "args[i]").ljust(params.SLOT, b"\0")[:params.SLOT]
                      for v in values)
-    _submit(st, fn.fid, num_blocks, "bytes", block, [], fn.res_type, _timeout(cfg))
+    _submit(st, fn.fid, num_blocks, "bytes", block, [], fn.res_type, _timeout(cfg), fn.op)
 
 
 @api()
@@ -304,7 +305,7 @@ def launch_kernel_with_config(func, num_blocks, stream, cfg, args_handle, reserv
             placeholders.append((len(block), bytes(ah.buffers.get(handle, b""))))
             value = bytes(params.SLOT)
         block += value.ljust(params.slot_size(len(value)), b"\0")
-    _submit(st, fn.fid, num_blocks, "bytes", block, placeholders, fn.res_type, _timeout(cfg))
+    _submit(st, fn.fid, num_blocks, "bytes", block, placeholders, fn.res_type, _timeout(cfg), fn.op)
 
 
 # ---------------------------------------------------------------------------- execute timeouts
@@ -365,8 +366,10 @@ def _load(raw: bytes, filename: str) -> int:
     """Load a binary on the current device: a device image of mdev's ascendc.cmake (an ELF
     shared object, its kernels native), or Python source whose kernels are Python."""
     device = rt.current_context().device
+    op = "kernel"
     if raw.startswith(ELF_MAGIC):
         bin_id, entries = rt.link(device).request("load_native", raw, filename)
+        op = "native_kernel"
     else:
         try:
             source = raw.decode("utf-8")
@@ -376,7 +379,7 @@ def _load(raw: bytes, filename: str) -> int:
         bin_id, entries = rt.link(device).request("load_binary", source, filename)
     binary = Binary(rt.new_handle(BINARY_HANDLES), device, bin_id, [])
     for name, fid, count in entries:
-        fn = Function(rt.new_handle(FUNCTION_HANDLES), binary, name, fid, count)
+        fn = Function(rt.new_handle(FUNCTION_HANDLES), binary, name, fid, count, op=op)
         binary.functions.append(fn)
         rt.functions[fn.handle] = fn
     rt.binaries[binary.handle] = binary
