@@ -261,3 +261,20 @@ def test_unloaded_image_leaves_the_runners(kernels):
     assert acl.rt.binary_unload(kernels.binary) == 0
     after = {pid: len(os.listdir(f"/proc/{pid}/fd")) for pid in before if os.path.exists(f"/proc/{pid}/fd")}
     assert any(after[pid] < before[pid] for pid in after), (before, after)
+
+
+def test_ascendc_library_program(cann_home, board, tmp_path):
+    """ascendc_library: the image linked into the program, <<<>>> in a host wrapper and the
+    generated ACLRT_LAUNCH_KERNEL(scale), printf lines, a NULL pointer argument's fault."""
+    env = dict(os.environ, ASCENDC_CMAKE_DIR=f"{cann_home}/tikcpp/ascendc_kernel_cmake", MDEV_BOARD=board,
+               MDEV_AUTOSTART="0")
+    build = tmp_path / "build"
+    for command in (["cmake", "-S", str(HERE / "library"), "-B", str(build)], ["cmake", "--build", str(build)]):
+        proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = subprocess.run([str(build / "main")], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "result 20 40 60 80" in proc.stdout, proc.stdout + proc.stderr
+    assert sorted(line for line in proc.stdout.splitlines() if line.startswith("block ")) == \
+        sorted([f"block {b} of 4" for b in range(4)] * 2)
+    assert "bad launch sync 507035" in proc.stdout, proc.stdout + proc.stderr
