@@ -12,7 +12,7 @@
  * fault its API calls report, or a trap ends only its block: the launch then fails.
  *
  * Every block has its block index and a Unified Buffer of MDEV_ASCENDC_UB_SIZE bytes; a launch's
- * blocks start on the runner's main thread, and once it has run 200 us every block left gets a
+ * blocks start on the runner's main thread, and once it has run 1 ms every block left gets a
  * thread of its own (threads are kept for the next launch), so blocks that wait for each other
  * or run long run concurrently.
  */
@@ -236,31 +236,45 @@ static void* worker(void* arg) {
 
 /* Helpers join a launch once it has run HELPERS_AFTER_NS: the blocks of an ordinary launch are
  * all done by then on the runner's main thread (waking a thread per block would cost more than
- * the blocks), while blocks that run long, or wait for each other, get every block a thread. */
-#define HELPERS_AFTER_NS 200000L
+ * the blocks), while blocks that run long, or wait for each other, get every block a thread.
+ * The minder looks every HELPERS_AFTER_NS while launches of several blocks come (so a launch
+ * wakes nobody on its way), and sleeps until the next one after MINDER_IDLE_NS without. */
+#define HELPERS_AFTER_NS 1000000L
+#define MINDER_IDLE_NS 20000000L
 static pthread_cond_t minder_wake = PTHREAD_COND_INITIALIZER;
-static int launch_active;
+static int minder_asleep;
+static int64_t launch_started_ns;          /* 0: no launch of several blocks running */
+static uint64_t launch_generation;
+
+static int64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000L + t.tv_nsec;
+}
 
 static void* minder(void* arg) {
     (void)arg;
-    pthread_mutex_lock(&pool_lock);
+    int64_t last_seen = now_ns();
+    uint64_t helped = 0;
     for (;;) {
-        while (!launch_active) pthread_cond_wait(&minder_wake, &pool_lock);
-        uint64_t generation = L.generation;
-        struct timespec due;
-        clock_gettime(CLOCK_REALTIME, &due);
-        due.tv_nsec += HELPERS_AFTER_NS;
-        if (due.tv_nsec >= 1000000000L) {
-            due.tv_sec += 1;
-            due.tv_nsec -= 1000000000L;
+        struct timespec nap = {0, HELPERS_AFTER_NS};
+        nanosleep(&nap, NULL);
+        pthread_mutex_lock(&pool_lock);
+        int64_t now = now_ns(), started = launch_started_ns;
+        if (started) {
+            last_seen = now;
+            if (now - started >= HELPERS_AFTER_NS && helped != launch_generation) {
+                helped = launch_generation;
+                int64_t left = L.blocks - __atomic_load_n(&L.next, __ATOMIC_SEQ_CST);
+                for (int64_t i = 0; i < left && i < workers; i++)
+                    pthread_cond_signal(&work);         /* a helper for each block left */
+            }
+        } else if (now - last_seen > MINDER_IDLE_NS) {
+            minder_asleep = 1;
+            while (minder_asleep) pthread_cond_wait(&minder_wake, &pool_lock);
+            last_seen = now_ns();
         }
-        while (launch_active && L.generation == generation &&
-               pthread_cond_timedwait(&minder_wake, &pool_lock, &due) != ETIMEDOUT) {
-        }
-        if (launch_active && L.generation == generation) {
-            pthread_cond_broadcast(&work);          /* the helpers claim the blocks left */
-            while (launch_active && L.generation == generation) pthread_cond_wait(&minder_wake, &pool_lock);
-        }
+        pthread_mutex_unlock(&pool_lock);
     }
     return NULL;
 }
@@ -301,8 +315,12 @@ static int run_blocks(int64_t blocks) {
     L.blocks = blocks;
     L.generation++;
     if (blocks > 1) {
-        launch_active = 1;
-        pthread_cond_signal(&minder_wake);
+        launch_started_ns = now_ns();
+        launch_generation = L.generation;
+        if (minder_asleep) {
+            minder_asleep = 0;
+            pthread_cond_signal(&minder_wake);
+        }
     }
     pthread_mutex_unlock(&pool_lock);
     if (main_ub == NULL) main_ub = aligned_alloc(64, MDEV_ASCENDC_UB_SIZE);
@@ -314,8 +332,7 @@ static int run_blocks(int64_t blocks) {
     pthread_mutex_lock(&pool_lock);
     L.done += mine;
     while (L.done < blocks) pthread_cond_wait(&finished, &pool_lock);
-    launch_active = 0;
-    pthread_cond_signal(&minder_wake);
+    launch_started_ns = 0;
     pthread_mutex_unlock(&pool_lock);
     return 0;
 }
