@@ -60,7 +60,8 @@ SAMPLES = {
 
 # the program launches ReadDo and at once destroys the stream with aclrtDestroyStreamForce:
 # on an NPU the kernel is running by then and its printf reaches the log; on mdev the forced
-# destroy drops the launch before the device started it, so "Destination data" is missing
+# destroy mostly drops the launch before the device started it, so "Destination data" is
+# missing and run.sh prints its FAILURE line (sometimes the kernel started first, and it passes)
 DESTROYED_BEFORE_START = ("1_basic_features/memory/1_h2d_sync_memory_copy", "1_basic_features/memory/2_h2d_async_memory_copy",
                           "1_basic_features/memory/5_d2d_sync_memory_copy", "1_basic_features/memory/6_d2d_async_memory_copy")
 
@@ -98,7 +99,13 @@ def test_launch_kernel_sample_placeholder_mode(examples, kernel_board, cann_home
            SAMPLES["2_advanced_features/kernel/0_launch_kernel"])
 
 
-@pytest.mark.xfail(strict=True, reason="aclrtDestroyStreamForce right after the launch drops it before it starts")
 @pytest.mark.parametrize("sample", DESTROYED_BEFORE_START)
 def test_kernel_sample_destroying_its_stream_at_once(sample, examples, kernel_board, cann_home):
-    _check(run_sample(sample, examples, cann_home, kernel_board), [r"\[SUCCESS\] Memory copy successfully\. .*: 123"])
+    """These run to the end; whether ReadDo ran before the forced destroy is a race on mdev
+    (see DESTROYED_BEFORE_START): when it did, it printed the value written."""
+    proc = run_sample(sample, examples, cann_home, kernel_board)
+    printed = re.findall(r"^Destination data: (.*)$", proc.stdout, re.M)
+    assert printed in ([], ["123"]), proc.stdout + proc.stderr
+    assert "[INFO]  Copy memory from memory" in proc.stdout, proc.stdout + proc.stderr
+    verdict = "[SUCCESS] Memory copy successfully" if printed else "[FAILURE] Memory copy failed"
+    assert verdict in proc.stdout and proc.returncode == (0 if printed else 1), proc.stdout + proc.stderr
