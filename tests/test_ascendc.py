@@ -101,6 +101,29 @@ def test_vector_api_matches_numpy(kernels, op, dtype):
         np.testing.assert_array_equal(got, want)
 
 
+def _bf16(values: np.ndarray) -> np.ndarray:
+    """float32 -> bf16 bits (uint16), rounded to nearest even."""
+    bits = values.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def _from_bf16(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+@pytest.mark.parametrize("op", [0, 1, 2, 3, 4, 5])
+def test_bf16_arithmetic(kernels, op):
+    """bfloat16_t: computed in float, rounded to nearest even on store."""
+    blocks = 2
+    rng = np.random.default_rng(10 + op)
+    x = _bf16(rng.uniform(-4, 4, blocks * N).astype(np.float32))
+    y = _bf16(rng.uniform(0.5, 4, blocks * N).astype(np.float32))
+    px, py, pz = kernels.put(x), kernels.put(y), kernels.put(np.zeros_like(x))
+    assert kernels.run("compute_bf16", blocks, px, py, pz, op) == 0, kernels.acl.get_recent_err_msg()
+    want = _bf16(OPS[op](_from_bf16(x), _from_bf16(y)).astype(np.float32))
+    np.testing.assert_array_equal(kernels.get(pz, np.uint16, blocks * N), want)
+
+
 def test_reduce_and_cast(kernels):
     x = np.random.default_rng(1).uniform(-2, 2, N).astype(np.float32)
     h = np.linspace(-3, 3, N).astype(np.float16)

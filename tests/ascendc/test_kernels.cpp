@@ -52,6 +52,7 @@ template <typename T> __aicore__ void Compute(GM_ADDR x, GM_ADDR y, GM_ADDR z, i
 
 extern "C" __global__ __aicore__ void compute_half(GM_ADDR x, GM_ADDR y, GM_ADDR z, int32_t op) { Compute<half>(x, y, z, op); }
 extern "C" __global__ __aicore__ void compute_float(GM_ADDR x, GM_ADDR y, GM_ADDR z, int32_t op) { Compute<float>(x, y, z, op); }
+extern "C" __global__ __aicore__ void compute_bf16(GM_ADDR x, GM_ADDR y, GM_ADDR z, int32_t op) { Compute<bfloat16_t>(x, y, z, op); }
 
 // sum and max of N floats per block, and the halves of x cast to float (Cast)
 extern "C" __global__ __aicore__ void reduce_cast(GM_ADDR x, GM_ADDR h, GM_ADDR out) {
