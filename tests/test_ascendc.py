@@ -301,3 +301,28 @@ def test_ascendc_library_program(cann_home, board, tmp_path):
     assert sorted(line for line in proc.stdout.splitlines() if line.startswith("block ")) == \
         sorted([f"block {b} of 4" for b in range(4)] * 2)
     assert "bad launch sync 507035" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_rewrite_of_kernel_sources():
+    """<<<>>> and asm("trap") rewritten on their lines (the line count kept), kernels listed,
+    aclrtlaunch_K.h declared from the signature; what the rewrite cannot handle names file:line."""
+    from mdev.capi import ascendc
+    source = ('#include "kernel_operator.h"\n'
+              '// K<<<1, nullptr, s>>>(x) in a comment stays\n'
+              'extern "C" __global__ __aicore__ void K(__gm__ float* x, GM_ADDR y, int32_t n) { asm("trap"); }\n'
+              'extern "C" __global__ __aicore__ void Declared(GM_ADDR x);\n'
+              'void Do(void* s, float* x) { K<<<8, nullptr, s>>>(x, nullptr, 3); }\n')
+    text, kernels = ascendc.rewrite(source, "k.cpp")
+    body = text.split("\n")[1:6]
+    assert body[1] == source.split("\n")[1]
+    assert "__mdev_trap()" in body[2] and "asm" not in body[2]
+    assert 'launcher<decltype(&K)>(MDEV_ASCENDC_IMAGE_REF, "K", (8), (nullptr), (s))(x, nullptr, 3)' in body[4]
+    assert [k.name for k in kernels] == ["K"]
+    assert 'uint32_t aclrtlaunch_K(uint32_t blockDim, aclrtStream stream, void* x, void* y, int32_t n);' in \
+        ascendc.launch_header(kernels[0])
+    for bad, says in [('template <typename T> __global__ void T1(T* x) {}\n', "k.cpp:1: template kernels"),
+                      ('void f() { asm("nop"); }\n', "k.cpp:1: inline assembly is not emulated"),
+                      ('void f(void* s) {\n K<<<1,\n nullptr, s>>>(); }\n', "k.cpp:2: cannot parse this <<<>>>"),
+                      ('void f(void* s) { K<<<1, s>>>(); }\n', "k.cpp:1: <<<1, s>>>")]:
+        with pytest.raises(ascendc.RewriteError, match=says):
+            ascendc.rewrite(bad, "k.cpp")
