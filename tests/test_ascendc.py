@@ -326,3 +326,14 @@ def test_rewrite_of_kernel_sources():
                       ('void f(void* s) { K<<<1, s>>>(); }\n', "k.cpp:1: <<<1, s>>>")]:
         with pytest.raises(ascendc.RewriteError, match=says):
             ascendc.rewrite(bad, "k.cpp")
+
+
+def test_sync_all_is_a_barrier_of_all_blocks(kernels):
+    blocks = 6
+    a, b = kernels.put(np.zeros(blocks, np.int32)), kernels.put(np.zeros(blocks, np.int32))
+    assert kernels.run("rotate", blocks, a, b, -1) == 0, kernels.acl.get_recent_err_msg()
+    np.testing.assert_array_equal(kernels.get(b, np.int32, blocks), [(i + 1) % blocks * 10 for i in range(blocks)])
+    # a block that faults before the barrier releases the others with a fault (no hang)
+    assert kernels.launch("rotate", blocks, a, b, 3) == 0
+    assert kernels.acl.rt.synchronize_stream_with_timeout(kernels.stream, 20_000) == FAULT
+    assert "trap" in kernels.acl.get_recent_err_msg()

@@ -137,3 +137,11 @@ extern "C" __global__ __aicore__ void pad_rows(GM_ADDR x, GM_ADDR z, int32_t row
     DataCopyPad(gz[rows * 5], c, p);
     DataCopyPad(gz[rows * 10], a, p);
 }
+
+// a[i] = 10 i; SyncAll; b[i] = a[(i + 1) % n]; with `trap_block` >= 0 that block traps first
+extern "C" __global__ __aicore__ void rotate(__gm__ int32_t* a, __gm__ int32_t* b, int32_t trap_block) {
+    if (block_idx == trap_block) asm("trap");
+    a[block_idx] = (int32_t)block_idx * 10;
+    AscendC::SyncAll();
+    b[block_idx] = a[(block_idx + 1) % block_num];
+}

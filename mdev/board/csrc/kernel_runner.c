@@ -188,7 +188,39 @@ static size_t hook_gm_extent(const void* address) {
     return 0;
 }
 
-static const mdev_hooks hooks = {hook_print, hook_fault, hook_trap, hook_gm_extent};
+/* SyncAll: a barrier of the launch's blocks; a block that faulted (it never arrives) breaks it */
+static pthread_mutex_t barrier_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t barrier_open = PTHREAD_COND_INITIALIZER;
+static int64_t barrier_waiting;
+static uint64_t barrier_round;
+static int barrier_broken;
+
+static void hook_sync_all(void) {
+    pthread_mutex_lock(&barrier_lock);
+    uint64_t round = barrier_round;
+    int broken = barrier_broken;
+    if (!broken && ++barrier_waiting == L.blocks) {
+        barrier_waiting = 0;
+        barrier_round++;
+        pthread_cond_broadcast(&barrier_open);
+    } else {
+        while (!broken && barrier_round == round) {
+            pthread_cond_wait(&barrier_open, &barrier_lock);
+            broken = barrier_broken;
+        }
+    }
+    pthread_mutex_unlock(&barrier_lock);
+    if (broken) hook_fault("SyncAll: another block of the launch faulted before reaching it");
+}
+
+static void break_barrier(void) {
+    pthread_mutex_lock(&barrier_lock);
+    barrier_broken = 1;
+    pthread_cond_broadcast(&barrier_open);
+    pthread_mutex_unlock(&barrier_lock);
+}
+
+static const mdev_hooks hooks = {hook_print, hook_fault, hook_trap, hook_gm_extent, hook_sync_all};
 
 static void on_signal(int sig, siginfo_t* info, void* context) {
     (void)context;
@@ -210,6 +242,8 @@ static void run_block(int64_t idx, unsigned char* ub) {
     if (sigsetjmp(jump, 1) == 0) {
         in_block = 1;
         L.kernel->invoke(&block, L.slots);
+    } else {
+        break_barrier();        /* blocks waiting in SyncAll for this one would wait forever */
     }
     in_block = 0;
 }
@@ -502,6 +536,8 @@ static void run(const unsigned char* p, size_t len) {
     L.nreach = nmaps;
     L.status = DONE_OK;
     L.fault_block = 0;
+    barrier_waiting = 0;
+    barrier_broken = 0;
     L.message[0] = 0;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);

@@ -4,7 +4,8 @@
  *   runner --dlopen--> image: mdev_ascendc_image() -> the kernels it holds
  *   runner --invoke(block, slots)--> one block of a kernel, on the runner's block thread
  *   image  --hooks--> runner: printf text, a fault or a trap (they do not return), the bytes
- *                      of kernel-reachable memory from a pointer on (0: none)
+ *                      of kernel-reachable memory from a pointer on (0: none), a barrier of
+ *                      all the launch's blocks
  *
  * Written for mdev; plain C so that both the C++ kernel headers and the C runner include it. */
 #ifndef MDEV_ASCENDC_ABI_H
@@ -26,6 +27,7 @@ typedef struct mdev_hooks {
     void (*fault)(const char* message);                   /* does not return */
     void (*trap)(const char* file, int line);             /* does not return */
     size_t (*gm_extent)(const void* address);             /* reachable bytes from address, 0: none */
+    void (*sync_all)(void);                               /* every block of the launch reaches it */
 } mdev_hooks;
 
 typedef struct mdev_block {

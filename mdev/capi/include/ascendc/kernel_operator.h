@@ -108,6 +108,12 @@ namespace AscendC {
 inline int64_t GetBlockIdx() { return block_idx; }
 inline int64_t GetBlockNum() { return block_num; }
 
+//@api SyncAll() | a barrier of all the launch's blocks (they run concurrently once it waits; a block that faults releases the others with a fault)
+inline void SyncAll() {
+    if (mdev_ascendc::current == nullptr) mdev_ascendc::fault("SyncAll outside a kernel");
+    mdev_ascendc::current->hooks->sync_all();
+}
+
 //@api printf(fmt, ...) | C printf formatting; the text appears on the host's stdout at the synchronisation
 inline void printf(const char* format, ...) __attribute__((format(printf, 1, 2)));
 inline void printf(const char* format, ...) {
