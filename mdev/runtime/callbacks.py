@@ -156,11 +156,15 @@ def launch_callback(fn: Callable, user_data: Any, block_type: int, stream) -> No
     h.launch(st, fn, user_data, block=block_type == C.ACL_CALLBACK_BLOCK, report=True)
 
 
+def _subscription(thread_id, stream, names: tuple[str, str]) -> tuple[Stream, int, CallbackHub]:
+    """(the stream, the thread id, the hub) of a (un)subscription; ``names``: the parameters'."""
+    st = rt.stream(as_int(stream, names[1]) if stream is not None else None)
+    return st, as_int(thread_id, names[0]), hub()
+
+
 @api()
 def subscribe_report(thread_id: int, stream) -> None:
-    st = rt.stream(as_int(stream, "stream") if stream is not None else None)
-    thread_id = as_int(thread_id, "threadId")
-    h = hub()
+    st, thread_id, h = _subscription(thread_id, stream, ("threadId", "stream"))
     with h.lock:
         if st.handle in h.subscribers:
             raise AclError(E.ACL_ERROR_RT_STREAM_SUBSCRIBE, "the stream already has a subscribed thread")
@@ -173,9 +177,7 @@ def subscribe_report(thread_id: int, stream) -> None:
 
 @api()
 def unsubscribe_report(thread_id: int, stream) -> None:
-    thread_id = as_int(thread_id, "threadId")
-    st = rt.stream(as_int(stream, "stream") if stream is not None else None)
-    h = hub()
+    st, thread_id, h = _subscription(thread_id, stream, ("threadId", "stream"))
     with h.lock:
         if h.subscribers.get(st.handle) != thread_id:
             raise AclError(E.ACL_ERROR_RT_STREAM_SUBSCRIBE, "the thread is not subscribed to this stream")
@@ -210,9 +212,7 @@ def _run_next(h: CallbackHub, callbacks: queue.SimpleQueue | None, timeout: int,
 def subscribe_host_func(host_func_thread_id: int, exe_stream) -> None:
     """The host funcs of ``exe_stream`` run on thread ``host_func_thread_id`` (in its
     process_host_func calls) instead of the device's host-func thread."""
-    st = rt.stream(as_int(exe_stream, "exeStream") if exe_stream is not None else None)
-    thread_id = as_int(host_func_thread_id, "hostFuncThreadId")
-    h = hub()
+    st, thread_id, h = _subscription(host_func_thread_id, exe_stream, ("hostFuncThreadId", "exeStream"))
     with h.lock:
         if st.handle in h.host_func_threads:
             raise AclError(E.ACL_ERROR_RT_STREAM_SUBSCRIBE, "the stream already has a host-func thread")
@@ -222,9 +222,7 @@ def subscribe_host_func(host_func_thread_id: int, exe_stream) -> None:
 
 @api()
 def unsubscribe_host_func(host_func_thread_id: int, exe_stream) -> None:
-    st = rt.stream(as_int(exe_stream, "exeStream") if exe_stream is not None else None)
-    thread_id = as_int(host_func_thread_id, "hostFuncThreadId")
-    h = hub()
+    st, thread_id, h = _subscription(host_func_thread_id, exe_stream, ("hostFuncThreadId", "exeStream"))
     with h.lock:
         if h.host_func_threads.get(st.handle) != thread_id:
             raise AclError(E.ACL_ERROR_RT_STREAM_SUBSCRIBE, "the thread is not subscribed to this stream")
