@@ -178,10 +178,10 @@ class Runner:
         return self._done()
 
     def _done(self) -> tuple:
-        status, block, lo, hi, mlen, olen, cut, _ = struct.unpack("<8I", self.read(32))
+        status, block, lo, hi, mlen, olen, cut, _, bad, bad_bytes = struct.unpack("<8I2Q", self.read(48))
         message = self.read(mlen).decode(errors="replace")
         output = self.read(olen).decode(errors="replace")
-        return status, block, lo | hi << 32, message, output, bool(cut)
+        return status, block, lo | hi << 32, message, output, bool(cut), (bad, bad_bytes)
 
     def unload(self, image_id: int) -> None:
         self.send(REQ_UNLOAD, struct.pack("<I", image_id))
@@ -285,14 +285,14 @@ class NativeKernel(Kernel):
             runner.kill()
             raise stop
         pool.give(runner)
-        status, block, _, message, output, cut = reply
+        status, block, _, message, output, cut, (bad, bad_bytes) = reply
         if output:
             launch.print(output + ("[mdev: kernel printf output cut at 4 MiB]\n" if cut else ""))
         if stop is not None:
             raise stop
         if status:
-            if launch.accesses is not None and launch.fault is None:
-                launch.fault = (slots[0] if slots else 0, 0, f"kernel {self.name}: {message}")
+            if bad and launch.accesses is not None and launch.fault is None:     # memcheck's report
+                launch.fault = (bad, bad_bytes, f"a {bad_bytes}-byte GlobalTensor access of kernel {self.name}")
             raise KernelFault(f"kernel {self.name} block {block}: {message}", self.core)
 
     def _translate(self, launch, value: int) -> tuple[str, int, int]:

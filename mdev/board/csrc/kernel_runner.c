@@ -114,6 +114,7 @@ static segment_t* segment_of(const char* name, char* why, size_t why_len) {
 typedef struct {
     unsigned char* base;
     size_t extent;
+    uint64_t device_address;       /* what the pointer argument was on the device */
 } reach_t;
 
 static struct {
@@ -128,6 +129,8 @@ static struct {
     int status;
     int64_t fault_block;
     char message[1024];
+    const unsigned char* bad_address;     /* a GlobalTensor access outside the reachable memory */
+    uint64_t bad_bytes;
     char* output;
     size_t output_len, output_cap;
     int output_cut;
@@ -171,6 +174,24 @@ static void hook_print(const char* text, size_t len) {
 static void hook_fault(const char* message) {
     record(DONE_FAULT, message);
     siglongjmp(jump, 1);
+}
+
+static void hook_gm_fault(const void* address, uint64_t nbytes, const char* message) {
+    pthread_mutex_lock(&lock);
+    if (L.status == DONE_OK) {
+        L.bad_address = address;
+        L.bad_bytes = nbytes;
+    }
+    pthread_mutex_unlock(&lock);
+    hook_fault(message);
+}
+
+/* the device address of a bad access: from the pointer argument below it */
+static uint64_t device_address_of(const unsigned char* p) {
+    const reach_t* best = NULL;
+    for (uint32_t i = 0; i < L.nreach; i++)
+        if (L.reach[i].base <= p && (best == NULL || L.reach[i].base > best->base)) best = &L.reach[i];
+    return best != NULL ? best->device_address + (uint64_t)(p - best->base) : 0;
 }
 
 static void hook_trap(const char* file, int line) {
@@ -220,7 +241,7 @@ static void break_barrier(void) {
     pthread_mutex_unlock(&barrier_lock);
 }
 
-static const mdev_hooks hooks = {hook_print, hook_fault, hook_trap, hook_gm_extent, hook_sync_all};
+static const mdev_hooks hooks = {hook_print, hook_fault, hook_trap, hook_gm_extent, hook_sync_all, hook_gm_fault};
 
 static void on_signal(int sig, siginfo_t* info, void* context) {
     (void)context;
@@ -473,11 +494,15 @@ static void unload(const unsigned char* p, size_t len) {
     reply(0, "", 0);
 }
 
-static void done(int status, int64_t block, uint64_t ns, const char* message) {
+/* the reply: status, block, ns, message and output lengths, output cut, the bad access (device
+ * address, bytes), message, output */
+static void done(int status, int64_t block, uint64_t ns, const char* message, uint64_t bad, uint64_t bad_bytes) {
     uint32_t mlen = (uint32_t)strlen(message);
     uint32_t head[8] = {(uint32_t)status, (uint32_t)block, (uint32_t)ns, (uint32_t)(ns >> 32), mlen,
                         (uint32_t)L.output_len, (uint32_t)L.output_cut, 0};
+    uint64_t where[2] = {bad, bad_bytes};
     write_all(head, sizeof head);
+    write_all(where, sizeof where);
     write_all(message, mlen);
     if (L.output_len) write_all(L.output, L.output_len);
 }
@@ -488,16 +513,16 @@ static void run(const unsigned char* p, size_t len) {
     char why[700];
     L.output_len = 0;
     L.output_cut = 0;
-    if (len < sizeof head) return done(DONE_FAULT, 0, 0, "a malformed launch");
+    if (len < sizeof head) return done(DONE_FAULT, 0, 0, "a malformed launch", 0, 0);
     memcpy(head, p, sizeof head);
     image_t* image = image_of(head[0]);
     if (image == NULL || head[1] >= image->info->count)
-        return done(DONE_FAULT, 0, 0, "the launch names a kernel of no loaded image");
+        return done(DONE_FAULT, 0, 0, "the launch names a kernel of no loaded image", 0, 0);
     const mdev_kernel_info* kernel = image->info->kernels[head[1]];
     uint32_t nslots = head[3], nmaps = head[4];
     size_t at = sizeof head;
     if (nslots < kernel->nparams || at + 8ull * nslots > len)
-        return done(DONE_FAULT, 0, 0, "the argument block is shorter than the kernel's parameters");
+        return done(DONE_FAULT, 0, 0, "the argument block is shorter than the kernel's parameters", 0, 0);
     uint64_t* slots = calloc(nslots + 1, 8);
     memcpy(slots, p + at, 8ull * nslots);
     at += 8ull * nslots;
@@ -505,13 +530,21 @@ static void run(const unsigned char* p, size_t len) {
     for (uint32_t i = 0; i < nmaps; i++) {
         uint32_t slot, nlen;
         uint64_t offset, extent;
-        if (at + 24 > len) return done(DONE_FAULT, 0, 0, "a malformed launch");
+        if (at + 24 > len) {
+            free(slots);
+            free(reach);
+            return done(DONE_FAULT, 0, 0, "a malformed launch", 0, 0);
+        }
         memcpy(&slot, p + at, 4);
         memcpy(&nlen, p + at + 4, 4);
         memcpy(&offset, p + at + 8, 8);
         memcpy(&extent, p + at + 16, 8);
         at += 24;
-        if (at + nlen > len || nlen >= 256 || slot >= nslots) return done(DONE_FAULT, 0, 0, "a malformed launch");
+        if (at + nlen > len || nlen >= 256 || slot >= nslots) {
+            free(slots);
+            free(reach);
+            return done(DONE_FAULT, 0, 0, "a malformed launch", 0, 0);
+        }
         char name[256];
         memcpy(name, p + at, nlen);
         name[nlen] = 0;
@@ -520,15 +553,15 @@ static void run(const unsigned char* p, size_t len) {
         if (s == NULL) {
             free(slots);
             free(reach);
-            return done(DONE_FAULT, 0, 0, why);
+            return done(DONE_FAULT, 0, 0, why, 0, 0);
         }
         if (offset > s->size || extent > s->size - offset) {
             free(slots);
             free(reach);
-            return done(DONE_FAULT, 0, 0, "an argument lies outside its segment");
+            return done(DONE_FAULT, 0, 0, "an argument lies outside its segment", 0, 0);
         }
+        reach[i] = (reach_t){s->base + offset, extent, slots[slot]};
         slots[slot] = (uint64_t)(uintptr_t)(s->base + offset);
-        reach[i] = (reach_t){s->base + offset, extent};
     }
     L.kernel = kernel;
     L.slots = slots;
@@ -536,6 +569,8 @@ static void run(const unsigned char* p, size_t len) {
     L.nreach = nmaps;
     L.status = DONE_OK;
     L.fault_block = 0;
+    L.bad_address = NULL;
+    L.bad_bytes = 0;
     barrier_waiting = 0;
     barrier_broken = 0;
     L.message[0] = 0;
@@ -543,16 +578,17 @@ static void run(const unsigned char* p, size_t len) {
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int err = run_blocks((int64_t)head[2]);
     clock_gettime(CLOCK_MONOTONIC, &t1);
+    uint64_t bad = L.bad_address != NULL ? device_address_of(L.bad_address) : 0;
     free(slots);
     free(reach);
     L.reach = NULL;
     L.nreach = 0;
     if (err != 0) {
         snprintf(why, sizeof why, "cannot start a block thread: %s", strerror(err));
-        return done(DONE_FAULT, 0, 0, why);
+        return done(DONE_FAULT, 0, 0, why, 0, 0);
     }
     uint64_t ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)(t1.tv_nsec - t0.tv_nsec);
-    done(L.status, L.fault_block, ns, L.message);
+    done(L.status, L.fault_block, ns, L.message, bad, L.bad_bytes);
 }
 
 /* Not PR_SET_PDEATHSIG: it fires when the device process's thread that started the runner

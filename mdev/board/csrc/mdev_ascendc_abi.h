@@ -28,6 +28,8 @@ typedef struct mdev_hooks {
     void (*trap)(const char* file, int line);             /* does not return */
     size_t (*gm_extent)(const void* address);             /* reachable bytes from address, 0: none */
     void (*sync_all)(void);                               /* every block of the launch reaches it */
+    /* an access of nbytes at address outside the memory the launch reaches (does not return) */
+    void (*gm_fault)(const void* address, uint64_t nbytes, const char* message);
 } mdev_hooks;
 
 typedef struct mdev_block {

@@ -182,11 +182,15 @@ public:
                                 (unsigned long long)offset, (unsigned long long)(offset + count),
                                 (unsigned long long)size_);
         size_t reach = mdev_ascendc::gm_extent(addr_ + offset);
-        if (reach < count * sizeof(T))
-            mdev_ascendc::fault("%s: %llu bytes at %p, but only %zu bytes from there are memory the launch "
-                                "reaches (out of bounds of its allocation, or an address read from device memory, "
-                                "which mdev cannot translate)",
-                                what, (unsigned long long)(count * sizeof(T)), (const void*)(addr_ + offset), reach);
+        if (reach < count * sizeof(T)) {
+            char text[400];
+            std::snprintf(text, sizeof text, "%s: %llu bytes, but only %zu bytes from there are memory the launch "
+                          "reaches (out of bounds of its allocation, or an address read from device memory, "
+                          "which mdev cannot translate)", what, (unsigned long long)(count * sizeof(T)), reach);
+            if (mdev_ascendc::current != nullptr)
+                mdev_ascendc::current->hooks->gm_fault(addr_ + offset, count * sizeof(T), text);
+            mdev_ascendc::fault("%s", text);
+        }
     }
 
 private:
