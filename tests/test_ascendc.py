@@ -338,3 +338,19 @@ def test_sync_all_is_a_barrier_of_all_blocks(kernels):
     assert kernels.launch("rotate", blocks, a, b, 3) == 0
     assert kernels.acl.rt.synchronize_stream_with_timeout(kernels.stream, 20_000) == FAULT
     assert "trap" in kernels.acl.get_recent_err_msg()
+
+
+def test_a_file_that_is_no_device_image(kernels, tmp_path):
+    """An ELF file that is no loadable image, or an image of no kernels' table: the documented
+    code with the reason; the device goes on serving."""
+    acl = kernels.acl
+    junk = tmp_path / "junk.o"
+    junk.write_bytes(b"\x7fELF" + bytes(200))
+    assert acl.rt.binary_load_from_file(str(junk), None) == (0, acl.ACL_ERROR_INVALID_PARAM)
+    assert "not a loadable device image" in acl.get_recent_err_msg()
+    plain = tmp_path / "plain.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-x", "c", "-", "-o", str(plain)], input="int f(void){return 1;}\n",
+                   text=True, check=True, timeout=60)
+    assert acl.rt.binary_load_from_file(str(plain), None) == (0, acl.ACL_ERROR_INVALID_PARAM)
+    assert "not an Ascend C device image of this mdev" in acl.get_recent_err_msg()
+    assert kernels.run("empty", 2) == 0, acl.get_recent_err_msg()

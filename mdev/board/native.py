@@ -333,7 +333,9 @@ def load_native(device: "Device", conn, data: bytes, filename: str) -> tuple[int
     except RunnerDied as exc:
         runner.kill()
         raise AclError(E.ACL_ERROR_RT_INTERNAL_ERROR, f"cannot load {filename}: {exc}") from None
-    pool.give(runner)
+    finally:
+        if runner.proc.returncode is None:
+            pool.give(runner)
     with device.lock:
         entries = []
         for index in range(len(image.kernels)):
