@@ -35,8 +35,6 @@ SAMPLES = {
     "1_basic_features/memory/4_d2h_async_memory_copy": [r"\[SUCCESS\] Memory copy successfully\. .*: 123"],
     "1_basic_features/memory/7_physical_memory_sharing_withpid": [r"\[SUCCESS\] Memory sharing successfully\. .*: 123"],
     "1_basic_features/memory/8_physical_memory_sharing_withoutpid": [r"\[SUCCESS\] Memory sharing successfully\. .*: 123"],
-    "1_basic_features/memory/10_ipc_memory_withpid": [r"\[SUCCESS\] IPC memory sharing successfully\. .*: 123"],
-    "1_basic_features/memory/11_ipc_memory_withoutpid": [r"\[SUCCESS\] IPC memory sharing successfully\. .*: 123"],
     "1_basic_features/stream/0_simple_stream": [r"\[INFO\]  After loop, the current result is: 3002\."],
     "1_basic_features/stream/1_stream_with_failure_mode":
         [r"aclrtSynchronizeStream\(stream\) returned error code 507035", r"Without failure mode, the result is 2\.",
@@ -58,12 +56,19 @@ SAMPLES = {
         [r"\[INFO\]  Run the uvm_allocate sample successfully\.", r"\[SUCCESS\] result correct"],
 }
 
-# the program launches ReadDo and at once destroys the stream with aclrtDestroyStreamForce:
-# on an NPU the kernel is running by then and its printf reaches the log; on mdev the forced
-# destroy mostly drops the launch before the device started it, so "Destination data" is
-# missing and run.sh prints its FAILURE line (sometimes the kernel started first, and it passes)
-DESTROYED_BEFORE_START = ("1_basic_features/memory/1_h2d_sync_memory_copy", "1_basic_features/memory/2_h2d_async_memory_copy",
-                          "1_basic_features/memory/5_d2d_sync_memory_copy", "1_basic_features/memory/6_d2d_async_memory_copy")
+# The program launches ReadDo and soon destroys the stream with aclrtDestroyStreamForce
+# (without a synchronisation between): on an NPU the kernel is running by then and its printf
+# reaches the log; on mdev the forced destroy often drops the launch before the device started
+# it, so "Destination data" is missing and run.sh prints its FAILURE line.  sample -> the
+# words of run.sh's verdict
+DESTROYED_BEFORE_START = {
+    "1_basic_features/memory/1_h2d_sync_memory_copy": "Memory copy",
+    "1_basic_features/memory/2_h2d_async_memory_copy": "Memory copy",
+    "1_basic_features/memory/5_d2d_sync_memory_copy": "Memory copy",
+    "1_basic_features/memory/6_d2d_async_memory_copy": "Memory copy",
+    "1_basic_features/memory/10_ipc_memory_withpid": "IPC memory sharing",     # in proc_b
+    "1_basic_features/memory/11_ipc_memory_withoutpid": "IPC memory sharing",
+}
 
 
 @pytest.fixture(scope="module")
@@ -99,13 +104,13 @@ def test_launch_kernel_sample_placeholder_mode(examples, kernel_board, cann_home
            SAMPLES["2_advanced_features/kernel/0_launch_kernel"])
 
 
-@pytest.mark.parametrize("sample", DESTROYED_BEFORE_START)
-def test_kernel_sample_destroying_its_stream_at_once(sample, examples, kernel_board, cann_home):
+@pytest.mark.parametrize("sample", list(DESTROYED_BEFORE_START))
+def test_kernel_sample_destroying_its_stream_soon(sample, examples, kernel_board, cann_home):
     """These run to the end; whether ReadDo ran before the forced destroy is a race on mdev
-    (see DESTROYED_BEFORE_START): when it did, it printed the value written."""
+    (see DESTROYED_BEFORE_START): when it did, it printed the value written, and run.sh passes."""
     proc = run_sample(sample, examples, cann_home, kernel_board)
     printed = re.findall(r"^Destination data: (.*)$", proc.stdout, re.M)
     assert printed in ([], ["123"]), proc.stdout + proc.stderr
-    assert "[INFO]  Copy memory from memory" in proc.stdout, proc.stdout + proc.stderr
-    verdict = "[SUCCESS] Memory copy successfully" if printed else "[FAILURE] Memory copy failed"
+    what = DESTROYED_BEFORE_START[sample]
+    verdict = f"[SUCCESS] {what} successfully" if printed else f"[FAILURE] {what} failed"
     assert verdict in proc.stdout and proc.returncode == (0 if printed else 1), proc.stdout + proc.stderr
