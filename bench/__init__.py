@@ -16,6 +16,8 @@
     bench.hccl      collectives like hccl_test: per size wall and modelled time, algbw / busbw,
                     HCCL's formula and modelled / formula, numpy doing the same reduction
     bench.capi      the same small-task loops from C (libascendcl.so) and from Python: the C layer's cost
+    bench.ascendc   native Ascend C kernels: empty <<<1>>> / <<<48>>> launch rate vs a Python @kernel,
+                    add_custom of 8 x 2048 halves vs numpy's add
     bench.dispatch  dispatch speed beside raw OS primitives: small tasks vs pipe messages, a round
                     trip vs a pipe ping-pong, 48 vs 1 kernel blocks, stream churn, 4 threads x 4 devices
 
@@ -23,4 +25,4 @@ Each group starts its own board (``bench-<pid>-<tag>``) and stops it when done.
 """
 
 GROUPS = ("copies", "tasks", "startup", "kernels", "ipc", "async_tasks", "p2p", "graph", "trace", "sanitize",
-          "hccl", "capi", "dispatch")
+          "hccl", "capi", "dispatch", "ascendc")

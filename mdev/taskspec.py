@@ -292,10 +292,13 @@ SPECS: dict[str, OpSpec] = {spec.name: spec for spec in [
            (C.ACL_MODEL_RI_TASK_VALUE_WAIT, "VALUE_WAIT"), "value {value:#x}, {src:where}", flag=True),
     # ---------------------------------------------------------------- host, kernels, graphs
     OpSpec("host_callback", ("callback", "block"), time=MEASURED),
-    # a kernel's memory is what it touches as it runs: it reports that itself (mdev.board.sanitize)
-    OpSpec("kernel", ("fid", "num_blocks", "args_kind", "args", "placeholders", "limit", "pinned", "timeout_s"),
-           time=KERNEL, ri=(C.ACL_MODEL_RI_TASK_KERNEL, "KERNEL"), text="{fid:kernel} <<<{num_blocks}>>>",
-           reported=True),
+    # a kernel's memory is what it touches as it runs: it reports that itself (mdev.board.sanitize);
+    # "kernel" runs a Python kernel in the device process, "native_kernel" an Ascend C kernel of
+    # a device image in the device's kernel runner (mdev.board.native)
+    *_family({op: ("fid", "num_blocks", "args_kind", "args", "placeholders", "limit", "pinned", "timeout_s")
+              for op in ("kernel", "native_kernel")},
+             time=KERNEL, ri=(C.ACL_MODEL_RI_TASK_KERNEL, "KERNEL"), text="{fid:kernel} <<<{num_blocks}>>>",
+             reported=True),
     OpSpec("run_graph", ("gid",), time=MEASURED, ri=(_DEFAULT, "MODEL_EXECUTE")),
     OpSpec("update_graph", ("gid", "lane", "indices", "tasks")),
     # an operator of the operator library (aclnn: mdev.operators), on tensors of this device
@@ -319,6 +322,7 @@ SPECS: dict[str, OpSpec] = {spec.name: spec for spec in [
 # ---------------------------------------------------------------------------- argument values
 # the values tasks carry in their arguments and words, known to the host that sends them
 # and the device that runs them
+KERNEL_OPS = ("kernel", "native_kernel")      # the ops of a kernel launch
 REDUCE_PROD = 0x100     # reduce kind: the product (no SDMA kind of aclrtReduceAsync; collectives use it)
 
 # a rank's communicator error word (two int64 in its own HBM): the HcclResult that broke the

@@ -83,12 +83,18 @@ def test_sample_env_script_finds_the_tree(examples, sample_board, cann_home):
     assert f"soc=Ascend910B1 cmake={cann_home}/tikcpp/ascendc_kernel_cmake" in proc.stdout
 
 
-def test_ascendc_kernels_stop_with_a_clear_message(tmp_path, cann_home):
+def test_ascendc_rewrite_stops_with_file_and_line(tmp_path, cann_home):
+    """What the kernel source rewrite cannot parse stops the build, naming the file and line."""
+    (tmp_path / "k.cpp").write_text('#include "kernel_operator.h"\n'
+                                    'extern "C" __global__ __aicore__ void K(GM_ADDR x) { }\n'
+                                    'void Do(void* s) { K<<<1, nullptr,\n s>>>(nullptr); }\n')
     (tmp_path / "CMakeLists.txt").write_text(
-        "cmake_minimum_required(VERSION 3.16)\nproject(kernel_sample)\n"
+        "cmake_minimum_required(VERSION 3.16)\nproject(kernel_sample CXX)\n"
         f"include({cann_home}/tikcpp/ascendc_kernel_cmake/ascendc.cmake)\n"
-        "ascendc_library(kernels STATIC add_custom.cpp)\n")
-    proc = subprocess.run(["cmake", "-S", str(tmp_path), "-B", str(tmp_path / "build")],
-                          capture_output=True, text=True, timeout=120)
+        "ascendc_library(kernels STATIC k.cpp)\n")
+    build = tmp_path / "build"
+    proc = subprocess.run(["cmake", "-S", str(tmp_path), "-B", str(build)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = subprocess.run(["cmake", "--build", str(build)], capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
-    assert "Ascend C kernels are not emulated by mdev" in proc.stderr
+    assert f"{tmp_path / 'k.cpp'}:3: cannot parse this <<<>>> launch" in proc.stdout + proc.stderr

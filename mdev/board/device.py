@@ -468,8 +468,10 @@ class Device:
 
     def rpc_unload_binary(self, conn, req, bin_id: int) -> None:
         with self.lock:
-            for fid in self.binaries.pop(bin_id, []):
-                self.kernels.pop(fid, None)
+            gone = [self.kernels.pop(fid, None) for fid in self.binaries.pop(bin_id, [])]
+        for kernel in gone:
+            if kernel is not None:
+                kernel.release()
 
     # ------------------------------------------------------------------ waiting inside tasks
     POLL_S = 0.002   # writers in other processes (peer devices, hosts) cannot wake us

@@ -27,7 +27,7 @@ from mdev.board.device import Device
 from mdev.board.naming import BoardPaths
 from mdev.board.serving import Server
 # each registers its ops and requests when imported
-from mdev.board import (cntnotify, collectives, graphs, kernels, operators, overflow,  # noqa: F401
+from mdev.board import (cntnotify, collectives, graphs, kernels, native, operators, overflow,  # noqa: F401
                         sanitize, systasks, tasks, trace)
 
 PR_SET_PDEATHSIG = 1        # <linux/prctl.h>

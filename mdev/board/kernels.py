@@ -22,7 +22,7 @@ import pickle
 import threading
 import time
 import traceback
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from mdev import errors as E
 from mdev.board import overflow, sanitize
@@ -41,30 +41,28 @@ if TYPE_CHECKING:
 _pool_lock = threading.Lock()
 
 
-def _watchdog(device: "Device") -> Watchdog:
+def per_device(device: "Device", name: str, make: Callable[[], object]):
+    """The device's helper object ``name``, made by ``make()`` on first use."""
     with _pool_lock:
-        watchdog = getattr(device, "watchdog", None)
-        if watchdog is None:
-            watchdog = device.watchdog = Watchdog()
-        return watchdog
+        helper = getattr(device, name, None)
+        if helper is None:
+            helper = make()
+            setattr(device, name, helper)
+        return helper
+
+
+def _watchdog(device: "Device") -> Watchdog:
+    return per_device(device, "watchdog", Watchdog)
 
 
 def _minder(device: "Device") -> "_Minder":
-    with _pool_lock:
-        minder = getattr(device, "wave_minder", None)
-        if minder is None:
-            minder = device.wave_minder = _Minder()
-        return minder
+    return per_device(device, "wave_minder", _Minder)
 
 
 def _pool(device: "Device") -> concurrent.futures.ThreadPoolExecutor:
-    with _pool_lock:
-        pool = getattr(device, "block_pool", None)
-        if pool is None:
-            # every running block holds a core: enough helpers for all cores of all kinds
-            width = sum(e.slots for name, e in device.engines.items() if name != "dma")
-            pool = device.block_pool = concurrent.futures.ThreadPoolExecutor(width, "block")
-        return pool
+    # every running block holds a core: enough helpers for all cores of all kinds
+    width = sum(e.slots for name, e in device.engines.items() if name != "dma")
+    return per_device(device, "block_pool", lambda: concurrent.futures.ThreadPoolExecutor(width, "block"))
 
 
 def _arguments(device: "Device", stream: "DeviceStream", kernel, args_kind: str, args, placeholders: list,

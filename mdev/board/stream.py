@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from mdev import constants as C
+from mdev.taskspec import KERNEL_OPS
 
 
 class TaskRunner(Protocol):
@@ -151,7 +152,7 @@ class DeviceStream:
     @contextlib.contextmanager
     def running(self, op: str):
         """Around a task run by a worker (or a graph lane replayed for this stream)."""
-        counted = op not in ("kernel", "run_graph")      # those are stopped through their launches
+        counted = op not in (*KERNEL_OPS, "run_graph")      # those are stopped through their launches
         if counted:
             with self._writers_done:
                 self._writers += 1

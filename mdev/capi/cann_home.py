@@ -9,9 +9,10 @@
            libmdev_embed.so                     ...Python embedded (a Python program running mdev)
     <home>/bin/setenv.bash, <home>/set_env.sh   ASCEND_HOME_PATH, ASCEND_INSTALL_PATH,
                                                 LD_LIBRARY_PATH, SOC_VERSION, ASCENDC_CMAKE_DIR
+    <home>/include/ascendc/kernel_operator.h    mdev's Ascend C kernel API (and the image ABI)
     <home>/tikcpp/ascendc_kernel_cmake/ascendc.cmake
-                                                stand-in: including it works, building an
-                                                Ascend C kernel stops with a clear message
+                                                the toolchain stand-in (mdev.capi.ascendc):
+                                                kernels compile with g++ into native images
     <home>/src/                                 the generated C the libraries were built from
 
 ``make(home)`` creates or refreshes the tree (the libraries are rebuilt only when their
@@ -28,12 +29,7 @@ import sys
 from pathlib import Path
 
 import mdev
-from mdev.capi import build, include_dir
-
-# the Ascend C toolchain's CMake commands a kernel project calls
-ASCENDC_COMMANDS = ("ascendc_library", "ascendc_fatbin_library", "ascendc_include_directories",
-                    "ascendc_compile_definitions", "ascendc_compile_options")
-
+from mdev.capi import ascendc, build, include_dir
 
 def default_home() -> Path:
     home = Path(sys.prefix) / "share" / "mdev" / "cann"
@@ -70,18 +66,6 @@ export SOC_VERSION
 """
 
 
-def ascendc_cmake() -> str:
-    lines = ["# mdev cann-home: stand-in for the Ascend C kernel toolchain's CMake module.",
-             "# mdev emulates the CANN runtime, not the Ascend C compiler: projects without kernels",
-             "# include this file as they include the real one; building a kernel stops here.", ""]
-    for command in ASCENDC_COMMANDS:
-        lines += [f"function({command})",
-                  f'    message(FATAL_ERROR "{command}(${{ARGV0}}): Ascend C kernels are not emulated by mdev '
-                  f'(this CANN tree is mdev\'s stand-in: the runtime API works, kernel compilation does not)")',
-                  "endfunction()", ""]
-    return "\n".join(lines)
-
-
 def make(home: Path | None = None, log=print) -> Path:
     """Create or refresh the tree at ``home`` (default: :func:`default_home`); its absolute path."""
     home = Path(home or default_home()).expanduser().resolve()
@@ -95,5 +79,6 @@ def make(home: Path | None = None, log=print) -> Path:
     (home / "set_env.sh").write_text(f". {shlex.quote(str(home / 'bin' / 'setenv.bash'))}\n")
     cmake_dir = home / "tikcpp" / "ascendc_kernel_cmake"
     cmake_dir.mkdir(parents=True, exist_ok=True)
-    (cmake_dir / "ascendc.cmake").write_text(ascendc_cmake())
+    shutil.copy2(ascendc.ABI_HEADER, home / "include" / "ascendc" / ascendc.ABI_HEADER.name)
+    (cmake_dir / "ascendc.cmake").write_text(ascendc.cmake_module(home, home / "include" / "ascendc"))
     return home

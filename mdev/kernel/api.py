@@ -68,6 +68,9 @@ class Kernel:
     def __call__(self, *args, **kwargs):
         return self.fn(*args, **kwargs)
 
+    def release(self) -> None:
+        """The device no longer has it (its binary was unloaded); a Python kernel holds nothing."""
+
     def __getitem__(self, config) -> Callable[..., int]:
         num_blocks, stream = config if isinstance(config, tuple) else (config, None)
 

@@ -1,7 +1,9 @@
 """Host callbacks on streams: launch_host_func and the subscribe/report model.
 
     device stream reaches the callback task --("cb", id)--> the device link's reader thread
-        host func  -> runs on the device's host-func thread        --+
+        host func  -> runs on the device's host-func thread, or     --+
+                      is queued for the thread subscribed to its       |  (process_host_func)
+                      stream with subscribe_host_func                  |
         report     -> queued for the thread subscribed to the stream  |  (process_report)
     ("cbdone", id, code) <--------------------------------------------+
 
@@ -50,6 +52,8 @@ class CallbackHub:
         self.subscribers: dict[int, int] = {}          # stream handle -> thread id
         self.thread_device: dict[int, int] = {}        # thread id -> device it serves
         self.reports: dict[int, queue.SimpleQueue] = {}
+        self.host_func_threads: dict[int, int] = {}     # stream handle -> thread running its host funcs
+        self.host_func_queues: dict[int, queue.SimpleQueue] = {}     # thread id -> its host funcs
 
     def launch(self, stream: Stream, fn: Callable, arg: Any, block: bool, report: bool) -> None:
         if not callable(fn):
@@ -80,9 +84,13 @@ class CallbackHub:
             cb = self.pending.pop(cb_id, None)
             thread = self.subscribers.get(cb.stream.handle) if cb and cb.report else None
             reports = self.reports.get(thread) if thread is not None else None
+            runner = self.host_func_threads.get(cb.stream.handle) if cb and not cb.report else None
+            own = self.host_func_queues.get(runner) if runner is not None else None
         if cb is None:
             return
-        if not cb.report:
+        if own is not None:
+            own.put(cb)
+        elif not cb.report:
             self._ensure_runner(link).put(cb)
         elif reports is not None:
             reports.put(cb)
@@ -148,11 +156,15 @@ def launch_callback(fn: Callable, user_data: Any, block_type: int, stream) -> No
     h.launch(st, fn, user_data, block=block_type == C.ACL_CALLBACK_BLOCK, report=True)
 
 
+def _subscription(thread_id, stream, names: tuple[str, str]) -> tuple[Stream, int, CallbackHub]:
+    """(the stream, the thread id, the hub) of a (un)subscription; ``names``: the parameters'."""
+    st = rt.stream(as_int(stream, names[1]) if stream is not None else None)
+    return st, as_int(thread_id, names[0]), hub()
+
+
 @api()
 def subscribe_report(thread_id: int, stream) -> None:
-    st = rt.stream(as_int(stream, "stream") if stream is not None else None)
-    thread_id = as_int(thread_id, "threadId")
-    h = hub()
+    st, thread_id, h = _subscription(thread_id, stream, ("threadId", "stream"))
     with h.lock:
         if st.handle in h.subscribers:
             raise AclError(E.ACL_ERROR_RT_STREAM_SUBSCRIBE, "the stream already has a subscribed thread")
@@ -165,9 +177,7 @@ def subscribe_report(thread_id: int, stream) -> None:
 
 @api()
 def unsubscribe_report(thread_id: int, stream) -> None:
-    thread_id = as_int(thread_id, "threadId")
-    st = rt.stream(as_int(stream, "stream") if stream is not None else None)
-    h = hub()
+    st, thread_id, h = _subscription(thread_id, stream, ("threadId", "stream"))
     with h.lock:
         if h.subscribers.get(st.handle) != thread_id:
             raise AclError(E.ACL_ERROR_RT_STREAM_SUBSCRIBE, "the thread is not subscribed to this stream")
@@ -179,15 +189,48 @@ def unsubscribe_report(thread_id: int, stream) -> None:
 @api()
 def process_report(timeout: int) -> None:
     """Run one callback for the calling (subscribed) thread; ``timeout`` ms, -1 = forever."""
+    h = hub()
+    thread = hooks.thread_id()
+    _run_next(h, h.reports.get(thread) if thread in h.thread_device else None, timeout, "callback")
+
+
+def _run_next(h: CallbackHub, callbacks: queue.SimpleQueue | None, timeout: int, what: str) -> None:
+    """Run the next of the calling thread's callbacks, waiting ``timeout`` ms (-1: forever)."""
     timeout = as_int(timeout, "timeout")
     if timeout == 0 or timeout < -1:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"timeout must be -1 or > 0 ms, got {timeout}")
-    h = hub()
-    reports = h.reports.get(hooks.thread_id())
-    if reports is None or hooks.thread_id() not in h.thread_device:
+    if callbacks is None:
         raise AclError(E.ACL_ERROR_RT_THREAD_SUBSCRIBE, "the calling thread is not subscribed to any stream")
     try:
-        cb = reports.get(timeout=None if timeout < 0 else timeout / 1000.0)
+        cb = callbacks.get(timeout=None if timeout < 0 else timeout / 1000.0)
     except queue.Empty:
-        raise AclError(E.ACL_ERROR_RT_REPORT_TIMEOUT, f"no callback arrived within {timeout} ms") from None
+        raise AclError(E.ACL_ERROR_RT_REPORT_TIMEOUT, f"no {what} arrived within {timeout} ms") from None
     h.run(rt.link(cb.stream.device), cb)
+
+
+@api()
+def subscribe_host_func(host_func_thread_id: int, exe_stream) -> None:
+    """The host funcs of ``exe_stream`` run on thread ``host_func_thread_id`` (in its
+    process_host_func calls) instead of the device's host-func thread."""
+    st, thread_id, h = _subscription(host_func_thread_id, exe_stream, ("hostFuncThreadId", "exeStream"))
+    with h.lock:
+        if st.handle in h.host_func_threads:
+            raise AclError(E.ACL_ERROR_RT_STREAM_SUBSCRIBE, "the stream already has a host-func thread")
+        h.host_func_threads[st.handle] = thread_id
+        h.host_func_queues.setdefault(thread_id, queue.SimpleQueue())
+
+
+@api()
+def unsubscribe_host_func(host_func_thread_id: int, exe_stream) -> None:
+    st, thread_id, h = _subscription(host_func_thread_id, exe_stream, ("hostFuncThreadId", "exeStream"))
+    with h.lock:
+        if h.host_func_threads.get(st.handle) != thread_id:
+            raise AclError(E.ACL_ERROR_RT_STREAM_SUBSCRIBE, "the thread is not subscribed to this stream")
+        del h.host_func_threads[st.handle]
+
+
+@api()
+def process_host_func(timeout: int) -> None:
+    """Run one host func of the streams the calling thread subscribed; ``timeout`` ms, -1 = forever."""
+    h = hub()
+    _run_next(h, h.host_func_queues.get(hooks.thread_id()), timeout, "host func")

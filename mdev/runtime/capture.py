@@ -33,6 +33,7 @@ from mdev import errors as E
 from mdev import protocol
 from mdev.errors import AclError
 from mdev.runtime import hooks
+from mdev.taskspec import KERNEL_OPS
 from mdev.runtime.core import RUNTIME as rt
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 
 RECORD, WAIT, ACTIVATE = protocol.GRAPH_RECORD, protocol.GRAPH_WAIT, protocol.GRAPH_ACTIVATE
 LABEL, SWITCH = protocol.GRAPH_LABEL, protocol.GRAPH_SWITCH        # mdev.runtime.labels
-GROUP_OPS = ("kernel",)      # a task group holds launches on the AI Core / Vector Core only
+GROUP_OPS = KERNEL_OPS      # a task group holds launches on the AI Core / Vector Core only
 ACTIVE, INVALIDATED = C.ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE, C.ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED
 GLOBAL, THREAD_LOCAL, RELAXED = (C.ACL_MODEL_RI_CAPTURE_MODE_GLOBAL, C.ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL,
                                  C.ACL_MODEL_RI_CAPTURE_MODE_RELAXED)

@@ -10,7 +10,9 @@ pinned allocations.
     host_unregister(p)               private pages again, with the segment's contents
     malloc_host_with_cfg(n, cfg)     malloc_host with an aclrtMallocConfig
 
-Registration needs 4 KiB-aligned, mapped, writable memory of this process; a range that
+Memory of aclrtMallocHost is pinned already, and the devices reach it: registering a range of
+it with host_register_v2 succeeds (as CANN documents) and changes nothing; host_unregister
+ends that registration.  Registration needs 4 KiB-aligned, mapped, writable memory of this process; a range that
 overlaps another registration or pinned memory is ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED.
 """
 
@@ -23,7 +25,7 @@ from mdev.memory import address
 from mdev.runtime.boundary import api
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.memops import malloc_attributes
-from mdev.runtime.memory import Allocation
+from mdev.runtime.memory import PINNED, Allocation
 from mdev.runtime.validate import as_int, size
 
 PAGE = address.NORMAL_PAGE
@@ -72,7 +74,18 @@ def host_register_v2(ptr, size_: int, flag: int) -> None:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"flag {flag:#x} is not an OR of ACL_HOST_REG_* flags")
     if flag & (C.ACL_HOST_REG_IOMEMORY | C.ACL_HOST_REG_READONLY):
         raise AclError(E.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "ACL_HOST_REG_IOMEMORY / _READONLY are reserved")
+    pinned = rt.memory.containing(as_int(ptr, "ptr")) if ptr else None
+    if pinned is not None and not pinned.registered and pinned.kind == PINNED and not pinned.managed:
+        nbytes = size(size_, "size", positive=True)
+        if ptr + nbytes > pinned.ptr + pinned.size:
+            raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{nbytes} bytes at {ptr:#x} overrun the aclrtMallocHost "
+                           f"allocation at {pinned.ptr:#x}")
+        _ON_PINNED.add(ptr)
+        return
     _register(ptr, size_, "host_register_v2")
+
+
+_ON_PINNED: set[int] = set()      # host_register_v2 ranges of aclrtMallocHost memory, by start
 
 
 def _registration(ptr) -> Allocation:
@@ -86,12 +99,16 @@ def _registration(ptr) -> Allocation:
 def host_get_device_pointer(p_host, flag: int = 0) -> int:
     if as_int(flag, "flag") != 0:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, "flag must be 0")
-    _registration(p_host)
+    if p_host not in _ON_PINNED:
+        _registration(p_host)
     return p_host
 
 
 @api()
 def host_unregister(ptr) -> None:
+    if ptr in _ON_PINNED:
+        _ON_PINNED.discard(ptr)
+        return
     alloc = _registration(ptr)
     if alloc.ptr != ptr:
         raise AclError(E.ACL_ERROR_HOST_MEMORY_NOT_REGISTERED, f"{ptr:#x} is inside a registration that "

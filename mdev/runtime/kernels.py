@@ -2,8 +2,10 @@
 
     @kernel function ----cloudpickle----> device "register_kernel" --> function id
     binary (Python source) ------------> device "load_binary" -----> function ids by name
+    binary (device image, ELF) --------> device "load_native" -----> function ids by name
+                                         (native kernels: mdev.board.native)
     launch_* ----> argument block (values, host bytes, or device memory) + core limit
-             ----> "kernel" task on the stream
+             ----> "kernel" task on the stream ("native_kernel" for a device image's kernel)
 
 The core limit in force at submission travels with the launch, so later limit changes
 do not affect queued work.
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
 BINARY_HANDLES, FUNCTION_HANDLES, ARGS_HANDLES = 0xB1_0000_0000, 0xF0_0000_0000, 0xA5_0000_0000
 _PARAM_HANDLES = itertools.count(0xA6_0000_0001)
 MAX_PARAMS = 128
-MAX_BINARY_BYTES = 256 << 20       # a kernel "binary": a Python source file
+MAX_BINARY_BYTES = 256 << 20       # a kernel binary: a Python source file or a native device image
 ARGS_RUNTIME_EXTRA = 64           # internal space kernel_args_get_mem_size adds
 ARGS_HANDLE_SIZE = 256
 
@@ -64,6 +66,7 @@ class Function:
     fid: int
     param_count: int
     res_type: int | None = C.ACL_RT_DEV_RES_VECTOR_CORE     # None: an AI CPU function
+    op: str = "kernel"          # the task that launches it: "native_kernel" for an Ascend C kernel
 
 
 @dataclass(eq=False)
@@ -136,7 +139,7 @@ def _attributes(cfg) -> dict:
 
 
 def _submit(stream, fid: int, num_blocks, args_kind: str, args, placeholders: list, res_type: int,
-            timeout_s: float) -> None:
+            timeout_s: float, op: str = "kernel") -> None:
     num_blocks = as_int(num_blocks, "numBlocks")
     if num_blocks <= 0 or num_blocks > 0xFFFFFFFF:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"numBlocks must be 1..UINT32_MAX, got {num_blocks}")
@@ -146,7 +149,7 @@ def _submit(stream, fid: int, num_blocks, args_kind: str, args, placeholders: li
     if hooks.checker is not None and stream.recorder is None:
         hooks.checker.watch_kernels(stream.device)
     # host-side address maps the kernel resolves pointers with: pinned buffers, VMM mappings
-    streams.submit(stream, "kernel", fid, num_blocks, args_kind, args, placeholders, limit,
+    streams.submit(stream, op, fid, num_blocks, args_kind, args, placeholders, limit,
                    rt.memory.pinned_map() + vmm.kernel_map(), timeout_s)
 
 
@@ -251,7 +254,7 @@ def launch_kernel_v2(func, num_blocks, args_data, args_size, cfg, stream) -> Non
         _, dev, offset = operand.location()
         args = (dev, offset, args_size)
     _submit(st, fn.fid, num_blocks, "loc" if args_size else "bytes", args or b"", [],
-            fn.res_type, _timeout(cfg))
+            fn.res_type, _timeout(cfg), fn.op)
 
 
 @api()
@@ -272,7 +275,7 @@ def launch_kernel_with_host_args(func, num_blocks, stream, cfg, host_args, args_
         if addr + 8 > args_size or data > args_size:
             raise AclError(E.ACL_ERROR_INVALID_PARAM, f"placeholder ({addr}, {data}) lies outside the {args_size}-byte block")
         placeholders.append((addr, block[data:end]))
-    _submit(st, fn.fid, num_blocks, "bytes", block, placeholders, fn.res_type, _timeout(cfg))
+    _submit(st, fn.fid, num_blocks, "bytes", block, placeholders, fn.res_type, _timeout(cfg), fn.op)
 
 
 def _placeholder(item) -> tuple:
@@ -294,7 +297,7 @@ def launch_kernel_with_args_array(func, num_blocks, stream, cfg, args) -> None:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{fn.name} takes {fn.param_count} arguments, got {len(values)}")
     block = b"".join(_host_bytes(v, params.SLOT, "args[i]").ljust(params.SLOT, b"\0")[:params.SLOT]
                      for v in values)
-    _submit(st, fn.fid, num_blocks, "bytes", block, [], fn.res_type, _timeout(cfg))
+    _submit(st, fn.fid, num_blocks, "bytes", block, [], fn.res_type, _timeout(cfg), fn.op)
 
 
 @api()
@@ -312,7 +315,7 @@ def launch_kernel_with_config(func, num_blocks, stream, cfg, args_handle, reserv
             placeholders.append((len(block), bytes(ah.buffers.get(handle, b""))))
             value = bytes(params.SLOT)
         block += value.ljust(params.slot_size(len(value)), b"\0")
-    _submit(st, fn.fid, num_blocks, "bytes", block, placeholders, fn.res_type, _timeout(cfg))
+    _submit(st, fn.fid, num_blocks, "bytes", block, placeholders, fn.res_type, _timeout(cfg), fn.op)
 
 
 # ---------------------------------------------------------------------------- execute timeouts
@@ -366,12 +369,27 @@ def get_op_timeout_interval() -> int:
 
 
 # ---------------------------------------------------------------------------- binaries
-def _load(source: str, filename: str) -> int:
+ELF_MAGIC = b"\x7fELF"
+
+
+def _load(raw: bytes, filename: str) -> int:
+    """Load a binary on the current device: a device image of mdev's ascendc.cmake (an ELF
+    shared object, its kernels native), or Python source whose kernels are Python."""
     device = rt.current_context().device
-    bin_id, entries = rt.link(device).request("load_binary", source, filename)
+    op = "kernel"
+    if raw.startswith(ELF_MAGIC):
+        bin_id, entries = rt.link(device).request("load_native", raw, filename)
+        op = "native_kernel"
+    else:
+        try:
+            source = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{filename} is neither a device image nor Python source "
+                           f"text: {exc}") from exc
+        bin_id, entries = rt.link(device).request("load_binary", source, filename)
     binary = Binary(rt.new_handle(BINARY_HANDLES), device, bin_id, [])
     for name, fid, count in entries:
-        fn = Function(rt.new_handle(FUNCTION_HANDLES), binary, name, fid, count)
+        fn = Function(rt.new_handle(FUNCTION_HANDLES), binary, name, fid, count, op=op)
         binary.functions.append(fn)
         rt.functions[fn.handle] = fn
     rt.binaries[binary.handle] = binary
@@ -386,26 +404,20 @@ def _options(options) -> None:
 @api(1)
 def binary_load_from_file(bin_path: str, options=None) -> int:
     file_path(bin_path, "binPath")
-    if not os.path.isabs(bin_path):
-        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"binPath must be an absolute path, got {bin_path!r}")
     _options(options)
+    path = os.path.abspath(bin_path)        # a relative path is the current directory's, as CANN's
     try:
-        source = read_regular(bin_path, MAX_BINARY_BYTES).decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        raw = read_regular(path, MAX_BINARY_BYTES)
+    except OSError as exc:
         raise AclError(E.ACL_ERROR_RT_FILE_OPEN, f"cannot read kernel binary {bin_path}: {exc}") from exc
-    return _load(source, bin_path)
+    return _load(raw, path)
 
 
 @api(1)
 def binary_load_from_data(data, length: int, options=None) -> int:
     length = size(length, "length", positive=True)
     _options(options)
-    raw = _host_bytes(data, length, "data")
-    try:
-        source = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"binary data is not Python source text: {exc}") from exc
-    return _load(source, "<binary data>")
+    return _load(_host_bytes(data, length, "data"), "<binary data>")
 
 
 def _binary(handle) -> Binary:
@@ -459,11 +471,7 @@ def destroy_binary(binary) -> None:
 @api(1)
 def binary_load(binary) -> int:
     """aclrtBinaryLoad: load a binary of create_binary on the current device."""
-    try:
-        source = _binary_data(binary).data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"binary data is not Python source text: {exc}") from exc
-    return _load(source, "<binary data>")
+    return _load(_binary_data(binary).data, "<binary data>")
 
 
 @api(1)

@@ -151,6 +151,10 @@ def to_free(ptr, kind: str, name: str, what: str) -> Allocation:
 
 @api()
 def free(dev_ptr: int) -> None:
+    managed = rt.memory.get(as_int(dev_ptr, "devPtr")) if dev_ptr else None
+    if managed is not None and managed.managed:       # aclrtMemAllocManaged's memory
+        rt.memory.release_pinned(managed)
+        return
     alloc = to_free(dev_ptr, DEVICE, "devPtr", "device allocation")
     if alloc.ipc_key is not None:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{dev_ptr:#x} was imported over IPC: "

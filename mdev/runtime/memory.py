@@ -54,6 +54,7 @@ class Allocation:
     ipc_key: str | None = None        # set on memory this process imported over IPC
     exports: list | None = None       # IPC keys this process exported from it (closed on free)
     registered: bool = False          # host memory of the program's, registered (aclrtHostRegister)
+    managed: bool = False             # managed memory (aclrtMemAllocManaged): pinned, freed by aclrtFree
     dvpp: bool = False                # from acldvppMalloc
     module: int = 33                  # the software module it is for (ACL_RT_MEM_ATTR_MODULE_ID; 33: APP)
 

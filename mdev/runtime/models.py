@@ -29,7 +29,7 @@ from mdev.runtime import capture as R
 from mdev.runtime import hooks, streams
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.validate import as_int, file_path, timeout_ms
-from mdev.taskspec import SPECS
+from mdev.taskspec import KERNEL_OPS, SPECS
 
 MODEL_HANDLES = 0x3D_0000_0000
 GROUP_HANDLES = 0x36_0000_0000
@@ -466,7 +466,7 @@ def _type(op: str) -> tuple[int, str]:
 def _graph(model: Model) -> list[dict]:
     """Every task of the model with its id, type, detail and the tasks it waits for."""
     lanes = model.lanes if model.state == READY else list(model.recorder.lanes.values())
-    fids = {args[0] for lane in lanes for op, args in lane.tasks if op == "kernel"}
+    fids = {args[0] for lane in lanes for op, args in lane.tasks if op in KERNEL_OPS}
     names = {}
     if fids:
         try:

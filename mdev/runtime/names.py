@@ -21,6 +21,7 @@ OVERRIDES = {
     ("rt", "set_context"): "aclrtSetCurrentContext",
     ("rt", "get_context"): "aclrtGetCurrentContext",
     ("rt", "unsubscribe_report"): "aclrtUnSubscribeReport",
+    ("rt", "unsubscribe_host_func"): "aclrtUnSubscribeHostFunc",
     ("rt", "binary_unload"): "aclrtBinaryUnLoad",
     ("rt", "set_op_execute_timeout_v2"): "aclrtSetOpExecuteTimeOutV2",
     ("rt", "get_op_timeout_interval"): "aclrtGetOpTimeOutInterval",

@@ -35,7 +35,7 @@ from mdev.sanitizer import initcheck, order, racecheck
 from mdev.sanitizer.order import HOST, Model, Task
 from mdev.sanitizer.regions import Regions
 from mdev.sanitizer.report import Reports
-from mdev.taskspec import SPECS
+from mdev.taskspec import KERNEL_OPS, SPECS
 
 _MDEV = os.path.dirname(mdev.__file__) + os.sep
 _BINDING = boundary.__file__
@@ -122,7 +122,7 @@ class Sanitizer:
         task = Task(self.model.stream(stream), seq, op, args, api, site, next(self.model.serials))
         if op == "record_event":
             task.number = self._event(stream.device, *args).issued + 1   # events.py counts it next
-        if op in ("kernel", "run_graph"):   # before draining: a quick launch may have reported already
+        if op in (*KERNEL_OPS, "run_graph"):   # before draining: a quick launch may have reported already
             self._kernels[(stream.device, stream.slot, seq)] = task
         self.model.submit(task)
         # after the model has this task: a kernel it released (a flag it set) may have reported
@@ -132,7 +132,7 @@ class Sanitizer:
     def _run(self, task: Task) -> None:
         """The model ran ``task``: check and record the bytes it touches."""
         who, key = task.describe(), (task.api or task.op, task.site)
-        if task.op == "kernel":
+        if task.op in KERNEL_OPS:
             if task.accesses is None:
                 self._unreported.add(task)
             else:
@@ -300,7 +300,7 @@ class Sanitizer:
                         clock[comp] = clock.get(comp, 0) + 1
                         who = (f"{op} (task {pos[i]} of lane {i}, stream {lanes[i].stream.stream_id}) of model "
                                f"{model.handle:#x}, replayed by {task.describe()}")
-                        if op == "kernel":     # its device report names (lane, position)
+                        if op in KERNEL_OPS:     # its device report names (lane, position)
                             task.places[(i, pos[i])] = (comp, clock[comp], dict(clock), who,
                                                         (task.api, task.site, i, pos[i]))
                             self._unreported.add(task)
@@ -475,7 +475,7 @@ class Sanitizer:
                 if region is not None else []
             # a launch still to report its bytes touches what its arguments point into
             busy += [(t.describe(), (t.api or t.op, t.site)) for t in self._kernels.values()
-                     if t.op == "kernel" and not (t.clock is not None and order.before(t.stream.comp, t.epoch,
+                     if t.op in KERNEL_OPS and not (t.clock is not None and order.before(t.stream.comp, t.epoch,
                                                                                          self.model.host))
                      and any(alloc.ptr <= p < alloc.ptr + alloc.size for p in _kernel_pointers(t.args))]
             if busy:

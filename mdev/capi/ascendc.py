@@ -1,0 +1,303 @@
+"""The Ascend C toolchain stand-in of ``mdev cann-home``: kernel sources become native images.
+
+    kernel .cpp --rewrite()--> .cpp   `K<<<blockDim, l2ctrl, stream>>>(args)` -> mdev_ascendc::launcher
+                                      `asm("trap")` -> __mdev_trap(); each __global__ kernel listed
+                                      (MDEV_ASCENDC_KERNEL), its aclrtlaunch_K.h written
+        --g++ (ascendc.cmake)--> device image: a shared object (mdev_ascendc_abi.h) that the
+                                 device's kernel runner loads
+    ascendc_library(T STATIC srcs)    the image embedded in static library T with the host code
+                                      of the sources (their wrappers and <<<>>> launches)
+    ascendc_fatbin_library(T srcs)    the image as T.o, installed to <prefix>/fatbin/T/T.o, for
+                                      aclrtBinaryLoadFromFile / aclrtBinaryLoadFromData
+
+The rewrite reads lines, not C++: anything it cannot rewrite (a ``<<<`` it cannot parse, a
+template kernel, inline assembly other than the trap) stops the build with the file and line.
+``python -m mdev.capi.ascendc rewrite SRC OUT INCLUDE_DIR`` is what the CMake module runs;
+``python -m mdev.capi.ascendc --api-table`` prints the README's table of the kernel API.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+# the device image ABI, shared with the kernel runner (mdev/board/csrc)
+ABI_HEADER = Path(__file__).resolve().parent.parent / "board" / "csrc" / "mdev_ascendc_abi.h"
+_LAUNCH = re.compile(r"\b([A-Za-z_]\w*)\s*<<<(.*?)>>>")
+_TRAP = re.compile(r"\b(?:asm|__asm__|__asm)\s*(?:volatile\s*|__volatile__\s*)?\(\s*\"trap\"\s*\)")
+_ASM = re.compile(r"\b(?:asm|__asm__|__asm)\b")
+_GLOBAL = re.compile(r"\b__global__\b")
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
+class RewriteError(Exception):
+    """What the rewrite cannot handle, with the file and line (``path:line: message``)."""
+
+
+@dataclass(frozen=True)
+class KernelDecl:
+    name: str
+    params: list[str]        # each parameter as written
+
+
+def _strip_comments(text: str) -> str:
+    """The text with comments blanked (newlines kept, so lines still count)."""
+    def blank(m: re.Match) -> str:
+        s = m.group(0)
+        return s if s.startswith(('"', "'")) else re.sub(r"[^\n]", " ", s)
+    return re.sub(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', blank, text, flags=re.S)
+
+
+def _split_params(text: str) -> list[str]:
+    params, depth, cur = [], 0, ""
+    for ch in text:
+        if ch in "(<[":
+            depth += 1
+        elif ch in ")>]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            params.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip() and cur.strip() != "void":
+        params.append(cur.strip())
+    return params
+
+
+def kernels_of(code: str, path: str) -> list[KernelDecl]:
+    """The ``__global__`` kernels defined in ``code`` (comments stripped)."""
+    found = []
+    for m in _GLOBAL.finditer(code):
+        line = code.count("\n", 0, m.start()) + 1
+        start = code.rfind(";", 0, m.start())
+        start = max(start, code.rfind("}", 0, m.start()), code.rfind("#define", 0, m.start()))
+        if "#define" in code[max(0, code.rfind("\n", 0, m.start())):m.start()]:
+            continue            # a macro defining __global__ itself
+        if re.search(r"\btemplate\b", code[start + 1:m.start()]):
+            raise RewriteError(f"{path}:{line}: template kernels are not supported by mdev's Ascend C stand-in")
+        open_paren = code.find("(", m.end())
+        if open_paren < 0:
+            raise RewriteError(f"{path}:{line}: cannot find the parameter list of this __global__ kernel")
+        names = _IDENT.findall(code[m.end():open_paren])
+        depth, close = 0, open_paren
+        for close in range(open_paren, len(code)):
+            depth += {"(": 1, ")": -1}.get(code[close], 0)
+            if depth == 0:
+                break
+        after = code[close + 1:].lstrip()
+        if not names or depth != 0:
+            raise RewriteError(f"{path}:{line}: cannot parse this __global__ kernel's declaration")
+        if after.startswith("{"):
+            found.append(KernelDecl(names[-1], _split_params(code[open_paren + 1:close])))
+    return found
+
+
+def rewrite(text: str, path: str) -> tuple[str, list[KernelDecl]]:
+    """The source as mdev compiles it (same line numbers, via #line) and its kernels."""
+    code = _strip_comments(text)
+    kernels = kernels_of(code, path)
+    out = []
+    for number, (line, scan) in enumerate(zip(text.split("\n"), code.split("\n")), 1):
+        if "<<<" in scan:
+            if scan.count("<<<") != len(_LAUNCH.findall(scan)):
+                raise RewriteError(f"{path}:{number}: cannot parse this <<<>>> launch (mdev's rewrite wants "
+                                   "`kernel<<<blockDim, l2ctrl, stream>>>(args)` on one line, kernel a plain name)")
+            try:
+                line = _LAUNCH.sub(_launcher, line)
+            except RewriteError as exc:
+                raise RewriteError(f"{path}:{number}: {exc}") from None
+        if _ASM.search(scan):
+            line, traps = _TRAP.subn("__mdev_trap()", line)
+            if not traps or _ASM.search(_TRAP.sub("", scan)):
+                raise RewriteError(f"{path}:{number}: inline assembly is not emulated (only asm(\"trap\") is)")
+        out.append(line)
+    name = path.replace("\\", "\\\\").replace('"', '\\"')
+    tail = [f'#line {len(out) + 1} "{name}"'] + [f"MDEV_ASCENDC_KERNEL({k.name})" for k in kernels]
+    tail += ["#ifndef MDEV_ASCENDC_DEVICE_IMAGE"] + [_aclrtlaunch(k, header=False) for k in kernels] + ["#endif"]
+    return f'#line 1 "{name}"\n' + "\n".join(out) + "\n" + "\n".join(tail) + "\n", kernels
+
+
+def _launcher(m: re.Match) -> str:
+    config = _split_params(m.group(2))
+    if len(config) != 3:
+        raise RewriteError(f"<<<{m.group(2)}>>>: mdev wants <<<blockDim, l2ctrl, stream>>>")
+    blocks, l2ctrl, stream = config
+    return (f'::mdev_ascendc::launcher<decltype(&{m.group(1)})>(MDEV_ASCENDC_IMAGE_REF, "{m.group(1)}", '
+            f"({blocks}), ({l2ctrl}), ({stream}))")
+
+
+def _param_name(param: str) -> str:
+    names = _IDENT.findall(param)
+    return names[-1] if names else ""
+
+
+def _c_param(param: str) -> str:
+    """A kernel parameter as aclrtlaunch_K takes it: pointers (GM addresses) as void*."""
+    plain = re.sub(r"\b__gm__\b", "", param).strip()
+    if "*" in plain or re.search(r"\bGM_ADDR\b", plain):
+        return f"void* {_param_name(plain)}"
+    return plain
+
+
+def _aclrtlaunch(k: KernelDecl, header: bool) -> str:
+    params = ", ".join(["uint32_t blockDim", "aclrtStream stream", *(_c_param(p) for p in k.params)])
+    head = f'extern "C" uint32_t aclrtlaunch_{k.name}({params})'
+    if header:
+        return head + ";"
+    args = ", ".join(f"static_cast<decltype(::mdev_ascendc::param_of<{i}>(&{k.name}))>({_param_name(p)})"
+                     for i, p in enumerate(k.params))
+    return (head + f' {{ return ::mdev_ascendc::launcher<decltype(&{k.name})>(MDEV_ASCENDC_IMAGE_REF, "{k.name}", '
+            f"blockDim, nullptr, stream)({args}); }}")
+
+
+def launch_header(k: KernelDecl) -> str:
+    guard = f"MDEV_ACLRTLAUNCH_{k.name.upper()}_H"
+    return "\n".join([f"/* mdev: launch of Ascend C kernel {k.name} (generated by ascendc.cmake) */",
+                      f"#ifndef {guard}", f"#define {guard}", "#include <cstdint>", '#include "acl/acl.h"',
+                      _aclrtlaunch(k, header=True),
+                      "#ifndef ACLRT_LAUNCH_KERNEL", "#define ACLRT_LAUNCH_KERNEL(kernel_func) aclrtlaunch_##kernel_func",
+                      "#endif", "#endif", ""])
+
+
+def cmake_module(home: Path, include: Path) -> str:
+    """ascendc.cmake: ascendc_library and ascendc_fatbin_library over this interpreter's mdev."""
+    root = Path(__file__).resolve().parent.parent.parent
+    text = _CMAKE.replace("@PYTHON@", sys.executable).replace("@ROOT@", str(root)) \
+        .replace("@HOME@", str(home)).replace("@INCLUDE@", str(include))
+    for what in ("include_directories", "compile_definitions", "compile_options"):
+        # on a target and on its device image alike
+        text += (f"\nfunction(ascendc_{what} target)\n    target_{what}(${{target}} ${{ARGN}})\n"
+                 f"    if(TARGET ${{target}}_mdev_image)\n        target_{what}(${{target}}_mdev_image ${{ARGN}})\n"
+                 "    endif()\nendfunction()\n")
+    return text
+
+
+_CMAKE = r"""# mdev cann-home: the Ascend C toolchain's CMake module, for mdev's emulated devices.
+# Kernel sources are rewritten (mdev.capi.ascendc) and compiled with the system C++ compiler
+# against mdev's Ascend C headers into native device images, run by the device's kernel runner.
+set(MDEV_ASCENDC_PYTHON "@PYTHON@")
+set(MDEV_ASCENDC_ROOT "@ROOT@")
+set(MDEV_ASCENDC_HOME "@HOME@")
+set(MDEV_ASCENDC_INCLUDE "@INCLUDE@")
+if(NOT CMAKE_CXX_COMPILER_LOADED)
+    enable_language(CXX)
+endif()
+
+# the rewritten sources of target ${target} in ${out_var}, their directories in ${dirs_var}
+function(_mdev_ascendc_sources target out_var dirs_var)
+    set(dir "${CMAKE_CURRENT_BINARY_DIR}/mdev_ascendc/${target}")
+    set(rewritten "")
+    set(dirs "")
+    foreach(src IN LISTS ARGN)
+        get_filename_component(abs "${src}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+        get_filename_component(name "${abs}" NAME_WE)
+        get_filename_component(srcdir "${abs}" DIRECTORY)
+        set(out "${dir}/src/${name}.cpp")
+        add_custom_command(OUTPUT "${out}"
+            COMMAND ${CMAKE_COMMAND} -E env "PYTHONPATH=${MDEV_ASCENDC_ROOT}"
+                    "${MDEV_ASCENDC_PYTHON}" -m mdev.capi.ascendc rewrite "${abs}" "${out}" "${dir}/include"
+            DEPENDS "${abs}"
+            COMMENT "mdev: rewriting Ascend C kernel source ${src}"
+            VERBATIM)
+        list(APPEND rewritten "${out}")
+        list(APPEND dirs "${srcdir}")
+    endforeach()
+    set(${out_var} "${rewritten}" PARENT_SCOPE)
+    set(${dirs_var} "${dirs}" PARENT_SCOPE)
+endfunction()
+
+# a device image of the sources: a shared object named ${file} in ${dir}
+function(_mdev_ascendc_image image dir file)
+    _mdev_ascendc_sources(${image} rewritten dirs ${ARGN})
+    set(entry "${CMAKE_CURRENT_BINARY_DIR}/mdev_ascendc/${image}/image_entry.cpp")
+    file(WRITE "${entry}" "#include \"kernel_operator.h\"\nMDEV_ASCENDC_IMAGE_ENTRY\n")
+    add_library(${image} SHARED ${rewritten} "${entry}")
+    target_include_directories(${image} PRIVATE "${MDEV_ASCENDC_INCLUDE}" ${dirs})
+    target_compile_definitions(${image} PRIVATE MDEV_ASCENDC_DEVICE_IMAGE=1 ASCENDC_MDEV=1)
+    target_compile_options(${image} PRIVATE -O2 -std=c++17 -fvisibility=hidden -fno-gnu-unique -w)
+    set_target_properties(${image} PROPERTIES PREFIX "" OUTPUT_NAME "${file}" SUFFIX ""
+                          LIBRARY_OUTPUT_DIRECTORY "${dir}" CXX_STANDARD 17)
+endfunction()
+
+function(ascendc_library target)
+    set(type STATIC)
+    set(sources ${ARGN})
+    list(GET sources 0 first)
+    if(first STREQUAL "STATIC" OR first STREQUAL "SHARED")
+        set(type ${first})
+        list(REMOVE_AT sources 0)
+    endif()
+    set(dir "${CMAKE_CURRENT_BINARY_DIR}/mdev_ascendc/${target}")
+    string(MAKE_C_IDENTIFIER "mdev_image_${target}" symbol)
+    _mdev_ascendc_image(${target}_mdev_image "${dir}" "${target}_image.so" ${sources})
+    _mdev_ascendc_sources(${target} rewritten dirs ${sources})
+    set(embed "${dir}/image_embed.cpp")
+    file(WRITE "${embed}" "// mdev: the device image of ${target}, linked into the program
+#include \"kernel_operator.h\"
+__asm__(\".pushsection .rodata.${symbol},\\\"a\\\",@progbits\\n.balign 64\\n.globl ${symbol}_start\\n.hidden ${symbol}_start\\n${symbol}_start:\\n.incbin \\\"${dir}/${target}_image.so\\\"\\n.globl ${symbol}_end\\n.hidden ${symbol}_end\\n${symbol}_end:\\n.popsection\\n\");
+extern \"C\" const unsigned char ${symbol}_start[];
+extern \"C\" const unsigned char ${symbol}_end[];
+::mdev_ascendc::Image ${symbol}(${symbol}_start, ${symbol}_end);
+")
+    set_source_files_properties("${embed}" PROPERTIES OBJECT_DEPENDS "${dir}/${target}_image.so")
+    add_library(${target} ${type} ${rewritten} "${embed}")
+    add_dependencies(${target} ${target}_mdev_image)
+    target_include_directories(${target} PRIVATE "${MDEV_ASCENDC_INCLUDE}" ${dirs}
+                               PUBLIC "${dir}/include" "${MDEV_ASCENDC_HOME}/include")
+    target_compile_definitions(${target} PRIVATE MDEV_ASCENDC_IMAGE_NAME=${symbol})
+    target_compile_options(${target} PRIVATE -std=c++17 -fPIC -w)
+    set_target_properties(${target} PROPERTIES CXX_STANDARD 17)
+    target_link_libraries(${target} PUBLIC "${MDEV_ASCENDC_HOME}/lib64/libascendcl.so")
+endfunction()
+
+function(ascendc_fatbin_library target)
+    set(dir "${CMAKE_CURRENT_BINARY_DIR}/mdev_ascendc/${target}")
+    _mdev_ascendc_image(${target} "${dir}" "${target}.o" ${ARGN})
+    install(FILES "${dir}/${target}.o" DESTINATION fatbin/${target})
+endfunction()
+
+"""
+
+
+HEADERS = Path(__file__).resolve().parent / "include" / "ascendc"
+
+
+def api_table() -> str:
+    """The README's table of the kernel API subset, from the headers' ``//@api`` lines."""
+    rows = ["| name | semantics on mdev |", "|---|---|"]
+    for line in (HEADERS / "kernel_operator.h").read_text().splitlines():
+        if line.startswith("//@api "):
+            name, _, meaning = line[len("//@api "):].partition(" | ")
+            rows.append(f"| `{name.strip()}` | {meaning.strip()} |")
+    return "\n".join(rows) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    if argv == ["--api-table"]:
+        print(api_table(), end="")
+        return 0
+    if len(argv) != 4 or argv[0] != "rewrite":
+        print("usage: python -m mdev.capi.ascendc rewrite SOURCE OUTPUT INCLUDE_DIR", file=sys.stderr)
+        return 2
+    source, output, include = Path(argv[1]), Path(argv[2]), Path(argv[3])
+    try:
+        text, kernels = rewrite(source.read_text(encoding="utf-8", errors="surrogateescape"), str(source))
+    except RewriteError as exc:
+        print(f"{exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"mdev ascendc: {exc}", file=sys.stderr)
+        return 1
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text, encoding="utf-8", errors="surrogateescape")
+    include.mkdir(parents=True, exist_ok=True)
+    for k in kernels:
+        (include / f"aclrtlaunch_{k.name}.h").write_text(launch_header(k))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
