@@ -269,6 +269,13 @@ static void run_block(int64_t idx, unsigned char* ub) {
     in_block = 0;
 }
 
+static int64_t launch_started_ns;          /* 0: no launch of several blocks running */
+static uint64_t launch_generation;
+/* helpers the minder asked for and no worker has taken yet: a worker that was not waiting
+ * when it asked (still starting, or finishing a block) takes one when it comes back, where a
+ * bare signal would be lost and blocks waiting in SyncAll for the rest would wait forever */
+static int64_t help_tickets;
+
 static void* worker(void* arg) {
     (void)arg;
     stack_t alt = {.ss_sp = malloc(ALT_STACK), .ss_size = ALT_STACK, .ss_flags = 0};
@@ -276,7 +283,8 @@ static void* worker(void* arg) {
     unsigned char* ub = aligned_alloc(64, MDEV_ASCENDC_UB_SIZE);
     for (;;) {
         pthread_mutex_lock(&pool_lock);
-        pthread_cond_wait(&work, &pool_lock);
+        while (help_tickets == 0 || launch_started_ns == 0) pthread_cond_wait(&work, &pool_lock);
+        help_tickets--;
         pthread_mutex_unlock(&pool_lock);
         int64_t idx;
         while ((idx = __atomic_fetch_add(&L.next, 1, __ATOMIC_SEQ_CST)) < L.blocks) {
@@ -298,8 +306,6 @@ static void* worker(void* arg) {
 #define MINDER_IDLE_NS 20000000L
 static pthread_cond_t minder_wake = PTHREAD_COND_INITIALIZER;
 static int minder_asleep;
-static int64_t launch_started_ns;          /* 0: no launch of several blocks running */
-static uint64_t launch_generation;
 
 static int64_t now_ns(void) {
     struct timespec t;
@@ -321,8 +327,8 @@ static void* minder(void* arg) {
             if (now - started >= HELPERS_AFTER_NS && helped != launch_generation) {
                 helped = launch_generation;
                 int64_t left = L.blocks - __atomic_load_n(&L.next, __ATOMIC_SEQ_CST);
-                for (int64_t i = 0; i < left && i < workers; i++)
-                    pthread_cond_signal(&work);         /* a helper for each block left */
+                help_tickets = left < workers ? left : workers;     /* a helper for each block left */
+                if (help_tickets > 0) pthread_cond_broadcast(&work);
             }
         } else if (now - last_seen > MINDER_IDLE_NS) {
             minder_asleep = 1;
@@ -388,6 +394,7 @@ static int run_blocks(int64_t blocks) {
     L.done += mine;
     while (L.done < blocks) pthread_cond_wait(&finished, &pool_lock);
     launch_started_ns = 0;
+    help_tickets = 0;
     pthread_mutex_unlock(&pool_lock);
     return 0;
 }
