@@ -295,6 +295,36 @@ class Capture(Recorder):
                 raise
             stream.recorder = self
 
+    # -- helper streams of a library (a communicator's side streams)
+    def fork(self, origin, stream) -> None:
+        """``stream`` joins the capture after what ``origin`` recorded so far: its tasks are
+        recorded into its lane (as a wait on an event recorded inside the capture would do)
+        until ``leave``."""
+        with self.lock:
+            self.add_lane(stream)
+            stream.recorder = self
+            self.order(origin, stream)
+
+    def order(self, src, dst) -> None:
+        """``dst``'s next recorded task runs after ``src``'s recorded so far (both captured)."""
+        self.await_mark(dst, self.mark(src))
+
+    def mark(self, stream) -> int:
+        """A place in ``stream``'s lane that another lane may wait for (``await_mark``)."""
+        marker = next(_markers)
+        self.record(stream, RECORD, (marker,))
+        return marker
+
+    def await_mark(self, stream, marker: int) -> None:
+        self.record(stream, WAIT, (marker,))
+
+    def leave(self, stream, origin) -> None:
+        """``stream``'s recorded work joins back into ``origin``; from now on it runs its tasks
+        again (its lane stays in the capture, and a later ``fork`` extends it)."""
+        with self.lock:
+            self.order(stream, origin)
+            stream.recorder = None
+
     # -- end
     def unjoined(self) -> list[Lane]:
         """Lanes whose last task does not lead back to the origin stream through markers."""

@@ -1,0 +1,140 @@
+"""Captured collectives replay: aclmdlRICaptureBegin / HcclAllReduce / aclmdlRICaptureEnd, then
+aclmdlRIExecuteAsync again and again with fresh input -- every replay sums right, on 2, 4 and 8
+ranks, with a thread per rank and with a process per rank, on every algorithm (as graph mode in
+torch_npu and vllm-ascend relies on)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import mdev.hccl as hccl
+from hccl_ranks import run_ranks
+from helpers import attached, from_device, to_device
+from mdev import hccl_types as H
+
+# case -> (board fixture, devices of the ranks, the algorithm the preset makes HCCL pick)
+CASES = {"ring2": ("board", [0, 1], "ring"),                  # pcie4: through a switch
+         "ring4": ("board", [0, 1, 2, 3], "ring"),
+         "mesh8": ("board8", list(range(8)), "mesh"),         # hccs8: a link per pair
+         "hierarchical": ("islands_board", [0, 1, 4, 5], "hierarchical"),   # mesh inside islands, ring across
+         "staged": ("islands_board", [0, 4, 1], "ring")}      # unequal islands: one ring of staged hops
+COUNT = 1000                       # fp32 elements a rank: small, and not a multiple of the ranks
+REPLAYS = 5
+THREAD_LOCAL = 1                   # ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL: the other ranks' threads copy
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch):
+    monkeypatch.setenv("HCCL_BUFFSIZE", "4")
+    monkeypatch.setenv("HCCL_EXEC_TIMEOUT", "20")      # bounds a replay that would hang
+    monkeypatch.delenv("HCCL_ALGO", raising=False)
+
+
+def fresh(replay: int, rank: int) -> np.ndarray:
+    """Rank ``rank``'s input at replay ``replay``: small integers, so any order sums exactly."""
+    return np.random.default_rng(1000 * replay + rank).integers(-50, 50, COUNT).astype(np.float32)
+
+
+def replay_rank(acl, rank: int, nranks: int, comm: int, stream: int) -> list[bool]:
+    """One rank: capture an all_reduce, replay it REPLAYS times with fresh input; whether each
+    replay's output was the sum of every rank's input (an assertion for any failed call)."""
+    def ok(ret):
+        assert ret == 0, acl.get_recent_err_msg()
+
+    nbytes = COUNT * 4
+    send, ret = acl.rt.malloc(nbytes, 0)
+    ok(ret)
+    recv, ret = acl.rt.malloc(nbytes, 0)
+    ok(ret)
+    ok(acl.mdl.ri_capture_begin(stream, THREAD_LOCAL))
+    ok(hccl.all_reduce(send, recv, COUNT, H.HCCL_DATA_TYPE_FP32, H.HCCL_REDUCE_SUM, comm, stream))
+    model, ret = acl.mdl.ri_capture_end(stream)
+    ok(ret)
+    right = []
+    for k in range(REPLAYS):
+        to_device(acl, send, fresh(k, rank))
+        ok(acl.mdl.ri_execute_async(model, stream))
+        ok(acl.rt.synchronize_stream(stream))
+        want = sum(fresh(k, r) for r in range(nranks))
+        right.append(bool(np.array_equal(from_device(acl, recv, nbytes, np.float32), want)))
+    ok(acl.mdl.ri_destroy(model))
+    ok(acl.rt.free(send))
+    ok(acl.rt.free(recv))
+    return right
+
+
+
+
+def _algorithm(handle: int) -> str:
+    from mdev.runtime.collectives.select import layout
+    from mdev.runtime.core import RUNTIME as rt
+    comm = rt.comms[handle]
+    return layout(comm.levels, comm.choice, "allreduce", comm.rank, comm.nranks).algorithm
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_thread_per_rank(case, request, monkeypatch):
+    fixture, devices, algorithm = CASES[case]
+    p = len(devices)
+    with attached(monkeypatch, request.getfixturevalue(fixture)) as acl:
+        comms, ret = hccl.comm_init_all(p, devices)
+        assert ret == 0, acl.get_recent_err_msg()
+        try:
+            assert _algorithm(comms[0]) == algorithm
+            results = run_ranks(acl, devices, lambda r, s: replay_rank(acl, r, p, comms[r], s), timeout=120)
+        finally:
+            for c in comms:
+                assert hccl.comm_destroy(c) == H.HCCL_SUCCESS
+    assert results == [[True] * REPLAYS] * p
+
+
+RANK = """
+    import json, sys
+    sys.path.insert(0, sys.argv[1])
+    import mdev.acl as acl
+    import mdev.hccl as hccl
+    from test_hccl_replay import replay_rank
+    rank, nranks, device = (int(a) for a in sys.argv[2:5])
+    assert acl.init() == 0 and acl.rt.set_device(device) == 0
+    with open(sys.argv[5], "rb") as f:
+        comm, ret = hccl.comm_init_root_info(nranks, f.read(), rank)
+    assert ret == 0, acl.get_recent_err_msg()
+    stream, _ = acl.rt.create_stream()
+    right = replay_rank(acl, rank, nranks, comm, stream)
+    assert hccl.comm_destroy(comm) == 0
+    print(json.dumps(right))
+"""
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_process_per_rank(case, request, monkeypatch, tmp_path):
+    fixture, devices, _ = CASES[case]
+    name = request.getfixturevalue(fixture)
+    with attached(monkeypatch, name):
+        root, ret = hccl.get_root_info()
+        assert ret == 0
+    (tmp_path / "root").write_bytes(root)
+    env = dict(os.environ, MDEV_BOARD=name, MDEV_AUTOSTART="0")
+    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(RANK), os.path.dirname(__file__), str(r),
+                               str(len(devices)), str(dev), str(tmp_path / "root")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for r, dev in enumerate(devices)]
+    results = []
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=150)
+            assert proc.returncode == 0, err[-2000:]
+            results.append(json.loads(out.splitlines()[-1]))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert results == [[True] * REPLAYS] * len(devices)
