@@ -42,9 +42,10 @@ def fresh(replay: int, rank: int) -> np.ndarray:
     return np.random.default_rng(1000 * replay + rank).integers(-50, 50, COUNT).astype(np.float32)
 
 
-def replay_rank(acl, rank: int, nranks: int, comm: int, stream: int) -> list[bool]:
+def replay_rank(acl, rank: int, nranks: int, comm: int, stream: int, dump: bool = False) -> list[bool]:
     """One rank: capture an all_reduce, replay it REPLAYS times with fresh input; whether each
-    replay's output was the sum of every rank's input (an assertion for any failed call)."""
+    replay's output was the sum of every rank's input (an assertion for any failed call).
+    ``dump``: rank 0 prints its model (aclmdlRIDebugPrint)."""
     def ok(ret):
         assert ret == 0, acl.get_recent_err_msg()
 
@@ -57,6 +58,8 @@ def replay_rank(acl, rank: int, nranks: int, comm: int, stream: int) -> list[boo
     ok(hccl.all_reduce(send, recv, COUNT, H.HCCL_DATA_TYPE_FP32, H.HCCL_REDUCE_SUM, comm, stream))
     model, ret = acl.mdl.ri_capture_end(stream)
     ok(ret)
+    if dump and rank == 0:
+        ok(acl.mdl.ri_debug_print(model))
     right = []
     for k in range(REPLAYS):
         to_device(acl, send, fresh(k, rank))
@@ -138,3 +141,40 @@ def test_process_per_rank(case, request, monkeypatch, tmp_path):
                 proc.kill()
                 proc.wait()
     assert results == [[True] * REPLAYS] * len(devices)
+
+
+TRACED = """
+    import sys
+    sys.path.insert(0, sys.argv[1])
+    import mdev.acl as acl
+    import mdev.hccl as hccl
+    from hccl_ranks import run_ranks
+    from test_hccl_replay import REPLAYS, replay_rank
+    assert acl.init() == 0
+    comms, ret = hccl.comm_init_all(2, [0, 1])
+    assert ret == 0, acl.get_recent_err_msg()
+    right = run_ranks(acl, [0, 1], lambda r, s: replay_rank(acl, r, 2, comms[r], s, dump=True), timeout=120)
+    assert right == [[True] * REPLAYS] * 2, right
+    for c in comms:
+        assert hccl.comm_destroy(c) == 0
+    assert acl.finalize() == 0
+"""
+
+
+def test_replays_show_in_the_model_dump_and_the_trace(board, tmp_path):
+    """The dump names the captured collective and the side stream it pulled into the capture;
+    the trace lists every replay of it on every rank, which ``mdev trace`` times."""
+    from mdev.cli.trace import collective_times
+    path = tmp_path / "trace.json"
+    env = dict(os.environ, MDEV_BOARD=board, MDEV_AUTOSTART="0", MDEV_TRACE=str(path))
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(TRACED), os.path.dirname(__file__)], env=env,
+                          capture_output=True, text=True, timeout=150)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "(side stream of HCCL rank 0):" in proc.stdout, proc.stdout
+    assert f"-- HCCL all_reduce {COUNT * 4} B, 2 ranks, ring, operation 0 of rank 0" in proc.stdout, proc.stdout
+    data = json.loads(path.read_text())
+    named = data["mdev"]["collectives"]
+    assert sorted((dev, number) for dev, *_, number in named) == \
+        [(dev, f"0 replay {k}") for dev in (0, 1) for k in range(REPLAYS)]
+    times = collective_times(data)
+    assert list(times) == [("all_reduce", COUNT * 4, 2, "ring")] and times[("all_reduce", COUNT * 4, 2, "ring")] > 0

@@ -68,6 +68,10 @@ class Plan:
         self.comm.ops += 1
         self.kind = (kind, self._bytes(kind, count) if nbytes is None else nbytes, self.comm.nranks, algorithm, seq)
         at = DESC + 16 * (seq % 2)
+        if self.capture is not None:        # each replay runs it: the model dump and the trace name it
+            self.capture.collectives.append(self.kind)
+            self.capture.note(self.main, f"HCCL {kind} {self.kind[1]} B, {self.kind[2]} ranks, {algorithm}, "
+                                         f"operation {seq} of rank {self.comm.rank}")
         self._describe(at, kind, count, root, seq)
         self.checks = {q: (at, at) for q in range(self.comm.nranks) if q != self.comm.rank}
 
@@ -136,7 +140,7 @@ class Plan:
         sides = [self.comm.side(k) for k in range(n)]
         for side in sides:
             if self.capture is not None:
-                self.capture.fork(self.main, side.stream)
+                self.capture.fork(self.main, side.stream, f"side stream of HCCL rank {self.comm.rank}")
             else:
                 side.fork.record(self.main)
                 side.fork.wait(side.stream, self.comm.timeout_s)
