@@ -42,10 +42,12 @@ def fresh(replay: int, rank: int) -> np.ndarray:
     return np.random.default_rng(1000 * replay + rank).integers(-50, 50, COUNT).astype(np.float32)
 
 
-def replay_rank(acl, rank: int, nranks: int, comm: int, stream: int, dump: bool = False) -> list[bool]:
+def replay_rank(acl, rank: int, nranks: int, comm: int, stream: int, dump: bool = False,
+                eager: bool = False) -> list[bool]:
     """One rank: capture an all_reduce, replay it REPLAYS times with fresh input; whether each
     replay's output was the sum of every rank's input (an assertion for any failed call).
-    ``dump``: rank 0 prints its model (aclmdlRIDebugPrint)."""
+    ``dump``: rank 0 prints its model (aclmdlRIDebugPrint); ``eager``: an all_reduce outside
+    the model follows each replay (its result counts too)."""
     def ok(ret):
         assert ret == 0, acl.get_recent_err_msg()
 
@@ -67,6 +69,11 @@ def replay_rank(acl, rank: int, nranks: int, comm: int, stream: int, dump: bool 
         ok(acl.rt.synchronize_stream(stream))
         want = sum(fresh(k, r) for r in range(nranks))
         right.append(bool(np.array_equal(from_device(acl, recv, nbytes, np.float32), want)))
+        if eager:
+            ok(acl.rt.memset(recv, nbytes, 0, nbytes))
+            ok(hccl.all_reduce(send, recv, COUNT, H.HCCL_DATA_TYPE_FP32, H.HCCL_REDUCE_SUM, comm, stream))
+            ok(acl.rt.synchronize_stream(stream))
+            right[-1] &= bool(np.array_equal(from_device(acl, recv, nbytes, np.float32), want))
     ok(acl.mdl.ri_destroy(model))
     ok(acl.rt.free(send))
     ok(acl.rt.free(recv))
@@ -84,6 +91,8 @@ def _algorithm(handle: int) -> str:
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_thread_per_rank(case, request, monkeypatch):
+    """Replays with an eager all_reduce between them (the descriptors' operation numbers go
+    back and forth: the consistency check must not take that for a disagreement)."""
     fixture, devices, algorithm = CASES[case]
     p = len(devices)
     with attached(monkeypatch, request.getfixturevalue(fixture)) as acl:
@@ -91,7 +100,8 @@ def test_thread_per_rank(case, request, monkeypatch):
         assert ret == 0, acl.get_recent_err_msg()
         try:
             assert _algorithm(comms[0]) == algorithm
-            results = run_ranks(acl, devices, lambda r, s: replay_rank(acl, r, p, comms[r], s), timeout=120)
+            results = run_ranks(acl, devices, lambda r, s: replay_rank(acl, r, p, comms[r], s, eager=True),
+                                timeout=120)
         finally:
             for c in comms:
                 assert hccl.comm_destroy(c) == H.HCCL_SUCCESS
@@ -178,3 +188,42 @@ def test_replays_show_in_the_model_dump_and_the_trace(board, tmp_path):
         [(dev, f"0 replay {k}") for dev in (0, 1) for k in range(REPLAYS)]
     times = collective_times(data)
     assert list(times) == [("all_reduce", COUNT * 4, 2, "ring")] and times[("all_reduce", COUNT * 4, 2, "ring")] > 0
+
+
+def test_a_replay_fails_when_a_peer_left(acl):
+    """Rank 1 replays twice and destroys its communicator; rank 0's third replay fails with the
+    departed peer's code (507057) well within HCCL_EXEC_TIMEOUT, as an eager operation does."""
+    import threading
+    import time
+    comms, ret = hccl.comm_init_all(2, [0, 1])
+    assert ret == 0, acl.get_recent_err_msg()
+    left = threading.Event()
+    seen: dict = {}
+
+    def body(r, stream):
+        send, _ = acl.rt.malloc(COUNT * 4, 0)
+        recv, _ = acl.rt.malloc(COUNT * 4, 0)
+        assert acl.mdl.ri_capture_begin(stream, THREAD_LOCAL) == 0
+        assert hccl.all_reduce(send, recv, COUNT, H.HCCL_DATA_TYPE_FP32, H.HCCL_REDUCE_SUM, comms[r], stream) == 0
+        model, ret = acl.mdl.ri_capture_end(stream)
+        assert ret == 0, acl.get_recent_err_msg()
+        for _ in range(2):
+            assert acl.mdl.ri_execute_async(model, stream) == 0
+            assert acl.rt.synchronize_stream(stream) == 0, acl.get_recent_err_msg()
+        if r == 1:
+            assert acl.mdl.ri_destroy(model) == 0
+            assert hccl.comm_destroy(comms[1]) == H.HCCL_SUCCESS
+            left.set()
+        else:
+            assert left.wait(30)
+            t0 = time.monotonic()
+            assert acl.mdl.ri_execute_async(model, stream) == 0
+            seen["sync"] = acl.rt.synchronize_stream(stream)
+            seen["seconds"] = time.monotonic() - t0
+            assert acl.mdl.ri_destroy(model) == 0
+            assert hccl.comm_destroy(comms[0]) == H.HCCL_SUCCESS
+        acl.rt.free(send)
+        acl.rt.free(recv)
+
+    run_ranks(acl, [0, 1], body, timeout=90)
+    assert seen["sync"] == 507057 and seen["seconds"] < 5, seen
