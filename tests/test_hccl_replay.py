@@ -227,3 +227,21 @@ def test_a_replay_fails_when_a_peer_left(acl):
 
     run_ranks(acl, [0, 1], body, timeout=90)
     assert seen["sync"] == 507057 and seen["seconds"] < 5, seen
+
+
+def test_a_persistent_stream_takes_no_collective(acl):
+    """A persistent stream's tasks build a model whose lanes are the bound streams only: a
+    collective there (its side streams not among them) is refused, not left half-recorded."""
+    comms, ret = hccl.comm_init_all(2, [0, 1])
+    assert ret == 0, acl.get_recent_err_msg()
+    try:
+        assert acl.rt.set_device(0) == 0
+        stream, ret = acl.rt.create_stream_with_config(0, acl.ACL_STREAM_PERSISTENT)
+        assert ret == 0
+        buf, _ = acl.rt.malloc(COUNT * 4, 0)
+        ret = hccl.all_reduce(buf, buf, COUNT, H.HCCL_DATA_TYPE_FP32, H.HCCL_REDUCE_SUM, comms[0], stream)
+        assert ret == H.HCCL_E_NOT_SUPPORT and "persistent" in acl.get_recent_err_msg()
+        assert acl.rt.free(buf) == 0 and acl.rt.destroy_stream(stream) == 0
+    finally:
+        for c in comms:
+            assert hccl.comm_destroy(c) == H.HCCL_SUCCESS

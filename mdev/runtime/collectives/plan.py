@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from mdev import constants as C
-from mdev.hccl_types import DATA_TYPE_NAMES, DATA_TYPE_SIZE, REDUCE_OP_NAMES
+from mdev.hccl_types import DATA_TYPE_NAMES, DATA_TYPE_SIZE, HCCL_E_NOT_SUPPORT, REDUCE_OP_NAMES, HcclError
 from mdev.runtime import capture, streams
 from mdev.runtime.collectives.comm import DESC, P2P_DESC, Comm, Side
 from mdev.runtime.core import Stream
@@ -58,6 +58,9 @@ class Plan:
         self.checks: dict[int, tuple[int, int]] = {}   # peer -> (our descriptor, its descriptor) offsets
         self.kind: tuple | None = None                # a collective's (name, bytes, ranks, algorithm, number)
         self.capture = capture.capturing(main)        # the capture recording the caller's stream, if any
+        if main.recorder is not None and self.capture is None:
+            raise HcclError(HCCL_E_NOT_SUPPORT, f"stream {main.stream_id} is persistent (its tasks build a model): "
+                            "mdev runs no collective on it; capture the collective instead (ri_capture_begin)")
         self.marks: dict[int, list[int]] = {}          # in a capture: id(side) -> its signals' markers
 
     def collective(self, kind: str, count: int, root: int = 0, algorithm: str = "", nbytes: int | None = None) -> None:
