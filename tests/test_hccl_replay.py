@@ -245,3 +245,48 @@ def test_a_persistent_stream_takes_no_collective(acl):
     finally:
         for c in comms:
             assert hccl.comm_destroy(c) == H.HCCL_SUCCESS
+
+
+def test_every_kind_of_operation_replays(acl):
+    """all_gather, broadcast, reduce_scatter, barrier and send / recv captured in one model:
+    4 replays with fresh input on 4 ranks, every output right each time."""
+    p, n = 4, 256
+    comms, ret = hccl.comm_init_all(p, list(range(p)))
+    assert ret == 0, acl.get_recent_err_msg()
+    fp32 = H.HCCL_DATA_TYPE_FP32
+
+    def body(r, s):
+        x, gathered, bcast, scattered, got = (acl.rt.malloc(n * 4 * k, 0)[0] for k in (1, p, 1, 1, 1))
+        peer = r ^ 1
+        assert acl.mdl.ri_capture_begin(s, THREAD_LOCAL) == 0
+        assert hccl.all_gather(x, gathered, n, fp32, comms[r], s) == 0
+        assert hccl.broadcast(bcast, n, fp32, 0, comms[r], s) == 0
+        assert hccl.reduce_scatter(gathered, scattered, n, fp32, H.HCCL_REDUCE_SUM, comms[r], s) == 0
+        assert hccl.barrier(comms[r], s) == 0
+        assert (hccl.send(x, n, fp32, peer, comms[r], s) if r % 2 == 0 else
+                hccl.recv(got, n, fp32, peer, comms[r], s)) == 0
+        model, ret = acl.mdl.ri_capture_end(s)
+        assert ret == 0, acl.get_recent_err_msg()
+        right = []
+        for k in range(4):
+            xs = [np.full(n, 10 * k + q, np.float32) for q in range(p)]
+            to_device(acl, x, xs[r])
+            if r == 0:
+                to_device(acl, bcast, np.full(n, 100 + k, np.float32))
+            assert acl.mdl.ri_execute_async(model, s) == 0
+            assert acl.rt.synchronize_stream(s) == 0, acl.get_recent_err_msg()
+            outs = [(gathered, np.concatenate(xs)), (bcast, np.full(n, 100 + k, np.float32)),
+                    (scattered, p * xs[r])] + ([(got, xs[peer])] if r % 2 else [])
+            right.append(all(np.array_equal(from_device(acl, ptr, want.nbytes, np.float32), want)
+                             for ptr, want in outs))
+        assert acl.mdl.ri_destroy(model) == 0
+        for ptr in (x, gathered, bcast, scattered, got):
+            assert acl.rt.free(ptr) == 0
+        return right
+
+    try:
+        results = run_ranks(acl, list(range(p)), body, timeout=120)
+    finally:
+        for c in comms:
+            assert hccl.comm_destroy(c) == H.HCCL_SUCCESS
+    assert results == [[True] * 4] * p
