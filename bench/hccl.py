@@ -16,7 +16,8 @@ slowest rank).  Printed per size:
                  (mdev.runtime.collectives.cost), and modelled / formula
     numpy        the same reduction in this process: one thread adding the p ranks' arrays
                  (p-1 adds of the size) and copying the result out to p-1 more -- what the
-                 emulator's wall time is made of, measured in the same run
+                 emulator's wall time is made of, measured in the same run; wall/numpy is
+                 how many times numpy's time the wall time is (1 = as fast as numpy)
 
 The suite run (``python -m bench``) takes the default sizes (8 KiB .. 8 MiB on hccs8) and
 reports two figures: modelled / formula at the largest size (target: within 10%) and the
@@ -203,7 +204,7 @@ def print_rows(op: str, topology: str, rows: list[dict]) -> None:
                  f"{n / r['wall'] / 1e9 * factor:.3f}", f"{r['modelled'] * 1e6:.2f}",
                  f"{n / r['modelled'] / 1e9:.2f}", f"{n / r['modelled'] / 1e9 * factor:.2f}",
                  f"{r['formula'] * 1e6:.2f}", f"{r['modelled'] / r['formula']:.3f}", f"{r['numpy'] * 1e6:.1f}",
-                 f"{r['numpy'] / r['wall']:.2f}")
+                 f"{r['wall'] / r['numpy']:.2f}")
         print("".join(f"{c:>12}" for c in cells))
 
 

@@ -15,7 +15,8 @@ The collectives a trace names (``mdev.collectives``: HCCL operations of mdev.hcc
 libhccl.so) are timed in modelled time: a rank's operation from its first task's modelled
 start to its last task's modelled end on the caller's stream, an instance (the n-th
 operation of the communicator) by its slowest rank, and each (operation, size, ranks,
-algorithm) by the median of its instances.
+algorithm) by the median of its instances.  A captured collective is named by each replay
+(instance "<n> replay <k>") and timed by the replay's task (the whole graph).
 """
 
 from __future__ import annotations
@@ -131,8 +132,12 @@ def collective_times(data: dict, evs: list[dict] | None = None) -> dict[tuple, f
     named = data.get("mdev", {}).get("collectives") or []
     if not named:
         return {}
-    at = {(e["args"]["device"], e["args"]["stream"], e["args"]["seq"]): e["args"]
-          for e in (evs if evs is not None else tasks(data)) if e["args"].get("seq") is not None}
+    at: dict[tuple, dict] = {}      # a replay's inner tasks carry its seq: its run_graph task stands for it
+    for e in (evs if evs is not None else tasks(data)):
+        args = e["args"]
+        key = (args.get("device"), args.get("stream"), args.get("seq"))
+        if key[2] is not None and (key not in at or args.get("kind") == "run_graph"):
+            at[key] = args
     instances: dict[tuple, list[float]] = defaultdict(list)
     for dev, stream, first, last, op, nbytes, ranks, algorithm, number in named:
         a, b = at.get((dev, stream, first)), at.get((dev, stream, last))

@@ -59,6 +59,8 @@ class Lane:
     order: list = field(default_factory=list)      # recording order of each task
     head: bool = True                              # starts with the model (else: ACTIVATE)
     end: int | None = None                         # task count at aclmdlRIEndTask
+    role: str = ""                                 # how the stream came in, if not by an event
+    notes: dict = field(default_factory=dict)      # task index -> what it begins (a collective), for dumps
     group: "OpenGroup | None" = None               # a task group being recorded
 
     def frozen(self) -> list:
@@ -94,6 +96,7 @@ class Recorder:
         self.lanes: dict = {}            # Stream -> Lane, in the order the streams joined
         self.events: dict = {}           # event handle -> (marker, ev.issued at the record)
         self.external_records: list = []     # events each replay records for real
+        self.collectives: list = []          # (operation, bytes, ranks, algorithm, number) recorded, in order
 
     def add_lane(self, stream, head: bool = True) -> Lane:
         lane = self.lanes.get(stream)
@@ -112,6 +115,12 @@ class Recorder:
             lane.tasks.append((op, args))
             lane.order.append(next(_order))
         return stream.seq          # nothing was sent: the stream's device sequence is unchanged
+
+    def note(self, stream, text: str) -> None:
+        """``text`` says what the next task recorded on ``stream`` begins (model dumps)."""
+        with self.lock:
+            lane = self.lanes[stream]
+            lane.notes[len(lane.tasks)] = text
 
     def marker_of(self, ev) -> int | None:
         """The marker of the event's record in this graph, if that is still its latest record."""
@@ -295,6 +304,36 @@ class Capture(Recorder):
                 del self.lanes[stream]
                 raise
             stream.recorder = self
+
+    # -- helper streams of a library (a communicator's side streams)
+    def fork(self, origin, stream, role: str) -> None:
+        """``stream`` joins the capture after what ``origin`` recorded so far: its tasks are
+        recorded into its lane (as a wait on an event recorded inside the capture would do)
+        until ``leave``; ``role`` says what it is in dumps."""
+        with self.lock:
+            self.add_lane(stream).role = role
+            stream.recorder = self
+            self.order(origin, stream)
+
+    def order(self, src, dst) -> None:
+        """``dst``'s next recorded task runs after ``src``'s recorded so far (both captured)."""
+        self.await_mark(dst, self.mark(src))
+
+    def mark(self, stream) -> int:
+        """A place in ``stream``'s lane that another lane may wait for (``await_mark``)."""
+        marker = next(_markers)
+        self.record(stream, RECORD, (marker,))
+        return marker
+
+    def await_mark(self, stream, marker: int) -> None:
+        self.record(stream, WAIT, (marker,))
+
+    def leave(self, stream, origin) -> None:
+        """``stream``'s recorded work joins back into ``origin``; from now on it runs its tasks
+        again (its lane stays in the capture, and a later ``fork`` extends it)."""
+        with self.lock:
+            self.order(stream, origin)
+            stream.recorder = None
 
     # -- end
     def unjoined(self) -> list[Lane]:

@@ -26,7 +26,7 @@ from mdev import errors as E
 from mdev.errors import AclError
 from mdev.runtime.boundary import api
 from mdev.runtime import capture as R
-from mdev.runtime import hooks, streams
+from mdev.runtime import hooks, streams, trace
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.validate import as_int, file_path, timeout_ms
 from mdev.taskspec import KERNEL_OPS, SPECS
@@ -51,6 +51,8 @@ class Model:
     runs: list = field(default_factory=list)    # (stream, seq) of recent executions
     bound: dict = field(default_factory=dict)   # persistent Stream -> head flag
     external_records: list = field(default_factory=list)   # events each replay records for real
+    collectives: list = field(default_factory=list)        # (operation, bytes, ranks, algorithm, number) captured
+    replays: int = 0                                        # ri_execute_async / ri_execute calls so far
     destroyed: bool = False
 
 
@@ -230,8 +232,13 @@ def execute_async(model_ri, stream) -> None:
 
 
 def _ran(model: Model, stream, seq: int) -> None:
-    """A replay was submitted: its real event records count as records of this process."""
+    """A replay was submitted: its real event records count as records of this process, and
+    the trace lists its collectives, each timed by the replay's task (the k-th replay of
+    every rank's model makes one instance of each)."""
     model.runs.append((stream, seq))
+    for op, nbytes, nranks, algorithm, number in model.collectives:
+        trace.collective(stream, seq, seq, op, nbytes, nranks, algorithm, f"{number} replay {model.replays}")
+    model.replays += 1
     del model.runs[:-16]
     for ev in model.external_records:
         ev.issued += 1
@@ -328,6 +335,7 @@ def capture_end(stream) -> int:
         capture.terminate()
     model.lanes = list(capture.lanes.values())
     model.external_records = list(capture.external_records)
+    model.collectives = list(capture.collectives)
     model.recorder = None
     try:
         _store(model)
@@ -518,11 +526,14 @@ def debug_print(model_ri) -> None:
     print(f"aclmdlRI {model.handle:#x}: {how} on device {model.device}, {len(lanes)} stream(s), "
           f"{len(tasks)} task(s), {len(model.groups)} task group(s)")
     for li, lane in enumerate(lanes):
-        role = ("origin stream" if li == 0 else "joined through an event") if model.kind == "capture" \
-            else ("head" if lane.head else "started by STREAM_ACTIVE")
+        role = lane.role or (("origin stream" if li == 0 else "joined through an event") if model.kind == "capture"
+                             else ("head" if lane.head else "started by STREAM_ACTIVE"))
         print(f"  stream {lane.stream.stream_id} ({role}):")
         for task in (t for t in tasks if t["lane"] == li):
             group = f"  [task group {task['group']:#x}]" if task["group"] else ""
+            note = lane.notes.get(task["index"])
+            if note:
+                print(f"    -- {note}")
             print(f"    task {task['index']:<4} {task['type']:<15} {task['detail']}{group}".rstrip())
 
 

@@ -22,8 +22,8 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from mdev import constants as C
-from mdev.hccl_types import DATA_TYPE_NAMES, DATA_TYPE_SIZE, REDUCE_OP_NAMES
-from mdev.runtime import streams
+from mdev.hccl_types import DATA_TYPE_NAMES, DATA_TYPE_SIZE, HCCL_E_NOT_SUPPORT, REDUCE_OP_NAMES, HcclError
+from mdev.runtime import capture, streams
 from mdev.runtime.collectives.comm import DESC, P2P_DESC, Comm, Side
 from mdev.runtime.core import Stream
 from mdev.runtime.memops import submit_copy
@@ -57,6 +57,11 @@ class Plan:
         self.inboxes: set[int] = set()
         self.checks: dict[int, tuple[int, int]] = {}   # peer -> (our descriptor, its descriptor) offsets
         self.kind: tuple | None = None                # a collective's (name, bytes, ranks, algorithm, number)
+        self.capture = capture.capturing(main)        # the capture recording the caller's stream, if any
+        if main.recorder is not None and self.capture is None:
+            raise HcclError(HCCL_E_NOT_SUPPORT, f"stream {main.stream_id} is persistent (its tasks build a model): "
+                            "mdev runs no collective on it; capture the collective instead (ri_capture_begin)")
+        self.marks: dict[int, list[int]] = {}          # in a capture: id(side) -> its signals' markers
 
     def collective(self, kind: str, count: int, root: int = 0, algorithm: str = "", nbytes: int | None = None) -> None:
         """Describe a collective (every rank takes part): written before its first transfer,
@@ -66,6 +71,10 @@ class Plan:
         self.comm.ops += 1
         self.kind = (kind, self._bytes(kind, count) if nbytes is None else nbytes, self.comm.nranks, algorithm, seq)
         at = DESC + 16 * (seq % 2)
+        if self.capture is not None:        # each replay runs it: the model dump and the trace name it
+            self.capture.collectives.append(self.kind)
+            self.capture.note(self.main, f"HCCL {kind} {self.kind[1]} B, {self.kind[2]} ranks, {algorithm}, "
+                                         f"operation {seq} of rank {self.comm.rank}")
         self._describe(at, kind, count, root, seq)
         self.checks = {q: (at, at) for q in range(self.comm.nranks) if q != self.comm.rank}
 
@@ -128,24 +137,39 @@ class Plan:
     @contextmanager
     def parallel(self, n: int) -> Iterator[list[Side]]:
         """``n`` side streams forked from the caller's stream, joined back at the end (each
-        drains the channels it used first)."""
+        drains the channels it used first).  In a capture the side streams are captured with
+        it (their tasks go into the graph, ordered by its markers) for as long as they are
+        forked, so that every replay runs them."""
         sides = [self.comm.side(k) for k in range(n)]
         for side in sides:
-            side.fork.record(self.main)
-            side.fork.wait(side.stream, self.comm.timeout_s)
+            if self.capture is not None:
+                self.capture.fork(self.main, side.stream, f"side stream of HCCL rank {self.comm.rank}")
+            else:
+                side.fork.record(self.main)
+                side.fork.wait(side.stream, self.comm.timeout_s)
         yield sides
         for side in sides:
             self._drain(side.stream)
-            side.join.record(side.stream)
+            if self.capture is None:
+                side.join.record(side.stream)
         for side in sides:
-            side.join.wait(self.main, self.comm.timeout_s, follow=side.stream)
+            if self.capture is not None:
+                self.capture.leave(side.stream, self.main)
+            else:
+                side.join.wait(self.main, self.comm.timeout_s, follow=side.stream)
 
     def signal(self, side: Side) -> None:
         """The side has got somewhere the caller's stream waits for (``await_signal``)."""
-        side.mid.record(side.stream)
+        if self.capture is not None:
+            self.marks.setdefault(id(side), []).append(self.capture.mark(side.stream))
+        else:
+            side.mid.record(side.stream)
 
     def await_signal(self, side: Side, st: Stream | None = None) -> None:
-        side.mid.wait(st or self.main, self.comm.timeout_s, follow=side.stream)
+        if self.capture is not None:       # a graph's markers: a failed lane fails the replay
+            self.capture.await_mark(st or self.main, self.marks[id(side)].pop(0))
+        else:
+            side.mid.wait(st or self.main, self.comm.timeout_s, follow=side.stream)
 
     def finish(self) -> None:
         """The operation's last tasks: drain what the caller's stream sent; inboxes start over."""
