@@ -99,6 +99,7 @@ def _registration(ptr) -> Allocation:
 def host_get_device_pointer(p_host, flag: int = 0) -> int:
     if as_int(flag, "flag") != 0:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, "flag must be 0")
+    p_host = as_int(p_host, "pHost") if p_host is not None else p_host
     if p_host not in _ON_PINNED:
         _registration(p_host)
     return p_host
@@ -106,6 +107,7 @@ def host_get_device_pointer(p_host, flag: int = 0) -> int:
 
 @api()
 def host_unregister(ptr) -> None:
+    ptr = as_int(ptr, "ptr") if ptr is not None else ptr
     if ptr in _ON_PINNED:
         _ON_PINNED.discard(ptr)
         return

@@ -82,7 +82,7 @@ class ArgsHandle:
     handle: int
     function: Function
     params: list = field(default_factory=list)          # [param handle, bytes | None (placeholder)]
-    buffers: dict = field(default_factory=dict)          # placeholder param handle -> bytearray
+    buffers: dict = field(default_factory=dict)          # placeholder param handle -> its pinned Allocation
     finalized: bool = False
 
 
@@ -312,7 +312,8 @@ def launch_kernel_with_config(func, num_blocks, stream, cfg, args_handle, reserv
     block, placeholders = b"", []
     for handle, value in ah.params:
         if value is None:
-            placeholders.append((len(block), bytes(ah.buffers.get(handle, b""))))
+            buffer = ah.buffers.get(handle)
+            placeholders.append((len(block), buffer.segment.array[:buffer.size].tobytes() if buffer else b""))
             value = bytes(params.SLOT)
         block += value.ljust(params.slot_size(len(value)), b"\0")
     _submit(st, fn.fid, num_blocks, "bytes", block, placeholders, fn.res_type, _timeout(cfg), fn.op)
@@ -583,8 +584,15 @@ def kernel_args_get_place_holder_buffer(args_handle, param_handle, data_size: in
     ah = _args(args_handle)
     if not any(h == param_handle and v is None for h, v in ah.params):
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{param_handle!r} is not a placeholder of this handle")
-    buffer = ah.buffers[param_handle] = bytearray(size(data_size, "dataSize", positive=True))
-    return address.buffer_address(buffer)
+    nbytes = size(data_size, "dataSize", positive=True)
+    # pinned memory: the one host memory a C program sees at the same address as the runtime
+    # serving it (a host agent: mdev.capi.agent) -- the program writes the data there itself
+    buffer = rt.memory.new_pinned(nbytes)
+    old = ah.buffers.get(param_handle)
+    ah.buffers[param_handle] = buffer
+    if old is not None:
+        rt.memory.release_pinned(old)
+    return buffer.ptr
 
 
 @api()
