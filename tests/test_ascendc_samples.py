@@ -110,7 +110,12 @@ def test_kernel_sample_destroying_its_stream_soon(sample, examples, kernel_board
     (see DESTROYED_BEFORE_START): when it did, it printed the value written, and run.sh passes."""
     proc = run_sample(sample, examples, cann_home, kernel_board)
     printed = re.findall(r"^Destination data: (.*)$", proc.stdout, re.M)
-    assert printed in ([], ["123"]), proc.stdout + proc.stderr
+    # 5_d2d_sync copies with aclrtMemcpy right after launching WriteDo on its stream, with no
+    # synchronisation between: the synchronous copy waits for no stream (as documented), so
+    # it races the kernel too -- hardware's launch wins it, mdev's (a runner process away)
+    # may not, and ReadDo then shows the copy's 0
+    values = (["123"], ["0"]) if sample.endswith("5_d2d_sync_memory_copy") else (["123"],)
+    assert printed == [] or printed in values, proc.stdout + proc.stderr
     what = DESTROYED_BEFORE_START[sample]
-    verdict = f"[SUCCESS] {what} successfully" if printed else f"[FAILURE] {what} failed"
-    assert verdict in proc.stdout and proc.returncode == (0 if printed else 1), proc.stdout + proc.stderr
+    verdict = f"[SUCCESS] {what} successfully" if printed == ["123"] else f"[FAILURE] {what} failed"
+    assert verdict in proc.stdout and proc.returncode == (0 if printed == ["123"] else 1), proc.stdout + proc.stderr
