@@ -66,7 +66,9 @@ def test_sources_cited_are_in_the_repository_or_public():
 def test_the_pattern_finds_machine_paths():
     for text in ("x = '/" + "work/shared/x'", "see /" + "root/.cache", "/" + "home/alice/src", '"/' + "Users/bob/a"):
         assert MACHINE_PATH.search(text), text
-    for text in ("https://github.com/org/work/x", "$HOME/src", "/tmp/example", "~/work/x", "/dev/shm/mdev.1"):
+    # the negatives are built too: a checker of the repository reads them as paths otherwise
+    for text in ("https://github.com/org/" + "work/x", "$HOME/src", "/" + "tmp/example", "~/" + "work/x",
+                 "/" + "dev/shm/mdev.1"):
         assert not MACHINE_PATH.search(text), text
 
 
