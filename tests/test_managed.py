@@ -50,6 +50,17 @@ def test_host_register_v2_on_malloc_host_memory(dev):
     ok(acl, acl.rt.free_host(p))
 
 
+def test_a_registration_inside_malloc_host_memory_ends_with_it(dev):
+    """Freeing the aclrtMallocHost memory ends a host_register_v2 of it: its address is then
+    registered nowhere (a process-wide record kept it alive past the free)."""
+    acl = dev
+    p = out(acl, acl.rt.malloc_host(8192))
+    ok(acl, acl.rt.host_register_v2(p, 4096, acl.ACL_HOST_REG_PINNED))
+    ok(acl, acl.rt.free_host(p))
+    assert acl.rt.host_get_device_pointer(p, 0)[1] == acl.ACL_ERROR_HOST_MEMORY_NOT_REGISTERED
+    assert acl.rt.host_unregister(p) == acl.ACL_ERROR_HOST_MEMORY_NOT_REGISTERED
+
+
 def test_host_funcs_run_on_the_subscribed_thread(dev):
     acl = dev
     stream = out(acl, acl.rt.create_stream())

@@ -74,18 +74,32 @@ def host_register_v2(ptr, size_: int, flag: int) -> None:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"flag {flag:#x} is not an OR of ACL_HOST_REG_* flags")
     if flag & (C.ACL_HOST_REG_IOMEMORY | C.ACL_HOST_REG_READONLY):
         raise AclError(E.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "ACL_HOST_REG_IOMEMORY / _READONLY are reserved")
-    pinned = rt.memory.containing(as_int(ptr, "ptr")) if ptr else None
-    if pinned is not None and not pinned.registered and pinned.kind == PINNED and not pinned.managed:
+    pinned = _malloc_host_memory(ptr)
+    if pinned is not None:
         nbytes = size(size_, "size", positive=True)
         if ptr + nbytes > pinned.ptr + pinned.size:
             raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{nbytes} bytes at {ptr:#x} overrun the aclrtMallocHost "
                            f"allocation at {pinned.ptr:#x}")
-        _ON_PINNED.add(ptr)
+        if pinned.registered_within is None:
+            pinned.registered_within = set()
+        pinned.registered_within.add(ptr)
         return
     _register(ptr, size_, "host_register_v2")
 
 
-_ON_PINNED: set[int] = set()      # host_register_v2 ranges of aclrtMallocHost memory, by start
+def _malloc_host_memory(ptr) -> Allocation | None:
+    """The aclrtMallocHost allocation ``ptr`` lies in (already pinned: registering it only
+    records the range), or None."""
+    alloc = rt.memory.containing(as_int(ptr, "ptr")) if ptr is not None else None
+    if alloc is not None and not alloc.registered and alloc.kind == PINNED and not alloc.managed:
+        return alloc
+    return None
+
+
+def _registered_within(ptr) -> Allocation | None:
+    """The aclrtMallocHost allocation that ``ptr`` starts a host_register_v2 range in, or None."""
+    alloc = _malloc_host_memory(ptr)
+    return alloc if alloc is not None and ptr in (alloc.registered_within or ()) else None
 
 
 def _registration(ptr) -> Allocation:
@@ -99,17 +113,16 @@ def _registration(ptr) -> Allocation:
 def host_get_device_pointer(p_host, flag: int = 0) -> int:
     if as_int(flag, "flag") != 0:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, "flag must be 0")
-    p_host = as_int(p_host, "pHost") if p_host is not None else p_host
-    if p_host not in _ON_PINNED:
+    if _registered_within(p_host) is None:
         _registration(p_host)
     return p_host
 
 
 @api()
 def host_unregister(ptr) -> None:
-    ptr = as_int(ptr, "ptr") if ptr is not None else ptr
-    if ptr in _ON_PINNED:
-        _ON_PINNED.discard(ptr)
+    within = _registered_within(ptr)
+    if within is not None:
+        within.registered_within.discard(ptr)
         return
     alloc = _registration(ptr)
     if alloc.ptr != ptr:

@@ -55,6 +55,9 @@ class Allocation:
     exports: list | None = None       # IPC keys this process exported from it (closed on free)
     registered: bool = False          # host memory of the program's, registered (aclrtHostRegister)
     managed: bool = False             # managed memory (aclrtMemAllocManaged): pinned, freed by aclrtFree
+    # starts of aclrtHostRegisterV2 registrations inside this aclrtMallocHost memory: they end
+    # with it (made on the first one)
+    registered_within: set[int] | None = None
     dvpp: bool = False                # from acldvppMalloc
     module: int = 33                  # the software module it is for (ACL_RT_MEM_ATTR_MODULE_ID; 33: APP)
 
