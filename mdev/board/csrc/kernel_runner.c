@@ -69,6 +69,28 @@ typedef struct segment {
 } segment_t;
 static segment_t* segments;
 
+/* Unmap the segments whose names are gone or name another file now (a pinned buffer freed, a
+ * peer device restarted under new names): names never come back, so without this a pooled
+ * runner would keep every segment it ever reached mapped, dead peers' HBM included.  Called
+ * between launches, when no block holds a pointer into them. */
+static void forget_gone_segments(void) {
+    segment_t** link = &segments;
+    while (*link != NULL) {
+        segment_t* s = *link;
+        char path[512];
+        struct stat st;
+        snprintf(path, sizeof path, "/dev/shm%s", s->name);
+        if (s->base != NULL && stat(path, &st) == 0 && st.st_ino == s->ino) {
+            link = &s->next;
+            continue;
+        }
+        if (s->base != NULL) munmap(s->base, s->size);
+        *link = s->next;
+        free(s->name);
+        free(s);
+    }
+}
+
 static segment_t* segment_of(const char* name, char* why, size_t why_len) {
     char path[512];
     snprintf(path, sizeof path, "/dev/shm%s", name);
@@ -534,6 +556,7 @@ static void run(const unsigned char* p, size_t len) {
     memcpy(slots, p + at, 8ull * nslots);
     at += 8ull * nslots;
     reach_t* reach = calloc(nmaps + 1, sizeof *reach);
+    forget_gone_segments();
     for (uint32_t i = 0; i < nmaps; i++) {
         uint32_t slot, nlen;
         uint64_t offset, extent;
