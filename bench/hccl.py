@@ -35,6 +35,7 @@ even the smallest fits, nothing runs and the command exits with that reason.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 import threading
@@ -84,9 +85,9 @@ def fitting(size_list: list[int], p: int, buffsize: int, free: tuple[int, int]) 
     """The sizes that fit this machine (``free``: machine_free()), and what was left out and
     why ("" if nothing)."""
     shm_free, ram_free = free
-    fit = [n for n in size_list
-           if memory_needed(n, p, buffsize)[0] <= FIT * shm_free and memory_needed(n, p, buffsize)[1] <= FIT * ram_free]
-    fit = [n for n in size_list if n <= max(fit)] if fit else []
+    # the sweep ascends and its need with it: the sizes that fit are a prefix
+    fit = list(itertools.takewhile(
+        lambda n: all(need <= FIT * have for need, have in zip(memory_needed(n, p, buffsize), free)), size_list))
     if len(fit) == len(size_list):
         return fit, ""
     first = size_list[len(fit)]

@@ -15,17 +15,14 @@ status (an aclnnStatus, or an aclError of the runtime) last.  The functions are 
 from __future__ import annotations
 
 import functools
-import re
 
 from mdev.operators import OPERATORS
-from mdev.runtime import boundary, registry
+from mdev.runtime import boundary, names, registry
 
 globals().update(registry.bound("aclnn"))
 boundary.publish(globals())
 
-# a word boundary inside CamelCase: MseLoss, NLLLoss (an acronym before a word), Foreach2
-_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-OP_NAMES = {_BOUNDARY.sub("_", name).lower(): name for name in OPERATORS}
+OP_NAMES = {names.snake(name): name for name in OPERATORS}
 
 
 def __getattr__(attr: str):

@@ -60,9 +60,9 @@ def _minder(device: "Device") -> "_Minder":
 
 
 def _pool(device: "Device") -> concurrent.futures.ThreadPoolExecutor:
-    # every running block holds a core: enough helpers for all cores of all kinds
-    width = sum(e.slots for name, e in device.engines.items() if name != "dma")
-    return per_device(device, "block_pool", lambda: concurrent.futures.ThreadPoolExecutor(width, "block"))
+    return per_device(device, "block_pool", lambda: concurrent.futures.ThreadPoolExecutor(
+        # every running block holds a core: enough helpers for all cores of all kinds
+        sum(e.slots for name, e in device.engines.items() if name != "dma"), "block"))
 
 
 def _arguments(device: "Device", stream: "DeviceStream", kernel, args_kind: str, args, placeholders: list,

@@ -337,14 +337,20 @@ def _control(entry) -> None:
     serving: dict[int, threading.Thread] = {}
     while True:
         seen = opened.value
+        ending = False
         for slot in AREA.slots:
-            if slot.state in (ch.FREE, ch.OPENING) or slot.index in serving and serving[slot.index].is_alive():
+            if slot.state in (ch.FREE, ch.OPENING):
+                continue
+            if slot.index in serving and serving[slot.index].is_alive():
+                # a thread past its serving (calls cleared) whose slot a new C thread took
+                # already: that one's opening woke us before the thread ended, so look again soon
+                ending |= slot.calls is None
                 continue
             if slot.role() == ch.CALLER:
                 serving[slot.index] = threading.Thread(target=Calls(slot, entry).serve, daemon=True,
                                                        name=f"mdev-agent-slot-{slot.index}")
                 serving[slot.index].start()
-        futex.wait(address, seen, 1.0)
+        futex.wait(address, seen, 0.001 if ending else 1.0)
 
 
 AREA: Area | None = None

@@ -91,10 +91,11 @@ class ProgramMemory:
         """``data`` (bytes, or a contiguous numpy array) into the program's memory at ``address``."""
         if isinstance(data, np.ndarray):
             data = np.ascontiguousarray(data)
-        nbytes = data.nbytes if isinstance(data, (np.ndarray, memoryview)) else len(data)
+        elif isinstance(data, memoryview):
+            data = data.tobytes()       # kept alive here while its address is copied from
+        nbytes = data.nbytes if isinstance(data, np.ndarray) else len(data)
         if nbytes:
-            self._transfer(True, _address(data if not isinstance(data, memoryview) else bytes(data)),
-                           [(address, nbytes)], what)
+            self._transfer(True, _address(data), [(address, nbytes)], what)
 
     def fill(self, address: int, nbytes: int, value: int, what: str = "pointer") -> None:
         self.write(address, np.full(nbytes, value & 0xFF, np.uint8), what)

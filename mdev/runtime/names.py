@@ -41,6 +41,11 @@ _PREFIXES = {"": "acl", "rt": "aclrt", "mdl": "aclmdl", "hccl": "Hccl"}
 _BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 
+def snake(camel: str) -> str:
+    """``MseLoss`` -> ``mse_loss``, ``NLLLoss`` -> ``nll_loss``."""
+    return _BOUNDARY.sub("_", camel).lower()
+
+
 def c_name(group: str, name: str) -> str:
     """The C name of runtime function ``name`` of ``group`` ("" when the group has none)."""
     if (group, name) in OVERRIDES:
@@ -59,5 +64,5 @@ def snake_name(c: str) -> tuple[str, str]:
     for prefix, group, lead in (("aclmdlRI", "mdl", "ri_"), ("aclmdl", "mdl", ""), ("aclrt", "rt", ""),
                                 ("aclsys", "", ""), ("acl", "", ""), ("Hccl", "hccl", "")):
         if c.startswith(prefix):
-            return group, lead + _BOUNDARY.sub("_", c[len(prefix):]).lower()
+            return group, lead + snake(c[len(prefix):])
     raise ValueError(f"{c} is not a CANN runtime or HCCL function name")

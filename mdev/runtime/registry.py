@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import threading
 from dataclasses import dataclass
 from typing import Callable
 
@@ -41,16 +42,21 @@ class Entry:
 
 
 _entries: list[Entry] = []
+_building = threading.Lock()       # faces imported from two threads at once build it once
 
 
 def entries() -> list[Entry]:
     """Every ``@api`` function of mdev.runtime, loading the modules that define them."""
     if not _entries:
-        for info in pkgutil.walk_packages(mdev.runtime.__path__, "mdev.runtime."):
-            importlib.import_module(info.name)
-        for module, functions in boundary.REGISTRY.items():
-            face, group, prefix = PLACES.get(module, DEFAULT_PLACE)
-            _entries.extend(Entry(prefix + name, fn, face, group) for name, fn in functions.items())
+        with _building:
+            if not _entries:
+                for info in pkgutil.walk_packages(mdev.runtime.__path__, "mdev.runtime."):
+                    importlib.import_module(info.name)
+                built = []
+                for module, functions in boundary.REGISTRY.items():
+                    face, group, prefix = PLACES.get(module, DEFAULT_PLACE)
+                    built += [Entry(prefix + name, fn, face, group) for name, fn in functions.items()]
+                _entries[:] = built         # whole: a reader without the lock sees none or all
     return _entries
 
 

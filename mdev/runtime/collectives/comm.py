@@ -398,16 +398,22 @@ def destroy(comm: Comm) -> None:
     for side in comm.sides:
         streams.release(side.stream, drain=False)
     # peers of this process write our buffer and record our notifies with no import that
-    # would keep them alive: they go with the last of the family, never under a peer in use
-    if all(c.destroyed for c in comm.family):
-        for c in comm.family or [comm]:
-            _free(c)
+    # would keep them alive: they go with the last of the family, never under a peer in use.
+    # Ranks destroyed by their own threads at once may each see the family all destroyed:
+    # each comm is claimed under the lock, so it is freed once
+    with _freeing:
+        last = all(c.destroyed for c in comm.family)
+        claimed = [c for c in comm.family or [comm] if last and not c.freed]
+        for c in claimed:
+            c.freed = True
+    for c in claimed:
+        _free(c)
+
+
+_freeing = threading.Lock()
 
 
 def _free(comm: Comm) -> None:
-    if comm.freed:                             # a rank that failed in its init went on its own
-        return
-    comm.freed = True
     for kind, what in comm.imports:
         try:
             if kind == "mem":
