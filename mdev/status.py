@@ -51,7 +51,11 @@ device of the board to read:
                         (written by that host at submission, mdev.runtime.trace): its tasks
                         numbered seq or later were submitted after the host had synchronised
                         or copied up to that modelled time, so start after it
-    header              device state, HBM use, object counts, boot time
+    header              device state, HBM use, object counts, boot time; the doorbell:
+                        H_BELL (a futex) is rung by another device process that recorded a
+                        notify or event of this device, and wakes the device's tasks waiting
+                        for one (mdev.board.device) -- the wake goes out only while
+                        H_BELL_WATCHERS (the device's waiting tasks) is non-zero
 
 Aligned 8-byte stores are atomic on the platforms we run on, so readers never see torn
 values; they may see slightly old ones, which is what a query of a running device means.
@@ -68,6 +72,7 @@ from contextlib import AbstractContextManager
 
 import numpy as np
 
+from mdev.memory import futex
 from mdev.memory.segment import Segment
 
 MAGIC = 0x6D646576  # "mdev"
@@ -95,7 +100,8 @@ F_CLIENT, F_SEQ, F_WALL, F_END = range(4)          # a host_floor row, valid whi
 
 # header fields (int64 each)
 H_MAGIC, H_DEVICE, H_PID, H_STATE, H_HBM_TOTAL, H_HBM_USED, H_STREAMS, H_EVENTS, \
-    H_NOTIFIES, H_BOOT_NS, H_TASKS_DONE, H_CLIENTS, H_GRANTS, H_STREAMS_LENT, H_EVENTS_LENT = range(15)
+    H_NOTIFIES, H_BOOT_NS, H_TASKS_DONE, H_CLIENTS, H_GRANTS, H_STREAMS_LENT, H_EVENTS_LENT, \
+    H_BELL, H_BELL_WATCHERS = range(17)
 HEADER_FIELDS = 64
 
 STATE_STARTING, STATE_ALIVE, STATE_FAULTED, STATE_STOPPED = 0, 1, 2, 3
@@ -172,11 +178,23 @@ class ControlPage:
         # taken now: ndarray.ctypes imports a numpy module on first use, which fails while
         # the interpreter shuts down (a finalizer's synchronize_stream sleeps on this word)
         self._done_address = self.stream_done.ctypes.data + (4 if sys.byteorder == "big" else 0)
+        self._bell_address = self.header.ctypes.data + 8 * H_BELL + (4 if sys.byteorder == "big" else 0)
 
     def done_word(self, slot: int) -> int:
         """Address of the 32-bit word of stream_done[slot] that changes first (its low half):
         the futex synchronising hosts sleep on."""
         return self._done_address + 8 * slot
+
+    def bell_word(self) -> int:
+        """Address of the 32-bit word of header[H_BELL] that changes at each ring (its low half)."""
+        return self._bell_address
+
+    def ring(self) -> None:
+        """Tell the device of this page that a notify or event of it was recorded (by another
+        process): its waiting tasks look again now, not at their next timeout."""
+        self.header[H_BELL] += 1
+        if self.header[H_BELL_WATCHERS]:
+            futex.wake(self._bell_address)
 
     @property
     def state(self) -> int:

@@ -474,7 +474,12 @@ class Device:
                 kernel.release()
 
     # ------------------------------------------------------------------ waiting inside tasks
-    POLL_S = 0.002   # writers in other processes (peer devices, hosts) cannot wake us
+    POLL_S = 0.002   # a wait on what other processes write without ringing (peer memory, their events)
+    # a wait that every release wakes (a notify or event of this device: this process's
+    # records wake it, other processes ring the doorbell) looks again only this often: for
+    # the peers a collective's wait watches (CommGuard.PEER_CHECK_S) and a wake lost to a race
+    WOKEN_S = 0.1
+    BELL_S = 1.0     # the doorbell's thread looks again this often for a ring it missed
 
     def now_ns(self) -> int:
         return time.monotonic_ns() - self.boot_ns
@@ -486,17 +491,35 @@ class Device:
             with self.progress:
                 self.progress.notify_all()
 
-    def wait_until(self, stream: DeviceStream, ready, timeout_s: float, what: str) -> None:
-        """Block a stream worker until ``ready()``; no engine is held and no core is burnt."""
+    def answer_bell(self) -> None:
+        """The doorbell's thread (started with the device where futexes exist): another
+        device process recorded a notify or event of this device and rang its control page
+        (ControlPage.ring): the waiting tasks look again, as after a record of our own."""
+        header, word = self.control.header, self.control.bell_word()
+        seen = int(header[S.H_BELL])
+        while True:
+            futex.wait(word, seen, self.BELL_S)
+            now = int(header[S.H_BELL])
+            if now != seen:
+                seen = now
+                self.wake()
+
+    def wait_until(self, stream: DeviceStream, ready, timeout_s: float, what: str, woken: bool = False) -> None:
+        """Block a stream worker until ``ready()``; no engine is held and no core is burnt.
+        ``woken``: whatever makes ``ready()`` true wakes the device (see WOKEN_S); otherwise
+        it is looked at every POLL_S."""
         deadline = time.monotonic() + timeout_s if timeout_s else None
+        look = self.WOKEN_S if woken and futex.AVAILABLE else self.POLL_S
+        header = self.control.header
         with self.progress:
             self.watchers += 1
+            header[S.H_BELL_WATCHERS] = self.watchers
             try:
                 while not ready():
                     if stream.interrupted:
                         raise TaskFault(E.ACL_ERROR_RT_STREAM_ABORT, f"stream {stream.stream_id} aborted "
                                         f"while waiting for {what}")
-                    wait = self.POLL_S
+                    wait = look
                     if deadline is not None:
                         remaining = deadline - time.monotonic()
                         if remaining <= 0:
@@ -506,6 +529,7 @@ class Device:
                     self.progress.wait(wait)
             finally:
                 self.watchers -= 1
+                header[S.H_BELL_WATCHERS] = self.watchers
 
     # ------------------------------------------------------------------ host callbacks
     def run_host_callback(self, stream: DeviceStream, callback: int, block: bool) -> None:

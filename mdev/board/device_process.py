@@ -20,12 +20,14 @@ import ctypes
 import os
 import signal
 import sys
+import threading
 
 from mdev.board import residence
 from mdev.board.proctitle import name_process
 from mdev.board.device import Device
 from mdev.board.naming import BoardPaths
 from mdev.board.serving import Server
+from mdev.memory import futex
 # each registers its ops and requests when imported
 from mdev.board import (cntnotify, collectives, graphs, kernels, native, operators, overflow,  # noqa: F401
                         sanitize, systasks, tasks, trace)
@@ -52,6 +54,8 @@ def main(paths: BoardPaths, index: int, topo, authkey: bytes, seal_key: bytes, r
             device = Device(paths, index, topo, seal_key)
             own[:] = device.own_segments
             server = Server(device, authkey, supervisor)
+            if futex.AVAILABLE:      # other device processes ring when they record our notifies
+                threading.Thread(target=device.answer_bell, name="doorbell", daemon=True).start()
         except Exception as exc:
             os.write(ready_fd, b"!" + f"{type(exc).__name__}: {exc}".encode()[:1000])    # the reason, to Fleet
             raise

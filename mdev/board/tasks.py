@@ -172,6 +172,8 @@ def record_remote_event(device: "Device", stream: "DeviceStream", owner: int, sl
     # several streams of this device, and other devices, may record the same event
     with device.lock, page.remote_lock(slot):
         page.event_remote[slot] += 1
+    if owner != device.index:
+        page.ring()
     device.wake()
 
 
@@ -192,7 +194,7 @@ def wait_event(device: "Device", stream: "DeviceStream", slot: int, uid: int, ta
     """Snapshot wait: until the event's first ``target`` records have executed."""
     page = device.control
     device.wait_until(stream, lambda: device.events.get(slot) != uid or page.event_count(slot) >= target,
-                      timeout_s, f"event {slot}")
+                      timeout_s, f"event {slot}", woken=True)
 
 
 @op()
@@ -210,7 +212,7 @@ def wait_event_latest(device: "Device", stream: "DeviceStream", slot: int, uid: 
     page = device.control
     target = int(page.event_issued[slot])
     device.wait_until(stream, lambda: device.events.get(slot) != uid or page.event_count(slot) >= target,
-                      timeout_s, f"event {slot}")
+                      timeout_s, f"event {slot}", woken=True)
 
 
 @op()
@@ -218,7 +220,7 @@ def wait_event_flag(device: "Device", stream: "DeviceStream", slot: int, uid: in
     """Flag wait (graph replays): until a record executes after the latest reset."""
     c = device.control
     device.wait_until(stream, lambda: device.events.get(slot) != uid or c.event_done[slot] > c.event_reset[slot],
-                      timeout_s, f"event {slot}")
+                      timeout_s, f"event {slot}", woken=True)
 
 
 # ---------------------------------------------------------------------------- notify
@@ -233,6 +235,8 @@ def record_notify(device: "Device", stream: "DeviceStream", owner: int, slot: in
     # several streams of this device, and other devices, may record the same notify
     with device.lock, page.record_lock(slot):
         page.notify_rec[slot] += 1
+    if owner != device.index:       # its device's waiting tasks are woken, not left to a timeout
+        page.ring()
     device.wake()
 
 
@@ -260,7 +264,7 @@ def wait_notify(device: "Device", stream: "DeviceStream", slot: int, uid: int, t
         return False
 
     try:
-        device.wait_until(stream, take, timeout_s, f"notify {slot}")
+        device.wait_until(stream, take, timeout_s, f"notify {slot}", woken=True)
         if check is not None:
             check.raise_if_failed(peer_alive=True)     # recorded by a peer that had failed
     except TaskFault as fault:
