@@ -42,8 +42,10 @@ device of the board to read:
                         start / end, NaN while running): live bandwidth sharing
     stream_mt[slot]     (seq, modelled end) of the stream's latest placed task: a host that
                         synchronised on it continues from there (mdev.runtime.trace.synced)
-    notify_mt[n, r]     (client, record count, modelled end) of notify n's record whose
-                        count is r modulo NOTIFY_MT_RING (written by the recording device)
+    notify_mt[n, r]     (client, record count, modelled end, transfer) of notify n's record
+                        whose count is r modulo NOTIFY_MT_RING (written by the recording
+                        device); transfer: the modelled duration of the transfer a
+                        collective's record announces (0 for other records)
     event_placed[slot]  event_done count whose modelled time event_ts holds (IPC waiters of
                         other devices wait for it, not for the record's wall timestamp)
     host_floor[s, k]    (client, seq, wall time, modelled time) of the latest HOST_OPS
@@ -125,7 +127,7 @@ def _layout() -> list[tuple[str, tuple, type]]:
         ("writes", (WRITES, W_END + 1), np.uint64),
         ("transfers", (TRANSFERS, X_FIELDS), np.float64),
         ("stream_mt", (MAX_STREAMS, 2), np.float64),
-        ("notify_mt", (MAX_NOTIFIES, NOTIFY_MT_RING, 3), np.float64),
+        ("notify_mt", (MAX_NOTIFIES, NOTIFY_MT_RING, 4), np.float64),
         ("host_floor", (MAX_STREAMS, HOST_OPS, 4), np.float64),
         ("event_placed", (MAX_EVENTS,), np.uint64),
         ("grants", (GRANTS, 3), np.int64),

@@ -312,7 +312,10 @@ SPECS: dict[str, OpSpec] = {spec.name: spec for spec in [
            (_DEFAULT, "RANDOM_NUM")),
     OpSpec("overflow_status", ("dst",), operands=(Span(0, WRITE, lambda a: 64),)),
     OpSpec("overflow_reset", ()),
-    # a collective's agreement check: the two ranks' descriptor words (mdev.board.collectives)
+    # a collective's descriptor words (operation, count), written as the rank enters it, and
+    # its agreement check against a peer's (mdev.board.collectives)
+    OpSpec("coll_enter", ("dst", "word", "count", "comm"), operands=(Span(0, WRITE, lambda a: 16),),
+           text="operation word {word:#x}, count {count}, {dst:where}"),
     OpSpec("coll_check", ("mine", "peer", "fields", "guard"),
            operands=(Span(0, READ, lambda a: 8 + 8 * max(f[1] for f in a[2])),
                      Span(1, READ, lambda a: 8 + 8 * max(f[1] for f in a[2])))),

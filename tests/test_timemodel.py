@@ -13,6 +13,9 @@ from mdev import timemodel
 from mdev.runtime.trace import _sources
 
 MiB, GiB = 1 << 20, 1 << 30
+# hccs8's HCCS link (its figures are the preset's parameters: topology/presets/hccs8.toml)
+_HCCS = next(l for l in topology.resolve("hccs8").links if l.type == "hccs")
+HCCS_GBPS, HCCS_NS = _HCCS.effective_gbps, _HCCS.latency_us * 1000
 
 
 def meta_of(topo) -> dict:
@@ -56,9 +59,9 @@ def test_single_copy_over_one_hccs_link():
     (rec,) = [copy(0, 0, ("d", 0), ("d", 1), GiB, (0, 10**6), topo)]
     assert rec[5] == "P2P" and len(rec[6]) == 1
     link = topo.links[[l.id for l in topo.links].index(rec[6][0][0])]
-    assert link.effective_gbps == 56.0
+    assert link.effective_gbps == HCCS_GBPS
     _, [(start, end)] = model([rec], meta_of(topo))
-    expect = link.latency_us * 1000 + GiB / 56.0          # GB/s = bytes per ns
+    expect = link.latency_us * 1000 + GiB / HCCS_GBPS     # GB/s = bytes per ns
     assert start == 0 and end == pytest.approx(expect, abs=1e-3)
 
 
@@ -319,7 +322,7 @@ LIVE_HCCS_COPY = """
 
 def test_live_single_copy_over_one_hccs_link(hccs_board, tmp_path):
     (ms,), data = run_modelled(hccs_board, LIVE_HCCS_COPY, tmp_path)
-    expect_ms = (1.0 * 1000 + GiB / 56.0) / 1e6          # npu0-npu1: 56 GB/s, 1 us
+    expect_ms = (HCCS_NS + GiB / HCCS_GBPS) / 1e6        # npu0-npu1: one HCCS link
     assert ms == pytest.approx(expect_ms, rel=0.01)
     assert_live_agrees(data)
 
@@ -398,7 +401,7 @@ LIVE_PIPELINE = """
 
 def test_live_pipeline_over_four_devices(hccs_board, tmp_path):
     (ms,), data = run_modelled(hccs_board, LIVE_PIPELINE, tmp_path)
-    hop_ns = 1.0 * 1000 + 64 * MiB / 56.0                 # each hop: one HCCS link
+    hop_ns = HCCS_NS + 64 * MiB / HCCS_GBPS               # each hop: one HCCS link
     assert ms == pytest.approx(3 * hop_ns / 1e6, rel=0.01)
     assert_live_agrees(data)
 

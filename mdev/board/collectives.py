@@ -1,6 +1,7 @@
-"""Device-side support of collectives (mdev.runtime.collectives): the consistency check.
+"""Device-side support of collectives (mdev.runtime.collectives): a rank entering an
+operation, and the consistency check.
 
-    rank q's stream:  value_write x 2 -> its own descriptor words (operation, count, ...)
+    rank q's stream:  coll_enter -> its own descriptor words (operation, count, ...)
                       ... first transfer to rank r ... record_notify(ready of rank r)
     rank r's stream:  wait_notify(ready, guard) -> coll_check(r's words, q's words) -> reduce ...
 
@@ -12,6 +13,11 @@ mixing buffers of different sizes or waiting forever.  A failed check sets the r
 communicator error word (see mdev.board.tasks.CommGuard): its later collective tasks give
 up too.  The check is bookkeeping of the emulator, not data movement: it takes no engine
 and no modelled time.
+
+Entering is where a rank's operation begins in modelled time (mdev.board.trace.DeviceModel):
+no transfer into this rank's landing slots counts as started before it, as HCCL's
+algorithms begin each operation with a handshake (a peer sends only into a rank that
+entered).  So a rank that enters late still pays for the data its peers sent early.
 """
 
 from __future__ import annotations
@@ -28,6 +34,13 @@ from mdev.taskspec import COMM_PARA
 if TYPE_CHECKING:
     from mdev.board.device import Device
     from mdev.board.stream import DeviceStream
+
+
+@op(quick=lambda args: True)
+def coll_enter(device: "Device", stream: "DeviceStream", dst: tuple, word: int, count: int, comm: tuple) -> None:
+    """Write the operation's two descriptor words; ``comm``: the communicator's error word
+    (its collective waits' guards name it), which the modelled clock keys the entry by."""
+    device.memory.view(dst, 16, stream, write=True).view(np.uint64)[:] = (word, count)
 
 
 @op(quick=lambda args: True)

@@ -424,6 +424,7 @@ class Device:
                                         E.ACL_ERROR_RT_NO_NOTIFY_RESOURCE, "notifies")
             self.control.notify_rec[slot] = 0
             self.control.notify_taken[slot] = 0
+            self.control.notify_mt[slot] = 0      # modelled ends of a former notify's records
             self.control.header[S.H_NOTIFIES] = len(self.notifies)
         return slot, uid
 

@@ -305,6 +305,14 @@ class DeviceModel:
     A placed task's end goes to ``stream_mt`` of its stream slot, where a host that
     synchronises on the stream reads it.
 
+    Collectives: a notify record is found whichever process recorded it (the ranks of a
+    communicator in several processes share one modelled clock, each started at its own
+    origin as if together), and a collective's transfer does not start before its receiver
+    entered the operation (``coll_enter``): a wait guarded for a communicator ends no
+    earlier than that rank's entry plus the duration of the transfer the record announced
+    (``notify_mt``'s transfer) -- HCCL's per-operation handshake, so a rank that enters
+    after its peers sent still pays for the transfer.
+
     Bandwidth sharing: a transfer enters the ``transfers`` ring of its device when it starts
     (wall), at a provisional modelled start (its stream's and the host's time then).  When
     it is placed, its end is the fluid model's (timemodel.share) over this client's
@@ -336,6 +344,9 @@ class DeviceModel:
         self.engines: dict[str, list[float]] = {}
         self.transfers: dict[int, tuple[int, int]] = {}     # id(stream) -> its running transfer's row
         self.event_mt: dict[tuple[int, int], tuple[int, float]] = {}   # (slot, uid) -> (records, latest end)
+        self.spans: dict[int, float] = {}          # stream id -> duration of its last task if a transfer, else 0
+        self.entered: dict[tuple, float] = {}      # a communicator's error word -> its latest coll_enter
+        self.announced: dict[int, float] = {}      # stream id -> transfer of the record its wait just saw
         self.lock = threading.Lock()
 
     def base(self, index: int) -> int:
@@ -403,10 +414,12 @@ class DeviceModel:
         taken = rec[10][3]
         cells = self.device.control.notify_mt[rec[10][2]]
         deadline = time.monotonic() + NOTIFY_WAIT_S
-        while True:
-            mine = cells[(cells[:, 0] == self.client) & (cells[:, 1] >= taken)]
-            if len(mine):
-                return float(mine[np.argmin(mine[:, 1]), 2])
+        while True:          # any process's record (a rank of another process: see the class docstring)
+            found = cells[cells[:, 1] >= taken]       # (taken >= 1: a row being written has count 0)
+            if len(found):
+                row = found[np.argmin(found[:, 1])]
+                self.announced[rec[1]] = float(row[3])
+                return float(row[2])
             if time.monotonic() >= deadline:
                 return None
             time.sleep(20e-6)
@@ -429,6 +442,12 @@ class DeviceModel:
                     start = max(start, ts - self.base(args[0]))
             if after is not None:
                 start = max(start, after)
+            announced = self.announced.pop(key, 0.0)
+            guard = args[3] if op == "wait_notify" and len(args) > 3 else None
+            if guard is not None:                                # a collective's wait: the handshake
+                entered = self.entered.get(guard[3])
+                if entered is not None:
+                    start = max(start, entered + announced)
             slots, slot = None, 0
             if rec[2] is not None:
                 slots = self.engines.setdefault(rec[2], [0.0] * (dev.spec.dma_engines if rec[2] == "dma" else 1))
@@ -440,6 +459,10 @@ class DeviceModel:
             if slots is not None:
                 slots[slot] = end
             self.stream_t[key] = end
+            before = self.spans.get(key, 0.0)            # the task before this one on its stream
+            self.spans[key] = end - start if transfer is not None else 0.0
+            if op == "coll_enter":
+                self.entered[args[3]] = end
         seq = _seq(stream)
         if seq is not None:          # for a host synchronising on the stream
             dev.control.stream_mt[stream.slot] = (seq, end)
@@ -449,9 +472,10 @@ class DeviceModel:
             self.event_mt[args[:2]] = (rec[10][3], end)
         elif op == "record_notify" and rec[10] is not None:
             cell = dev.memory.peer_control(args[0]).notify_mt[args[1], rec[10][3] % S.NOTIFY_MT_RING]
-            cell[0] = 0
-            cell[1:] = (rec[10][3], end)
-            cell[0] = self.client
+            cell[1] = 0
+            # a collective's record (guarded) announces the transfer just before it on its stream
+            cell[0], cell[2], cell[3] = self.client, end, before if len(args) > 2 and args[2] is not None else 0.0
+            cell[1] = rec[10][3]                                 # valid from here
         return start, end
 
     def _shared_end(self, transfer: tuple[int, int], start: float) -> float | None:

@@ -1,6 +1,6 @@
 """One operation of one rank, as tasks: what the algorithms are written in.
 
-    caller's stream (main) ..... value_write x 2 (descriptor) -> fork --------------> join
+    caller's stream (main) ..... coll_enter (descriptor) -> fork ----------------> join
     side stream k                                              wait fork -> ... -> record join
     tasks: put / take / release (mdev.runtime.collectives.transport), copy, reduce, check
 
@@ -24,7 +24,7 @@ from typing import Iterator
 from mdev import constants as C
 from mdev.hccl_types import DATA_TYPE_NAMES, DATA_TYPE_SIZE, HCCL_E_NOT_SUPPORT, REDUCE_OP_NAMES, HcclError
 from mdev.runtime import capture, streams
-from mdev.runtime.collectives.comm import DESC, P2P_DESC, Comm, Side
+from mdev.runtime.collectives.comm import DESC, ERR, P2P_DESC, Comm, Side
 from mdev.runtime.core import Stream
 from mdev.runtime.memops import submit_copy
 from mdev.runtime.memory import Operand, pairs
@@ -95,9 +95,9 @@ class Plan:
             self.checks[peer] = (mine, P2P_DESC + 32 * self.comm.rank)     # its outgoing one towards us
 
     def _describe(self, at: int, kind: str, count: int, root: int, seq: int) -> None:
+        """One task: the descriptor words, and where the rank entered (modelled time)."""
         word0 = KINDS.index(kind) | self.dtype << 8 | self.op << 16 | (root & 0xFFFFFF) << 24 | (seq & 0xFFFF) << 48
-        for i, word in enumerate((word0, count)):
-            streams.submit(self.main, "value_write", self.comm.loc(at + 8 * i), word)
+        streams.submit(self.main, "coll_enter", self.comm.loc(at), word0, count, self.comm.loc(ERR))
 
     # -- transfers
     def put(self, st: Stream, peer: int, data: Operand) -> None:
