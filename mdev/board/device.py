@@ -40,8 +40,9 @@ import sys
 import threading
 import time
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Iterator, Protocol
 
 from mdev import errors as E
 from mdev.errors import AclError
@@ -70,6 +71,50 @@ class Connection(Protocol):
     sent: int
 
     def send(self, message: tuple) -> None: ...
+
+
+class Progress(threading.Condition):
+    """What the device's blocked tasks wait on (Device.wait_until).  A task waiting for a
+    notify waits on a condition of its notify's slot, which a record of that notify wakes
+    (``notify_slot``); the others wait on this one, which every change wakes
+    (``notify_others``: memory written, an event recorded).  Where each record woke every
+    blocked task (a rank of 8 waits on 8 streams), it now wakes the one it releases.
+    ``notify_all`` wakes every task, of either kind (a stream aborted, an object destroyed,
+    a context stopped)."""
+
+    def __init__(self, lock) -> None:
+        super().__init__(lock)
+        self.slots: dict[int, list] = {}       # notify slot -> [its condition, tasks waiting on it]
+
+    def notify_all(self) -> None:
+        super().notify_all()
+        for cond, _ in self.slots.values():
+            cond.notify_all()
+
+    def notify_others(self) -> None:
+        super().notify_all()
+
+    def notify_slot(self, slot: int) -> None:
+        entry = self.slots.get(slot)
+        if entry is not None:
+            entry[0].notify_all()
+
+    @contextmanager
+    def slot_condition(self, slot: int | None) -> Iterator[threading.Condition]:
+        """The condition a task waiting for notify ``slot`` (None: for anything else) waits on."""
+        if slot is None:
+            yield self
+            return
+        entry = self.slots.get(slot)
+        if entry is None:
+            entry = self.slots[slot] = [threading.Condition(self._lock), 0]
+        entry[1] += 1
+        try:
+            yield entry[0]
+        finally:
+            entry[1] -= 1
+            if not entry[1]:
+                del self.slots[slot]
 
 
 @dataclass
@@ -104,7 +149,7 @@ class Device:
         self.lock = threading.RLock()
         self.clients: dict[int, dict] = {}
         self.memory = DeviceMemory(index, paths, hbm, self.control, self.lock, self.clients, seal_key)
-        self.progress = threading.Condition(self.lock)
+        self.progress = Progress(self.lock)
         self.watchers = 0
         self.streams: dict[int, DeviceStream] = {}
         self.stream_slots = Lender(S.MAX_STREAMS, S.STREAM_LIMIT)
@@ -486,33 +531,47 @@ class Device:
         return time.monotonic_ns() - self.boot_ns
 
     def wake(self) -> None:
-        """Re-evaluate tasks blocked in wait_until (something they may wait for happened:
-        a notify recorded, memory written -- value waits re-check on every write)."""
+        """Re-evaluate tasks blocked in wait_until other than notify waits (something they
+        may wait for happened: memory written -- value waits re-check on every write --, an
+        event recorded)."""
         if self.watchers:
             with self.progress:
-                self.progress.notify_all()
+                self.progress.notify_others()
+
+    def wake_notify(self, slot: int) -> None:
+        """Notify ``slot`` of this device was recorded: its waiting tasks look again."""
+        if self.watchers:
+            with self.progress:
+                self.progress.notify_slot(slot)
 
     def answer_bell(self) -> None:
         """The doorbell's thread (started with the device where futexes exist): another
         device process recorded a notify or event of this device and rang its control page
         (ControlPage.ring): the waiting tasks look again, as after a record of our own."""
-        header, word = self.control.header, self.control.bell_word()
+        c = self.control
+        header, word = c.header, c.bell_word()
         seen = int(header[S.H_BELL])
         while True:
             futex.wait(word, seen, self.BELL_S)
             now = int(header[S.H_BELL])
             if now != seen:
                 seen = now
-                self.wake()
+                if self.watchers:
+                    with self.progress:         # the notifies recorded since: their waiting tasks
+                        for slot in [s for s in self.progress.slots if c.notify_rec[s] > c.notify_taken[s]]:
+                            self.progress.notify_slot(slot)
+                        self.progress.notify_others()      # IPC events recorded by other devices
 
-    def wait_until(self, stream: DeviceStream, ready, timeout_s: float, what: str, woken: bool = False) -> None:
+    def wait_until(self, stream: DeviceStream, ready, timeout_s: float, what: str, woken: bool = False,
+                   notify: int | None = None) -> None:
         """Block a stream worker until ``ready()``; no engine is held and no core is burnt.
         ``woken``: whatever makes ``ready()`` true wakes the device (see WOKEN_S); otherwise
-        it is looked at every POLL_S."""
+        it is looked at every POLL_S.  ``notify``: the slot of the notify it waits for (it
+        waits on that slot's condition, see Progress)."""
         deadline = time.monotonic() + timeout_s if timeout_s else None
         look = self.WOKEN_S if woken and futex.AVAILABLE else self.POLL_S
         header = self.control.header
-        with self.progress:
+        with self.progress, self.progress.slot_condition(notify) as cond:
             self.watchers += 1
             header[S.H_BELL_WATCHERS] = self.watchers
             try:
@@ -527,7 +586,7 @@ class Device:
                             raise TaskFault(E.ACL_ERROR_RT_TASK_TIMEOUT,
                                             f"wait for {what} timed out after {timeout_s} s")
                         wait = min(wait, remaining)
-                    self.progress.wait(wait)
+                    cond.wait(wait)
             finally:
                 self.watchers -= 1
                 header[S.H_BELL_WATCHERS] = self.watchers
@@ -672,7 +731,7 @@ class Device:
                             if lst and waiter in lst:
                                 lst.remove(waiter)
                         self.watchers -= 1
-                self.progress.notify_all()
+                self.progress.notify_others()      # (a notify wait waits for its records only)
 
     def _stop_context(self, context: ContextState, code: int, message: str) -> None:
         """Stop-on-failure: no further task of the context runs; every stream reports ``code``."""

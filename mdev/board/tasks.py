@@ -237,7 +237,8 @@ def record_notify(device: "Device", stream: "DeviceStream", owner: int, slot: in
         page.notify_rec[slot] += 1
     if owner != device.index:       # its device's waiting tasks are woken, not left to a timeout
         page.ring()
-    device.wake()
+    else:
+        device.wake_notify(slot)
 
 
 @op()
@@ -264,7 +265,7 @@ def wait_notify(device: "Device", stream: "DeviceStream", slot: int, uid: int, t
         return False
 
     try:
-        device.wait_until(stream, take, timeout_s, f"notify {slot}", woken=True)
+        device.wait_until(stream, take, timeout_s, f"notify {slot}", woken=True, notify=slot)
         if check is not None:
             check.raise_if_failed(peer_alive=True)     # recorded by a peer that had failed
     except TaskFault as fault:
