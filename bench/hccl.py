@@ -18,6 +18,8 @@ slowest rank).  Printed per size:
                  (p-1 adds of the size) and copying the result out to p-1 more -- what the
                  emulator's wall time is made of, measured in the same run; wall/numpy is
                  how many times numpy's time the wall time is (1 = as fast as numpy)
+    tasks        device tasks per device per operation (the devices' task counters over
+                 the timed operations, the two event records left out)
 
 The suite run (``python -m bench``) takes the default sizes (8 KiB .. 8 MiB on hccs8) and
 reports two figures: modelled / formula at the largest size (target: within 10%) and the
@@ -135,6 +137,7 @@ def numpy_same_work(op: str, nbytes: int, p: int, runs: int = 3) -> float:
 
 def measure(acl, hccl, op: str, size_list: list[int], iters: int) -> list[dict]:
     """One row per size (see the module docstring)."""
+    from mdev import status as S
     from mdev.runtime.collectives import cost, select
     from mdev.runtime.core import RUNTIME as rt
 
@@ -144,6 +147,7 @@ def measure(acl, hccl, op: str, size_list: list[int], iters: int) -> list[dict]:
         raise RuntimeError(f"comm_init_all: {ret} {acl.get_recent_err_msg()}")
     big = max(size_list)
     state: dict = {}
+    counted: dict = {}
     # a rank that fails breaks the barriers (their timeout) instead of leaving the bench waiting
     go, done = threading.Barrier(p + 1, timeout=600), threading.Barrier(p + 1, timeout=600)
     rows = []
@@ -155,16 +159,19 @@ def measure(acl, hccl, op: str, size_list: list[int], iters: int) -> list[dict]:
         recv, _ = acl.rt.malloc(big, 0)
         e0, _ = acl.rt.create_event()
         e1, _ = acl.rt.create_event()
+        tasks_page = rt.link(r).control.header       # its H_TASKS_DONE counts the device's tasks
         for nbytes in size_list:
             assert _call(hccl, op, send, recv, nbytes, p, comms[r], s) == 0        # warm-up
             assert hccl.barrier(comms[r], s) == 0 and acl.rt.synchronize_stream(s) == 0
             go.wait()
+            before = int(tasks_page[S.H_TASKS_DONE])
             acl.rt.record_event(e0, s)
             for _ in range(iters):
                 assert _call(hccl, op, send, recv, nbytes, p, comms[r], s) == 0, acl.get_recent_err_msg()
             acl.rt.record_event(e1, s)
             assert acl.rt.synchronize_stream(s) == 0, acl.get_recent_err_msg()
             state[r] = acl.rt.event_elapsed_time(e0, e1)[0] / iters
+            counted[r] = int(tasks_page[S.H_TASKS_DONE]) - before - 2       # the event records left out
             done.wait()
         for ptr in (send, recv):
             acl.rt.free(ptr)
@@ -181,10 +188,11 @@ def measure(acl, hccl, op: str, size_list: list[int], iters: int) -> list[dict]:
         t0 = time.perf_counter()
         done.wait()
         wall = (time.perf_counter() - t0) / iters
+        tasks = sum(counted.values()) / p / iters
         modelled = max(state.values()) / 1e3          # ms -> s
         formula = cost.predict(topo, comm.devices, lay, op, nbytes) / 1e9
         rows.append({"size": nbytes, "wall": wall, "modelled": modelled, "formula": formula,
-                     "algorithm": lay.algorithm, "p": p, "numpy": numpy_same_work(op, nbytes, p)})
+                     "algorithm": lay.algorithm, "p": p, "numpy": numpy_same_work(op, nbytes, p), "tasks": tasks})
     for t in threads:
         t.join()
     for c in comms:
@@ -197,7 +205,7 @@ def print_rows(op: str, topology: str, rows: list[dict]) -> None:
     factor = BUSBW[op](p)
     print(f"\n== hccl {op} on {topology} ({p} ranks, {rows[0]['algorithm']}); GB/s = 1e9 bytes/s")
     head = ("size", "wall us", "algbw", "busbw", "modelled us", "algbw", "busbw", "formula us", "ratio",
-            "numpy us", "wall/numpy")
+            "numpy us", "wall/numpy", "tasks")
     print("".join(f"{h:>12}" for h in head))
     for r in rows:
         n = r["size"]
@@ -205,7 +213,7 @@ def print_rows(op: str, topology: str, rows: list[dict]) -> None:
                  f"{n / r['wall'] / 1e9 * factor:.3f}", f"{r['modelled'] * 1e6:.2f}",
                  f"{n / r['modelled'] / 1e9:.2f}", f"{n / r['modelled'] / 1e9 * factor:.2f}",
                  f"{r['formula'] * 1e6:.2f}", f"{r['modelled'] / r['formula']:.3f}", f"{r['numpy'] * 1e6:.1f}",
-                 f"{r['wall'] / r['numpy']:.2f}")
+                 f"{r['wall'] / r['numpy']:.2f}", f"{r['tasks']:.0f}")
         print("".join(f"{c:>12}" for c in cells))
 
 
