@@ -3,7 +3,8 @@
 Every phase works on a list of ranks in order (a ring, a group) and per-rank chunks (device
 memory operands of this rank); operations combine phases (HCCL's coll_algo_intro):
 
-    all_reduce       mesh: reduce-scatter + all-gather, each chunk's peers at once
+    all_reduce       mesh: reduce-scatter + all-gather, each chunk's peers at once (one
+                     side stream per peer for both phases)
                      ring: reduce-scatter + all-gather around the ring, p-1 steps each
                      hierarchical: RS inside the group, all-reduce across groups (ring of
                      the ranks of one local index), AG inside the group
@@ -106,37 +107,60 @@ def ring_all_gather(plan: Plan, st: Stream, ring: list[int], me: int, mine: Oper
 def mesh_reduce_scatter(plan: Plan, st: Stream, group: list[int], me: int, src: list[Operand], out: Operand) -> None:
     """As ring_reduce_scatter, every peer at once: a side stream per peer puts our chunk for it
     and takes its chunk for us; the caller's stream reduces them in order."""
-    m = len(group)
-    if m == 1:
+    if len(group) == 1:
         plan.copy(st, out, src[0])
         return
-    with plan.parallel(m - 1) as sides:
-        landed = []
-        for d, side in enumerate(sides, 1):
-            q = (me + d) % m
-            plan.put(side.stream, group[q], src[q])
-            landed.append(plan.take(side.stream, group[q], src[me].nbytes))
-            plan.signal(side)
-        plan.copy(st, out, src[me])
-        for d, (side, slot) in enumerate(zip(sides, landed), 1):
-            plan.await_signal(side, st)
-            plan.reduce(st, out, slot)
-            plan.release(st, group[(me + d) % m])
+    with plan.parallel(len(group) - 1) as sides:
+        _mesh_reduce_scatter(plan, st, sides, group, me, src, out)
 
 
 def mesh_all_gather(plan: Plan, st: Stream, group: list[int], me: int, mine: Operand, outs: list[Operand]) -> None:
-    m = len(group)
-    if m == 1:
+    if len(group) == 1:
         plan.copy(st, outs[0], mine)
         return
-    with plan.parallel(m - 1) as sides:
-        for d, side in enumerate(sides, 1):
-            q = (me + d) % m
-            plan.put(side.stream, group[q], mine)
-            slot = plan.take(side.stream, group[q], outs[q].nbytes)
-            plan.copy(side.stream, outs[q], slot)
-            plan.release(side.stream, group[q])
+    with plan.parallel(len(group) - 1) as sides:
+        _mesh_all_gather(plan, sides, group, me, mine, outs)
         plan.copy(st, outs[me], mine)
+
+
+def mesh_all_reduce(plan: Plan, st: Stream, group: list[int], me: int, src: list[Operand], dst: list[Operand]) -> None:
+    """mesh_reduce_scatter then mesh_all_gather on the same side streams, forked once: the
+    caller's stream hands each side over (a notify) once our chunk is reduced, where a join
+    and a fork of every side would come between the phases."""
+    if len(group) == 1:
+        plan.copy(st, dst[0], src[0])
+        return
+    with plan.parallel(len(group) - 1) as sides:
+        _mesh_reduce_scatter(plan, st, sides, group, me, src, dst[me])
+        for side in sides:
+            plan.hand_over(side)
+        _mesh_all_gather(plan, sides, group, me, dst[me], dst)
+
+
+def _mesh_reduce_scatter(plan: Plan, st: Stream, sides: list, group: list[int], me: int, src: list[Operand],
+                         out: Operand) -> None:
+    m = len(group)
+    landed = []
+    for d, side in enumerate(sides, 1):
+        q = (me + d) % m
+        plan.put(side.stream, group[q], src[q])
+        landed.append(plan.take(side.stream, group[q], src[me].nbytes))
+        plan.signal(side)
+    plan.copy(st, out, src[me])
+    for d, (side, slot) in enumerate(zip(sides, landed), 1):
+        plan.await_signal(side, st)
+        plan.reduce(st, out, slot)
+        plan.release(st, group[(me + d) % m])
+
+
+def _mesh_all_gather(plan: Plan, sides: list, group: list[int], me: int, mine: Operand, outs: list[Operand]) -> None:
+    m = len(group)
+    for d, side in enumerate(sides, 1):
+        q = (me + d) % m
+        plan.put(side.stream, group[q], mine)
+        slot = plan.take(side.stream, group[q], outs[q].nbytes)
+        plan.copy(side.stream, outs[q], slot)
+        plan.release(side.stream, group[q])
 
 
 PHASES = {"mesh": (mesh_reduce_scatter, mesh_all_gather), "ring": (ring_reduce_scatter, ring_all_gather)}
@@ -148,6 +172,9 @@ def all_reduce(plan: Plan, st: Stream, lay: Layout, send: Operand, recv: Operand
     group = list(lay.group)
     me = group.index(plan.comm.rank)
     src, dst = chunks(send, count, len(group), item), chunks(recv, count, len(group), item)
+    if lay.level0 == MESH and not lay.across:       # both phases on one fork of the side streams
+        mesh_all_reduce(plan, st, group, me, src, dst)
+        return
     rs(plan, st, group, me, src, dst[me])
     if lay.across:                                  # all-reduce of our chunk across the groups
         ring = list(lay.across)

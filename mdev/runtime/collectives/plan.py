@@ -158,6 +158,15 @@ class Plan:
             else:
                 side.join.wait(self.main, self.comm.timeout_s, follow=side.stream)
 
+    def hand_over(self, side: Side) -> None:
+        """The side's next tasks run after what the caller's stream has queued so far (as
+        the fork at the start of ``parallel``, in the middle of it)."""
+        if self.capture is not None:
+            self.capture.order(self.main, side.stream)
+        else:
+            side.fork.record(self.main)
+            side.fork.wait(side.stream, self.comm.timeout_s)
+
     def signal(self, side: Side) -> None:
         """The side has got somewhere the caller's stream waits for (``await_signal``)."""
         if self.capture is not None:
