@@ -524,7 +524,7 @@ class Device:
     # a wait that every release wakes (a notify or event of this device: this process's
     # records wake it, other processes ring the doorbell) looks again only this often: for
     # the peers a collective's wait watches (CommGuard.PEER_CHECK_S) and a wake lost to a race
-    WOKEN_S = 0.1
+    WOKEN_S = 0.05
     BELL_S = 1.0     # the doorbell's thread looks again this often for a ring it missed
 
     def now_ns(self) -> int:
@@ -550,17 +550,37 @@ class Device:
         (ControlPage.ring): the waiting tasks look again, as after a record of our own."""
         c = self.control
         header, word = c.header, c.bell_word()
-        seen = int(header[S.H_BELL])
+        seen, alarms = int(header[S.H_BELL]), int(header[S.H_ALARM])
         while True:
             futex.wait(word, seen, self.BELL_S)
             now = int(header[S.H_BELL])
             if now != seen:
                 seen = now
                 if self.watchers:
-                    with self.progress:         # the notifies recorded since: their waiting tasks
+                    with self.progress:
+                        if int(header[S.H_ALARM]) != alarms:     # a communicator failed: everyone looks
+                            alarms = int(header[S.H_ALARM])
+                            self.progress.notify_all()
+                            continue
+                        # the notifies recorded since: their waiting tasks
                         for slot in [s for s in self.progress.slots if c.notify_rec[s] > c.notify_taken[s]]:
                             self.progress.notify_slot(slot)
                         self.progress.notify_others()      # IPC events recorded by other devices
+
+    def alarm(self) -> None:
+        """A communicator's error word was set here: the blocked tasks of every device of the
+        node look again now (a collective's waits watch their peers' error words), not at
+        their next WOKEN_S, so a failure spreads along an operation at once."""
+        for d in self.node_devices:
+            try:
+                page = self.memory.peer_control(d)
+            except TaskFault:          # not running: nothing of it waits
+                continue
+            page.header[S.H_ALARM] += 1
+            if d != self.index:
+                page.ring()
+        with self.progress:
+            self.progress.notify_all()
 
     def wait_until(self, stream: DeviceStream, ready, timeout_s: float, what: str, woken: bool = False,
                    notify: int | None = None) -> None:

@@ -370,6 +370,7 @@ class CommGuard:
     def set(self, code: int, rank: int) -> None:
         if not self.word[0]:
             self.word[1], self.word[0] = rank, code
+            self.device.alarm()
 
     def fail(self, fault: TaskFault) -> None:
         """The task failed (a wait timed out or was aborted, the communicator broke): the

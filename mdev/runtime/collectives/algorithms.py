@@ -139,18 +139,28 @@ def mesh_all_reduce(plan: Plan, st: Stream, group: list[int], me: int, src: list
 
 def _mesh_reduce_scatter(plan: Plan, st: Stream, sides: list, group: list[int], me: int, src: list[Operand],
                          out: Operand) -> None:
+    """Each side puts our chunk for its peer; the caller's stream takes the peers' chunks
+    for us in order and reduces them -- a staged one is taken on its side (its copy in from
+    host memory runs beside the others), which signals the caller's stream."""
     m = len(group)
     landed = []
     for d, side in enumerate(sides, 1):
         q = (me + d) % m
         plan.put(side.stream, group[q], src[q])
-        landed.append(plan.take(side.stream, group[q], src[me].nbytes))
-        plan.signal(side)
+        if plan.staged(group[q]):
+            landed.append(plan.take(side.stream, group[q], src[me].nbytes))
+            plan.signal(side)
+        else:
+            landed.append(None)
     plan.copy(st, out, src[me])
     for d, (side, slot) in enumerate(zip(sides, landed), 1):
-        plan.await_signal(side, st)
+        q = group[(me + d) % m]
+        if slot is None:
+            slot = plan.take(st, q, src[me].nbytes)
+        else:
+            plan.await_signal(side, st)
         plan.reduce(st, out, slot)
-        plan.release(st, group[(me + d) % m])
+        plan.release(st, q)
 
 
 def _mesh_all_gather(plan: Plan, sides: list, group: list[int], me: int, mine: Operand, outs: list[Operand]) -> None:

@@ -110,6 +110,10 @@ class Plan:
         check = self.checks.pop(peer, None)           # the first transfer from the peer
         return self.comm.inboxes[peer].take(st, nbytes, self._check(peer, *check) if check else None)
 
+    def staged(self, peer: int) -> bool:
+        """What ``peer`` sends us lands in host memory first (a copy in is part of a take)."""
+        return self.comm.inboxes[peer].staging is not None
+
     def release(self, st: Stream, peer: int) -> None:
         self.comm.inboxes[peer].release(st)
 
