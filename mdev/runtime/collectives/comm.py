@@ -76,11 +76,13 @@ def buffsize(hbm_bytes: int) -> int:
 @dataclass(eq=False)
 class Side:
     """A side stream of the rank and its local notifies: fork (main -> side), mid and join
-    (side -> main; mid for a signal during a round, join at its end)."""
+    (side -> main; mid for a signal during a round, join at its end), resume (main -> side
+    during a round: a notify of its own, as the side may not have taken the fork yet)."""
     stream: Stream
     fork: Signal
     mid: Signal
     join: Signal
+    resume: Signal
 
 
 @dataclass(eq=False)
@@ -140,7 +142,7 @@ class Comm:
         """Side stream k, made on first use in the communicator's context."""
         while len(self.sides) <= k:
             st = streams.new_stream(self.ctx)
-            sig = [Signal(n.device, n.slot, n.uid) for n in (self._notify() for _ in range(3))]
+            sig = [Signal(n.device, n.slot, n.uid) for n in (self._notify() for _ in range(4))]
             self.sides.append(Side(st, *sig))
         return self.sides[k]
 

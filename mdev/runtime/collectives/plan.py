@@ -168,8 +168,8 @@ class Plan:
         if self.capture is not None:
             self.capture.order(self.main, side.stream)
         else:
-            side.fork.record(self.main)
-            side.fork.wait(side.stream, self.comm.timeout_s)
+            side.resume.record(self.main)
+            side.resume.wait(side.stream, self.comm.timeout_s)
 
     def signal(self, side: Side) -> None:
         """The side has got somewhere the caller's stream waits for (``await_signal``)."""
