@@ -68,7 +68,7 @@ class CallbackHub:
                 self.pending.pop(cb.id, None)
             raise
 
-    def _ensure_runner(self, link) -> queue.SimpleQueue:
+    def ensure_runner(self, link) -> queue.SimpleQueue:
         """The thread that runs this device's host funcs, one after another."""
         with self.lock:
             funcs = self.host_funcs.get(link.index)
@@ -91,7 +91,7 @@ class CallbackHub:
         if own is not None:
             own.put(cb)
         elif not cb.report:
-            self._ensure_runner(link).put(cb)
+            self.ensure_runner(link).put(cb)
         elif reports is not None:
             reports.put(cb)
         else:
@@ -184,6 +184,11 @@ def unsubscribe_report(thread_id: int, stream) -> None:
         del h.subscribers[st.handle]
         if thread_id not in h.subscribers.values():
             h.thread_device.pop(thread_id, None)
+        stranded = _take_stream(h.reports.get(thread_id), st)
+    # they fail as a callback reaching an unsubscribed stream does: a blocking one would hold
+    # its stream for ever, waiting for a process_report that no longer serves it
+    for cb in stranded:
+        h.finish(rt.link(st.device), cb, E.ACL_ERROR_RT_STREAM_NO_CB_REG, "the stream's report thread unsubscribed")
 
 
 @api()
@@ -227,6 +232,29 @@ def unsubscribe_host_func(host_func_thread_id: int, exe_stream) -> None:
         if h.host_func_threads.get(st.handle) != thread_id:
             raise AclError(E.ACL_ERROR_RT_STREAM_SUBSCRIBE, "the thread is not subscribed to this stream")
         del h.host_func_threads[st.handle]
+        stranded = _take_stream(h.host_func_queues.get(thread_id), st)
+    # host funcs the thread had not run yet go to the device's own host-func thread, in order,
+    # as later ones of the stream will: nobody would run them any more
+    if stranded:
+        runner = h.ensure_runner(rt.link(st.device))
+        for cb in stranded:
+            runner.put(cb)
+
+
+def _take_stream(callbacks: queue.SimpleQueue | None, st: Stream) -> list[Callback]:
+    """Remove ``st``'s callbacks from a thread's queue (the others stay, in order); returns them."""
+    if callbacks is None:
+        return []
+    mine, others = [], []
+    while True:
+        try:
+            cb = callbacks.get_nowait()
+        except queue.Empty:
+            break
+        (mine if cb.stream is st else others).append(cb)
+    for cb in others:
+        callbacks.put(cb)
+    return mine
 
 
 @api()
