@@ -508,6 +508,11 @@ def binary_unload(bin_handle) -> None:
     rt.binaries.pop(binary.handle, None)
     for fn in binary.functions:
         rt.functions.pop(fn.handle, None)
+    # argument handles end with their function, placeholder buffers with them
+    for ah in [ah for ah in rt.args_handles.values() if ah.function.binary is binary]:
+        del rt.args_handles[ah.handle]
+        for buffer in ah.buffers.values():
+            rt.memory.release_pinned(buffer)
     rt.link(binary.device).request("unload_binary", binary.bin_id)
 
 
@@ -588,6 +593,7 @@ def kernel_args_get_place_holder_buffer(args_handle, param_handle, data_size: in
     # pinned memory: the one host memory a C program sees at the same address as the runtime
     # serving it (a host agent: mdev.capi.agent) -- the program writes the data there itself
     buffer = rt.memory.new_pinned(nbytes)
+    buffer.held_by = f"argument handle {ah.handle:#x}"
     old = ah.buffers.get(param_handle)
     ah.buffers[param_handle] = buffer
     if old is not None:

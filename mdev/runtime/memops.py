@@ -195,6 +195,12 @@ def free_host(host_ptr: int) -> None:
     if alloc.registered:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{host_ptr:#x} is registered host memory: end the "
                        "registration with host_unregister, not free_host")
+    if alloc.managed:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{host_ptr:#x} is managed memory (mem_alloc_managed): "
+                       "free it with free, not free_host")
+    if alloc.held_by is not None:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{host_ptr:#x} belongs to {alloc.held_by}: the runtime "
+                       "frees it with its owner")
     rt.memory.release_pinned(alloc)
 
 

@@ -59,6 +59,7 @@ class Allocation:
     # with it (made on the first one)
     registered_within: set[int] | None = None
     dvpp: bool = False                # from acldvppMalloc
+    held_by: str | None = None        # the runtime object that owns it (not the user's to free)
     module: int = 33                  # the software module it is for (ACL_RT_MEM_ATTR_MODULE_ID; 33: APP)
 
     @property
