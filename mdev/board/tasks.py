@@ -288,14 +288,9 @@ def take_over_failure(device: "Device", stream: "DeviceStream", follow: tuple) -
         if side is None or side.stream_id != stream_id or side.client != stream.client:
             raise TaskFault(E.ACL_ERROR_RT_STREAM_ABORT, f"stream {stream_id} that stream {stream.stream_id} "
                             "joins is gone (its communicator was destroyed)")
-        errors = device.control.stream_err
-        code = int(errors[slot])
-        if not code:
-            return
-        message = side.error_message
-        if not side.context.stopped:          # a stopped context's streams keep reporting (as _settle)
-            errors[slot] = 0
-    raise TaskFault(code, message)
+        code, message = device.stream_failure(slot, consume=True)
+    if code:
+        raise TaskFault(code, message)
 
 
 # a collective's task fails with the aclError of the HcclResult in the communicator's error
