@@ -88,7 +88,7 @@ struct registrar {
 #define MDEV_ASCENDC_KERNEL(K)                                                                                 \
     static const mdev_kernel_info mdev_info_##K = {                                                            \
         #K, ::mdev_ascendc::signature<decltype(&K)>::count, ::mdev_ascendc::signature<decltype(&K)>::pointers(), \
-        &::mdev_ascendc::enter_block<&K>};                                                                           \
+        &::mdev_ascendc::enter_block<&K>};                                                                      \
     static const ::mdev_ascendc::registrar mdev_registrar_##K(&mdev_info_##K);
 
 #define MDEV_ASCENDC_IMAGE_ENTRY                                                                               \
