@@ -220,7 +220,7 @@ def run(op: str, topology: str, size_list: list[int], iters: int) -> list[dict]:
     """Both passes on one board: wall times unmodelled, then modelled times."""
     import mdev.acl as acl
     import mdev.hccl as hccl
-    from mdev.runtime.lifecycle import detach
+    from mdev.runtime.devices.lifecycle import detach
 
     saved = os.environ.pop("MDEV_MODEL_TIME", None)
     hbm = 2 * max(size_list) + 512 * MiB

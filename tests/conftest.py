@@ -66,7 +66,7 @@ def board8() -> str:
 
 def _attach(monkeypatch, name: str):
     import mdev.acl as acl
-    from mdev.runtime.lifecycle import detach
+    from mdev.runtime.devices.lifecycle import detach
     detach()
     monkeypatch.setenv("MDEV_BOARD", name)
     monkeypatch.setenv("MDEV_AUTOSTART", "0")

@@ -26,7 +26,7 @@ from mdev import errors as E
 from mdev.errors import AclError
 from mdev.runtime import hooks
 from mdev.runtime.board_client import BoardClient
-from mdev.runtime.memory import MemoryTable
+from mdev.runtime.memtable import MemoryTable
 
 # The task scheduler counts an operator's run time in ticks of this many microseconds, at
 # most 254 of them (the A2/A3 default and maximum: about 1091 s)
@@ -88,7 +88,7 @@ class ThreadState(threading.local):
 
 
 class Runtime:
-    # aclInit's default device is opened implicitly by set_device, which mdev.runtime.devices
+    # aclInit's default device is opened implicitly by set_device, which mdev.runtime.devices.devices
     # (a module above this one) installs here
     open_default_device: Callable[[int], None] | None = None
 
@@ -113,9 +113,9 @@ class Runtime:
         self.events: dict = {}
         self.dying_events: list = []      # destroyed, their slot freed once queued work on them ran
         self.notifies: dict = {}
-        self.cnt_notifies: dict = {}      # counting notifies (mdev.runtime.cntnotify)
+        self.cnt_notifies: dict = {}      # counting notifies (mdev.runtime.sync.cntnotify)
         self.op_wait_timeout = 0          # seconds, 0 = waits never time out
-        self.op_execute_timeout_us = OP_TIMEOUT_MAX_US    # aclrtSetOpExecuteTimeOut (mdev.runtime.kernels)
+        self.op_execute_timeout_us = OP_TIMEOUT_MAX_US    # aclrtSetOpExecuteTimeOut (mdev.runtime.execution.kernels)
         self.callbacks = None             # CallbackHub, made on first use
         self.user_threads: dict = {}
         self.exception_callbacks: list = []
@@ -128,9 +128,9 @@ class Runtime:
         self.binaries: dict = {}
         self.functions: dict = {}
         self.args_handles: dict = {}
-        self.models: dict = {}            # mdev.runtime.models: model run instances and task groups
-        self.labels: dict = {}            # labels and label lists (mdev.runtime.labels)
-        self.allocators: dict = {}        # allocator descriptors (mdev.runtime.allocators)
+        self.models: dict = {}            # mdev.runtime.execution.models: model run instances and task groups
+        self.labels: dict = {}            # labels and label lists (mdev.runtime.execution.labels)
+        self.allocators: dict = {}        # allocator descriptors (mdev.runtime.memory.allocators)
         self.registered_allocators: dict = {}     # stream handle -> descriptor copy
         self.stream_configs: dict = {}    # aclrtStreamConfigHandle (mdev.runtime.stream_config)
         self.captures: list = []          # captures in progress (mdev.runtime.capture.Capture)

@@ -22,7 +22,7 @@ from mdev.runtime import streams
 from mdev.runtime.boundary import api
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import lookup
-from mdev.runtime.memory import DEVICE
+from mdev.runtime.memtable import DEVICE
 from mdev.runtime.validate import as_int, size
 
 HANDLES = 0x5C_0000_0000

@@ -29,7 +29,7 @@ from mdev import errors as E
 from mdev.memory import address
 from mdev.runtime import boundary
 from mdev.runtime.core import RUNTIME as rt
-from mdev.runtime.memory import DEVICE, PINNED
+from mdev.runtime.memtable import DEVICE, PINNED
 from mdev.runtime import capture as R
 from mdev.sanitizer import initcheck, order, racecheck
 from mdev.sanitizer.order import HOST, Model, Task

@@ -36,13 +36,16 @@ from mdev.errors import AclError
 from mdev.hccl_types import (HCCL_COMM_DEFAULT_BUFFSIZE, HCCL_E_PARA,
                              HCCL_E_PTR, HCCL_EXEC_TIMEOUT_DEFAULT, HcclError)
 from mdev.memory import address
-from mdev.runtime import devices, ipc, memops, notify, streams
+from mdev.runtime.devices import devices
+from mdev.runtime.sync import ipc, notify
+from mdev.runtime.memory import memops
+from mdev.runtime import streams
 from mdev.runtime.collectives import select
 from mdev.runtime.collectives.transport import DIRECT, FABRIC, SLOTS, STAGED, Channel, Inbox, Signal, pair
 from mdev.runtime.core import RUNTIME as rt
 from mdev.taskspec import COMM_LEFT
 from mdev.runtime.core import Context, Stream
-from mdev.runtime.memory import Allocation, Operand
+from mdev.runtime.memtable import Allocation, Operand
 
 COMM_HANDLES = 0xCC_0000_0000
 ERR, DESC, P2P_DESC = 0, 64, 128          # header offsets (bytes)

@@ -20,7 +20,7 @@ from mdev.runtime import capture as R
 from mdev.runtime.boundary import api
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import Context, lookup
-from mdev.runtime.memory import DEVICE
+from mdev.runtime.memtable import DEVICE
 from mdev.runtime.validate import as_int, as_list, size
 
 LABEL_HANDLES, LIST_HANDLES = 0x1A_0000_0000, 0x1B_0000_0000

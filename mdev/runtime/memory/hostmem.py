@@ -24,8 +24,8 @@ from mdev.errors import AclError
 from mdev.memory import address
 from mdev.runtime.boundary import api
 from mdev.runtime.core import RUNTIME as rt
-from mdev.runtime.memops import malloc_attributes
-from mdev.runtime.memory import PINNED, Allocation
+from mdev.runtime.memory.memops import malloc_attributes
+from mdev.runtime.memtable import PINNED, Allocation
 from mdev.runtime.validate import as_int, size
 
 PAGE = address.NORMAL_PAGE

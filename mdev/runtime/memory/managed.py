@@ -20,7 +20,7 @@ from mdev import errors as E
 from mdev.errors import AclError
 from mdev.runtime.boundary import api
 from mdev.runtime.core import RUNTIME as rt
-from mdev.runtime.memory import Allocation
+from mdev.runtime.memtable import Allocation
 from mdev.runtime.validate import as_int, size
 
 _ADVICE = range(C.ACL_MEM_ADVISE_SET_READ_MOSTLY, C.ACL_MEM_ADVISE_UNSET_ACCESSED_BY + 1)

@@ -32,7 +32,7 @@ from mdev import dtypes
 from mdev.runtime.boundary import api
 from mdev.runtime import streams
 from mdev.runtime.core import RUNTIME as rt
-from mdev.runtime.memory import DEVICE, Operand
+from mdev.runtime.memtable import DEVICE, Operand
 from mdev.runtime.validate import as_int, size
 
 REDUCE_KINDS = {

@@ -30,12 +30,14 @@ from mdev.errors import AclError
 from mdev.kernel import api as kernel_api
 from mdev.memory import address
 from mdev.kernel import params
-from mdev.runtime import limits, streams, vmm
+from mdev.runtime.devices import limits
+from mdev.runtime import streams
+from mdev.runtime.memory import vmm
 from mdev.runtime.board_client import MESSAGE_HANDLERS
 from mdev.runtime.core import OP_TIMEOUT_INTERVAL_US
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import lookup
-from mdev.runtime.memory import DEVICE
+from mdev.runtime.memtable import DEVICE
 from mdev.runtime.validate import as_int, as_list, file_path, read_regular, size
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from mdev.memory.program import program
 from mdev.runtime import streams
 from mdev.runtime import trace as _trace
 from mdev.runtime.core import RUNTIME as rt
-from mdev.runtime.memory import DEVICE, PAGEABLE, PINNED, Allocation, Operand, pairs
+from mdev.runtime.memtable import DEVICE, PAGEABLE, PINNED, Allocation, Operand, pairs
 from mdev.runtime.validate import as_int, size
 
 _KIND_NAMES = {

@@ -16,8 +16,10 @@ from mdev.runtime import hooks
 from mdev.errors import AclError
 from mdev import status as S
 from mdev.memory import address
-from mdev.runtime import ipc, memops, streams
-from mdev.runtime.device_state import effective_limit
+from mdev.runtime.sync import ipc
+from mdev.runtime.memory import memops
+from mdev.runtime import streams
+from mdev.runtime.devices.device_state import effective_limit
 from mdev.runtime.core import CONTEXT_HANDLES, Context, Runtime
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import lookup

@@ -4,7 +4,7 @@ error details, and the process-wide device limits.
     query_device_status, get_error_verbose    the device's control page (alive / faulted)
     get_device_utilization_rate               the device process's engines, right now
     get_device_capability, device_get_uuid    the board's topology
-    check_arch_compatibility                  the SoC's NPU architecture (mdev.runtime.sysinfo)
+    check_arch_compatibility                  the SoC's NPU architecture (mdev.runtime.devices.sysinfo)
     get_*_dev_id_by_*_dev_id                  user = logic = physical ids (mdev has no
                                               ASCEND_RT_VISIBLE_DEVICES and no containers)
     device_set_limit / device_get_limit       this process's values, used by the next
@@ -19,7 +19,7 @@ from mdev import constants as C
 from mdev import errors as E
 from mdev.errors import AclError
 from mdev import status as S
-from mdev.runtime import sysinfo
+from mdev.runtime.devices import sysinfo
 from mdev.runtime.boundary import api
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.validate import as_int, as_list, size

@@ -19,10 +19,11 @@ from mdev import constants as C
 from mdev import errors as E
 from mdev.errors import AclError
 from mdev.memory import address
-from mdev.runtime import memops, streams
+from mdev.runtime.memory import memops
+from mdev.runtime import streams
 from mdev.runtime.boundary import api
 from mdev.runtime.core import RUNTIME as rt
-from mdev.runtime.memory import DEVICE
+from mdev.runtime.memtable import DEVICE
 from mdev.runtime.validate import as_int, as_list, size
 
 SIZE_MAX = (1 << 64) - 1

@@ -28,7 +28,7 @@ from mdev.memory import address
 from mdev.memory.allocator import return_hole
 from mdev.runtime.boundary import api
 from mdev.runtime.core import RUNTIME as rt
-from mdev.runtime.memory import DEVICE, Allocation, Operand
+from mdev.runtime.memtable import DEVICE, Allocation, Operand
 from mdev.runtime.validate import as_int, size
 
 PHYSICAL_HANDLES = 0x7_0000_0000

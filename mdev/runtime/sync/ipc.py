@@ -15,9 +15,9 @@ from mdev import errors as E
 from mdev.errors import AclError
 from mdev.memory import address
 from mdev.runtime.boundary import api
-from mdev.runtime import events, notify
+from mdev.runtime.sync import events, notify
 from mdev.runtime.core import RUNTIME as rt
-from mdev.runtime.memory import DEVICE, Allocation
+from mdev.runtime.memtable import DEVICE, Allocation
 from mdev.runtime.validate import as_int, as_list, size
 
 KEY_LEN = 65

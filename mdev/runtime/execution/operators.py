@@ -33,7 +33,7 @@ from mdev.operators import (BOOL, BOOLS, DTYPE, FLOAT, FLOATS, INT, INTS, LISTS,
 from mdev.runtime import streams
 from mdev.runtime.boundary import api
 from mdev.runtime.core import RUNTIME as rt
-from mdev.runtime.memory import DEVICE
+from mdev.runtime.memtable import DEVICE
 from mdev.taskspec import tensor_extent
 
 NULLPTR, INVALID, NOT_FOUND = E.ACLNN_ERR_PARAM_NULLPTR, E.ACLNN_ERR_PARAM_INVALID, E.ACLNN_ERR_INNER_FIND_KERNEL_ERROR

@@ -13,7 +13,7 @@ that must reason about other nodes too (HCCL: a rank is a (node, device) pair, r
 different nodes talk over the inter-node links with staged transports, and modelled time
 needs the route between any two board devices)::
 
-    from mdev.runtime import nodes
+    from mdev.runtime.devices import nodes
     me = nodes.board_index(nodes.this_node().index, local_id)   # == nodes.to_board(local_id)
     peer = nodes.board_index(peer_node, peer_local)             # from the peer's rank info
     path = nodes.route(me, peer)          # topology.Path: links, bottleneck_gbps, latency_us,

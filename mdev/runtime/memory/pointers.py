@@ -16,7 +16,7 @@ from mdev.errors import AclError
 from mdev.memory import address
 from mdev.runtime.boundary import api
 from mdev.runtime.core import RUNTIME as rt
-from mdev.runtime.memory import DEVICE, Allocation
+from mdev.runtime.memtable import DEVICE, Allocation
 from mdev.runtime.validate import as_int, as_list, size
 
 _MODULES = {33: "APP"}      # ACL_RT_MEM_ATTR_MODULE_ID values with a name of their own

@@ -22,8 +22,8 @@ from mdev.errors import AclError
 from mdev.runtime import streams
 from mdev.runtime.boundary import api
 from mdev.runtime.core import RUNTIME as rt
-from mdev.runtime.memory import DEVICE
-from mdev.runtime.sysinfo import NPU_ARCH
+from mdev.runtime.memtable import DEVICE
+from mdev.runtime.devices.sysinfo import NPU_ARCH
 from mdev.runtime.validate import as_int, size
 
 STATUS_BYTES = 64

@@ -19,8 +19,8 @@ from mdev.errors import AclError
 from mdev.runtime import streams
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import lookup
-from mdev.runtime.memops import check_reach
-from mdev.runtime.memory import DEVICE
+from mdev.runtime.memory.memops import check_reach
+from mdev.runtime.memtable import DEVICE
 from mdev.runtime.validate import as_int, as_list, size
 
 NOTIFY_HANDLES = 0xA_0000_0000

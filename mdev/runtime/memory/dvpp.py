@@ -14,9 +14,9 @@ from __future__ import annotations
 from mdev import constants as C
 from mdev import errors as E
 from mdev.errors import AclError
-from mdev.runtime import memops
+from mdev.runtime.memory import memops
 from mdev.runtime.boundary import api
-from mdev.runtime.memory import DEVICE
+from mdev.runtime.memtable import DEVICE
 
 
 @api(1)

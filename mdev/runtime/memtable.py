@@ -166,7 +166,7 @@ class MemoryTable:
         self._maps: tuple[list[tuple[int, int, str]], list[int]] = ([], [])
         self._pinned_map: tuple | None = ()
         self.usage: dict[tuple[int, int], list[int]] = {}    # (device, module) -> [bytes now, peak]
-        self.vmm = None        # this process's VMM state (mdev.runtime.vmm), made on first use
+        self.vmm = None        # this process's VMM state (mdev.runtime.memory.vmm), made on first use
 
     def add(self, alloc: Allocation) -> None:
         with self.lock:
