@@ -24,10 +24,10 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("mdev", "topology")
+PACKAGES = ("mdev",)
 
 GROUND = ("mdev.errors", "mdev.constants", "mdev.protocol", "mdev.frameshape", "mdev.procfs", "mdev.memory", "mdev.timemodel", "mdev.kernel",
-          "mdev.ops", "mdev.hccl_types", "mdev.taskspec", "mdev.dtypes", "mdev.status", "mdev.operators", "topology")
+          "mdev.ops", "mdev.hccl_types", "mdev.taskspec", "mdev.dtypes", "mdev.status", "mdev.operators", "mdev.topology")
 # what a host process loads of the board: the launcher that starts one, with the names of
 # its files and the lock that says whether it lives (everything else it shares with the
 # devices stands on the ground floor)
@@ -197,7 +197,7 @@ def test_the_graph_reader_sees_what_runs() -> None:
     TYPE_CHECKING one (board.block's Device annotation) unless asked to, and the circle finder
     finds a circle."""
     graph = _graph()
-    assert "topology" in graph["mdev.board.launcher"]
+    assert "mdev.topology" in graph["mdev.board.launcher"]
     assert "mdev.board.device" not in graph["mdev.board.block"]
     assert "mdev.board.device" in _graph(hints=True)["mdev.board.block"]
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

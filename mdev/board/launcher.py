@@ -32,7 +32,7 @@ class BoardError(Exception):
 
 def resolve_topology(spec: str | None = None, devices: int | None = None, hbm: int | None = None):
     """A Topology from a file path or preset name (default: the 8-device preset), with overrides."""
-    import topology
+    from mdev import topology
 
     topo = topology.resolve(spec or os.environ.get("MDEV_TOPOLOGY") or None)
     if devices is not None or hbm is not None:
@@ -212,7 +212,7 @@ def write_topology(paths: BoardPaths, topo) -> None:
 
 def read_topology(paths: BoardPaths):
     """The Topology a running board was started with."""
-    import topology
+    from mdev import topology
 
     try:
         text = paths.topology.read_text()

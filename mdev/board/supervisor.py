@@ -430,7 +430,7 @@ class Supervisor:
 
 
 def main(argv: list[str] | None = None) -> None:
-    import topology
+    from mdev import topology
 
     parser = argparse.ArgumentParser(prog="mdev-supervisor")
     parser.add_argument("--name", required=True)

@@ -11,7 +11,7 @@ from mdev.board.naming import BoardPaths
 
 
 def _size(text: str) -> int:
-    import topology
+    from mdev import topology
     return topology.parse_size(text)
 
 

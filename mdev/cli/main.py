@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from topology import TopologyError
+from mdev.topology import TopologyError
 
 from mdev import __version__
 from mdev.board.naming import BadBoardName, UnsafeRuntimeDir

@@ -26,7 +26,7 @@ ranks talk, every rank's process has attached, so its node runs.
 
 from __future__ import annotations
 
-from topology import ClusterNode, Path, Topology
+from mdev.topology import ClusterNode, Path, Topology
 
 from mdev.runtime.core import RUNTIME as rt
 

@@ -3,7 +3,7 @@ way back: from_dict(t.to_dict()) gives an equal Topology).
 
 A file with a [cluster] table describes one server (its devices, parts and links, checked
 as a board of its own) and how many copies of it the board has, joined by the fabric the
-table describes; topology.cluster makes the copies.
+table describes; mdev.topology.cluster makes the copies.
 
 Every problem raises TopologyError naming the file, the field and what is wrong; the
 schema itself is documented in FORMAT.md.

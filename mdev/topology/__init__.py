@@ -1,6 +1,6 @@
 """Board topologies for mdev: devices, links and switches; loading, validation, routing.
 
-    import topology
+    from mdev import topology
     topo = topology.resolve("hccs8")          # a preset name or a path to a .toml file
     topo.path(0, 1).bottleneck_gbps, topo.can_access_peer(0, 4), topo.host_path(3)
     cm = topology.resolve("cloudmatrix384")   # a cluster: 48 nodes of 16 devices
