@@ -85,7 +85,7 @@ def stop_board(name: str, timeout: float = 15.0) -> None:
     import psutil
 
     from mdev.board import launcher
-    from mdev.board.naming import BoardPaths
+    from mdev.naming import BoardPaths
 
     try:
         pids = [launcher.status(name)["pid"]]

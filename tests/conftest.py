@@ -24,7 +24,7 @@ import textwrap
 import pytest
 
 from mdev.board import launcher
-from mdev.board.naming import BoardPaths, runtime_dir
+from mdev.naming import BoardPaths, runtime_dir
 
 PREFIX = f"pytest-{os.getpid()}-"
 SMALL_HBM = 256 << 20

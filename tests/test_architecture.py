@@ -2,7 +2,7 @@
 process loads nothing of the host side.
 
     ground (errors, constants, protocol, procfs, memory, timemodel, topology, kernel definitions,
-            ops, hccl_types, taskspec, dtypes, status, operators)
+            ops, hccl_types, taskspec, dtypes, status, operators, naming, residence)
       ^ board (device side)  ^ runtime (host side)  ^ sanitizer (tool)  ^ faces  ^ cli
 
 The import graph is read from the source with ``ast``: imports inside functions count,
@@ -27,11 +27,12 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("mdev",)
 
 GROUND = ("mdev.errors", "mdev.constants", "mdev.protocol", "mdev.frameshape", "mdev.procfs", "mdev.memory", "mdev.timemodel", "mdev.kernel",
-          "mdev.ops", "mdev.hccl_types", "mdev.taskspec", "mdev.dtypes", "mdev.status", "mdev.operators", "mdev.topology")
-# what a host process loads of the board: the launcher that starts one, with the names of
-# its files and the lock that says whether it lives (everything else it shares with the
-# devices stands on the ground floor)
-BOARD_DOORWAY = ("mdev.board", "mdev.board.launcher", "mdev.board.naming", "mdev.board.residence")
+          "mdev.ops", "mdev.hccl_types", "mdev.taskspec", "mdev.dtypes", "mdev.status", "mdev.operators", "mdev.topology",
+          "mdev.naming", "mdev.residence")
+# what a host process loads of the board: the launcher that starts one (everything else it
+# shares with the devices, the names of the board's files and its lock among them, stands on
+# the ground floor)
+BOARD_DOORWAY = ("mdev.board", "mdev.board.launcher")
 FACES = ("mdev.acl", "mdev.aclnn", "mdev.capi", "mdev.hccl")
 # (modules, what they must never import)
 FLOORS = [

@@ -24,7 +24,7 @@ from async_util import ok, out, stream_done
 from helpers import MiB, attached, extra_board, from_device, hbm_free, shm_entries, to_device, wait_until
 from mdev.board import launcher
 from mdev import status as S
-from mdev.board.naming import BoardPaths
+from mdev.naming import BoardPaths
 from mdev.kernel import kernel
 from mdev.memory.segment import Segment
 from peer import Peer

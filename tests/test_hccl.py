@@ -18,7 +18,7 @@ from hccl_ranks import (BF16, DTYPES, all_reduce_expected, check_every_operation
                         mesh_order, ring_order, run_ranks)
 from helpers import extra_board, from_device, to_device
 from mdev import hccl_types as H
-from mdev.board.naming import runtime_dir
+from mdev.naming import runtime_dir
 from mdev.cli.trace import collective_times
 
 MiB = 1 << 20

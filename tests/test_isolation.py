@@ -29,7 +29,7 @@ import pytest
 from helpers import from_device, to_device
 from mdev import protocol
 from mdev.board import launcher
-from mdev.board.naming import BoardPaths
+from mdev.naming import BoardPaths
 from mdev.memory import address
 from mdev.runtime.core import RUNTIME as rt
 from peer import Peer

@@ -7,7 +7,7 @@ import sys
 import time
 
 from mdev.board import launcher
-from mdev.board.naming import BoardPaths
+from mdev.naming import BoardPaths
 
 
 def _size(text: str) -> int:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from mdev.topology import TopologyError
 
-from mdev.board.naming import BadBoardName, board_name
+from mdev.naming import BadBoardName, board_name
 from mdev.shim import PTH_NAME, SHIM_DIR, pth_line
 
 

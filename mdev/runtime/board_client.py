@@ -36,7 +36,7 @@ from mdev import errors as E
 from mdev.errors import AclError
 from mdev.board import launcher
 from mdev import status as S
-from mdev.board.naming import BoardPaths
+from mdev.naming import BoardPaths
 from mdev.memory.segment import Segment, unlink
 
 

@@ -29,7 +29,7 @@ from mdev import errors as E
 from mdev.errors import AclError
 from mdev.runtime import hooks
 from mdev.memory import address
-from mdev.board.naming import create_fresh
+from mdev.naming import create_fresh
 from mdev.memory.program import program
 from mdev.memory.segment import Segment
 

@@ -22,7 +22,7 @@ import os
 import shutil
 import sys
 
-from mdev.board.naming import BoardPaths
+from mdev.naming import BoardPaths
 from mdev.memory import segment
 
 
