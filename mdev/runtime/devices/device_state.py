@@ -25,6 +25,12 @@ from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.validate import as_int, as_list, size
 
 
+# this module's part of the runtime's state, made afresh with it (finalize, fork)
+held = rt.family(
+    device_limit_values=dict,  # aclrtDeviceSetLimit / aclInit values
+)
+
+
 def _alive(device: int) -> bool:
     try:
         link = rt.link(device)
@@ -163,21 +169,21 @@ def device_set_limit(limit: int, value: int) -> None:
     if not low <= value <= high:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"value {value} of device limit {limit} is outside [{low}, {high}]")
     with rt.lock:
-        rt.device_limit_values[limit] = value
+        held.device_limit_values[limit] = value
 
 
 @api(1)
 def device_get_limit(limit: int) -> int:
     """The value last set (by device_set_limit or aclInit's config), even if not in force yet."""
     limit = _limit(limit)
-    return rt.device_limit_values.get(limit, _LIMITS[limit][0])
+    return held.device_limit_values.get(limit, _LIMITS[limit][0])
 
 
 def effective_limit(limit: int) -> int:
     """What a device's resources take now: the set value rounded up to the limit's grain
     (a stack of 32 KiB or less counts as 32 KiB)."""
     default, _, _, grain = _LIMITS[limit]
-    value = rt.device_limit_values.get(limit, default)
+    value = held.device_limit_values.get(limit, default)
     if limit == C.ACL_RT_DEV_LIMIT_SIMD_STACK_SIZE:
         value = max(value, default)
     return -(-value // grain) * grain

@@ -20,10 +20,18 @@ from mdev.runtime.sync import ipc
 from mdev.runtime.memory import memops
 from mdev.runtime import streams
 from mdev.runtime.devices.device_state import effective_limit
+from mdev.runtime.sync import cntnotify, events, notify
 from mdev.runtime.core import CONTEXT_HANDLES, Context, Runtime
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import lookup
 from mdev.runtime.validate import as_int
+
+
+# this module's part of the runtime's state, made afresh with it (finalize, fork)
+held = rt.family(
+    sys_params=dict,  # aclrtSetSysParamOpt (process-wide)
+    force_reset=set,
+)
 
 _DDR_CLASSES = {C.ACL_DDR_MEM, C.ACL_DDR_MEM_HUGE, C.ACL_DDR_MEM_NORMAL,
                 C.ACL_DDR_MEM_P2P_HUGE, C.ACL_DDR_MEM_P2P_NORMAL}
@@ -113,7 +121,7 @@ def set_device(device_id: int) -> None:
                 forget_device(device)     # a stale link from before the device was restarted
             ctx = rt.default_contexts[device] = new_context(device, default=True)
         rt.device_refs[device] = rt.device_refs.get(device, 0) + 1
-        rt.force_reset.discard(device)
+        held.force_reset.discard(device)
     rt.thread.context = ctx
 
 
@@ -141,7 +149,7 @@ def reset_device_force(device_id: int) -> None:
             raise AclError(E.ACL_ERROR_RT_CONTEXT_RELEASE_ERROR,
                            f"device {device_id} holds no default context to reset")
         rt.device_refs[device] = 0
-        rt.force_reset.add(device)
+        held.force_reset.add(device)
         if _dead_link(device):
             _recover(device)
         else:
@@ -178,7 +186,7 @@ def forget_device(device: int) -> None:
             if stream.device == device:
                 stream.destroyed = True
                 rt.streams.pop(handle, None)
-        for table in (rt.events, rt.notifies, rt.cnt_notifies):
+        for table in (events.held.events, notify.held.notifies, cntnotify.held.cnt_notifies):
             for handle, obj in list(table.items()):
                 if getattr(obj, "device", None) == device:
                     obj.destroyed = True
@@ -394,13 +402,13 @@ def set_sys_param_opt(opt: int, value: int) -> None:
     opt = _sys_param(opt, _SYS_PARAMS, "process")
     value = _sys_value(opt, value, _SYS_PARAMS)
     with rt.lock:
-        rt.sys_params[opt] = value
+        held.sys_params[opt] = value
 
 
 @api(1)
 def get_sys_param_opt(opt: int) -> int:
     """Process-wide value; 0 when never set."""
-    return rt.sys_params.get(_sys_param(opt, _SYS_PARAMS, "process"), 0)
+    return held.sys_params.get(_sys_param(opt, _SYS_PARAMS, "process"), 0)
 
 
 # ---------------------------------------------------------------------------- peer access

@@ -13,9 +13,14 @@ from mdev import constants as C
 from mdev import errors as E
 from mdev.runtime.boundary import api
 from mdev.runtime import hooks, trace
+from mdev.runtime.devices import device_state
 from mdev.errors import AclError
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.validate import file_path, read_regular
+
+
+# this module's part of the runtime's state, made afresh with it (finalize, fork)
+held = rt.family(config=dict, config_text=lambda: None)
 
 MAX_JSON_DEPTH = 10
 MAX_CONFIG_BYTES = 16 << 20        # an aclInit config is a few lines of JSON
@@ -117,7 +122,7 @@ def init(config_path: str | None = None) -> None:
     config, text = _parse(config_path)
     with rt.lock:
         if rt.init_count > 0:
-            if (text or "") != (rt.config_text or ""):
+            if (text or "") != (held.config_text or ""):
                 raise AclError(E.ACL_ERROR_INVALID_PARAM, "acl.init called again with a different configuration")
             rt.init_count += 1
             raise AclError(E.ACL_ERROR_REPEAT_INITIALIZE, "acl.init was already called; only the first config counts")
@@ -126,10 +131,10 @@ def init(config_path: str | None = None) -> None:
         mode = _err_msg_mode(config)
         if default_device is not None:
             rt.check_device(default_device)
-        rt.config, rt.config_text, rt.default_device = config, text, default_device
+        held.config, held.config_text, rt.default_device = config, text, default_device
         rt.messages_per_process = mode == "1"
         if stack is not None:       # aclInit and aclrtDeviceSetLimit: the later one counts
-            rt.device_limit_values[C.ACL_RT_DEV_LIMIT_SIMD_STACK_SIZE] = stack
+            device_state.held.device_limit_values[C.ACL_RT_DEV_LIMIT_SIMD_STACK_SIZE] = stack
         rt.init_count = 1
         rt.finalized = False
     hooks.started()

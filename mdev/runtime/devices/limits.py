@@ -7,6 +7,7 @@ Limits count at submission: changing them later does not touch work already queu
 
 from __future__ import annotations
 
+
 from mdev import constants as C
 from mdev import errors as E
 from mdev.errors import AclError
@@ -14,6 +15,12 @@ from mdev.runtime.boundary import api
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import Stream
 from mdev.runtime.validate import as_int
+
+
+# this module's part of the runtime's state, made afresh with it (finalize, fork)
+held = rt.family(
+    device_limits=dict,  # (device, aclrtDevResLimitType) -> cores (aclrtSetDeviceResLimit)
+)
 
 _TYPES = (C.ACL_RT_DEV_RES_CUBE_CORE, C.ACL_RT_DEV_RES_VECTOR_CORE)
 
@@ -44,7 +51,7 @@ def _device_in_use(device_id) -> int:
 
 
 def device_limit(device: int, res_type: int) -> int:
-    return rt.device_limits.get((device, res_type)) or hardware(device, res_type)
+    return held.device_limits.get((device, res_type)) or hardware(device, res_type)
 
 
 def stream_limit(stream: Stream, res_type: int) -> int:
@@ -56,7 +63,7 @@ def stream_limit(stream: Stream, res_type: int) -> int:
 def set_device_res_limit(device_id: int, res_type: int, value: int) -> None:
     device = _device_in_use(device_id)
     res_type, value = _checked(device, res_type, value)
-    rt.device_limits[(device, res_type)] = value
+    held.device_limits[(device, res_type)] = value
 
 
 @api(1)
@@ -70,7 +77,7 @@ def get_device_res_limit(device_id: int, res_type: int) -> int:
 def reset_device_res_limit(device_id: int) -> None:
     device = _device_in_use(device_id)
     for res_type in _TYPES:
-        rt.device_limits.pop((device, res_type), None)
+        held.device_limits.pop((device, res_type), None)
 
 
 @api()

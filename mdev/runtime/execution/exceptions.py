@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import threading
 import traceback
+
 from typing import Callable
 
 from mdev import errors as E
@@ -18,6 +19,10 @@ from mdev.runtime.boundary import api
 from mdev.runtime.board_client import MESSAGE_HANDLERS
 from mdev.runtime.core import RUNTIME as rt
 
+
+# this module's part of the runtime's state, made afresh with it (finalize, fork)
+held = rt.family(exception_callbacks=list, exception_legacy=lambda: None)
+
 INVALID = 0xFFFFFFFF
 _infos: dict[int, dict] = {}
 _handles = itertools.count(0xF000_0001)
@@ -25,8 +30,8 @@ _lock = threading.Lock()
 
 
 def _callbacks() -> list[Callable]:
-    registered = rt.exception_callbacks
-    legacy = rt.exception_legacy
+    registered = held.exception_callbacks
+    legacy = held.exception_legacy
     return registered + ([legacy] if legacy is not None else [])
 
 
@@ -57,23 +62,23 @@ def set_exception_info_callback(callback) -> None:
     """The deprecated single callback slot (None clears it); coexists with registered ones."""
     if callback is not None and not callable(callback):
         raise AclError(E.ACL_ERROR_INVALID_PARAM, "callback must be callable or None")
-    rt.exception_legacy = callback
+    held.exception_legacy = callback
 
 
 @api()
 def exception_info_callback_register(callback) -> None:
     if not callable(callback):
         raise AclError(E.ACL_ERROR_INVALID_PARAM, "callback must be callable")
-    if callback not in rt.exception_callbacks:
-        rt.exception_callbacks.append(callback)
+    if callback not in held.exception_callbacks:
+        held.exception_callbacks.append(callback)
 
 
 @api()
 def exception_info_callback_unregister(callback) -> None:
     if not callable(callback):
         raise AclError(E.ACL_ERROR_INVALID_PARAM, "callback must be callable")
-    if callback in rt.exception_callbacks:
-        rt.exception_callbacks.remove(callback)
+    if callback in held.exception_callbacks:
+        held.exception_callbacks.remove(callback)
 
 
 def _field(name: str) -> Callable[[int], int]:

@@ -34,11 +34,24 @@ from mdev.runtime.devices import limits
 from mdev.runtime import streams
 from mdev.runtime.memory import vmm
 from mdev.runtime.board_client import MESSAGE_HANDLERS
-from mdev.runtime.core import OP_TIMEOUT_INTERVAL_US
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import lookup
 from mdev.runtime.memtable import DEVICE
 from mdev.runtime.validate import as_int, as_list, file_path, read_regular, size
+
+# The task scheduler counts an operator's run time in ticks of this many microseconds, at
+# most 254 of them (the A2/A3 default and maximum: about 1091 s)
+OP_TIMEOUT_INTERVAL_US = 4_294_967
+OP_TIMEOUT_MAX_US = 254 * OP_TIMEOUT_INTERVAL_US
+
+
+# this module's part of the runtime's state, made afresh with it (finalize, fork)
+held = rt.family(
+    binaries=dict,
+    functions=dict,
+    args_handles=dict,
+    op_execute_timeout_us=lambda: OP_TIMEOUT_MAX_US,  # aclrtSetOpExecuteTimeOut
+)
 
 if TYPE_CHECKING:
     from mdev.kernel.api import Kernel
@@ -147,7 +160,7 @@ def _submit(stream, fid: int, num_blocks, args_kind: str, args, placeholders: li
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"numBlocks must be 1..UINT32_MAX, got {num_blocks}")
     limit = limits.stream_limit(stream, res_type) if res_type is not None else \
         rt.attach().topology.device(stream.device).aicpu
-    timeout_s = timeout_s or rt.op_execute_timeout_us / 1e6      # the launch's own, or the process's
+    timeout_s = timeout_s or held.op_execute_timeout_us / 1e6      # the launch's own, or the process's
     if hooks.checker is not None and stream.recorder is None:
         hooks.checker.watch_kernels(stream.device)
     # host-side address maps the kernel resolves pointers with: pinned buffers, VMM mappings
@@ -214,7 +227,7 @@ def launch_decorated(kernel: "Kernel", num_blocks, stream, args: tuple) -> int:
 
 
 def _function(handle) -> Function:
-    return lookup(rt.functions, handle, "function handle of a loaded binary",
+    return lookup(held.functions, handle, "function handle of a loaded binary",
                   gone=lambda fn: fn.binary.unloaded, code=E.ACL_ERROR_RT_INVALID_HANDLE)
 
 
@@ -322,7 +335,7 @@ def launch_kernel_with_config(func, num_blocks, stream, cfg, args_handle, reserv
 
 
 # ---------------------------------------------------------------------------- execute timeouts
-# A timeout rounds up to whole ticks of the task scheduler (core.OP_TIMEOUT_INTERVAL_US); a
+# A timeout rounds up to whole ticks of the task scheduler (OP_TIMEOUT_INTERVAL_US); a
 # launch's own TIMEOUT / TIMEOUT_US attribute takes precedence.
 
 
@@ -330,7 +343,7 @@ def _set_execute_timeout(timeout_us: int) -> int:
     """The timeout in force for kernels submitted from now on (0 = the longest)."""
     ticks = -(-timeout_us // OP_TIMEOUT_INTERVAL_US) if timeout_us else 254
     actual = min(ticks, 254) * OP_TIMEOUT_INTERVAL_US
-    rt.op_execute_timeout_us = actual
+    held.op_execute_timeout_us = actual
     return actual
 
 
@@ -361,7 +374,7 @@ def set_op_execute_timeout_v2(timeout: int) -> int:
 @api(1)
 def get_op_execute_timeout() -> int:
     """The timeout in force, in milliseconds."""
-    return rt.op_execute_timeout_us // 1000
+    return held.op_execute_timeout_us // 1000
 
 
 @api(1)
@@ -394,8 +407,8 @@ def _load(raw: bytes, filename: str) -> int:
     for name, fid, count in entries:
         fn = Function(rt.new_handle(FUNCTION_HANDLES), binary, name, fid, count, op=op)
         binary.functions.append(fn)
-        rt.functions[fn.handle] = fn
-    rt.binaries[binary.handle] = binary
+        held.functions[fn.handle] = fn
+    held.binaries[binary.handle] = binary
     return binary.handle
 
 
@@ -424,7 +437,7 @@ def binary_load_from_data(data, length: int, options=None) -> int:
 
 
 def _binary(handle) -> Binary:
-    return lookup(rt.binaries, handle, "loaded binary", gone=lambda b: not isinstance(b, Binary) or b.unloaded,
+    return lookup(held.binaries, handle, "loaded binary", gone=lambda b: not isinstance(b, Binary) or b.unloaded,
                   code=E.ACL_ERROR_RT_INVALID_HANDLE)
 
 
@@ -456,11 +469,11 @@ def create_binary(data, data_len: int) -> int:
         raw = _host_bytes(data, size(data_len, "dataLen", positive=True), "data")
     except AclError:
         return 0
-    return rt.keep(rt.binaries, BinaryData(rt.new_handle(BINARY_HANDLES), raw))
+    return rt.keep(held.binaries, BinaryData(rt.new_handle(BINARY_HANDLES), raw))
 
 
 def _binary_data(handle) -> BinaryData:
-    data = lookup(rt.binaries, handle, "binary (aclrtCreateBinary)", code=E.ACL_ERROR_RT_INVALID_HANDLE)
+    data = lookup(held.binaries, handle, "binary (aclrtCreateBinary)", code=E.ACL_ERROR_RT_INVALID_HANDLE)
     if not isinstance(data, BinaryData):
         raise AclError(E.ACL_ERROR_RT_INVALID_HANDLE, f"{handle!r} is a loaded binary, not one of create_binary")
     return data
@@ -468,7 +481,7 @@ def _binary_data(handle) -> BinaryData:
 
 @api()
 def destroy_binary(binary) -> None:
-    rt.forget(rt.binaries, _binary_data(binary))
+    rt.forget(held.binaries, _binary_data(binary))
 
 
 @api(1)
@@ -489,7 +502,7 @@ def register_cpu_func(bin_handle, func_name: str, kernel_name: str) -> int:
     fn = Function(rt.new_handle(FUNCTION_HANDLES), binary, kernel_name, fid,
                   base.param_count if base is not None else 0, res_type=None)
     binary.functions.append(fn)
-    return rt.keep(rt.functions, fn)
+    return rt.keep(held.functions, fn)
 
 
 @api(2)
@@ -507,9 +520,9 @@ def get_function_addr(func) -> tuple[int, int]:
 def binary_unload(bin_handle) -> None:
     binary = _binary(bin_handle)
     binary.unloaded = True
-    rt.binaries.pop(binary.handle, None)
+    held.binaries.pop(binary.handle, None)
     for fn in binary.functions:
-        rt.functions.pop(fn.handle, None)
+        held.functions.pop(fn.handle, None)
     rt.link(binary.device).request("unload_binary", binary.bin_id)
 
 
@@ -525,12 +538,12 @@ def get_function_name(func) -> str:
 
 # ---------------------------------------------------------------------------- argument handles
 def _args(handle) -> ArgsHandle:
-    return lookup(rt.args_handles, handle, "argument handle", code=E.ACL_ERROR_INVALID_PARAM)
+    return lookup(held.args_handles, handle, "argument handle", code=E.ACL_ERROR_INVALID_PARAM)
 
 
 @api(1)
 def kernel_args_init(func) -> int:
-    return rt.keep(rt.args_handles, ArgsHandle(rt.new_handle(ARGS_HANDLES), _function(func)))
+    return rt.keep(held.args_handles, ArgsHandle(rt.new_handle(ARGS_HANDLES), _function(func)))
 
 
 @api()
@@ -542,9 +555,9 @@ def kernel_args_init_by_user_mem(func, args_handle, user_host_mem, actual_args_s
     handle = as_int(args_handle, "argsHandle")
     _host_bytes(handle, ARGS_HANDLE_SIZE, "argsHandle")
     _host_bytes(user_host_mem, size(actual_args_size, "actualArgsSize", positive=True), "userHostMem")
-    if handle in rt.args_handles:
+    if handle in held.args_handles:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{handle:#x} already holds an argument handle")
-    rt.keep(rt.args_handles, ArgsHandle(handle, fn))
+    rt.keep(held.args_handles, ArgsHandle(handle, fn))
 
 
 @api(1)

@@ -23,6 +23,10 @@ from mdev.runtime.core import Context, lookup
 from mdev.runtime.memtable import DEVICE
 from mdev.runtime.validate import as_int, as_list, size
 
+
+# this module's part of the runtime's state, made afresh with it (finalize, fork)
+held = rt.family(labels=dict)
+
 LABEL_HANDLES, LIST_HANDLES = 0x1A_0000_0000, 0x1B_0000_0000
 MAX_LABELS = 65535          # per process
 
@@ -43,14 +47,14 @@ class LabelList:
 
 
 def _label(handle) -> Label:
-    label = lookup(rt.labels, handle, "label")
+    label = lookup(held.labels, handle, "label")
     if not isinstance(label, Label):
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{handle!r} is a label list, not a label")
     return label
 
 
 def _label_list(handle) -> LabelList:
-    labels = lookup(rt.labels, handle, "label list")
+    labels = lookup(held.labels, handle, "label list")
     if not isinstance(labels, LabelList):
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{handle!r} is a label, not a label list")
     return labels
@@ -69,14 +73,14 @@ def _model_stream(stream, what: str):
 @api(1)
 def create_label() -> int:
     ctx = rt.current_context()
-    if sum(isinstance(v, Label) for v in rt.labels.values()) >= MAX_LABELS:
+    if sum(isinstance(v, Label) for v in held.labels.values()) >= MAX_LABELS:
         raise AclError(E.ACL_ERROR_RT_OVER_LIMIT, f"a process may create at most {MAX_LABELS} labels")
-    return rt.keep(rt.labels, Label(rt.new_handle(LABEL_HANDLES), ctx))
+    return rt.keep(held.labels, Label(rt.new_handle(LABEL_HANDLES), ctx))
 
 
 @api()
 def destroy_label(label) -> None:
-    rt.forget(rt.labels, _label(label))
+    rt.forget(held.labels, _label(label))
 
 
 @api()
@@ -99,12 +103,12 @@ def create_label_list(labels, num: int) -> int:
     handles = as_list(labels, "labels")
     if len(handles) < num:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"labels holds {len(handles)} labels, num is {num}")
-    return rt.keep(rt.labels, LabelList(rt.new_handle(LIST_HANDLES), [_label(h) for h in handles[:num]]))
+    return rt.keep(held.labels, LabelList(rt.new_handle(LIST_HANDLES), [_label(h) for h in handles[:num]]))
 
 
 @api()
 def destroy_label_list(label_list) -> None:
-    rt.forget(rt.labels, _label_list(label_list))
+    rt.forget(held.labels, _label_list(label_list))
 
 
 @api()

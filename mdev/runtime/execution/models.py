@@ -31,6 +31,10 @@ from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.validate import as_int, file_path, timeout_ms
 from mdev.taskspec import KERNEL_OPS, SPECS
 
+
+# this module's part of the runtime's state, made afresh with it (finalize, fork)
+held = rt.family(models=dict)
+
 MODEL_HANDLES = 0x3D_0000_0000
 GROUP_HANDLES = 0x36_0000_0000
 BUILDING, CAPTURING, READY = "building", "capturing", "ready"
@@ -68,7 +72,7 @@ class TaskGroup:
 def _model(handle) -> Model:
     if handle is None or handle == 0:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, "modelRI is NULL")
-    model = rt.models.get(handle) if isinstance(handle, int) else None
+    model = held.models.get(handle) if isinstance(handle, int) else None
     if not isinstance(model, Model) or model.destroyed:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{handle!r} is not a live model run instance")
     return model
@@ -109,15 +113,15 @@ def _store(model: Model) -> None:
 def _forget(model: Model) -> None:
     model.destroyed = True
     with rt.lock:
-        rt.models.pop(model.handle, None)
+        held.models.pop(model.handle, None)
         for group in model.groups:
-            rt.models.pop(group.handle, None)
+            held.models.pop(group.handle, None)
 
 
 def _new_model(ctx, kind: str, state: str) -> Model:
     model = Model(rt.new_handle(MODEL_HANDLES), ctx.device, ctx, kind, state)
     with rt.lock:
-        rt.models[model.handle] = model
+        held.models[model.handle] = model
     return model
 
 
@@ -298,7 +302,7 @@ def capture_begin(stream, mode: int) -> None:
     model = _new_model(st.context, "capture", CAPTURING)
     capture = model.recorder = R.Capture(st, mode, model)
     with rt.lock:
-        rt.captures.append(capture)
+        R.held.captures.append(capture)
     st.recorder = capture
 
 
@@ -401,14 +405,14 @@ def capture_task_grp_end(stream) -> int:
                            group.indices, [lane.tasks[i][0] for i in group.indices])
     capture.model.groups.append(handle)
     with rt.lock:
-        rt.models[handle.handle] = handle
+        held.models[handle.handle] = handle
     return handle.handle
 
 
 def _group(handle) -> TaskGroup:
     if handle is None or handle == 0:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, "handle is NULL")
-    group = rt.models.get(handle) if isinstance(handle, int) else None
+    group = held.models.get(handle) if isinstance(handle, int) else None
     if not isinstance(group, TaskGroup) or group.model.destroyed:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{handle!r} is not a task group of a live model")
     return group

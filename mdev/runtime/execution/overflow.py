@@ -16,6 +16,7 @@ in either mode: the mode is kept and reported, results are not saturated.
 
 from __future__ import annotations
 
+
 from mdev import constants as C
 from mdev import errors as E
 from mdev.errors import AclError
@@ -25,6 +26,12 @@ from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.memtable import DEVICE
 from mdev.runtime.devices.sysinfo import NPU_ARCH
 from mdev.runtime.validate import as_int, size
+
+
+# this module's part of the runtime's state, made afresh with it (finalize, fork)
+held = rt.family(
+    sat_modes=dict,  # device -> aclrtSetDeviceSatMode
+)
 
 STATUS_BYTES = 64
 _MODES = (C.ACL_RT_OVERFLOW_MODE_SATURATION, C.ACL_RT_OVERFLOW_MODE_INFNAN)
@@ -49,13 +56,13 @@ def set_device_sat_mode(mode: int) -> None:
         raise AclError(E.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, f"device {device} "
                        f"({rt.attach().topology.device(device).soc_name}) has no INF_NAN mode")
     with rt.lock:
-        rt.sat_modes[device] = mode
+        held.sat_modes[device] = mode
 
 
 @api(1)
 def get_device_sat_mode() -> int:
     device = rt.current_context().device
-    return rt.sat_modes.get(device, _default_mode(device))
+    return held.sat_modes.get(device, _default_mode(device))
 
 
 @api()

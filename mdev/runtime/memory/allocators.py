@@ -23,6 +23,13 @@ from mdev.runtime.boundary import api
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import lookup
 
+
+# this module's part of the runtime's state, made afresh with it (finalize, fork)
+held = rt.family(
+    allocators=dict,
+    registered_allocators=dict,  # stream handle -> descriptor copy
+)
+
 DESC_HANDLES = 0xA1_0000_0000
 _CALLBACKS = ("alloc", "free", "alloc_advise", "get_addr_from_block")
 
@@ -42,7 +49,7 @@ class AllocatorDesc:
 
 
 def _desc(handle) -> AllocatorDesc:
-    return lookup(rt.allocators, handle, "allocator descriptor", code=E.ACL_ERROR_INVALID_PARAM)
+    return lookup(held.allocators, handle, "allocator descriptor", code=E.ACL_ERROR_INVALID_PARAM)
 
 
 def _present(value, name: str):
@@ -61,13 +68,13 @@ def _callback(value, name: str):
 
 def allocator_create_desc() -> int:
     """A new, empty descriptor (a value, no ret: pyACL's shape)."""
-    return rt.keep(rt.allocators, AllocatorDesc(rt.new_handle(DESC_HANDLES)))
+    return rt.keep(held.allocators, AllocatorDesc(rt.new_handle(DESC_HANDLES)))
 
 
 @api()
 def allocator_destroy_desc(allocator_desc) -> None:
     """A registration keeps its own copy: a descriptor may go once registered."""
-    rt.forget(rt.allocators, _desc(allocator_desc))
+    rt.forget(held.allocators, _desc(allocator_desc))
 
 
 @api()
@@ -102,7 +109,7 @@ def allocator_register(stream, allocator_desc) -> None:
     for name in ("obj", "alloc", "free", "get_addr_from_block"):
         _present(getattr(desc, name), f"allocatorDesc->{name}")
     with rt.lock:
-        rt.registered_allocators[st.handle] = desc.copy()
+        held.registered_allocators[st.handle] = desc.copy()
 
 
 @api(6, failed=None)
@@ -110,7 +117,7 @@ def allocator_get_by_stream(stream) -> tuple:
     """(descriptor, allocator object, alloc, free, alloc advise, get address) registered on
     ``stream``, as they were when registered."""
     st = _stream(stream)
-    registered = rt.registered_allocators.get(st.handle)
+    registered = held.registered_allocators.get(st.handle)
     if registered is None:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, "the stream is not registered with any allocator")
     return registered
@@ -121,4 +128,4 @@ def allocator_unregister(stream) -> None:
     """Unregistering a stream with no allocator (or one that no longer exists) does nothing,
     as documented."""
     with rt.lock:
-        rt.registered_allocators.pop(_present(stream, "stream"), None)
+        held.registered_allocators.pop(_present(stream, "stream"), None)

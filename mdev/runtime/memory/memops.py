@@ -275,7 +275,7 @@ def memcpy(dst: int, dest_max: int, src: int, count: int, kind: int) -> None:
         return
     d, s = _operands(dst, src, count)
     check_reach(rt.current_context().device, d, s)
-    if rt.captures:
+    if _graph.held.captures:
         _graph.check_unsafe("memcpy")
     if _trace.host_on:          # traced: the host-side record times the copy
         _trace.host_op("memcpy", d, s, count, lambda: _copy_here(d, s))
@@ -379,7 +379,7 @@ def memcpy2d(dst, dpitch, src, spitch, width, height, kind) -> None:
     if ops is None:
         return
     check_reach(rt.current_context().device, *ops)
-    if rt.captures:
+    if _graph.held.captures:
         _graph.check_unsafe("memcpy2d")
     if _trace.host_on:          # traced: the host-side record times the copy
         _trace.host_op("memcpy", ops[0], ops[1], width * height,
@@ -429,7 +429,7 @@ def _memset_operand(dev_ptr, max_count, value, count) -> tuple[Operand | None, i
 def _check_synchronous_fill(op: Operand, api_name: str) -> None:
     """The current device must reach the memory, and no capture may be running."""
     check_reach(rt.current_context().device, op)
-    if rt.captures:
+    if _graph.held.captures:
         _graph.check_unsafe(api_name)
 
 

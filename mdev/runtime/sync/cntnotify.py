@@ -22,6 +22,10 @@ from mdev.runtime.core import lookup
 from mdev.runtime.validate import as_int
 from mdev.taskspec import CNT_MASK, CNT_RECORD, CNT_RELEASED
 
+
+# this module's part of the runtime's state, made afresh with it (finalize, fork)
+held = rt.family(cnt_notifies=dict)
+
 HANDLES = 0xCA_0000_0000
 
 
@@ -35,7 +39,7 @@ class CntNotify:
 
 
 def _get(handle) -> CntNotify:
-    return lookup(rt.cnt_notifies, handle, "counting notify")
+    return lookup(held.cnt_notifies, handle, "counting notify")
 
 
 def _on(handle, stream):
@@ -64,13 +68,13 @@ def cnt_notify_create(flag: int = 0) -> int:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, "flag is reserved: pass 0")
     device = rt.current_context().device
     slot, uid = rt.link(device).request("create_cnt_notify")
-    return rt.keep(rt.cnt_notifies, CntNotify(rt.new_handle(HANDLES), device, slot, uid))
+    return rt.keep(held.cnt_notifies, CntNotify(rt.new_handle(HANDLES), device, slot, uid))
 
 
 @api()
 def cnt_notify_destroy(cnt_notify) -> None:
     n = _get(cnt_notify)
-    rt.forget(rt.cnt_notifies, n)
+    rt.forget(held.cnt_notifies, n)
     rt.link(n.device).request("destroy_cnt_notify", n.slot, n.uid)
 
 

@@ -38,6 +38,13 @@ from mdev.runtime.core import lookup
 from mdev.runtime.core import Stream
 from mdev.runtime.validate import as_int, timeout_ms
 
+
+# this module's part of the runtime's state, made afresh with it (finalize, fork)
+held = rt.family(
+    events=dict,
+    dying_events=list,  # destroyed, their slot freed once queued work on them ran
+)
+
 EVENT_HANDLES = 0xE_0000_0000
 LEGACY, WITH_FLAG, EX = "aclrtCreateEvent", "aclrtCreateEventWithFlag", "aclrtCreateEventExWithFlag"
 _FLAGS = (C.ACL_EVENT_SYNC | C.ACL_EVENT_CAPTURE_STREAM_PROGRESS | C.ACL_EVENT_TIME_LINE
@@ -79,12 +86,12 @@ def _create(flags: int, api: str) -> int:
     link.post(("ec", slot))
     event = Event(rt.new_handle(EVENT_HANDLES), device, slot, S.event_uid(slot, gen), flags, api, gen=gen)
     with rt.lock:
-        rt.events[event.handle] = event
+        held.events[event.handle] = event
     return event.handle
 
 
 def get(handle) -> Event:
-    return lookup(rt.events, handle, "event handle")
+    return lookup(held.events, handle, "event handle")
 
 
 def _same_device(event: Event, stream: Stream, what: str) -> None:
@@ -145,7 +152,7 @@ def create_event_ex_with_flag(flag: int) -> int:
 def _queried(event) -> Event:
     """The event a query or synchronisation names (a captured event cannot be asked)."""
     ev = get(event)
-    if rt.captures:
+    if _graph.held.captures:
         _graph.check_event(ev)
     return ev
 
@@ -153,23 +160,23 @@ def _queried(event) -> Event:
 @api()
 def destroy_event(event) -> None:
     ev = get(event)
-    rt.forget(rt.events, ev)
+    rt.forget(held.events, ev)
     if ev.ipc_key or ev.opened:
         rt.attach().request("ipc_close", ev.ipc_key or ev.opened)
     if ev.opened is None:
         # documented: destroying does not block, and the event's resources are reclaimed when
         # its queued record and waits have run -- they still record and wait meanwhile
-        rt.dying_events.append((ev, [*ev.waits, *([ev.last_record] if ev.last_record else [])]))
+        held.dying_events.append((ev, [*ev.waits, *([ev.last_record] if ev.last_record else [])]))
         reap()
 
 
 def reap() -> None:
     """Free on the device the slots of destroyed events whose queued records and waits ran."""
-    for item in list(rt.dying_events):
+    for item in list(held.dying_events):
         ev, pending = item
         if all(s.destroyed or streams.is_done(s, seq) for s, seq in pending):
             try:
-                rt.dying_events.remove(item)
+                held.dying_events.remove(item)
             except ValueError:
                 continue      # another thread reaping at the same time took it
             try:
@@ -244,7 +251,7 @@ def _wait(stream, event, timeout_s: int) -> None:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "only events created with ACL_EVENT_SYNC can be waited on")
     if ev.opened is None:
         _same_device(ev, st, "wait for the event")
-    if (st.recorder is not None or rt.captures) and _graph.wait_event(st, ev):
+    if (st.recorder is not None or _graph.held.captures) and _graph.wait_event(st, ev):
         return    # recorded into a graph, or the stream joined the capture that recorded the event
     target = issued(ev)
     if target == 0:
@@ -403,7 +410,7 @@ def synchronize_event_with_timeout(event, timeout: int) -> None:
 
 
 def _timestamp_ns(ev: Event) -> int:
-    if rt.captures:
+    if _graph.held.captures:
         _graph.check_event(ev)
     if not ev.timed or ev.api == EX and ev.flags == C.ACL_EVENT_IPC:
         raise AclError(E.ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID, "the event was not created with ACL_EVENT_TIME_LINE")

@@ -142,7 +142,7 @@ def ipc_open_event_handle(handle) -> int:
     slot, uid = info["detail"]
     ev = events.Event(rt.new_handle(events.EVENT_HANDLES), info["device"], slot, uid, C.ACL_EVENT_IPC,
                       events.EX, opened=handle)
-    rt.events[ev.handle] = ev
+    events.held.events[ev.handle] = ev
     return ev.handle
 
 
@@ -181,5 +181,5 @@ def notify_import_by_key(key: str, flags: int) -> int:
         _reach(info["device"], True)
     n = notify.Notify(rt.new_handle(notify.NOTIFY_HANDLES), info["device"], slot, uid, 0,
                       imported=True, ipc_key=key)
-    rt.notifies[n.handle] = n
+    notify.held.notifies[n.handle] = n
     return n.handle

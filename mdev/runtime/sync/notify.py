@@ -23,6 +23,10 @@ from mdev.runtime.memory.memops import check_reach
 from mdev.runtime.memtable import DEVICE
 from mdev.runtime.validate import as_int, as_list, size
 
+
+# this module's part of the runtime's state, made afresh with it (finalize, fork)
+held = rt.family(notifies=dict)
+
 NOTIFY_HANDLES = 0xA_0000_0000
 _WAIT_FLAGS = (C.ACL_STREAM_WAIT_VALUE_GEQ, C.ACL_STREAM_WAIT_VALUE_EQ,
                C.ACL_STREAM_WAIT_VALUE_AND, C.ACL_STREAM_WAIT_VALUE_NOR)
@@ -41,7 +45,7 @@ class Notify:
 
 
 def get(handle) -> Notify:
-    return lookup(rt.notifies, handle, "notify handle")
+    return lookup(held.notifies, handle, "notify handle")
 
 
 @api(1)
@@ -57,14 +61,14 @@ def new_notify(device: int, flag: int = C.ACL_NOTIFY_DEFAULT) -> Notify:
     slot, uid = rt.link(device).request("create_notify")
     notify = Notify(rt.new_handle(NOTIFY_HANDLES), device, slot, uid, flag)
     with rt.lock:
-        rt.notifies[notify.handle] = notify
+        held.notifies[notify.handle] = notify
     return notify
 
 
 @api()
 def destroy_notify(notify) -> None:
     n = get(notify)
-    rt.forget(rt.notifies, n)
+    rt.forget(held.notifies, n)
     if n.ipc_key is not None:
         rt.attach().request("ipc_close", n.ipc_key)
     if not n.imported:
