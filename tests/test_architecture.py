@@ -285,3 +285,43 @@ def test_every_api_function_is_in_the_registry_and_every_face_presents_it() -> N
     declared = {fn.name for fn in prototypes.functions()}
     assert all(adapter.implementation(names.c_name(e.group, e.name), table) is e.fn
                for e in entries if names.c_name(e.group, e.name) in declared)
+
+
+# what the Runtime object itself holds: the board, init counts, contexts and streams, the
+# lock, handles, the memory table, and the few values several families read
+CORE_STATE = {"_handles", "board", "callbacks", "contexts", "default_contexts", "default_device", "device_refs",
+              "families", "finalized", "init_count", "lock", "memory", "messages_per_process", "op_wait_timeout",
+              "peer_access", "process_messages", "streams", "thread"}
+
+
+def test_core_holds_no_familys_state() -> None:
+    """A feature's state lives in its family (rt.family), so core needs to know no feature's
+    fields: a new attribute on the Runtime object is a decision, not a habit."""
+    from mdev.runtime.core import Runtime
+    assert set(vars(Runtime())) == CORE_STATE
+
+
+def test_a_familys_state_is_made_afresh_with_the_runtime() -> None:
+    """As finalize (rt.__init__) and a forked child reset the runtime, they make every
+    family's state afresh too, and the family keeps the same object."""
+    code = """if True:
+        import os
+        import mdev.acl
+        from mdev.runtime.core import RUNTIME as rt
+        from mdev.runtime.sync import events
+        from mdev.runtime.execution import kernels
+        held = events.held
+        held.events[1] = "an event"
+        kernels.held.op_execute_timeout_us = 1
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if events.held.events == {} and kernels.held.op_execute_timeout_us > 1 else 1)
+        assert os.waitpid(pid, 0)[1] == 0, "the forked child kept its parent's events"
+        assert held.events == {1: "an event"}
+        rt.__init__()
+        assert events.held is held and held.events == {} and kernels.held.op_execute_timeout_us == kernels.OP_TIMEOUT_MAX_US
+        print("ok")
+    """
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "MDEV_AUTOSTART": "0"}, timeout=120)
+    assert proc.stdout.strip() == "ok", proc.stderr
