@@ -233,7 +233,7 @@ RANK_PROCESS = """
     import numpy as np
     import mdev.acl as acl
     import mdev.hccl as hccl
-    from mdev.runtime.core import RUNTIME as rt
+    from mdev.runtime.collectives.comm import held as comm_state
     rank, nranks, count = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     with open(sys.argv[4], "rb") as f:
         root = f.read()
