@@ -324,7 +324,7 @@ def test_idle_sync_after_slot_reuse_is_quick(acl, board):
         ok(acl, acl.rt.launch_host_func(stream, lambda _: None, None))
     ok(acl, acl.rt.synchronize_stream(stream))
     ok(acl, acl.rt.destroy_stream(stream))
-    from mdev.runtime.lifecycle import detach
+    from mdev.runtime.devices.lifecycle import detach
     detach()                       # a new attachment: a new client of the devices
     ok(acl, acl.rt.set_device(0))
     fresh = out(acl, acl.rt.create_stream())
@@ -374,6 +374,6 @@ def test_unsubscribed_report_thread_fails_its_queued_callbacks(acl):
 
 def _queued(kind: str, tid: int) -> bool:
     """Whether a callback waits in thread ``tid``'s queue (kind: host_func_queues or reports)."""
-    from mdev.runtime import callbacks
+    from mdev.runtime.execution import callbacks
     q = getattr(callbacks.hub(), kind).get(tid)
     return q is not None and q.qsize() > 0

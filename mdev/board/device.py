@@ -48,7 +48,7 @@ from mdev.errors import AclError
 from mdev import status as S
 from mdev.board.engines import Engine
 from mdev.board.hbm import DeviceMemory
-from mdev.board.naming import BoardPaths, create_fresh, tag_of
+from mdev.naming import BoardPaths, create_fresh, tag_of
 from mdev.board.slots import Lender, SlotPool
 from mdev.board.stream import ContextState, DeviceStream
 from mdev.board.tasktable import OPS, TaskFault
