@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mdev import errors as E
+from mdev import procfs
 from mdev.errors import AclError
 from mdev.runtime import hooks
 from mdev.memory import address
@@ -35,6 +36,8 @@ from mdev.memory.segment import Segment
 
 DEVICE, PINNED, PAGEABLE = "device", "pinned", "pageable"
 
+
+PIN_HEADROOM = 1 << 30     # RAM pinning leaves to the rest of the machine
 
 _DEVICE_LOW = address.DEVICE_BASE                                        # every device's addresses
 _DEVICE_HIGH = address.DEVICE_BASE + address.MAX_DEVICES * address.DEVICE_SPAN
@@ -145,6 +148,12 @@ def _commit(seg: Segment, size: int) -> None:
     if size > st.f_bavail * st.f_frsize:      # fail before filling RAM up to the limit
         raise AclError(E.ACL_ERROR_RT_MEMORY_ALLOCATION, f"cannot pin {size} bytes of host memory: "
                        f"/dev/shm has {st.f_bavail * st.f_frsize} bytes free")
+    # page-locked memory is RAM: pinning what the machine has not got would push everything
+    # else out (no swap: the machine stalls), where the real runtime answers the allocation error
+    available = procfs.memory_available()
+    if available is not None and size > available - PIN_HEADROOM:
+        raise AclError(E.ACL_ERROR_RT_MEMORY_ALLOCATION, f"cannot pin {size} bytes of host memory: "
+                       f"{available} bytes of RAM are available, {PIN_HEADROOM} of them kept for the rest")
     fd = seg.reopen(os.O_RDWR)
     try:
         os.posix_fallocate(fd, 0, size)
