@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-import topology
+from mdev import topology
 from conftest import PREFIX
 from helpers import extra_board, shm_entries
 

@@ -22,10 +22,10 @@ import signal
 import sys
 import threading
 
-from mdev.board import residence
+from mdev import residence
 from mdev.board.proctitle import name_process
 from mdev.board.device import Device
-from mdev.board.naming import BoardPaths
+from mdev.naming import BoardPaths
 from mdev.board.serving import Server
 from mdev.memory import futex
 # each registers its ops and requests when imported
