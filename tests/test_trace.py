@@ -393,8 +393,8 @@ def test_whatif_times_the_collectives():
 
 def test_bench_hccl_prints_nccl_tests_columns():
     """`mdev bench hccl`: per size wall and modelled time, algbw / busbw of each, HCCL's
-    formula and modelled / formula (within 10%), numpy's time for the same work and how many
-    times slower the wall time is (wall/numpy)."""
+    formula and modelled / formula (within 10%), numpy's time for the same work, how many
+    times slower the wall time is (wall/numpy), and the device tasks of an operation."""
     proc = mdev("bench", "hccl", "--op", "all_gather", "-b", "64K", "-e", "256K", "-f", "4", "-n", "1",
                 "--topology", "laptop2", timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -402,10 +402,11 @@ def test_bench_hccl_prints_nccl_tests_columns():
     assert "== hccl all_gather on laptop2 (2 ranks, mesh)" in proc.stdout
     assert lines[lines.index(next(x for x in lines if x.startswith("=="))) + 1].split() == [
         "size", "wall", "us", "algbw", "busbw", "modelled", "us", "algbw", "busbw", "formula", "us", "ratio",
-        "numpy", "us", "wall/numpy"]
+        "numpy", "us", "wall/numpy", "tasks"]
     rows = [line.split() for line in lines if line.split()[:1] in (["64K"], ["256K"])]
     assert [r[0] for r in rows] == ["64K", "256K"], proc.stdout
-    for size, wall, algbw, busbw, modelled, m_algbw, m_busbw, formula, ratio, numpy_us, slower in rows:
+    for size, wall, algbw, busbw, modelled, m_algbw, m_busbw, formula, ratio, numpy_us, slower, tasks in rows:
+        assert 0 < float(tasks) < 100, tasks                 # a 2-rank all_gather: about 20 a device
         assert float(busbw) == pytest.approx(float(algbw) / 2, abs=0.002)       # (p-1)/p of all_gather
         w, n = float(wall), float(numpy_us)       # printed to 0.1 us: the label's ratio within their rounding
         assert (w - 0.05) / (n + 0.05) - 0.005 <= float(slower) <= (w + 0.05) / max(n - 0.05, 1e-9) + 0.005
