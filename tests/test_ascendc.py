@@ -182,6 +182,65 @@ def test_spinning_kernel_stopped_by_stream_abort(kernels):
     assert kernels.run("empty", 1) == 0, kernels.acl.get_recent_err_msg()
 
 
+def test_forced_destroy_lets_the_kernel_at_its_head_end(kernels, capsys):
+    """1_h2d_sync_memory_copy's ending: ReadDo launched, aclrtDestroyStreamForce at once. On an
+    NPU the kernel is on its core by then: it runs to its end, and its printf reaches stdout
+    before the destroy returns (mdev dropped it when the destroy overtook the launch)."""
+    acl = kernels.acl
+    for attempt in range(10):
+        out = kernels.put(np.zeros(2, np.int32))
+        stream, ret = acl.rt.create_stream()
+        assert ret == 0
+        assert kernels.launch("talk", 2, out, 1, stream=stream) == 0
+        assert acl.rt.destroy_stream_force(stream) == 0, acl.get_recent_err_msg()
+        assert sorted(capsys.readouterr().out.splitlines()) == ["block 0 line 0", "block 1 line 0"], attempt
+        np.testing.assert_array_equal(kernels.get(out, np.int32, 2), [1, 2])
+        assert acl.rt.free(out) == 0
+
+
+def test_forced_destroy_stops_a_spinning_kernel_after_a_grace(kernels):
+    acl = kernels.acl
+    flag = kernels.put(np.zeros(8, np.int32))
+    out = kernels.put(np.zeros(2, np.int32))
+    assert kernels.launch("spin", 2, flag) == 0
+    assert kernels.launch("talk", 2, out, 0) == 0       # queued behind the spinning head: dropped
+    start = time.monotonic()
+    assert acl.rt.destroy_stream_force(kernels.stream) == 0
+    assert time.monotonic() - start < 5
+    time.sleep(0.2)
+    np.testing.assert_array_equal(kernels.get(out, np.int32, 2), [0, 0])
+    kernels.stream, _ = acl.rt.create_stream()
+    assert kernels.run("empty", 1) == 0, acl.get_recent_err_msg()
+
+
+def test_synchronous_copy_comes_after_a_kernel_launched_before_it(kernels):
+    """5_d2d_sync_memory_copy: WriteDo, then aclrtMemcpy without a synchronisation between. The
+    copy waits for no stream, but on an NPU the short kernel has ended before the copy starts."""
+    for attempt in range(10):
+        out = kernels.put(np.zeros(2, np.int32))
+        assert kernels.launch("talk", 2, out, 0) == 0
+        np.testing.assert_array_equal(kernels.get(out, np.int32, 2), [1, 2], err_msg=f"attempt {attempt}")
+        assert kernels.acl.rt.free(out) == 0
+    assert kernels.acl.rt.synchronize_stream(kernels.stream) == 0
+
+
+def test_synchronous_copy_overtakes_a_long_kernel(kernels):
+    """... but it synchronises nothing: a kernel still running after the grace is overtaken, once."""
+    acl = kernels.acl
+    flag = kernels.put(np.zeros(8, np.int32))
+    assert kernels.launch("spin", 1, flag) == 0
+    start = time.monotonic()
+    np.testing.assert_array_equal(kernels.get(flag, np.int32, 8), np.zeros(8))
+    assert time.monotonic() - start < 5
+    start = time.monotonic()
+    kernels.get(flag, np.int32, 8)
+    assert time.monotonic() - start < 0.25              # not again for the same launch
+    assert acl.rt.stream_query(kernels.stream)[0] == acl.ACL_STREAM_STATUS_NOT_READY
+    one = np.ones(8, np.int32)
+    assert acl.rt.memcpy(flag, one.nbytes, one.ctypes.data, one.nbytes, 1) == 0     # lets the spin end
+    assert acl.rt.synchronize_stream(kernels.stream) == 0, acl.get_recent_err_msg()
+
+
 def test_printf_in_order_before_the_synchronisation_returns(kernels, capsys):
     out = kernels.put(np.zeros(4, np.int32))
     assert kernels.run("talk", 4, out, 50) == 0

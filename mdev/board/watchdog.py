@@ -6,6 +6,7 @@ is stopped (as a teardown stops it) and fails with its core's timeout code.
 
 One thread serves every launch of the device, so a deadline costs a heap push, not a timer
 thread per launch (every launch has one: the process's op execute timeout, 1091 s unless set).
+A forced stream destroy gives its running launch a deadline the same way (mdev.board.stream).
 """
 
 from __future__ import annotations
@@ -15,6 +16,18 @@ import itertools
 import threading
 import time
 from typing import Callable
+
+
+_made = threading.Lock()
+
+
+def of(device) -> "Watchdog":
+    """The device's watchdog, made on first use."""
+    with _made:
+        dog = getattr(device, "watchdog", None)
+        if dog is None:
+            dog = device.watchdog = Watchdog()
+        return dog
 
 
 class Watchdog:
