@@ -329,12 +329,6 @@ print("sync", acl.rt.synchronize_device())
     assert "a 16384-byte GlobalTensor access of kernel copy_count: 16384 bytes at offset 0" in text, text
 
 
-def test_readme_table_is_generated_from_the_headers():
-    from mdev.capi import ascendc
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert ascendc.api_table() in readme, "README's Ascend C table is stale: python -m mdev.capi.ascendc --api-table"
-
-
 def test_unloaded_image_leaves_the_runners(kernels):
     """binary_unload: the runner closes the image (its descriptor), and a load again works."""
     acl = kernels.acl
@@ -355,12 +349,35 @@ def test_ascendc_library_program(cann_home, board, tmp_path):
     for command in (["cmake", "-S", str(HERE / "library"), "-B", str(build)], ["cmake", "--build", str(build)]):
         proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stdout + proc.stderr
+        rewrites = proc.stdout.count("mdev: rewriting Ascend C kernel source")
+    assert rewrites == 1, f"kernels.cpp rewritten {rewrites} times"      # once for the image and the program
     proc = subprocess.run([str(build / "main")], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "result 20 40 60 80" in proc.stdout, proc.stdout + proc.stderr
     assert sorted(line for line in proc.stdout.splitlines() if line.startswith("block ")) == \
         sorted([f"block {b} of 4" for b in range(4)] * 2)
     assert "bad launch sync 507035" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_sources_of_one_basename_in_one_image(cann_home, dev, tmp_path):
+    """a/k.cpp and b/k.cpp in one ascendc_fatbin_library: both kernels are in the image."""
+    for sub, name in (("a", "first"), ("b", "second")):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / "k.cpp").write_text('#include "kernel_operator.h"\n'
+                                              f'extern "C" __global__ __aicore__ void {name}() {{}}\n')
+    (tmp_path / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.16)\nproject(pair CXX)\n"
+                                             "include($ENV{ASCENDC_CMAKE_DIR}/ascendc.cmake)\n"
+                                             "ascendc_fatbin_library(pair a/k.cpp b/k.cpp)\n")
+    env = dict(os.environ, ASCENDC_CMAKE_DIR=f"{cann_home}/tikcpp/ascendc_kernel_cmake")
+    build = tmp_path / "build"
+    for command in (["cmake", "-S", str(tmp_path), "-B", str(build)], ["cmake", "--build", str(build)]):
+        proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    binary, ret = dev.rt.binary_load_from_file(str(build / "mdev_ascendc" / "pair" / "pair.o"), None)
+    assert ret == 0, dev.get_recent_err_msg()
+    for name in ("first", "second"):
+        assert dev.rt.binary_get_function(binary, name)[1] == 0, name
+    assert dev.rt.binary_unload(binary) == 0
 
 
 def test_rewrite_of_kernel_sources():
