@@ -340,6 +340,27 @@ def test_unloaded_image_leaves_the_runners(kernels):
     assert any(after[pid] < before[pid] for pid in after), (before, after)
 
 
+def test_runner_pool_forgets_unloaded_images_once_no_runner_holds_them(test_image):
+    """A device's runner pool remembers an unloaded image only until the runners that held it
+    (the one busy at the unload included) have let go of it."""
+    from mdev.board import native
+    pool = native.Runners()
+    image = native.Image(7, Path(test_image).read_bytes(), "test_kernels.o")
+    busy, idle = pool.take(), pool.take()
+    try:
+        for runner in (busy, idle):
+            runner.load(image)
+        pool.give(idle)
+        pool.forget(7)                       # unloaded from the device while one runner is busy
+        assert 7 not in idle.loaded and 7 in busy.loaded
+        pool.give(busy)
+        assert 7 not in busy.loaded
+        assert not pool._gone                # nothing left to remember
+    finally:
+        for runner in (busy, idle):
+            pool.drop(runner)
+
+
 def test_ascendc_library_program(cann_home, board, tmp_path):
     """ascendc_library: the image linked into the program, <<<>>> in a host wrapper and the
     generated ACLRT_LAUNCH_KERNEL(scale), printf lines, a NULL pointer argument's fault."""

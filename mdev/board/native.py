@@ -199,18 +199,26 @@ class Runner:
 
 class Runners:
     """The runners of one device: idle ones are kept for the next launch; an image unloaded
-    from the device is unloaded from each runner when it is idle."""
+    from the device is unloaded from each runner when it is idle (its id is remembered only
+    while a runner still holds it)."""
 
     def __init__(self) -> None:
         self._idle: list[Runner] = []
-        self._gone: set[int] = set()        # ids of images unloaded from the device
+        self._live: set[Runner] = set()     # idle or running a launch
+        self._gone: set[int] = set()        # ids of images unloaded from the device, still in a live runner
         self._lock = threading.Lock()
 
     def take(self) -> Runner:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
-        return Runner()
+        try:
+            runner = Runner()
+        except OSError as exc:
+            raise RunnerDied(f"cannot start a kernel runner: {exc}") from None
+        with self._lock:
+            self._live.add(runner)
+        return runner
 
     def give(self, runner: Runner) -> None:
         with self._lock:
@@ -219,10 +227,23 @@ class Runners:
             for image_id in stale:
                 runner.unload(image_id)
         except RunnerDied:
-            runner.kill()
+            self.drop(runner)
             return
         with self._lock:
             self._idle.append(runner)
+            self._forget_unheld()
+
+    def drop(self, runner: Runner) -> None:
+        """A runner that died, or was stopped with its launch: killed, and gone from the pool."""
+        runner.kill()
+        with self._lock:
+            self._live.discard(runner)
+            self._forget_unheld()
+
+    def _forget_unheld(self) -> None:
+        """(with the lock) Forget unloaded images no live runner holds any more."""
+        if self._gone:
+            self._gone &= set().union(*(r.loaded for r in self._live))
 
     def forget(self, image_id: int) -> None:
         with self._lock:
@@ -265,9 +286,9 @@ class NativeKernel(Kernel):
             if value and self.pointers >> i & 1:
                 maps.append((i, *self._translate(launch, value)))
         pool = runners(self.device)
-        runner = pool.take()
-        stop = None
-        try:
+        runner = stop = None
+        try:     # a stop may come at any instruction: a runner taken is given back or dropped
+            runner = pool.take()
             try:
                 reply = runner.run(self.image, self.index, ctx.block_num, list(slots), maps)
             except KernelStopped as exc:
@@ -276,13 +297,15 @@ class NativeKernel(Kernel):
                 stop = exc
                 reply = runner.finish(STOP_GRACE_S)
         except RunnerDied as exc:
-            runner.kill()
+            if runner is not None:
+                pool.drop(runner)
             raise KernelFault(f"kernel {self.name}: {exc}", self.core) from None
         except BaseException:
-            runner.kill()
+            if runner is not None:
+                pool.drop(runner)
             raise
         if reply is None:
-            runner.kill()
+            pool.drop(runner)
             raise stop
         pool.give(runner)
         status, block, _, message, output, cut, (bad, bad_bytes) = reply
@@ -327,15 +350,19 @@ def load_native(device: "Device", conn, data: bytes, filename: str) -> tuple[int
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{filename} is not a device image (an ELF shared object)")
     image = Image(device.new_fid(), data, filename)
     pool = runners(device)
-    runner = pool.take()
+    try:
+        runner = pool.take()
+    except RunnerDied as exc:
+        raise AclError(E.ACL_ERROR_RT_INTERNAL_ERROR, f"cannot load {filename}: {exc}") from None
     try:
         runner.load(image)
     except RunnerDied as exc:
-        runner.kill()
+        pool.drop(runner)
         raise AclError(E.ACL_ERROR_RT_INTERNAL_ERROR, f"cannot load {filename}: {exc}") from None
-    finally:
-        if runner.proc.returncode is None:
-            pool.give(runner)
+    except BaseException:
+        pool.give(runner)       # it refused the image (AclError) and serves on
+        raise
+    pool.give(runner)
     with device.lock:
         entries = []
         for index in range(len(image.kernels)):
