@@ -451,3 +451,14 @@ def test_a_file_that_is_no_device_image(kernels, tmp_path):
     assert acl.rt.binary_load_from_file(str(plain), None) == (0, acl.ACL_ERROR_INVALID_PARAM)
     assert "not an Ascend C device image of this mdev" in acl.get_recent_err_msg()
     assert kernels.run("empty", 2) == 0, acl.get_recent_err_msg()
+
+
+def test_disarmed_deadlines_leave_the_watchdog():
+    """Every launch arms its execute timeout (1091 s unless set) and disarms it at its end:
+    the watchdog's heap holds the live deadlines, not one per launch ever made."""
+    from mdev.board.watchdog import Watchdog
+    dog = Watchdog()
+    far = time.monotonic() + 1091
+    for _ in range(10_000):
+        dog.disarm(dog.arm(far, lambda: None))
+    assert len(dog._heap) < 200

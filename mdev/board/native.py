@@ -48,6 +48,7 @@ ELF_MAGIC = b"\x7fELF"
 REQ_LOAD, REQ_RUN, REQ_UNLOAD = 1, 2, 3
 POLL_S = 0.05            # a stop reaches a thread waiting for its runner within this
 STOP_GRACE_S = 0.2       # how long a stopped launch may still take to end by itself
+READ_AHEAD = 4096        # what one receive of a reply asks for
 _build_lock = threading.Lock()
 _runner_path: Path | None = None
 
@@ -107,6 +108,7 @@ class Runner:
         self.sock = ours
         self.sock.settimeout(POLL_S)
         self.loaded: set[int] = set()
+        self._got = b""          # bytes of the reply received beyond what was read so far
 
     def send(self, kind: int, payload: bytes, fds: list[int] = ()) -> None:
         header = struct.pack("<II", kind, len(payload))
@@ -120,11 +122,12 @@ class Runner:
             raise RunnerDied(f"the kernel runner is gone ({exc})") from None
 
     def read(self, n: int) -> bytes:
-        """n bytes of the reply, waiting in POLL_S steps (a stop interrupts between them)."""
-        chunks, left = [], n
-        while left:
+        """n bytes of the reply, waiting in POLL_S steps (a stop interrupts between them).
+        A receive takes what is there, up to READ_AHEAD (the runner writes a short reply
+        at once): the rest of the reply is then read without another call."""
+        while len(self._got) < n:
             try:
-                chunk = self.sock.recv(left)
+                chunk = self.sock.recv(max(n - len(self._got), READ_AHEAD))
             except socket.timeout:
                 continue
             except OSError as exc:
@@ -132,9 +135,9 @@ class Runner:
             if not chunk:
                 code = self.proc.poll()
                 raise RunnerDied(f"the kernel runner ended (exit status {code})")
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
+            self._got += chunk       # kept at once: a stop may interrupt, finish() reads on
+        got, self._got = self._got[:n], self._got[n:]
+        return got
 
     def reply(self) -> tuple[int, bytes]:
         status, length = struct.unpack("<II", self.read(8))
@@ -158,6 +161,8 @@ class Runner:
 
     def finish(self, grace_s: float) -> tuple | None:
         """The reply of the launch running, if it comes within ``grace_s``; None if not."""
+        if self._got:
+            return self._done()
         self.sock.settimeout(grace_s)
         try:
             ready = self.sock.recv(1, socket.MSG_PEEK)

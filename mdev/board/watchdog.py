@@ -54,6 +54,12 @@ class Watchdog:
     def disarm(self, ticket: int) -> None:
         with self._cond:
             self._live.discard(ticket)
+            # a disarmed deadline leaves the heap only when it comes to the top, and every
+            # launch arms one 1091 s ahead: without this the heap held every launch of the
+            # last 18 minutes
+            if len(self._heap) > 2 * len(self._live) + 64:
+                self._heap = [entry for entry in self._heap if entry[1] in self._live]
+                heapq.heapify(self._heap)
 
     def _run(self) -> None:
         while True:
