@@ -185,6 +185,18 @@ if(NOT CMAKE_CXX_COMPILER_LOADED)
     enable_language(CXX)
 endif()
 
+# images run on this machine's devices: where its CPU converts fp16 itself (F16C), half
+# arithmetic uses it (the same IEEE rounding as the library's conversion, ~50x faster)
+set(MDEV_ASCENDC_CPU_OPTIONS "")
+file(STRINGS "/proc/cpuinfo" _mdev_f16c REGEX "^flags.*[ \t]f16c([ \t]|$)" LIMIT_COUNT 1)
+if(_mdev_f16c)
+    include(CheckCXXCompilerFlag)
+    check_cxx_compiler_flag(-mf16c MDEV_ASCENDC_COMPILER_F16C)
+    if(MDEV_ASCENDC_COMPILER_F16C)
+        set(MDEV_ASCENDC_CPU_OPTIONS -mf16c)
+    endif()
+endif()
+
 # the sources of target ${target} rewritten once, into ${dir}/src, by custom target
 # ${target}_mdev_sources (the device image and the host library both compile them); each
 # keeps its position in the list in its name, so a/k.cpp and b/k.cpp do not collide
@@ -221,7 +233,8 @@ function(_mdev_ascendc_image image dir file sources_target rewritten dirs)
     add_dependencies(${image} ${sources_target})
     target_include_directories(${image} PRIVATE "${MDEV_ASCENDC_INCLUDE}" ${dirs})
     target_compile_definitions(${image} PRIVATE MDEV_ASCENDC_DEVICE_IMAGE=1 ASCENDC_MDEV=1)
-    target_compile_options(${image} PRIVATE -O2 -std=c++17 -fvisibility=hidden -fno-gnu-unique -w)
+    target_compile_options(${image} PRIVATE -O2 -std=c++17 -fvisibility=hidden -fno-gnu-unique -w
+                           ${MDEV_ASCENDC_CPU_OPTIONS})
     set_target_properties(${image} PROPERTIES PREFIX "" OUTPUT_NAME "${file}" SUFFIX ""
                           LIBRARY_OUTPUT_DIRECTORY "${dir}" CXX_STANDARD 17)
 endfunction()
