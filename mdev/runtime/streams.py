@@ -318,6 +318,7 @@ def release(stream: Stream, drain: bool) -> None:
             except AclError:
                 drained = False
     stream.destroyed = True
+    _launched.pop(stream, None)
     if hooks.checker is not None:
         hooks.checker.stream_dropped(stream)
     with rt.lock:
