@@ -33,6 +33,7 @@ from mdev.runtime.validate import as_int, timeout_ms
 held = rt.family(
     stream_state_callbacks=dict,  # aclrtRegStreamStateCallback: name -> (fn, args)
     aborting_devices=set,         # aclrtDeviceTaskAbort in progress
+    launched=dict,                # stream -> seq of its last kernel launch no synchronous copy waited for
 )
 
 PRIORITY_GREATEST, PRIORITY_LEAST = 0, 7
@@ -219,21 +220,21 @@ def _wait_targets(targets: list[tuple[Stream, int]], timeout: int, consume: bool
 # hop away and could lose that race, so the copy lets such launches end first -- but waits at
 # most LAUNCH_GRACE_MS for a stream's launches, and only once: a longer kernel is overtaken.
 LAUNCH_GRACE_MS = 500
-_launched: dict[Stream, int] = {}      # stream -> seq of its last kernel launch not yet awaited so
 
 
 def launched(stream: Stream, seq: int) -> None:
     """A kernel launch was submitted to ``stream`` as its task ``seq``."""
-    _launched[stream] = seq
+    held.launched[stream] = seq
 
 
 def after_launches(devices: set[int]) -> None:
     """Let the kernel launches this process submitted to ``devices`` end before a synchronous
     copy or memset there, for LAUNCH_GRACE_MS at most (see above)."""
-    if not _launched:
+    launched = held.launched
+    if not launched:
         return
     deadline = time.monotonic() + LAUNCH_GRACE_MS / 1000.0
-    for stream, seq in list(_launched.items()):
+    for stream, seq in list(launched.items()):
         if stream.device not in devices:
             continue
         left = int((deadline - time.monotonic()) * 1000)
@@ -242,8 +243,8 @@ def after_launches(devices: set[int]) -> None:
                 _wait_targets([(stream, seq)], left, consume=False)
             except AclError:
                 pass        # a failure stays for its stream's synchronisation; a timeout overtakes it
-        if _launched.get(stream) == seq:
-            _launched.pop(stream, None)
+        if launched.get(stream) == seq:
+            launched.pop(stream, None)
 
 
 _sleepers_lock = threading.Lock()
@@ -326,7 +327,7 @@ def release(stream: Stream, drain: bool) -> None:
             except AclError:
                 drained = False
     stream.destroyed = True
-    _launched.pop(stream, None)
+    held.launched.pop(stream, None)
     if hooks.checker is not None:
         hooks.checker.stream_dropped(stream)
     with rt.lock:
