@@ -195,11 +195,17 @@ class _KernelLaunch:
             return None
         if kind == "bytes" and type(values) is bytes:
             body, count, k = values, len(values), 1
-        elif kind in ("values", "loc") and type(values) is tuple and all(type(v) is int for v in values):
+        elif (kind == "values" or kind == "loc") and type(values) is tuple:
+            for value in values:
+                if type(value) is not int:
+                    return None
             count, k = len(values), 0 if kind == "values" else 2
             body = self.ints(count).pack(*values)
         else:
             return None
+        if not pinned and not placeholders:         # the common launch: one pack, one concatenation
+            return self.HEAD.pack((self.HEAD.size - 4 + len(body)) | COMPACT, self.code, slot, seq, fid, blocks,
+                                  limit, timeout_s, k, count, 0, 0) + body
         parts = [b"", body]
         for base, size, target in pinned:
             if type(target) is str:
