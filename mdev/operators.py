@@ -12,7 +12,9 @@ An entry is ``Operator(name, signature, dtypes, reference)``:
 
     name       the aclnn name without its prefix: "Add" is aclnnAdd / aclnnAddGetWorkspaceSize
     signature  the parameters of aclnnXGetWorkspaceSize before (workspaceSize, executor), in
-               order, as "name:kind" ("name" alone is an input tensor); see KINDS
+               order, as "name:kind" ("name" alone is an input tensor; see KINDS), or
+               "name:kind:ctype" where the C type of a number is not the kind's usual one
+               (C_TYPES: an int is int64_t, a float double), e.g. "cubeMathType:int:int8_t"
     dtypes     the aclDataTypes its input tensors may have
     reference  ``reference(torch, **inputs and attributes) -> result or tuple of results``,
                one result per written parameter (out, ref, ...) in signature order; it
@@ -57,6 +59,16 @@ ALL = NUMERIC | {C.ACL_BOOL}
 INDICES = frozenset({C.ACL_INT32, C.ACL_INT64})
 
 
+# the C type of each kind in aclnnXGetWorkspaceSize's prototype (libopapi.so)
+C_TYPES = {TENSOR: "const aclTensor*", OPT_TENSOR: "const aclTensor*", OUT: "aclTensor*", OPT_OUT: "aclTensor*",
+           REF: "aclTensor*", OPT_REF: "aclTensor*", TENSORS: "const aclTensorList*", TENSORS_OUT: "aclTensorList*",
+           TENSORS_REF: "aclTensorList*", SCALAR: "const aclScalar*", OPT_SCALAR: "const aclScalar*",
+           SCALARS: "const aclScalarList*", INTS: "const aclIntArray*", OPT_INTS: "const aclIntArray*",
+           FLOATS: "const aclFloatArray*", BOOLS: "const aclBoolArray*", INT: "int64_t", FLOAT: "double",
+           BOOL: "bool", DTYPE: "aclDataType", STR: "const char*"}
+_NUMBER_C_TYPES = {INT: ("int8_t", "int32_t", "int", "int64_t", "uint64_t"), FLOAT: ("float", "double")}
+
+
 @dataclass(frozen=True)
 class Operator:
     name: str
@@ -64,16 +76,21 @@ class Operator:
     dtypes: frozenset
     reference: Callable
     params: tuple[tuple[str, str], ...] = field(init=False)      # (name, kind) in order
+    c_types: tuple[str, ...] = field(init=False)                 # each parameter's C type
 
     def __post_init__(self) -> None:
-        params = []
+        params, c_types = [], []
         for item in self.signature.split(","):
-            name, _, kind = item.strip().partition(":")
+            name, kind, c_type = (item.strip().split(":") + ["", ""])[:3]
             kind = kind or TENSOR
             if kind not in KINDS:
                 raise ValueError(f"aclnn{self.name}: {name} has no kind {kind!r}")
+            if c_type and c_type not in _NUMBER_C_TYPES.get(kind, ()):
+                raise ValueError(f"aclnn{self.name}: {name} of kind {kind} cannot be a C {c_type}")
             params.append((name, kind))
+            c_types.append(c_type or C_TYPES[kind])
         object.__setattr__(self, "params", tuple(params))
+        object.__setattr__(self, "c_types", tuple(c_types))
 
     @property
     def written(self) -> tuple[str, ...]:
@@ -341,10 +358,10 @@ _OPS = [
              lambda t, selfRef, value: t.full_like(selfRef, value)),
     Operator("InplaceZero", "selfRef:ref", ALL, lambda t, selfRef: t.zeros_like(selfRef)),
     Operator("InplaceOne", "selfRef:ref", ALL, lambda t, selfRef: t.ones_like(selfRef)),
-    Operator("InplaceUniform", "selfRef:ref, from:float, to:float, seed:int, offset:int", FLOATING,
+    Operator("InplaceUniform", "selfRef:ref, from:float, to:float, seed:int:uint64_t, offset:int:uint64_t", FLOATING,
              lambda t, selfRef, to, seed, offset, **k: _random(t, selfRef, seed, offset,
                                                                lambda o, g: o.uniform_(k["from"], to, generator=g))),
-    Operator("InplaceNormal", "selfRef:ref, mean:float, std:float, seed:int, offset:int", FLOATING,
+    Operator("InplaceNormal", "selfRef:ref, mean:float:float, std:float:float, seed:int, offset:int", FLOATING,
              lambda t, selfRef, mean, std, seed, offset: _random(t, selfRef, seed, offset,
                                                                  lambda o, g: o.normal_(mean, std, generator=g))),
     # ------------------------------------------------------------------ comparison and selection
@@ -366,7 +383,7 @@ _OPS = [
              lambda t, self, dim, index: t.index_select(self, dim, index)),
     Operator("Embedding", "weight, indices, out:out", ALL,
              lambda t, weight, indices: t.nn.functional.embedding(indices, weight)),
-    Operator("EmbeddingDenseBackward", "grad, indices, numWeights:int, paddingIdx:int, scaleGradByFreq:bool, out:out",
+    Operator("EmbeddingDenseBackward", "grad, indices, numWeights:int:uint64_t, paddingIdx:int:uint64_t, scaleGradByFreq:bool, out:out",
              FLOATING, lambda t, grad, indices, numWeights, paddingIdx, scaleGradByFreq:
              t.ops.aten.embedding_dense_backward(grad, indices, numWeights, paddingIdx, scaleGradByFreq)),
     Operator("ScatterAdd", "self, dim:int, index, src, out:out", NUMERIC,
@@ -417,13 +434,13 @@ _OPS = [
              lambda t, self, stable, dim, descending: tuple(t.sort(self, stable=stable, dim=dim,
                                                                    descending=descending))),
     # ------------------------------------------------------------------ matrix products
-    Operator("Mm", "self, mat2, out:out, cubeMathType:int", FLOATING,
+    Operator("Mm", "self, mat2, out:out, cubeMathType:int:int8_t", FLOATING,
              lambda t, self, mat2, cubeMathType: t.mm(self, mat2)),
-    Operator("Matmul", "self, mat2, out:out, cubeMathType:int", FLOATING,
+    Operator("Matmul", "self, mat2, out:out, cubeMathType:int:int8_t", FLOATING,
              lambda t, self, mat2, cubeMathType: t.matmul(self, mat2)),
-    Operator("BatchMatMul", "self, mat2, out:out, cubeMathType:int", FLOATING,
+    Operator("BatchMatMul", "self, mat2, out:out, cubeMathType:int:int8_t", FLOATING,
              lambda t, self, mat2, cubeMathType: t.bmm(self, mat2)),
-    Operator("Addmm", "self, mat1, mat2, beta:scalar, alpha:scalar, out:out, cubeMathType:int", FLOATING,
+    Operator("Addmm", "self, mat1, mat2, beta:scalar, alpha:scalar, out:out, cubeMathType:int:int8_t", FLOATING,
              lambda t, self, mat1, mat2, beta, alpha, cubeMathType: t.addmm(self, mat1, mat2, beta=beta, alpha=alpha)),
     # ------------------------------------------------------------------ activations, normalisation, losses
     Operator("Softmax", "self, dim:int, out:out", FLOATING, lambda t, self, dim: t.softmax(self, dim)),
@@ -465,11 +482,11 @@ _OPS = [
                                                                saveMean, saveInvstd, training, eps, outputMask)),
     # ------------------------------------------------------------------ convolution, pooling
     Operator("Convolution", "input, weight, bias:tensor?, stride:ints, padding:ints, dilation:ints, transposed:bool, "
-             "outputPadding:ints, groups:int, output:out, cubeMathType:int", FLOATING,
+             "outputPadding:ints, groups:int, output:out, cubeMathType:int:int8_t", FLOATING,
              lambda t, input, weight, bias, stride, padding, dilation, transposed, outputPadding, groups, cubeMathType:
              t.ops.aten.convolution(input, weight, bias, stride, padding, dilation, transposed, outputPadding, groups)),
     Operator("ConvolutionBackward", "gradOutput, input, weight, biasSizes:ints?, stride:ints, padding:ints, "
-             "dilation:ints, transposed:bool, outputPadding:ints, groups:int, outputMask:bools, cubeMathType:int, "
+             "dilation:ints, transposed:bool, outputPadding:ints, groups:int:int, outputMask:bools, cubeMathType:int:int8_t, "
              "gradInput:out?, gradWeight:out?, gradBias:out?", FLOATING,
              lambda t, gradOutput, input, weight, biasSizes, stride, padding, dilation, transposed, outputPadding,
              groups, outputMask, cubeMathType: t.ops.aten.convolution_backward(

@@ -9,6 +9,10 @@
         stream (mdev.taskspec), which the stream's device computes (mdev.board.operators);
         the executor is used up unless set_acl_op_executor_repeatable marked it
 
+Compile options (aclSetCompileopt, aclGetCompileopt): mdev compiles no operator, but
+frameworks set and read them (torch_npu reads ACL_OP_JIT_COMPILE at start-up); they are
+kept and answered as CANN's op compiler does.
+
 A descriptor is a snapshot: the executor keeps what the parameters said when it was made,
 so the caller may destroy them before the op runs (as torch_npu does).  Failures are
 aclnnStatus values (161001 a null where a value is needed, 161002 a bad parameter, 561003
@@ -101,6 +105,8 @@ def _get(handle, kind, what: str, code: int = INVALID):
 
 
 def _drop(handle, kind, what: str) -> object:
+    if not handle:
+        return ArrayDesc("", ())
     obj = _get(handle, kind, what)
     with _lock:
         _objects.pop(handle, None)
@@ -192,6 +198,7 @@ def create_scalar_list(value) -> int:
     return _keep(ArrayDesc(SCALARS, tuple(_get(h, ScalarDesc, "aclCreateScalarList: scalar") and h for h in value)))
 
 
+# destroying NULL does nothing (frameworks release an optional argument they left out)
 @api()
 def destroy_tensor(tensor) -> None:
     _drop(tensor, TensorDesc, "aclDestroyTensor: tensor")
@@ -421,3 +428,51 @@ def operator_run(workspace, workspace_size: int, executor, stream) -> None:
         with _lock:
             _objects.pop(executor, None)
     streams.submit(st, "operator", op.name, inputs, outputs, attrs)
+
+
+# ---------------------------------------------------------------------------- compile options
+COMPILE_OPTIONS = 17            # aclCompileOpt: ACL_PRECISION_MODE (0) .. ACL_OP_DEBUG_OPTION (16)
+AUTO_TUNE_MODE, JIT_COMPILE, DEBUG_OPTION = 2, 10, 16
+COMPILE_OPT_SIZE = 256          # the buffer aclGetCompileoptSize asks for ACL_OP_JIT_COMPILE
+JIT_DEFAULT = "disable"         # A2/A3 run prebuilt operator binaries
+_compile_options: dict[int, str] = {}
+
+
+def _compile_option(opt, where: str) -> int:
+    if type(opt) is not int or not 0 <= opt < COMPILE_OPTIONS:
+        raise AclError(E.ACL_ERROR_INTERNAL_ERROR, f"{where}: {opt!r:.20} is not an aclCompileOpt")
+    return opt
+
+
+@api()
+def set_compileopt(opt: int, value: str) -> None:
+    """aclSetCompileopt: keep the option's value (the process's, as CANN's op compiler does)."""
+    _compile_option(opt, "aclSetCompileopt")
+    if value is None:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, "aclSetCompileopt: value is NULL")
+    if opt == AUTO_TUNE_MODE:
+        raise AclError(E.ACL_ERROR_FEATURE_UNSUPPORTED, "aclSetCompileopt: ACL_AUTO_TUNE_MODE is discarded (tuning "
+                       "is the AOE tool's)")
+    _compile_options[opt] = value
+
+
+@api(1, failed=0)
+def get_compileopt_size(opt: int) -> int:
+    """aclGetCompileoptSize: the bytes aclGetCompileopt needs (0: nothing to read)."""
+    if opt == JIT_COMPILE:
+        return COMPILE_OPT_SIZE
+    value = _compile_options.get(opt, "") if type(opt) is int else ""
+    return len(value.encode()) + 1 if value else 0
+
+
+@api(1, failed=None)
+def get_compileopt(opt: int) -> str:
+    """aclGetCompileopt: ACL_OP_JIT_COMPILE ("enable"/"disable") and ACL_OP_DEBUG_OPTION are
+    readable, as in CANN; the others are not."""
+    _compile_option(opt, "aclGetCompileopt")
+    if opt == JIT_COMPILE:
+        return "enable" if _compile_options.get(opt) == "enable" else JIT_DEFAULT
+    if opt == DEBUG_OPTION and opt in _compile_options:
+        return _compile_options[opt]
+    raise AclError(E.ACL_ERROR_API_NOT_SUPPORT, f"aclGetCompileopt: option {opt} cannot be read (only "
+                   "ACL_OP_JIT_COMPILE and a set ACL_OP_DEBUG_OPTION can)")
