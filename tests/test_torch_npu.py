@@ -1,0 +1,185 @@
+"""torch_npu on mdev: unmodified PyTorch programs loading the CANN tree of ``mdev cann-home``
+and training on a board, compared with the same programs on the CPU (same seed).
+
+Each program runs in its own process (torch_npu does not import mdev: it loads the tree's
+libraries, whose calls go to the program's host agent) with the environment the tree's
+set_env.sh gives.  Without torch_npu the torch tests skip with one reason, except under CI
+(CI=true), which installs it (pip install '.[torch]') and fails instead.  The loading-surface
+test needs no torch.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from mdev.capi import opapi
+from mdev.operators import OPERATORS
+
+HAVE_TORCH_NPU = importlib.util.find_spec("torch_npu") is not None
+needs_torch_npu = pytest.mark.skipif(not HAVE_TORCH_NPU and os.environ.get("CI") != "true",
+                                     reason="torch_npu is not installed (pip install '.[torch]')")
+
+# what torch_npu 2.13 names in NEEDED or dlopens and looks names up in (research: torch_npu_needs.md)
+NEEDED = ("libascendcl.so", "libhccl.so", "libacl_op_compiler.so", "libge_runner.so", "libgraph.so",
+          "libacl_tdt_channel.so", "libatb.so", "libopapi.so", "libnnopbase.so")
+LOOKED_UP = {
+    "libacl_op_compiler.so": ("aclCreateGraphDumpOpt", "aclDestroyGraphDumpOpt", "aclGenGraphAndDumpForOp",
+                              "aclGetCompileopt", "aclGetCompileoptSize", "aclSetCompileopt",
+                              "aclopCompileAndExecuteV2", "aclrtCtxSetSysParamOpt", "aclrtGetSysParamOpt",
+                              "aclrtSetSysParamOpt"),
+    "libnnopbase.so": ("aclDestroyAclOpExecutor", "aclCreateTensor", "aclCreateScalar", "aclCreateIntArray",
+                       "aclCreateFloatArray", "aclCreateBoolArray", "aclCreateTensorList", "aclCreateScalarList",
+                       "aclSetAclOpExecutorRepeatable"),
+    "libopapi.so": ("aclnnReselectStaticKernel", "aclnnReselectStaticKernelWithPath", "aclnnSilentCheck",
+                    "aclnnSilentCheckV2", "aclnnAdd", "aclnnAddGetWorkspaceSize"),
+    # link-time imports that CANN's libascendcl.so reaches through libprofapi.so and libruntime.so
+    "libascendcl.so": ("MsprofSysCycleTime", "MsprofReportApi", "rtKernelLaunch", "rtGetC2cCtrlAddr",
+                       "aclCreateTensorDesc", "aclopSetAttrListListInt"),
+}
+
+
+def test_the_tree_has_what_torch_npu_loads(cann_home):
+    """Every library torch_npu needs loads, and each name it looks up through a library's
+    handle is found there (its dependencies included, as dlsym searches them)."""
+    lib = cann_home / "lib64"
+    for name in NEEDED:
+        ctypes.CDLL(str(lib / name))
+    for name, symbols in LOOKED_UP.items():
+        handle = ctypes.CDLL(str(lib / name))
+        for symbol in symbols:
+            assert hasattr(handle, symbol), f"{symbol} is not found through {name}"
+    ops = ctypes.CDLL(str(lib / "libopapi.so"))
+    for name in (*OPERATORS, *opapi.missing()):
+        assert hasattr(ops, f"aclnn{name}") and hasattr(ops, f"aclnn{name}GetWorkspaceSize"), name
+    for folder in ("opp", "runtime", "compiler"):
+        assert (cann_home / folder).is_dir()
+    assert "ASCEND_OPP_PATH" in (cann_home / "bin" / "setenv.bash").read_text()
+
+
+@pytest.fixture(scope="module")
+def npu_env(cann_home, board):
+    """The environment set_env.sh gives, attached to the test board."""
+    if not HAVE_TORCH_NPU:
+        pytest.fail("CI=true and torch_npu is not installed: CI installs '.[torch]'")
+    dump = subprocess.run(["bash", "-c", f". {cann_home / 'set_env.sh'} >/dev/null && env -0"],
+                          env=dict(os.environ, MDEV_BOARD=board, MDEV_AUTOSTART="0"),
+                          capture_output=True, timeout=120, check=True).stdout
+    env = dict(item.split("=", 1) for item in dump.decode().split("\0") if "=" in item)
+    return env
+
+
+def run_torch(env: dict, code: str, tmp_path, timeout: float = 240) -> dict:
+    """Run ``code`` (a program printing one JSON line last) under ``env``; its JSON."""
+    script = tmp_path / "prog.py"
+    script.write_text(textwrap.dedent(code))
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+TRAINING = """
+import json, torch, torch_npu
+
+def step3(build, make_data, lossf, dev):
+    torch.manual_seed(0)
+    model, make_opt = build()
+    model = model.to(dev)
+    opt = make_opt(model.parameters())
+    x, y = make_data()
+    x, y = x.to(dev), y.to(dev)
+    for _ in range(3):
+        opt.zero_grad()
+        loss = lossf(model(x), y)
+        loss.backward()
+        opt.step()
+    return loss.item(), [t.detach().cpu().float() for t in (*model.parameters(), *model.buffers())]
+
+nn, F = torch.nn, torch.nn.functional
+programs = {
+    "mlp": (lambda: (nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)),
+                     lambda p: torch.optim.SGD(p, lr=0.1)),
+            lambda: (torch.randn(32, 8), torch.randn(32, 4)), F.mse_loss),
+    "transformer": (lambda: (nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True),
+                             lambda p: torch.optim.AdamW(p, lr=1e-3)),
+                    lambda: (torch.randn(4, 10, 32), torch.randn(4, 10, 32)), F.mse_loss),
+    "cnn": (lambda: (nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+                                   nn.Flatten(), nn.Linear(8 * 4 * 4, 10)),
+                     lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9)),
+            lambda: (torch.randn(8, 3, 8, 8), torch.randint(0, 10, (8,))), F.cross_entropy),
+}
+report = {}
+for name, (build, data, lossf) in programs.items():
+    cpu_loss, cpu = step3(build, data, lossf, "cpu")
+    npu_loss, npu = step3(build, data, lossf, "npu:0")
+    report[name] = {"loss": [cpu_loss, npu_loss], "worst": max(float((a - b).abs().max()) for a, b in zip(cpu, npu)),
+                    "moved": max(float(a.abs().max()) for a in npu)}
+print(json.dumps(report))
+"""
+
+
+@needs_torch_npu
+def test_three_training_steps_match_the_cpu(npu_env, tmp_path):
+    """MLP (SGD), TransformerEncoderLayer (AdamW) and Conv+BatchNorm+MaxPool (SGD momentum,
+    cross entropy): parameters and buffers after 3 steps as on the CPU, with torch_npu's
+    default task queue."""
+    report = run_torch(npu_env, TRAINING, tmp_path)
+    for name, result in report.items():
+        cpu_loss, npu_loss = result["loss"]
+        assert abs(cpu_loss - npu_loss) <= 1e-4 * max(1.0, abs(cpu_loss)), (name, result)
+        assert result["worst"] <= 1e-3, (name, result)
+        assert result["moved"] > 0, (name, result)
+
+
+DEFAULTS = """
+import json, torch, torch_npu
+x = torch.arange(8, dtype=torch.float32).npu()
+on1 = x.to("npu:1")                       # a copy between devices: a cross-device event wait
+back = (on1 * 2).to("npu:0")
+side = torch.npu.Stream()
+with torch.npu.stream(side):
+    z = x + 10
+torch.npu.current_stream().wait_stream(side)
+start, end = torch.npu.Event(enable_timing=True), torch.npu.Event(enable_timing=True)
+start.record()
+m = torch.ones(64, 64).npu() @ torch.ones(64, 64).npu()
+end.record()
+torch.npu.synchronize()
+free, total = torch.npu.mem_get_info()
+props = torch.npu.get_device_properties(0)
+try:
+    torch.cumprod(x, 0)                   # aclnnCumprod: not in mdev's operator library
+    missing = ""
+except RuntimeError as exc:
+    missing = str(exc)
+print(json.dumps({"on1": [str(on1.device), on1.cpu().tolist()], "back": back.cpu().tolist(), "side": z.cpu().tolist(),
+                  "mm": float(m.cpu()[0, 0]), "elapsed": start.elapsed_time(end), "free": free, "total": total,
+                  "allocated": torch.npu.memory_allocated(), "name": props.name, "props_total": props.total_memory,
+                  "count": torch.npu.device_count(), "missing": missing}))
+"""
+
+
+@needs_torch_npu
+def test_devices_streams_events_memory_and_a_missing_op(npu_env, tmp_path, board):
+    from mdev.board.launcher import resolve_topology
+    from conftest import SMALL_HBM
+
+    topology = resolve_topology("pcie4", hbm=SMALL_HBM)
+    r = run_torch(npu_env, DEFAULTS, tmp_path)
+    assert r["on1"] == ["npu:1", [float(i) for i in range(8)]]
+    assert r["back"] == [2.0 * i for i in range(8)]
+    assert r["side"] == [10.0 + i for i in range(8)]
+    assert r["mm"] == 64.0
+    assert r["elapsed"] > 0
+    assert r["count"] == len(topology.devices)
+    assert r["total"] == r["props_total"] == SMALL_HBM
+    assert 0 < r["free"] < r["total"] and r["allocated"] > 0
+    assert r["name"] == topology.devices[0].soc_name
+    assert "aclnnCumprod" in r["missing"] and "no operator 'Cumprod'" in r["missing"], r["missing"]
