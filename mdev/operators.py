@@ -77,6 +77,10 @@ class Operator:
     reference: Callable
     params: tuple[tuple[str, str], ...] = field(init=False)      # (name, kind) in order
     c_types: tuple[str, ...] = field(init=False)                 # each parameter's C type
+    # the parameters by role, in order (a task's inputs, outputs and attributes)
+    reads: tuple[tuple[str, str], ...] = field(init=False)
+    writes: tuple[tuple[str, str], ...] = field(init=False)
+    attributes: tuple[tuple[str, str], ...] = field(init=False)
 
     def __post_init__(self) -> None:
         params, c_types = [], []
@@ -91,11 +95,18 @@ class Operator:
             c_types.append(c_type or C_TYPES[kind])
         object.__setattr__(self, "params", tuple(params))
         object.__setattr__(self, "c_types", tuple(c_types))
+        object.__setattr__(self, "reads", tuple(p for p in params if p[1] in READS))
+        object.__setattr__(self, "writes", tuple(p for p in params if p[1] in WRITES))
+        object.__setattr__(self, "attributes", tuple(p for p in params if p[1] not in READS and p[1] not in WRITES))
 
     @property
     def written(self) -> tuple[str, ...]:
         """The parameters it writes a result into, in order (the reference's results)."""
-        return tuple(name for name, kind in self.params if kind in WRITES)
+        return tuple(name for name, _ in self.writes)
+
+    def results(self, value) -> tuple:
+        """What the reference returned, one entry per written parameter."""
+        return tuple(value) if isinstance(value, (tuple, list)) and len(self.writes) > 1 else (value,)
 
 
 def _each(fn: Callable, *lists) -> list:

@@ -261,7 +261,7 @@ def operator_get_workspace_size(name: str, *params) -> tuple[int, int]:
     if len(params) != len(op.params):
         raise AclError(INVALID, f"{where} takes {len(op.params)} parameters ({op.signature}), got {len(params)}")
     values = {param: _resolve(where, param, kind, arg) for (param, kind), arg in zip(op.params, params)}
-    name, first = next(((p, values[p]) for p, k in op.params if k in READS and values[p] is not None), ("", ()))
+    name, first = next(((p, values[p]) for p, _ in op.reads if values[p] is not None), ("", ()))
     for tensor in (first if isinstance(first, tuple) else (first,)):
         if tensor.dtype not in op.dtypes:
             raise AclError(INVALID, f"{where}: {name} has dtype {TORCH_DTYPES[tensor.dtype]}, not one of "
@@ -382,8 +382,7 @@ def _check_meta(op: Operator, values: dict, where: str) -> None:
         return          # no meta kernel: the device checks as it computes
     except Exception as exc:        # what torch refuses (RuntimeError mostly; a division by 0 of an empty mean)
         raise AclError(INVALID, f"{where}: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}") from None
-    results = results if isinstance(results, (tuple, list)) and len(op.written) > 1 else (results,)
-    for param, result in zip(op.written, results):
+    for param, result in zip(op.written, op.results(results)):
         out = values[param]
         if out is None or result is None:
             continue
@@ -421,9 +420,9 @@ def operator_run(workspace, workspace_size: int, executor, stream) -> None:
                            f"device {rt.local_device(st.device)}")
         return (operand.location(), value.shape, value.strides, value.dtype)
 
-    inputs = tuple(located(values[p], False) for p, k in op.params if k in READS)
-    outputs = tuple(located(values[p], True) for p, k in op.params if k in WRITES)
-    attrs = tuple(values[p] for p, k in op.params if k not in READS and k not in WRITES)
+    inputs = tuple(located(values[p], False) for p, _ in op.reads)
+    outputs = tuple(located(values[p], True) for p, _ in op.writes)
+    attrs = tuple(values[p] for p, _ in op.attributes)
     if not ex.repeatable:
         with _lock:
             _objects.pop(executor, None)
