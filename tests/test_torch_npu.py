@@ -23,6 +23,7 @@ import pytest
 from mdev.capi import opapi
 from mdev.operators import OPERATORS
 
+os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")     # torch_npu is for the programs, not for here
 HAVE_TORCH_NPU = importlib.util.find_spec("torch_npu") is not None
 needs_torch_npu = pytest.mark.skipif(not HAVE_TORCH_NPU and os.environ.get("CI") != "true",
                                      reason="torch_npu is not installed (pip install '.[torch]')")
@@ -183,3 +184,70 @@ def test_devices_streams_events_memory_and_a_missing_op(npu_env, tmp_path, board
     assert 0 < r["free"] < r["total"] and r["allocated"] > 0
     assert r["name"] == topology.devices[0].soc_name
     assert "aclnnCumprod" in r["missing"] and "no operator 'Cumprod'" in r["missing"], r["missing"]
+
+
+def test_operator_library_from_c(acl, cann_home):
+    """libnnopbase.so's descriptors and libopapi.so's two phases, called as C does (ctypes,
+    this process's own mdev: libmdev_embed.so): a float32 add computed by the device; a bad
+    dtype, a NULL output, a non-descriptor and a missing op refused at GetWorkspaceSize
+    with their aclnnStatus codes and a message naming the op and the parameter."""
+    if importlib.util.find_spec("torch") is None and os.environ.get("CI") != "true":
+        pytest.skip("torch is not installed (pip install '.[torch]'): the operator library computes with it")
+    import numpy as np
+
+    c_int64p, vp = ctypes.POINTER(ctypes.c_int64), ctypes.c_void_p
+    ascendcl = ctypes.CDLL(str(cann_home / "lib64" / "libascendcl.so"))
+    nnop = ctypes.CDLL(str(cann_home / "lib64" / "libnnopbase.so"))
+    ops = ctypes.CDLL(str(cann_home / "lib64" / "libopapi.so"))
+    nnop.aclCreateTensor.restype = nnop.aclCreateScalar.restype = vp
+    nnop.aclCreateTensor.argtypes = [c_int64p, ctypes.c_uint64, ctypes.c_int, c_int64p, ctypes.c_int64, ctypes.c_int,
+                                     c_int64p, ctypes.c_uint64, vp]
+    nnop.aclCreateScalar.argtypes = [vp, ctypes.c_int]
+    nnop.aclDestroyTensor.argtypes = nnop.aclDestroyScalar.argtypes = [vp]
+    ops.aclnnAddGetWorkspaceSize.argtypes = [vp, vp, vp, vp, ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(vp)]
+    ops.aclnnAdd.argtypes = [vp, ctypes.c_uint64, vp, vp]
+    ascendcl.aclGetRecentErrMsg.restype = ctypes.c_char_p
+    ok_ = acl.ACL_SUCCESS
+    assert acl.rt.set_device(0) == ok_
+    stream, _ = acl.rt.create_stream()
+    n = 6
+    ptrs = [acl.rt.malloc(4 * n, 0)[0] for _ in range(3)]
+    a, b = np.arange(n, dtype=np.float32), np.full(n, 0.5, np.float32)
+    for ptr, host in zip(ptrs, (a, b)):
+        assert acl.rt.memcpy(ptr, 4 * n, host.ctypes.data, 4 * n, 1) == ok_
+    dims = (ctypes.c_int64 * 1)(n)
+
+    def tensor(ptr, dtype=C_FLOAT):
+        return nnop.aclCreateTensor(dims, 1, dtype, None, 0, 2, dims, 1, ptr)
+
+    x, y, z = (tensor(p) for p in ptrs)
+    alpha_value = ctypes.c_float(2.0)
+    alpha = nnop.aclCreateScalar(ctypes.byref(alpha_value), C_FLOAT)
+    ws, executor = ctypes.c_uint64(7), vp()
+    assert ops.aclnnAddGetWorkspaceSize(x, y, alpha, z, ctypes.byref(ws), ctypes.byref(executor)) == 0
+    assert ws.value == 0 and executor.value
+    assert ops.aclnnAdd(None, 0, executor, stream) == 0
+    assert acl.rt.synchronize_stream(stream) == ok_
+    result = np.zeros(n, np.float32)
+    assert acl.rt.memcpy(result.ctypes.data, 4 * n, ptrs[2], 4 * n, 2) == ok_
+    assert (result == a + 2.0 * b).all()
+
+    bad = tensor(ptrs[0], 99)                            # no aclDataType mdev computes in
+    assert ops.aclnnAddGetWorkspaceSize(bad, y, alpha, z, ctypes.byref(ws), ctypes.byref(executor)) == 161002
+    message = ascendcl.aclGetRecentErrMsg().decode()
+    assert "aclnnAddGetWorkspaceSize" in message and "dataType" in message, message
+    assert ops.aclnnAddGetWorkspaceSize(x, y, alpha, None, ctypes.byref(ws), ctypes.byref(executor)) == 161001
+    assert "out is a null pointer" in ascendcl.aclGetRecentErrMsg().decode()
+    assert ops.aclnnAddGetWorkspaceSize(alpha, y, alpha, z, ctypes.byref(ws), ctypes.byref(executor)) == 161002
+    assert "self" in ascendcl.aclGetRecentErrMsg().decode()
+    assert ops.aclnnCumprodGetWorkspaceSize() == 561003
+    assert "no operator 'Cumprod'" in ascendcl.aclGetRecentErrMsg().decode()
+    for t in (x, y, z, bad):
+        assert nnop.aclDestroyTensor(t) == 0
+    assert nnop.aclDestroyScalar(alpha) == 0 and nnop.aclDestroyTensor(None) == 0
+    for ptr in ptrs:
+        assert acl.rt.free(ptr) == ok_
+    assert acl.rt.destroy_stream(stream) == ok_
+
+
+C_FLOAT = 0

@@ -10,7 +10,7 @@
                                                                     libacl_rt.so, libacl_rt_impl.so
                   (acl/acl_op_compiler.h) ----------------------> lib64/libacl_op_compiler.so
                   (hccl/ functions) src/hccl_entries.c ---------> lib64/libhccl.so
-                  (aclnn/ functions: descriptors) --------------> lib64/libnnopbase.so
+    csrc/mdev_nnopbase.c (descriptors) + (aclnn/ executor functions) --> lib64/libnnopbase.so
     mdev/operators.py --opapi--> src/opapi_entries.c -----------> lib64/libopapi.so (the operators)
     csrc/mdev_profapi.c, mdev_rts.c ----------------------------> lib64/libprofapi.so, libruntime.so
     csrc/mdev_empty.c ------------------------------------------> lib64/libge_runner.so, libgraph.so,
@@ -50,8 +50,8 @@ CLIENT = "libmdev_client.so"
 
 @dataclass(frozen=True)
 class Library:
-    """A shared library: entry points over a face, or C of its own (csrc/``source``); its name,
-    the names it also answers to, and the libraries it depends on."""
+    """A shared library: entry points over a face, C of its own (csrc/``source``), or both; its
+    name, the names it also answers to, and the libraries it depends on."""
     name: str
     face: generate.Face | None = None
     source: str | None = None
@@ -79,7 +79,8 @@ LIBRARIES = (
                                                    _declared(_OP_COMPILER)), needs=("libascendcl.so",)),
     Library("libhccl.so", generate.Face("hccl", "mdev.capi.adapter", ("hccl/hccl.h",), prototypes.declared_in("hccl"))),
     Library("libnnopbase.so", generate.Face("nnopbase", "mdev.capi.adapter", ("aclnn/acl_meta.h",),
-                                            prototypes.declared_in("aclnn"))),
+                                            tuple(f for f in prototypes.declared_in("aclnn") if "Executor" in f.name)),
+            source="mdev_nnopbase.c"),
     Library("libopapi.so", generate.Face("opapi", "mdev.capi.adapter", (opapi.HEADER, opapi.MISSING_HEADER),
                                          opapi.functions()), needs=("libnnopbase.so", "libascendcl.so")),
     # loaded by name (NEEDED by torch_npu's libraries): CANN's graph engine, data channel and
@@ -135,17 +136,17 @@ def build(lib_dir: Path, src_dir: Path) -> bool:
     sources[opapi.HEADER] = opapi.header()
     sources[opapi.MISSING_HEADER] = opapi.missing_header()
     for library in LIBRARIES:
+        files, link = [], []
         if library.face is not None:
-            source = f"{library.face.name}_entries.c"
-            sources[source] = generate.entry_points(library.face)
+            files.append(f"{library.face.name}_entries.c")
+            sources[files[-1]] = generate.entry_points(library.face)
             link = ["-lmdev_client"]
-        else:
-            source = library.source
-            sources[source] = (CSRC / source).read_text()
-            link = []
+        if library.source is not None:
+            files.append(library.source)
+            sources[files[-1]] = (CSRC / library.source).read_text()
         needs = ["-Wl,--no-as-needed", *(f"-l{n[3:-3]}" for n in library.needs), "-Wl,--as-needed"] \
             if library.needs else []
-        commands.append(([cc, *CLIENT_FLAGS, f"-I{include_dir()}", f"-I{src_dir}", str(src_dir / source),
+        commands.append(([cc, *CLIENT_FLAGS, f"-I{include_dir()}", f"-I{src_dir}", *(str(src_dir / f) for f in files),
                           "-o", str(lib_dir / library.name), f"-Wl,-soname,{library.name}", f"-L{lib_dir}",
                           *link, *needs, "-Wl,-rpath,$ORIGIN"], library.name))
     headers = sorted((p.name, p.read_text()) for p in include_dir().rglob("*.h"))

@@ -1,117 +1,137 @@
-"""libnnopbase.so's adapters: the operator library's argument descriptors from C.
+"""libnnopbase.so's descriptors, read from the caller's memory when an operator is asked for.
 
-    aclCreateTensor(viewDims, n, dtype, stride, offset, format, storageDims, m, data)
-        the caller's int64_t arrays read, then mdev.runtime.operators.create_tensor
-    aclCreateScalar(value*, dtype)        the number read in the dtype's C representation
-    aclCreateIntArray / FloatArray / BoolArray / TensorList / ScalarList (value*, size)
-        the caller's array read
-    aclDestroy*(handle), aclDestroyAclOpExecutor, aclSetAclOpExecutorRepeatable
-        the handle passes as it is (the prototype's marshalling, CONVERSIONS below)
+    aclCreateTensor & co (csrc/mdev_nnopbase.c) keep each descriptor as a C structure in
+    the caller's memory: no call into mdev.  aclnnXGetWorkspaceSize (mdev.capi.opapi)
+    passes their addresses, and :func:`read` turns one into the runtime's descriptor
+    (mdev.runtime.operators: TensorDesc, ScalarDesc, ArrayDesc), checked as the Python
+    face's aclCreateTensor checks its arguments.
 
-A descriptor is the runtime's handle (an int the C side holds as ``aclTensor*``); a failed
-create returns NULL with the reason in aclGetRecentErrMsg, as nnopbase does.  Failures are
-aclnnStatus codes (161001 a null pointer, 161002 a bad parameter).
+The layouts are csrc/mdev_nnopbase.c's (LP64):
+
+    aclTensor   u32 magic, i32 dtype, i32 format, u32 ndim, u32 nstorage, u32 strided,
+                i64 offset, u64 data, i64 shape[8], i64 strides[8], i64 storage[8]
+    aclScalar   u32 magic, i32 dtype, the value's 8 bytes (as the dtype stores it)
+    arrays      u32 magic, u32 reserved, u64 count, void* items (int64_t, float, bool,
+                aclTensor*, aclScalar*)
+
+A pointer that is not a live descriptor of the kind the parameter needs (its magic) is
+ACLNN_ERR_PARAM_INVALID naming the parameter; an unreadable one too.  An operator's
+descriptors are read in one system call a level (process_vm_readv of many ranges: each
+call costs tens of microseconds on a loaded machine).
 """
 
 from __future__ import annotations
 
-import ctypes
 import struct
-from typing import Callable
 
 from mdev import constants as C
-from mdev import errors as E
+from mdev.errors import AclError, ACLNN_ERR_PARAM_INVALID
+from mdev.operators import (BOOLS, FLOATS, INTS, LISTS, OPT_INTS, OPT_SCALAR, READS, SCALAR, SCALARS, WRITES)
 from mdev.capi import cmemory
-from mdev.capi.special import CONVERSIONS, adapts, needs
-from mdev.runtime import boundary
+from mdev.capi.special import CONVERSIONS
+from mdev.runtime import operators as rt_operators
+from mdev.runtime.operators import ArrayDesc, ScalarDesc
 
-MAX_ITEMS = 1 << 20          # an array or list longer than this is refused before it is read
+_TENSOR = struct.Struct("<IiiIIIqQ8q8q8q")
+_SCALAR = struct.Struct("<Ii8s")
+_ARRAY = struct.Struct("<I4xQQ")
+MAGICS = {"tensor": 0x544E444D, "scalar": 0x534E444D, INTS: 0x494E444D, FLOATS: 0x464E444D, BOOLS: 0x424E444D,
+          "tensors": 0x4C4E444D, SCALARS: 0x514E444D}
+_ITEMS = {INTS: "q", FLOATS: "f", BOOLS: "?", "tensors": "Q", SCALARS: "Q"}
 
-# aclDataType -> how its value is laid out in memory (struct format); bf16 is read as float32's top half
+# aclDataType -> how its value is laid out in the scalar's bytes; bf16 is float32's top half
 _SCALAR_FORMATS = {C.ACL_FLOAT: "<f", C.ACL_FLOAT16: "<e", C.ACL_DOUBLE: "<d", C.ACL_INT8: "<b",
                    C.ACL_INT16: "<h", C.ACL_INT32: "<i", C.ACL_INT64: "<q", C.ACL_UINT8: "<B", C.ACL_BOOL: "<?"}
 
 
-def _fail(code: int, message: str) -> int:
-    boundary.record_error(code, message, boundary.ACLNN)
-    return 0
+def _gather(ranges: list[tuple[int, int]], what: str) -> list[bytes]:
+    try:
+        return cmemory.gather(ranges)
+    except Exception:           # an address the caller cannot read
+        raise AclError(ACLNN_ERR_PARAM_INVALID, f"{what}: a descriptor is not readable") from None
 
 
-def _array(address: int, count: int, kind, what: str) -> list | None:
-    """The caller's array of ``count`` ``kind`` values; None (the error recorded) if it cannot be."""
-    if count > MAX_ITEMS:
-        _fail(E.ACLNN_ERR_PARAM_INVALID, f"{what}: {count} items; at most {MAX_ITEMS}")
-        return None
-    if count and not address:
-        _fail(E.ACLNN_ERR_PARAM_NULLPTR, f"{what}: a null pointer for {count} items")
-        return None
-    return cmemory.read_array(kind, address, count)
+def _fields(layout: struct.Struct, raw: bytes, address: int, kind: str, what: str) -> tuple:
+    fields = layout.unpack(raw)
+    if fields[0] != MAGICS[kind]:
+        raise AclError(ACLNN_ERR_PARAM_INVALID, f"{what}: {address:#x} is not a live {kind} descriptor")
+    return fields
 
 
-def _created(get: Callable, *args) -> int:
-    handle, ret = get(*args)
-    return handle if ret == E.ACL_SUCCESS else 0
+def _tensor(raw: bytes, address: int, what: str):
+    _, dtype, fmt, ndim, nstorage, strided, offset, data, *dims = _fields(_TENSOR, raw, address, "tensor", what)
+    shape, strides, storage = dims[0:ndim], dims[8:8 + ndim], dims[16:16 + nstorage]
+    try:
+        return rt_operators.tensor_desc(shape, dtype, strides if strided else None, offset, fmt, storage, data)
+    except AclError as exc:       # what aclCreateTensor would refuse, said of the parameter
+        raise AclError(exc.code, f"{what}: {exc.message}") from None
 
 
-@adapts("aclCreateTensor")
-def _create_tensor(fn, impl):
-    def make(get):
-        def call(view_dims, view_num, data_type, stride, offset, format, storage_dims, storage_num, data):
-            shape = _array(view_dims, view_num, ctypes.c_int64, "aclCreateTensor: viewDims")
-            storage = _array(storage_dims, storage_num, ctypes.c_int64, "aclCreateTensor: storageDims")
-            if shape is None or storage is None:
-                return 0
-            strides = _array(stride, len(shape), ctypes.c_int64, "aclCreateTensor: stride") if stride else None
-            if stride and strides is None:
-                return 0
-            return _created(get, shape, data_type, strides, offset, format, storage, data)
-        return call
-    return needs(impl, fn, make)
+def _scalar(raw: bytes, address: int, what: str) -> ScalarDesc:
+    _, dtype, value = _fields(_SCALAR, raw, address, "scalar", what)
+    if dtype == C.ACL_BF16:
+        number = struct.unpack("<f", b"\0\0" + value[:2])[0]
+    elif dtype in _SCALAR_FORMATS:
+        number = struct.unpack_from(_SCALAR_FORMATS[dtype], value)[0]
+    else:
+        raise AclError(ACLNN_ERR_PARAM_INVALID, f"{what}: a scalar of dataType {dtype}, which mdev's operators do "
+                       "not compute in")
+    try:
+        return rt_operators.scalar_desc(number, dtype)
+    except AclError as exc:
+        raise AclError(exc.code, f"{what}: {exc.message}") from None
 
 
-@adapts("aclCreateScalar")
-def _create_scalar(fn, impl):
-    def make(get):
-        def call(value, data_type):
-            if not value:
-                return _fail(E.ACLNN_ERR_PARAM_NULLPTR, "aclCreateScalar: value is a null pointer")
-            if data_type == C.ACL_BF16:        # bfloat16: the top half of a float32
-                number = struct.unpack("<f", b"\0\0" + cmemory.read(value, 2))[0]
-            elif data_type in _SCALAR_FORMATS:
-                layout = _SCALAR_FORMATS[data_type]
-                number = struct.unpack(layout, cmemory.read(value, struct.calcsize(layout)))[0]
-            else:
-                return _fail(E.ACLNN_ERR_PARAM_INVALID, f"aclCreateScalar: dataType {data_type} is not one mdev's "
-                             "operators compute in")
-            return _created(get, number, data_type)
-        return call
-    return needs(impl, fn, make)
+_LAYOUTS = {"tensor": _TENSOR, "scalar": _SCALAR}
+_MAKERS = {"tensor": _tensor, "scalar": _scalar}
 
 
-# C function -> (the element's C type, how an element becomes the runtime's value)
-_ARRAYS = {"aclCreateIntArray": (ctypes.c_int64, int), "aclCreateFloatArray": (ctypes.c_float, float),
-           "aclCreateBoolArray": (ctypes.c_uint8, bool), "aclCreateTensorList": (ctypes.c_uint64, int),
-           "aclCreateScalarList": (ctypes.c_uint64, int)}
+def _descriptor_kind(kind: str) -> str:
+    """What a parameter of ``kind`` (mdev.operators) points to."""
+    if kind in LISTS:
+        return "tensors"
+    if kind in READS or kind in WRITES:
+        return "tensor"
+    if kind in (SCALAR, OPT_SCALAR):
+        return "scalar"
+    return INTS if kind == OPT_INTS else kind
 
 
-@adapts(*_ARRAYS)
-def _create_array(fn, impl):
-    kind, convert = _ARRAYS[fn.name]
+def read(pointers: list[tuple[int, str, str]]) -> list:
+    """The descriptors at each (address, parameter kind, what) -- None for NULL (the runtime
+    decides whether the parameter may be absent) -- read level by level, each level in one
+    go: the structures, then the arrays' items, then the lists' elements."""
+    wanted = [(a, _descriptor_kind(k), w) for a, k, w in pointers]
+    heads = [(a, (_LAYOUTS.get(k) or _ARRAY).size) for a, k, w in wanted if a]
+    raws = iter(_gather(heads, "a descriptor") if heads else ())
+    out, arrays = [], []
+    for address, kind, what in wanted:
+        if not address:
+            out.append(None)
+        elif kind in _MAKERS:
+            out.append(_MAKERS[kind](next(raws), address, what))
+        else:
+            _, count, items = _fields(_ARRAY, next(raws), address, kind, what)
+            arrays.append((len(out), kind, what, count, items))
+            out.append(None)
+    bodies = iter(_gather([(items, count * struct.calcsize(_ITEMS[kind])) for _, kind, _, count, items in arrays],
+                          "an array's items") if arrays else ())
+    lists = []
+    for at, kind, what, count, _ in arrays:
+        values = struct.unpack(f"<{count}{_ITEMS[kind]}", next(bodies))
+        if kind in (INTS, FLOATS, BOOLS):
+            out[at] = ArrayDesc(kind, values)
+        else:
+            lists.append((at, kind, what, values))
+    elements = [(a, "tensor" if kind == "tensors" else "scalar", f"{what}[{i}]")
+                for _, kind, what, values in lists for i, a in enumerate(values)]
+    raws = iter(_gather([(a, _LAYOUTS[k].size) for a, k, _ in elements], "a list's element") if elements else ())
+    made = iter(_MAKERS[k](next(raws), a, w) for a, k, w in elements)
+    for at, kind, _, values in lists:
+        out[at] = ArrayDesc(kind, tuple(next(made) for _ in values))
+    return out
 
-    def make(get):
-        def call(value, size):
-            items = _array(value, size, kind, f"{fn.name}: value")
-            if items is None:
-                return 0
-            return _created(get, [convert(v) for v in items])
-        return call
-    return needs(impl, fn, make)
 
-
-# the handle a destroy (or executor) function takes is the runtime's, as the C side holds it
-for _name, _param in (("aclDestroyTensor", "tensor"), ("aclDestroyScalar", "scalar"),
-                      ("aclDestroyIntArray", "array"), ("aclDestroyFloatArray", "array"),
-                      ("aclDestroyBoolArray", "array"), ("aclDestroyTensorList", "array"),
-                      ("aclDestroyScalarList", "array"), ("aclDestroyAclOpExecutor", "executor"),
-                      ("aclSetAclOpExecutorRepeatable", "executor")):
-    CONVERSIONS[_name, _param] = int
+# the executor functions are the runtime's: the handle passes as the C side holds it
+for _name in ("aclDestroyAclOpExecutor", "aclSetAclOpExecutorRepeatable"):
+    CONVERSIONS[_name, "executor"] = int

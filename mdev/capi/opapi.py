@@ -22,16 +22,17 @@ import functools
 from pathlib import Path
 from typing import Callable
 
-from mdev.capi import special
+from mdev.capi import nnopbase, special
 from mdev.capi.failures import null_output, unsupported
 from mdev.capi.prototypes import CFunction, Param, parse_type
-from mdev.operators import OPERATORS, STR, Operator
+from mdev.operators import BOOL, DTYPE, FLOAT, INT, OPERATORS, STR, Operator
 from mdev.runtime import boundary, operators
 
 HEADER = "aclnnop/aclnn_ops.h"          # mdev's ops, in the tree's include/
 MISSING_HEADER = "aclnnop/aclnn_missing.h"     # the names it lacks (the build's only: not for programs)
 _NAMES = Path(__file__).resolve().parent / "aclnn_names.txt"
 _GWS = "GetWorkspaceSize"
+VALUES = (INT, FLOAT, BOOL, DTYPE, STR)       # parameters passed by value (the others are descriptors)
 _STATUS = parse_type("aclnnStatus")
 
 
@@ -96,19 +97,29 @@ def missing_header() -> str:
 
 
 def _workspace_size(fn: CFunction, op: Operator) -> Callable:
-    get = boundary.bind(operators.operator_get_workspace_size, *operators.operator_get_workspace_size.api_shape,
-                        boundary.ACLNN)
+    """aclnnXGetWorkspaceSize: the descriptors read from the caller's memory (mdev.capi.nnopbase),
+    then the runtime's check and executor."""
+    where = f"{fn.name}"
+    described = [(i, name, kind) for i, (name, kind) in enumerate(op.params) if kind not in VALUES]
     texts = [i for i, (_, kind) in enumerate(op.params) if kind == STR]
 
-    def call(*args):
-        *params, workspace_size, executor = args
-        if not workspace_size:
-            return null_output(fn, "workspaceSize")
-        if not executor:
-            return null_output(fn, "executor")
+    def get_workspace_size(*params):
+        params = list(params)
+        descriptors = nnopbase.read([(params[i], kind, f"{where}: {name}") for i, name, kind in described])
+        for (i, _, _), descriptor in zip(described, descriptors):
+            params[i] = descriptor
         for i in texts:
             params[i] = special.string(params[i])
-        return get(op.name, *params)
+        return operators.operator_get_workspace_size(op.name, *params)
+
+    get = boundary.bind(get_workspace_size, *operators.operator_get_workspace_size.api_shape, boundary.ACLNN)
+
+    def call(*args):
+        if not args[-2]:
+            return null_output(fn, "workspaceSize")
+        if not args[-1]:
+            return null_output(fn, "executor")
+        return get(*args[:-2])
 
     call.__name__ = fn.name
     return call

@@ -96,7 +96,10 @@ def _keep(obj: object) -> int:
 
 
 def _get(handle, kind, what: str, code: int = INVALID):
-    obj = _objects.get(handle) if type(handle) is int else None
+    return _of_kind(_objects.get(handle) if type(handle) is int else None, handle, kind, what, code)
+
+
+def _of_kind(obj, handle, kind, what: str, code: int = INVALID):
     if obj is None or not isinstance(obj, kind[0] if isinstance(kind, tuple) else kind) or \
             isinstance(kind, tuple) and obj.kind != kind[1]:
         name = kind[1] if isinstance(kind, tuple) else kind.__doc__.split(":")[0]
@@ -129,6 +132,12 @@ def _ints(values, what: str, low: int = -(1 << 63)) -> tuple:
 @api(1, failed=None)
 def create_tensor(view_dims, data_type: int, stride, offset: int, format: int, storage_dims, tensor_data) -> int:
     """aclCreateTensor; ``stride`` None means contiguous."""
+    return _keep(tensor_desc(view_dims, data_type, stride, offset, format, storage_dims, tensor_data))
+
+
+def tensor_desc(view_dims, data_type: int, stride, offset: int, format: int, storage_dims,
+                tensor_data) -> TensorDesc:
+    """A tensor descriptor, checked (what aclCreateTensor refuses, AclError)."""
     shape = _ints(view_dims, "viewDims", 0)
     if len(shape) > MAX_DIMS:
         raise AclError(INVALID, f"aclCreateTensor: {len(shape)} dimensions; at most {MAX_DIMS}")
@@ -148,12 +157,17 @@ def create_tensor(view_dims, data_type: int, stride, offset: int, format: int, s
                        f"{list(strides)}) reaches element {need - 1}, beyond storage {list(storage)}")
     if type(tensor_data) is not int or tensor_data < 0:
         raise AclError(INVALID, f"aclCreateTensor: tensorData must be an address, got {tensor_data!r:.40}")
-    return _keep(TensorDesc(shape, data_type, strides, offset, int(format), storage, tensor_data))
+    return TensorDesc(shape, data_type, strides, offset, int(format), storage, tensor_data)
 
 
 @api(1, failed=None)
 def create_scalar(value, data_type: int) -> int:
     """aclCreateScalar: ``value`` as a Python number (the C face reads it from its pointer)."""
+    return _keep(scalar_desc(value, data_type))
+
+
+def scalar_desc(value, data_type: int) -> ScalarDesc:
+    """A scalar descriptor, checked (what aclCreateScalar refuses, AclError)."""
     if data_type not in TORCH_DTYPES:
         raise AclError(INVALID, f"aclCreateScalar: dataType {data_type!r:.20} is not supported")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -161,7 +175,7 @@ def create_scalar(value, data_type: int) -> int:
             raise AclError(INVALID, f"aclCreateScalar: value must be a number, got {value!r:.40}")
     kind = bool if data_type == C.ACL_BOOL else float if data_type in (C.ACL_FLOAT, C.ACL_FLOAT16, C.ACL_BF16,
                                                                         C.ACL_DOUBLE) else int
-    return _keep(ScalarDesc(kind(value), data_type))
+    return ScalarDesc(kind(value), data_type)
 
 
 def _array(kind: str, convert, values, what: str) -> int:
@@ -277,17 +291,17 @@ def _resolve(where: str, param: str, kind: str, arg):
             return None
         raise AclError(NULLPTR, f"{where}: {param} is a null pointer")
     if kind in LISTS:
-        return tuple(_get(h, TensorDesc, f"{where}: an element of {param}")
-                     for h in _get(arg, (ArrayDesc, TENSORS), f"{where}: {param}").items)
+        return tuple(_described(h, TensorDesc, f"{where}: an element of {param}")
+                     for h in _described(arg, (ArrayDesc, TENSORS), f"{where}: {param}").items)
     if kind in READS or kind in WRITES:
-        return _get(arg, TensorDesc, f"{where}: {param}")
+        return _described(arg, TensorDesc, f"{where}: {param}")
     if kind in (SCALAR, OPT_SCALAR):
-        return _get(arg, ScalarDesc, f"{where}: {param}").value
+        return _described(arg, ScalarDesc, f"{where}: {param}").value
     if kind == SCALARS:
-        return tuple(_get(h, ScalarDesc, f"{where}: an element of {param}").value
-                     for h in _get(arg, (ArrayDesc, SCALARS), f"{where}: {param}").items)
+        return tuple(_described(h, ScalarDesc, f"{where}: an element of {param}").value
+                     for h in _described(arg, (ArrayDesc, SCALARS), f"{where}: {param}").items)
     if kind in (INTS, OPT_INTS, FLOATS, BOOLS):
-        return _get(arg, (ArrayDesc, kind.rstrip("?")), f"{where}: {param}").items
+        return _described(arg, (ArrayDesc, kind.rstrip("?")), f"{where}: {param}").items
     if kind == DTYPE:
         if arg not in TORCH_DTYPES:
             raise AclError(INVALID, f"{where}: {param} {arg!r:.20} is not a supported aclDataType")
@@ -300,6 +314,14 @@ def _resolve(where: str, param: str, kind: str, arg):
     if isinstance(arg, bool) and kind != BOOL or not isinstance(arg, (int, float)):
         raise AclError(INVALID, f"{where}: {param} must be a number, got {arg!r:.40}")
     return convert(arg)
+
+
+def _described(arg, kind, what: str):
+    """A descriptor given itself (the C face reads libnnopbase's from the caller's memory),
+    or the handle of one made here."""
+    if type(arg) in (TensorDesc, ScalarDesc, ArrayDesc):
+        return _of_kind(arg, arg, kind, what)
+    return _get(arg, kind, what)
 
 
 def _load_torch():
