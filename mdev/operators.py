@@ -26,6 +26,7 @@ device that never runs an operator never loads it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -66,7 +67,9 @@ C_TYPES = {TENSOR: "const aclTensor*", OPT_TENSOR: "const aclTensor*", OUT: "acl
            SCALARS: "const aclScalarList*", INTS: "const aclIntArray*", OPT_INTS: "const aclIntArray*",
            FLOATS: "const aclFloatArray*", BOOLS: "const aclBoolArray*", INT: "int64_t", FLOAT: "double",
            BOOL: "bool", DTYPE: "aclDataType", STR: "const char*"}
-_NUMBER_C_TYPES = {INT: ("int8_t", "int32_t", "int", "int64_t", "uint64_t"), FLOAT: ("float", "double")}
+# a 64-bit integer passes the same either way (torch_npu passes int64_t where aclnn declares uint64_t):
+# only narrower types need saying
+_NUMBER_C_TYPES = {INT: ("int8_t", "int32_t", "int"), FLOAT: ("float",)}
 
 
 @dataclass(frozen=True)
@@ -165,13 +168,35 @@ def _max_pool_mask_backward(t, gradOutput, self, indices, kernelSize, stride, pa
     return t.ops.aten.max_pool2d_with_indices_backward(gradOutput, self, *window, ceilMode, argmax.to(t.int64))
 
 
+def _generator(t, seed: int, offset: int):
+    """A generator keyed by (seed, offset): the same key gives the same numbers (not the
+    NPU's Philox stream: its bits are not public)."""
+    return t.Generator().manual_seed((seed * 0x9E3779B97F4A7C15 + offset) & 0x7FFFFFFFFFFFFFFF)
+
+
 def _random(t, like, seed: int, offset: int, fill: Callable):
-    """A fresh tensor like ``like`` filled from a generator keyed by (seed, offset): the same
-    key gives the same numbers (not the NPU's Philox stream: its bits are not public)."""
+    """A fresh tensor like ``like`` filled from the generator of (seed, offset)."""
     out = t.empty_like(like)
     if out.is_meta:
         return out
-    return fill(out, t.Generator().manual_seed((seed * 0x9E3779B97F4A7C15 + offset) & 0x7FFFFFFFFFFFFFFF))
+    return fill(out, _generator(t, seed, offset))
+
+
+def _dropout_mask(t, shape, prob: float, seed: int, offset: int):
+    """DropoutGenMask's bit mask: one bit an element (1 keeps it, with probability 1 - prob),
+    little-endian in each byte, the elements rounded up to 128 (16 bytes)."""
+    nbytes = -(-math.prod(shape) // 128) * 16
+    keep = t.rand(nbytes * 8, generator=_generator(t, seed, offset)) >= prob
+    return (keep.view(-1, 8).to(t.int32) << t.arange(8, dtype=t.int32)).sum(1).to(t.uint8)
+
+
+def _dropout_apply(t, self, mask, prob: float):
+    """DropoutDoMask: the elements the mask keeps, scaled by 1 / (1 - prob)."""
+    if prob >= 1:
+        return t.zeros_like(self)
+    bits = (mask.reshape(-1).to(t.int32)[:, None] >> t.arange(8, dtype=t.int32, device=mask.device)) & 1
+    keep = bits.reshape(-1)[:self.numel()].reshape(self.shape)
+    return (self * keep / (1 - prob)).to(self.dtype)
 
 
 def _unscale(t, scaledGrads, foundInf, invScale):
@@ -369,12 +394,18 @@ _OPS = [
              lambda t, selfRef, value: t.full_like(selfRef, value)),
     Operator("InplaceZero", "selfRef:ref", ALL, lambda t, selfRef: t.zeros_like(selfRef)),
     Operator("InplaceOne", "selfRef:ref", ALL, lambda t, selfRef: t.ones_like(selfRef)),
-    Operator("InplaceUniform", "selfRef:ref, from:float, to:float, seed:int:uint64_t, offset:int:uint64_t", FLOATING,
+    Operator("InplaceUniform", "selfRef:ref, from:float, to:float, seed:int, offset:int", FLOATING,
              lambda t, selfRef, to, seed, offset, **k: _random(t, selfRef, seed, offset,
                                                                lambda o, g: o.uniform_(k["from"], to, generator=g))),
     Operator("InplaceNormal", "selfRef:ref, mean:float:float, std:float:float, seed:int, offset:int", FLOATING,
              lambda t, selfRef, mean, std, seed, offset: _random(t, selfRef, seed, offset,
                                                                  lambda o, g: o.normal_(mean, std, generator=g))),
+    Operator("DropoutGenMask", "shape:ints, prob:float, seed:int, offset:int, out:out", ALL,
+             lambda t, shape, prob, seed, offset: _dropout_mask(t, shape, prob, seed, offset)),
+    Operator("DropoutGenMaskV2", "shape:ints, prob:float, seed:int, offset:int, probDataType:dtype, out:out", ALL,
+             lambda t, shape, prob, seed, offset, probDataType: _dropout_mask(t, shape, prob, seed, offset)),
+    Operator("DropoutDoMask", "self, mask, prob:float, out:out", FLOATING,
+             lambda t, self, mask, prob: _dropout_apply(t, self, mask, prob)),
     # ------------------------------------------------------------------ comparison and selection
     *[Operator(name, "self, other, out:out", ALL, lambda t, self, other, fn=fn: getattr(t, fn)(self, other))
       for name, fn in (("EqTensor", "eq"), ("NeTensor", "ne"), ("GtTensor", "gt"), ("GeTensor", "ge"),
@@ -394,7 +425,7 @@ _OPS = [
              lambda t, self, dim, index: t.index_select(self, dim, index)),
     Operator("Embedding", "weight, indices, out:out", ALL,
              lambda t, weight, indices: t.nn.functional.embedding(indices, weight)),
-    Operator("EmbeddingDenseBackward", "grad, indices, numWeights:int:uint64_t, paddingIdx:int:uint64_t, scaleGradByFreq:bool, out:out",
+    Operator("EmbeddingDenseBackward", "grad, indices, numWeights:int, paddingIdx:int, scaleGradByFreq:bool, out:out",
              FLOATING, lambda t, grad, indices, numWeights, paddingIdx, scaleGradByFreq:
              t.ops.aten.embedding_dense_backward(grad, indices, numWeights, paddingIdx, scaleGradByFreq)),
     Operator("ScatterAdd", "self, dim:int, index, src, out:out", NUMERIC,

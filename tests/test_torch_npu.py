@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import json
+import math
 import os
 import subprocess
 import sys
@@ -104,6 +105,47 @@ def step3(build, make_data, lossf, dev):
     return loss.item(), [t.detach().cpu().float() for t in (*model.parameters(), *model.buffers())]
 
 nn, F = torch.nn, torch.nn.functional
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads, drop):
+        super().__init__()
+        self.heads, self.drop = heads, drop
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d), nn.Dropout(drop))
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in self.qkv(self.ln1(x)).split(d, 2))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=self.drop if self.training else 0.0)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, drop=0.0, vocab=50, d=32, heads=4, layers=2, length=16):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(length, d)
+        self.blocks = nn.Sequential(*[Block(d, heads, drop) for _ in range(layers)])
+        self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab)
+
+    def forward(self, idx):
+        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
+        return self.head(self.ln(self.blocks(x))).flatten(0, 1)
+
+
+class Clipped(torch.optim.AdamW):
+    def step(self):
+        torch.nn.utils.clip_grad_norm_([p for g in self.param_groups for p in g["params"]], 1.0)
+        return super().step()
+
+
+def tokens():
+    idx = torch.randint(0, 50, (4, 16))
+    return idx[:, :-1], idx[:, 1:].flatten()
+
+
 programs = {
     "mlp": (lambda: (nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)),
                      lambda p: torch.optim.SGD(p, lr=0.1)),
@@ -115,6 +157,7 @@ programs = {
                                    nn.Flatten(), nn.Linear(8 * 4 * 4, 10)),
                      lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9)),
             lambda: (torch.randn(8, 3, 8, 8), torch.randint(0, 10, (8,))), F.cross_entropy),
+    "gpt": (lambda: (GPT(), lambda p: Clipped(p, lr=1e-3)), tokens, F.cross_entropy),
 }
 report = {}
 for name, (build, data, lossf) in programs.items():
@@ -122,16 +165,50 @@ for name, (build, data, lossf) in programs.items():
     npu_loss, npu = step3(build, data, lossf, "npu:0")
     report[name] = {"loss": [cpu_loss, npu_loss], "worst": max(float((a - b).abs().max()) for a, b in zip(cpu, npu)),
                     "moved": max(float(a.abs().max()) for a in npu)}
+
+def amp(dev):
+    # autocast (float16) + GradScaler: 3 steps
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)).to(dev)
+    opt, scaler = torch.optim.SGD(model.parameters(), lr=0.1), torch.amp.GradScaler(dev.split(":")[0])
+    x, y = torch.randn(8, 16).to(dev), torch.randn(8, 4).to(dev)
+    for _ in range(3):
+        opt.zero_grad()
+        with torch.autocast(dev.split(":")[0], dtype=torch.float16):
+            loss = F.mse_loss(model(x).float(), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    return loss.item(), [p.detach().cpu().float() for p in model.parameters()], scaler.get_scale()
+
+
+(cpu_loss, cpu, cpu_scale), (npu_loss, npu, npu_scale) = amp("cpu"), amp("npu:0")
+report["amp"] = {"loss": [cpu_loss, npu_loss], "worst": max(float((a - b).abs().max()) for a, b in zip(cpu, npu)),
+                 "moved": max(float(a.abs().max()) for a in npu), "scale": [cpu_scale, npu_scale]}
+torch.manual_seed(0)
+model = GPT(drop=0.1).to("npu:0")                 # dropout: masks from a seeded generator
+idx, target = (z.to("npu:0") for z in tokens())
+loss = F.cross_entropy(model(idx), target)
+loss.backward()
+report["dropout"] = {"loss": loss.item(), "grad": float(model.tok.weight.grad.abs().sum().cpu())}
 print(json.dumps(report))
 """
 
 
 @needs_torch_npu
 def test_three_training_steps_match_the_cpu(npu_env, tmp_path):
-    """MLP (SGD), TransformerEncoderLayer (AdamW) and Conv+BatchNorm+MaxPool (SGD momentum,
-    cross entropy): parameters and buffers after 3 steps as on the CPU, with torch_npu's
-    default task queue."""
+    """MLP (SGD), TransformerEncoderLayer (AdamW), Conv+BatchNorm+MaxPool (SGD momentum, cross
+    entropy) and a small GPT decoder (embeddings, causal attention, LayerNorm, GELU, AdamW with
+    gradient clipping): parameters and buffers after 3 steps as on the CPU, with torch_npu's
+    default task queue; float16 autocast + GradScaler likewise (looser); the GPT with dropout
+    trains (its masks are mdev's generator's, not the CPU's)."""
     report = run_torch(npu_env, TRAINING, tmp_path)
+    dropout = report.pop("dropout")
+    assert math.isfinite(dropout["loss"]) and dropout["grad"] > 0, dropout
+    amp = report.pop("amp")
+    assert amp["scale"][0] == amp["scale"][1], amp
+    assert abs(amp["loss"][0] - amp["loss"][1]) <= 1e-2 and amp["worst"] <= 1e-2 and amp["moved"] > 0, amp
+    assert set(report) == {"mlp", "transformer", "cnn", "gpt"}
     for name, result in report.items():
         cpu_loss, npu_loss = result["loss"]
         assert abs(cpu_loss - npu_loss) <= 1e-4 * max(1.0, abs(cpu_loss)), (name, result)
