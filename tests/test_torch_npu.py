@@ -15,6 +15,7 @@ import importlib.util
 import json
 import math
 import os
+import struct
 import subprocess
 import sys
 import textwrap
@@ -328,3 +329,17 @@ def test_operator_library_from_c(acl, cann_home):
 
 
 C_FLOAT = 0
+
+
+def test_descriptors_sent_with_a_call_are_checked():
+    """What a C caller sends as its descriptors' copy is untrusted: cut short, or not a
+    descriptor's magic, it is ACLNN_ERR_PARAM_INVALID naming the parameter, never an exception."""
+    from mdev.capi import nnopbase
+    from mdev.errors import AclError
+
+    for blob in (b"\x00" * 5, b"\xff" * 232, b"\x4d\x44\x4e\x54" + b"\xff" * 228):
+        with pytest.raises(AclError) as failure:
+            nnopbase.unpack(blob, [(0x1000, "tensor", "aclnnAddGetWorkspaceSize: self")])
+        assert failure.value.code == 161002
+    scalar = struct.pack("<Ii8s", nnopbase.MAGICS["scalar"], 0, struct.pack("<f", 2.5))
+    assert nnopbase.unpack(scalar, [(0, "tensor", "t"), (0x2000, "scalar", "alpha")])[1].value == 2.5

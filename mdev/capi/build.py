@@ -82,7 +82,7 @@ LIBRARIES = (
                                             tuple(f for f in prototypes.declared_in("aclnn") if "Executor" in f.name)),
             source="mdev_nnopbase.c"),
     Library("libopapi.so", generate.Face("opapi", "mdev.capi.adapter", (opapi.HEADER, opapi.MISSING_HEADER),
-                                         opapi.functions()), needs=("libnnopbase.so", "libascendcl.so")),
+                                         opapi.functions(), opapi.packing), needs=("libnnopbase.so", "libascendcl.so")),
     # loaded by name (NEEDED by torch_npu's libraries): CANN's graph engine, data channel and
     # transformer-kernel libraries, whose functions mdev does not have
     *(Library(name, source=_EMPTY, needs=("libascendcl.so",))

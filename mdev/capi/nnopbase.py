@@ -14,6 +14,8 @@ The layouts are csrc/mdev_nnopbase.c's (LP64):
     arrays      u32 magic, u32 reserved, u64 count, void* items (int64_t, float, bool,
                 aclTensor*, aclScalar*)
 
+Usually the call brings a copy of its descriptors (:func:`unpack`: libopapi.so's entry point
+packs them with mdev_nnopbase_pack); when they do not fit the call, :func:`read` reads them.
 A pointer that is not a live descriptor of the kind the parameter needs (its magic) is
 ACLNN_ERR_PARAM_INVALID naming the parameter; an unreadable one too.  An operator's
 descriptors are read in one system call a level (process_vm_readv of many ranges: each
@@ -86,6 +88,11 @@ _LAYOUTS = {"tensor": _TENSOR, "scalar": _SCALAR}
 _MAKERS = {"tensor": _tensor, "scalar": _scalar}
 
 
+def magic(kind: str) -> int:
+    """The magic of the descriptor a parameter of ``kind`` (mdev.operators) points to."""
+    return MAGICS[_descriptor_kind(kind)]
+
+
 def _descriptor_kind(kind: str) -> str:
     """What a parameter of ``kind`` (mdev.operators) points to."""
     if kind in LISTS:
@@ -129,6 +136,43 @@ def read(pointers: list[tuple[int, str, str]]) -> list:
     made = iter(_MAKERS[k](next(raws), a, w) for a, k, w in elements)
     for at, kind, _, values in lists:
         out[at] = ArrayDesc(kind, tuple(next(made) for _ in values))
+    return out
+
+
+def unpack(blob: bytes, pointers: list[tuple[int, str, str]]) -> list:
+    """The descriptors of :func:`read`, from the copy aclnnXGetWorkspaceSize sent with its
+    call (mdev_nnopbase_pack: each non-NULL one's structure, then its array's items or its
+    list's elements' structures, each 8-byte aligned)."""
+    at = 0
+
+    def take(n: int) -> bytes:
+        nonlocal at
+        raw = blob[at:at + n]
+        if len(raw) != n:
+            raise AclError(ACLNN_ERR_PARAM_INVALID, "the descriptors sent with the call are cut short")
+        at += (n + 7) & ~7
+        return raw
+
+    out = []
+    try:
+        for address, kind, what in pointers:
+            kind = _descriptor_kind(kind)
+            if not address:
+                out.append(None)
+            elif kind in _MAKERS:
+                out.append(_MAKERS[kind](take(_LAYOUTS[kind].size), address, what))
+            else:
+                _, count, _ = _fields(_ARRAY, take(_ARRAY.size), address, kind, what)
+                code = _ITEMS[kind]
+                values = struct.unpack(f"<{count}{code}", take(count * struct.calcsize(code))) if count else ()
+                if kind in (INTS, FLOATS, BOOLS):
+                    out.append(ArrayDesc(kind, values))
+                    continue
+                element = "tensor" if kind == "tensors" else "scalar"
+                out.append(ArrayDesc(kind, tuple(_MAKERS[element](take(_LAYOUTS[element].size), a, f"{what}[{i}]")
+                                                 for i, a in enumerate(values))))
+    except (struct.error, OverflowError, MemoryError):
+        raise AclError(ACLNN_ERR_PARAM_INVALID, "the descriptors sent with the call are not descriptors") from None
     return out
 
 

@@ -245,3 +245,73 @@ ACL_FUNC_VISIBILITY aclnnStatus aclDestroyScalarList(const aclScalarList* array)
 {
     return destroy(array, MDEV_NN_SCALARS);
 }
+
+/* ------------------------------------------------------------------ for libopapi.so */
+static size_t item_bytes(uint32_t magic)
+{
+    switch (magic) {
+    case MDEV_NN_INTS:
+        return sizeof(int64_t);
+    case MDEV_NN_FLOATS:
+        return sizeof(float);
+    case MDEV_NN_BOOLS:
+        return sizeof(bool);
+    default:
+        return sizeof(void*);
+    }
+}
+
+static int put(unsigned char* out, size_t room, size_t* at, const void* data, size_t size)
+{
+    size_t padded = (size + 7) & ~(size_t)7;
+    if (*at + padded > room) {
+        return 0;
+    }
+    memcpy(out + *at, data, size);
+    memset(out + *at + size, 0, padded - size);
+    *at += padded;
+    return 1;
+}
+
+/*
+ * An operator's descriptors copied into ``out`` (what aclnnXGetWorkspaceSize sends with its
+ * call, so the runtime need not read the caller's memory): for each non-NULL descriptor in
+ * order, its structure, then an array's items (8-byte aligned) or a list's elements'
+ * structures.  ``kinds`` holds each one's expected magic.  0 when they do not fit ``room``
+ * or one is not the descriptor expected: the runtime then reads them itself, and says why.
+ */
+__attribute__((visibility("default"))) size_t mdev_nnopbase_pack(const void* const* descriptors,
+                                                                  const uint32_t* kinds, int count,
+                                                                  unsigned char* out, size_t room)
+{
+    size_t at = 0;
+    for (int i = 0; i < count; i++) {
+        const uint32_t* magic = descriptors[i];
+        if (magic == NULL) {
+            continue;
+        }
+        if (*magic != kinds[i]) {
+            return 0;
+        }
+        if (kinds[i] == MDEV_NN_TENSOR || kinds[i] == MDEV_NN_SCALAR) {
+            if (!put(out, room, &at, magic, kinds[i] == MDEV_NN_TENSOR ? sizeof(aclTensor) : sizeof(aclScalar))) {
+                return 0;
+            }
+            continue;
+        }
+        const mdev_nn_array* a = (const mdev_nn_array*)magic;
+        if (!put(out, room, &at, a, sizeof *a) || (a->count && !put(out, room, &at, a->items,
+                                                                      a->count * item_bytes(a->magic)))) {
+            return 0;
+        }
+        for (uint64_t k = 0; (a->magic == MDEV_NN_TENSORS || a->magic == MDEV_NN_SCALARS) && k < a->count; k++) {
+            const uint32_t* item = ((void* const*)a->items)[k];
+            uint32_t want = a->magic == MDEV_NN_TENSORS ? MDEV_NN_TENSOR : MDEV_NN_SCALAR;
+            if (item == NULL || *item != want
+                || !put(out, room, &at, item, want == MDEV_NN_TENSOR ? sizeof(aclTensor) : sizeof(aclScalar))) {
+                return 0;
+            }
+        }
+    }
+    return at;
+}
