@@ -436,7 +436,10 @@ def operator_run(workspace, workspace_size: int, executor, stream) -> None:
         if nbytes == 0:
             return (("d", st.device, 0), value.shape, value.strides, value.dtype)
         ptr = value.data + value.offset * dtypes.itemsize(value.dtype)
-        operand = rt.memory.operand(ptr, nbytes, write=write, what=f"{where}: tensor {value}")
+        try:
+            operand = rt.memory.operand(ptr, nbytes, write=write, what=where)
+        except AclError as exc:         # said of the tensor (formatted only then: it costs, per tensor)
+            raise AclError(exc.code, exc.message.replace(where, f"{where}: tensor {value}", 1)) from None
         if operand.kind != DEVICE or operand.device != st.device or operand.pieces:
             raise AclError(INVALID, f"{where}: tensor {value} at {ptr:#x} is not device memory of the stream's "
                            f"device {rt.local_device(st.device)}")

@@ -211,40 +211,16 @@ static aclnnStatus destroy(const void* descriptor, uint32_t magic)
     return ACLNN_SUCCESS;
 }
 
-ACL_FUNC_VISIBILITY aclnnStatus aclDestroyTensor(const aclTensor* tensor)
-{
-    return destroy(tensor, MDEV_NN_TENSOR);
-}
+#define MDEV_NN_DESTROY(function, type, magic) \
+    ACL_FUNC_VISIBILITY aclnnStatus function(const type* descriptor) { return destroy(descriptor, magic); }
 
-ACL_FUNC_VISIBILITY aclnnStatus aclDestroyScalar(const aclScalar* scalar)
-{
-    return destroy(scalar, MDEV_NN_SCALAR);
-}
-
-ACL_FUNC_VISIBILITY aclnnStatus aclDestroyIntArray(const aclIntArray* array)
-{
-    return destroy(array, MDEV_NN_INTS);
-}
-
-ACL_FUNC_VISIBILITY aclnnStatus aclDestroyFloatArray(const aclFloatArray* array)
-{
-    return destroy(array, MDEV_NN_FLOATS);
-}
-
-ACL_FUNC_VISIBILITY aclnnStatus aclDestroyBoolArray(const aclBoolArray* array)
-{
-    return destroy(array, MDEV_NN_BOOLS);
-}
-
-ACL_FUNC_VISIBILITY aclnnStatus aclDestroyTensorList(const aclTensorList* array)
-{
-    return destroy(array, MDEV_NN_TENSORS);
-}
-
-ACL_FUNC_VISIBILITY aclnnStatus aclDestroyScalarList(const aclScalarList* array)
-{
-    return destroy(array, MDEV_NN_SCALARS);
-}
+MDEV_NN_DESTROY(aclDestroyTensor, aclTensor, MDEV_NN_TENSOR)
+MDEV_NN_DESTROY(aclDestroyScalar, aclScalar, MDEV_NN_SCALAR)
+MDEV_NN_DESTROY(aclDestroyIntArray, aclIntArray, MDEV_NN_INTS)
+MDEV_NN_DESTROY(aclDestroyFloatArray, aclFloatArray, MDEV_NN_FLOATS)
+MDEV_NN_DESTROY(aclDestroyBoolArray, aclBoolArray, MDEV_NN_BOOLS)
+MDEV_NN_DESTROY(aclDestroyTensorList, aclTensorList, MDEV_NN_TENSORS)
+MDEV_NN_DESTROY(aclDestroyScalarList, aclScalarList, MDEV_NN_SCALARS)
 
 /* ------------------------------------------------------------------ for libopapi.so */
 static size_t item_bytes(uint32_t magic)
