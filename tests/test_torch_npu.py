@@ -343,3 +343,27 @@ def test_descriptors_sent_with_a_call_are_checked():
         assert failure.value.code == 161002
     scalar = struct.pack("<Ii8s", nnopbase.MAGICS["scalar"], 0, struct.pack("<f", 2.5))
     assert nnopbase.unpack(scalar, [(0, "tensor", "t"), (0x2000, "scalar", "alpha")])[1].value == 2.5
+
+
+def test_compile_options_and_the_aclop_path(acl, cann_home):
+    """libacl_op_compiler.so keeps compile options as CANN's op compiler does (torch_npu reads
+    ACL_OP_JIT_COMPILE at start-up, and set_compile_mode sets it); compiling an aclop answers
+    ACL_ERROR_API_NOT_SUPPORT saying why."""
+    compiler = ctypes.CDLL(str(cann_home / "lib64" / "libacl_op_compiler.so"))
+    compiler.aclGetCompileoptSize.restype = ctypes.c_size_t
+    compiler.aclGetRecentErrMsg.restype = ctypes.c_char_p          # found through its dependency
+    jit, precision, auto_tune = 10, 0, 2
+    buffer = ctypes.create_string_buffer(256)
+    assert compiler.aclGetCompileoptSize(jit) == 256
+    assert compiler.aclGetCompileopt(jit, buffer, 256) == 0 and buffer.value == b"disable"
+    assert compiler.aclSetCompileopt(jit, b"enable") == 0
+    assert compiler.aclGetCompileopt(jit, buffer, 256) == 0 and buffer.value == b"enable"
+    assert compiler.aclGetCompileoptSize(precision) == 0
+    assert compiler.aclSetCompileopt(precision, b"allow_fp32_to_fp16") == 0
+    assert compiler.aclGetCompileoptSize(precision) == len(b"allow_fp32_to_fp16") + 1
+    assert compiler.aclGetCompileopt(precision, buffer, 256) == 200001            # as CANN: not readable
+    assert compiler.aclSetCompileopt(auto_tune, b"ga") == 200006
+    assert compiler.aclGetCompileopt(jit, buffer, 3) == 100000                   # too small a buffer
+    assert compiler.aclSetCompileopt(jit, b"disable") == 0
+    assert compiler.aclopCompileAndExecute(b"Add", 0, None, None, 0, None, None, None, 0, 0, None, None) == 200001
+    assert b"through aclnn" in compiler.aclGetRecentErrMsg()
