@@ -43,6 +43,12 @@ LOOKED_UP = {
                        "aclSetAclOpExecutorRepeatable"),
     "libopapi.so": ("aclnnReselectStaticKernel", "aclnnReselectStaticKernelWithPath", "aclnnSilentCheck",
                     "aclnnSilentCheckV2", "aclnnAdd", "aclnnAddGetWorkspaceSize"),
+    # what torch_npu's libop_plugin_atb.so links: ATB's C++ entry points
+    "libatb.so": ("_ZN3atb13CreateContextEPPNS_7ContextE", "_ZN3atb14DestroyContextEPNS_7ContextE",
+                  "_ZN3atb16DestroyOperationEPNS_9OperationE", "_ZN3atb5Utils13GetTensorSizeERKNS_6TensorE",
+                  *(f"_ZN3atb15CreateOperationINS_5infer{len(p)}{p}EEEiRKT_PPNS_9OperationE"
+                    for p in ("LinearParam", "ElewiseParam", "RmsNormParam", "GroupTopkParam", "SelfAttentionParam",
+                              "PagedAttentionParam", "ReshapeAndCacheParam", "RopeParam"))),
     # link-time imports that CANN's libascendcl.so reaches through libprofapi.so and libruntime.so
     "libascendcl.so": ("MsprofSysCycleTime", "MsprofReportApi", "rtKernelLaunch", "rtGetC2cCtrlAddr",
                        "aclCreateTensorDesc", "aclopSetAttrListListInt"),

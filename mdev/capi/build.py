@@ -13,8 +13,9 @@
     csrc/mdev_nnopbase.c (descriptors) + (aclnn/ executor functions) --> lib64/libnnopbase.so
     mdev/operators.py --opapi--> src/opapi_entries.c -----------> lib64/libopapi.so (the operators)
     csrc/mdev_profapi.c, mdev_rts.c ----------------------------> lib64/libprofapi.so, libruntime.so
+    csrc/mdev_atb.c (ATB's C++ names, no kernels) ---------------> lib64/libatb.so
     csrc/mdev_empty.c ------------------------------------------> lib64/libge_runner.so, libgraph.so,
-                                                                    libacl_tdt_channel.so, libatb.so
+                                                                    libacl_tdt_channel.so
 
 Each library depends (NEEDED) on the libraries that hold what programs look up through its
 handle, as CANN's do: torch_npu dlsyms aclrtGetSysParamOpt through libacl_op_compiler.so's
@@ -86,7 +87,8 @@ LIBRARIES = (
     # loaded by name (NEEDED by torch_npu's libraries): CANN's graph engine, data channel and
     # transformer-kernel libraries, whose functions mdev does not have
     *(Library(name, source=_EMPTY, needs=("libascendcl.so",))
-      for name in ("libge_runner.so", "libgraph.so", "libacl_tdt_channel.so", "libatb.so")),
+      for name in ("libge_runner.so", "libgraph.so", "libacl_tdt_channel.so")),
+    Library("libatb.so", source="mdev_atb.c", needs=("libascendcl.so",)),
 )
 
 
