@@ -253,8 +253,9 @@ print(json.dumps({"on1": [str(on1.device), on1.cpu().tolist()], "back": back.cpu
 
 @needs_torch_npu
 def test_devices_streams_events_memory_and_a_missing_op(npu_env, tmp_path, board):
-    from mdev.board.launcher import resolve_topology
     from conftest import SMALL_HBM
+
+    from mdev.board.launcher import resolve_topology
 
     topology = resolve_topology("pcie4", hbm=SMALL_HBM)
     r = run_torch(npu_env, DEFAULTS, tmp_path)

@@ -27,10 +27,10 @@ from __future__ import annotations
 import struct
 
 from mdev import constants as C
-from mdev.errors import AclError, ACLNN_ERR_PARAM_INVALID
-from mdev.operators import (BOOLS, FLOATS, INTS, LISTS, OPT_INTS, OPT_SCALAR, READS, SCALAR, SCALARS, WRITES)
 from mdev.capi import cmemory
 from mdev.capi.special import CONVERSIONS
+from mdev.errors import ACLNN_ERR_PARAM_INVALID, AclError
+from mdev.operators import BOOLS, FLOATS, INTS, LISTS, OPT_INTS, OPT_SCALAR, READS, SCALAR, SCALARS, WRITES
 from mdev.runtime import operators as rt_operators
 from mdev.runtime.operators import ArrayDesc, ScalarDesc
 
@@ -49,7 +49,7 @@ _SCALAR_FORMATS = {C.ACL_FLOAT: "<f", C.ACL_FLOAT16: "<e", C.ACL_DOUBLE: "<d", C
 def _gather(ranges: list[tuple[int, int]], what: str) -> list[bytes]:
     try:
         return cmemory.gather(ranges)
-    except Exception:           # an address the caller cannot read
+    except AclError:            # an address the caller cannot read (107000 from the kernel's copy)
         raise AclError(ACLNN_ERR_PARAM_INVALID, f"{what}: a descriptor is not readable") from None
 
 

@@ -19,8 +19,8 @@ the aclop path, which mdev does not have.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from mdev.capi import nnopbase, special
 from mdev.capi.failures import null_output, unsupported
@@ -160,7 +160,7 @@ def adapter(cname: str) -> Callable:
     if cname in RESELECT:
         return lambda: boundary.ACLNN.success
     if fn.header == MISSING_HEADER:
-        op = name[:-len(_GWS)] if name.endswith(_GWS) else name
+        op = name.removesuffix(_GWS)
         return unsupported(fn, f"mdev's operator library has no operator {op!r} ({len(OPERATORS)} operators: see "
                                f"the README, Operators (aclnn))")
     if name.endswith(_GWS) and name[:-len(_GWS)] in OPERATORS:
