@@ -445,6 +445,10 @@ _OPS = [
     Operator("Repeat", "self, repeats:ints, out:out", ALL, lambda t, self, repeats: self.repeat(*repeats)),
     Operator("ConstantPadNd", "self, pad:ints, value:scalar, out:out", ALL,
              lambda t, self, pad, value: t.constant_pad_nd(self, list(pad), value)),
+    Operator("OneHot", "self, numClasses:int:int, onValue, offValue, axis:int, out:out", INDICES,
+             lambda t, self, numClasses, onValue, offValue, axis: t.where(
+                 t.nn.functional.one_hot(self.long(), numClasses).movedim(-1, axis).bool(), onValue.reshape(()),
+                 offValue.reshape(()))),
     Operator("Linspace", "start:scalar, end:scalar, steps:int, out:out", NUMERIC,
              lambda t, start, end, steps: t.linspace(start, end, steps)),
     Operator("Arange", "start:scalar, end:scalar, step:scalar, out:out", NUMERIC,

@@ -312,6 +312,9 @@ CASES = {
     "Lerps": (FLOATS_, LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo), "end": R(S(lo), dt, lo), "weight": 0.3}),
     **{n: (FLOATS_, ("strided", "one"), lambda dt, lo: {"self": R(S(lo), dt, lo), "dim": [1], "correction": int(lo != "one"),
                                                         "keepdim": lo == "one"}) for n in ("VarCorrection", "Std")},
+    "OneHot": (("int64", "int32"), ("strided", "one"), lambda dt, lo: {
+        "self": R(S(lo), dt, lo, 0, 4), "numClasses": 4, "onValue": torch.tensor([2.0]), "offValue": torch.tensor([-1.0]),
+        "axis": -1}),
     "Linspace": (F32 + ("int32",), ("strided",), lambda dt, lo: {"start": 1.0, "end": 9.0, "steps": 5}),
     "Baddbmm": (F32 + BF16, ("strided",), lambda dt, lo: {"self": R((2, 3, 4), dt, lo), "batch1": R((2, 3, 5), dt, lo),
                                                           "batch2": R((2, 5, 4), dt, lo), "beta": 0.5, "alpha": 2.0,
