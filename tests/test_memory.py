@@ -12,7 +12,7 @@ import pytest
 
 from conftest import SMALL_HBM
 from helpers import GiB, MiB, attached, extra_board, from_device, hbm_free, to_device
-from mdev.board.naming import BoardPaths
+from mdev.naming import BoardPaths
 from mdev.memory import address
 
 NPY_UINT8, NPY_INT32, NPY_FLOAT32 = 2, 5, 11
