@@ -3,7 +3,7 @@
     aclCreateTensor & co (csrc/mdev_nnopbase.c) keep each descriptor as a C structure in
     the caller's memory: no call into mdev.  aclnnXGetWorkspaceSize (mdev.capi.opapi)
     passes their addresses, and :func:`read` turns one into the runtime's descriptor
-    (mdev.runtime.operators: TensorDesc, ScalarDesc, ArrayDesc), checked as the Python
+    (mdev.runtime.execution.operators: TensorDesc, ScalarDesc, ArrayDesc), checked as the Python
     face's aclCreateTensor checks its arguments.
 
 The layouts are csrc/mdev_nnopbase.c's (LP64):
@@ -31,8 +31,8 @@ from mdev.capi import cmemory
 from mdev.capi.special import CONVERSIONS
 from mdev.errors import ACLNN_ERR_PARAM_INVALID, AclError
 from mdev.operators import BOOLS, FLOATS, INTS, LISTS, OPT_INTS, OPT_SCALAR, READS, SCALAR, SCALARS, WRITES
-from mdev.runtime import operators as rt_operators
-from mdev.runtime.operators import ArrayDesc, ScalarDesc
+from mdev.runtime.execution import operators as rt_operators
+from mdev.runtime.execution.operators import ArrayDesc, ScalarDesc
 
 _TENSOR = struct.Struct("<IiiIIIqQ8q8q8q")
 _SCALAR = struct.Struct("<Ii8s")

@@ -5,7 +5,7 @@
     aclop* compilation and attributes, tensor descriptions (acl_op.h, acl_op_compiler.h,
     acl_base.h)                                  ACL_ERROR_API_NOT_SUPPORT, saying why
 
-aclSetCompileopt is marshalled from its prototype; the three are mdev.runtime.operators'
+aclSetCompileopt is marshalled from its prototype; the three are mdev.runtime.execution.operators'
 (set_compileopt, get_compileopt_size, get_compileopt).  Frameworks reach the aclop path only
 when an aclnn op is missing, and mdev's libopapi.so exports every op torch_npu can call.
 """

@@ -3,10 +3,10 @@
     Operator("Add", "self, other, alpha:scalar, out:out", ...)
         --> aclnnStatus aclnnAddGetWorkspaceSize(const aclTensor* self, const aclTensor* other,
                 const aclScalar* alpha, aclTensor* out, uint64_t* workspaceSize, aclOpExecutor** executor)
-            -> mdev.runtime.operators.operator_get_workspace_size("Add", handles and values...)
+            -> mdev.runtime.execution.operators.operator_get_workspace_size("Add", handles and values...)
         --> aclnnStatus aclnnAdd(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
                 aclrtStream stream)
-            -> mdev.runtime.operators.operator_run: one operator task on the stream
+            -> mdev.runtime.execution.operators.operator_run: one operator task on the stream
 
 ``functions()`` are the prototypes (the generator writes their entry points and
 ``header()`` declares them in aclnnop/aclnn_ops.h); ``adapter(cname)`` is the Python
@@ -26,7 +26,8 @@ from mdev.capi import nnopbase, special
 from mdev.capi.failures import null_output, unsupported
 from mdev.capi.prototypes import CFunction, Param, parse_type
 from mdev.operators import BOOL, DTYPE, FLOAT, INT, OPERATORS, STR, Operator
-from mdev.runtime import boundary, operators
+from mdev.runtime import boundary
+from mdev.runtime.execution import operators
 
 HEADER = "aclnnop/aclnn_ops.h"          # mdev's ops, in the tree's include/
 MISSING_HEADER = "aclnnop/aclnn_missing.h"     # the names it lacks (the build's only: not for programs)
