@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Callable
 
 from mdev.capi import channel
 from mdev.capi.failures import STATUS_TYPES
@@ -46,6 +47,9 @@ class Face:
     module: str                    # Python module with entry(c_name)
     headers: tuple[str, ...]       # what the entry points' file includes
     functions: tuple[CFunction, ...]
+    # per function: (C lines before the call, their extra argument letters, the arguments),
+    # or None: what a face sends beyond the prototype's arguments (libopapi.so: descriptors)
+    extra: Callable[[CFunction], tuple[list[str], str, list[str]] | None] | None = None
 
 
 def _fail_value(ret: CType) -> str:
@@ -76,12 +80,16 @@ def _store(p: Param, k: int) -> str:
     return f"        *{p.name} = ({pointee.spelling}){value};"
 
 
-def entry_point(face: str, index: int, fn: CFunction) -> str:
+def entry_point(face: str, index: int, fn: CFunction, extra: tuple[list[str], str, list[str]] | None = None) -> str:
     letters = "".join(p.type.passing for p in fn.params)
     args = [f"{_MACRO[p.type.passing]}({p.name})" for p in fn.params]
     outputs = fn.outputs
     kinds = "".join("f" if p.type.pointee().passing == "f" else "i" for p in outputs)
     lines = [fn.declaration, "{", "    mdev_result mdev_r;"]
+    if extra is not None:
+        lines += extra[0]
+        letters += extra[1]
+        args += extra[2]
     if fn.variadic:
         last = fn.params[-1].name
         lines += ["    va_list mdev_args;", f"    va_start(mdev_args, {last});",
@@ -119,7 +127,8 @@ def entry_points(face: Face) -> str:
         f"{count}, mdev_entries_{face.name}}};",
         "",
     ]
-    parts += [entry_point(face.name, i, fn) + "\n" for i, fn in enumerate(face.functions)]
+    parts += [entry_point(face.name, i, fn, face.extra(fn) if face.extra else None) + "\n"
+              for i, fn in enumerate(face.functions)]
     return "\n".join(parts)
 
 
