@@ -9,6 +9,9 @@
  *                  mdev.runtime and answers DONE; mid-call it may ask this thread for a
  *                  service (map a pinned segment at the same address, run a C function)
  *     The calling process's Python, if it has one, is never touched: no GIL is taken.
+ *   an asynchronous call (its face's spec, mdev.capi.asynchronous) whose arguments pass the
+ *   spec's checks against the grants the agent wrote into the slot: appended to the slot's
+ *   ring and answered ACL_SUCCESS at once; the agent runs the ring before the next CALL.
  *   MDEV_CAPI=embedded, or a Python program running mdev's runtime itself (mdev.acl
  *   imported: MDEV_RUNTIME_PID is its pid): libmdev_embed.so runs the calls in that
  *   interpreter (or one it starts), sharing the program's runtime.
@@ -82,6 +85,8 @@ static __thread unsigned my_generation;
 #define C_SLEEPS(slot) U32(slot, MDEV_CH_S_C_SLEEPS)
 #define AGENT_SLEEPS(slot) U32(slot, MDEV_CH_S_AGENT_SLEEPS)
 #define U64(base, off) ((uint64_t*)((base) + (off)))
+#define STATE(slot) U32(slot, MDEV_CH_S_STATE)
+#define DOORBELL(slot) U32(slot, MDEV_CH_S_DOORBELL)
 
 static unsigned char* slot_at(int index)
 {
@@ -143,6 +148,18 @@ __attribute__((visibility("default"))) void mdev_post(_Atomic uint32_t* word, ui
     atomic_store(word, value);
     if (atomic_load(peer_sleeps)) {
         futex_wake(word);
+    }
+}
+
+/* ``state`` stored, and the slot's doorbell rung: the agent's thread, idle on the doorbell or
+ * waiting on the state mid-call, sees it (woken only if it sleeps) */
+static void announce(unsigned char* slot, uint32_t state)
+{
+    atomic_store(STATE(slot), state);
+    atomic_fetch_add(DOORBELL(slot), 1);
+    if (atomic_load(AGENT_SLEEPS(slot))) {
+        futex_wake(DOORBELL(slot));
+        futex_wake(STATE(slot));
     }
 }
 
@@ -252,9 +269,10 @@ static void thread_gone(void* unused)
 {
     (void)unused;
     if (my_slot >= 0 && my_generation == S.generation && S.area != NULL) {
-        _Atomic uint32_t* state = U32(slot_at(my_slot), MDEV_CH_S_STATE);
-        atomic_store(state, MDEV_CH_CLOSED);
-        futex_wake(state);
+        unsigned char* slot = slot_at(my_slot);
+        announce(slot, MDEV_CH_CLOSED);           /* its ring is run first */
+        futex_wake(DOORBELL(slot));
+        futex_wake(STATE(slot));
     }
     my_slot = -1;
 }
@@ -267,6 +285,7 @@ static int claim(uint32_t role)
         uint32_t free_state = MDEV_CH_FREE;
         if (atomic_compare_exchange_strong(U32(slot, MDEV_CH_S_STATE), &free_state, MDEV_CH_OPENING)) {
             *U64(slot, MDEV_CH_S_THREAD) = (uint64_t)pthread_self();
+            atomic_store(U32(slot, MDEV_CH_S_GRANT_EPOCH), 0);     /* the last thread's grants are void */
             atomic_store(U32(slot, MDEV_CH_S_ROLE), role);
             atomic_store(U32(slot, MDEV_CH_S_STATE), MDEV_CH_IDLE);
             atomic_fetch_add(U32(S.area, MDEV_CH_H_OPENED), 1);
@@ -568,6 +587,13 @@ static int copy_text(unsigned char* slot, size_t off, size_t room, const char* t
     return 1;
 }
 
+/* what a face's entries[index] holds once this session's agent has run the function (a forked
+ * child's agent is another one) */
+static void* known_marker(void)
+{
+    return (void*)(uintptr_t)(S.generation + 1);
+}
+
 static void agent_call(mdev_face* face, int index, mdev_result* result, const char* outputs,
                        const char* format, va_list* args)
 {
@@ -582,8 +608,10 @@ static void agent_call(mdev_face* face, int index, mdev_result* result, const ch
         fprintf(stderr, "mdev: %s: its arguments do not fit the agent's channel\n", name);
         return;
     }
-    _Atomic uint32_t* state = U32(slot, MDEV_CH_S_STATE);
-    mdev_post(state, MDEV_CH_CALL, AGENT_SLEEPS(slot));
+    *U64(slot, MDEV_CH_S_FACE) = (uint64_t)(uintptr_t)face;
+    *U32(slot, MDEV_CH_S_INDEX) = (uint32_t)index;
+    _Atomic uint32_t* state = STATE(slot);
+    announce(slot, MDEV_CH_CALL);
     for (int spin = 0;; spin++) {
         uint32_t now = atomic_load(state);
         if (now == MDEV_CH_DONE) {
@@ -605,10 +633,134 @@ static void agent_call(mdev_face* face, int index, mdev_result* result, const ch
         result->ret = *U64(slot, MDEV_CH_S_RET);
         result->stored = (int)*U32(slot, MDEV_CH_S_STORED);
         memcpy(result->out, U64(slot, MDEV_CH_S_OUT), sizeof result->out);
+        face->entries[index] = known_marker();   /* this session's agent knows it: ring entries may name it */
     }
     if (!serving) {                              /* nested: the service's answer comes next */
         atomic_store(state, MDEV_CH_IDLE);
     }
+}
+
+/* ------------------------------------------------------------------ asynchronous calls */
+/* the device of the granted stream ``handle``, or -1 */
+static int granted_stream(const unsigned char* slot, uint64_t handle)
+{
+    for (int i = 0; i < (int)MDEV_CH_STREAM_GRANTS; i++) {
+        const unsigned char* g = slot + MDEV_CH_S_STREAMS + 16 * i;
+        uint32_t device = *(const uint32_t*)(g + 8);
+        if (device && *(const uint64_t*)g == handle) {
+            return (int)device - 1;
+        }
+    }
+    return -1;
+}
+
+/* [start, start + n) lies in one granted allocation of ``device`` */
+static int granted_range(const unsigned char* slot, uint64_t start, uint64_t n, int device)
+{
+    if (start == 0 || start + n < start) {
+        return 0;
+    }
+    for (int i = 0; i < (int)MDEV_CH_RANGE_GRANTS; i++) {
+        const unsigned char* g = slot + MDEV_CH_S_RANGES + 24 * i;
+        if (*(const uint32_t*)(g + 16) == (uint32_t)device + 1 && *(const uint64_t*)g <= start
+            && start + n <= *(const uint64_t*)(g + 8)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int granted_event(const unsigned char* slot, uint64_t handle, int device, uint32_t flags)
+{
+    for (int i = 0; i < (int)MDEV_CH_EVENT_GRANTS; i++) {
+        const unsigned char* g = slot + MDEV_CH_S_EVENTS + 16 * i;
+        if (*(const uint32_t*)(g + 8) == (uint32_t)device + 1 && *(const uint64_t*)g == handle
+            && (*(const uint32_t*)(g + 12) & flags) == flags) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* the arguments pass every check of ``spec`` (mdev.capi.asynchronous) against the slot's grants */
+static int granted(const unsigned char* slot, const char* spec, const uint64_t* a)
+{
+    if (atomic_load(U32(slot, MDEV_CH_S_GRANT_EPOCH)) != atomic_load(U32(S.area, MDEV_CH_H_EPOCH))) {
+        return 0;
+    }
+    int device = -1;
+    for (int k = 0; spec[2 * k]; k++) {
+        if (spec[2 * k] == 's' && (device = granted_stream(slot, a[k])) < 0) {
+            return 0;
+        }
+    }
+    for (int k = 0; device >= 0 && spec[2 * k]; k++) {
+        int n = spec[2 * k + 1] - '0';
+        int ok = 1;
+        switch (spec[2 * k]) {
+        case 'd':
+            ok = granted_range(slot, a[k], a[n], device);
+            break;
+        case 'm':
+            ok = a[n] <= a[k];
+            break;
+        case 'k':
+            ok = a[k] < MDEV_CH_PLAIN_KINDS;
+            break;
+        case 'e':
+            ok = granted_event(slot, a[k], device, 0);
+            break;
+        case 'w':
+            ok = granted_event(slot, a[k], device, MDEV_CH_G_WAIT);
+            break;
+        default:
+            break;
+        }
+        if (!ok) {
+            return 0;
+        }
+    }
+    return device >= 0;
+}
+
+/* The call appended to this thread's ring if its spec's checks pass and the ring has room
+ * (the result: ACL_SUCCESS); 0 when it must be made synchronously. */
+static int call_later(mdev_face* face, int index, const char* spec, mdev_result* result, const char* format,
+                      va_list* args)
+{
+    if (serving || face->entries[index] != known_marker() || my_slot < 0 || my_generation != S.generation
+        || S.area == NULL || !agent_alive()) {
+        return 0;                /* nested in a service, unknown to the agent yet, or no session */
+    }
+    uint64_t a[MDEV_CH_RING_ARGS];
+    int n = 0;
+    va_list copy;
+    va_copy(copy, *args);
+    for (const char* letter = format; *letter; letter++, n++) {
+        if (n == (int)MDEV_CH_RING_ARGS || (*letter != 'i' && *letter != 'u' && *letter != 'p')) {
+            va_end(copy);
+            return 0;
+        }
+        a[n] = *letter == 'i' ? (uint64_t)va_arg(copy, long long) : va_arg(copy, unsigned long long);
+    }
+    va_end(copy);
+    unsigned char* slot = slot_at(my_slot);
+    _Atomic uint32_t* tail = U32(slot, MDEV_CH_S_RING_TAIL);
+    uint32_t at = atomic_load(tail);
+    if (at - atomic_load(U32(slot, MDEV_CH_S_RING_HEAD)) >= MDEV_CH_RING_ENTRIES || !granted(slot, spec, a)) {
+        return 0;
+    }
+    unsigned char* entry = slot + MDEV_CH_S_RING + (size_t)(at % MDEV_CH_RING_ENTRIES) * MDEV_CH_ENTRY_BYTES;
+    *U64(entry, 0) = (uint64_t)(uintptr_t)face;
+    *U32(entry, 8) = (uint32_t)index;
+    memcpy(entry + 16, a, sizeof(uint64_t) * (size_t)n);
+    atomic_store(tail, at + 1);
+    atomic_fetch_add(DOORBELL(slot), 1);
+    if (atomic_load(AGENT_SLEEPS(slot))) {
+        futex_wake(DOORBELL(slot));
+    }
+    result->ret = 0;
+    return 1;
 }
 
 /* ------------------------------------------------------------------ the entry */
@@ -650,7 +802,10 @@ void mdev_call(mdev_face* face, int index, uint64_t fail, mdev_result* result, c
     va_list args;
     va_start(args, format);
     if (mode == AGENT) {
-        agent_call(face, index, result, outputs, format, &args);
+        const char* spec = face->specs != NULL ? face->specs[index] : NULL;
+        if (spec == NULL || !call_later(face, index, spec, result, format, &args)) {
+            agent_call(face, index, result, outputs, format, &args);
+        }
     } else if (embedded_call != NULL) {
         embedded_call(face, index, fail, result, outputs, format, args);
     }
