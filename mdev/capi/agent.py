@@ -282,6 +282,7 @@ class Function:
         self.plain = _plain(fmt)
         self.spec = asynchronous.SPECS.get(name) if not outputs else None
         self.harmless = name in asynchronous.HARMLESS
+        self.thread_local = name in asynchronous.THREAD_LOCAL
         self.synchronises = name in asynchronous.SYNCHRONISATIONS
 
 
@@ -391,10 +392,12 @@ class Calls:
             args = _arguments(mm, base, fn.fmt)
             if AREA.callers and len(AREA.callers) > 1:
                 self.others_drained()
-            if not fn.harmless:
+            if fn.thread_local:
+                self.void_grants()
+            elif not fn.harmless:
                 advance_epoch()
             value = fn.call(*args)
-            if not fn.harmless:
+            if not (fn.harmless or fn.thread_local):
                 advance_epoch()
             if isinstance(value, tuple):
                 *values, ret = value
@@ -415,6 +418,11 @@ class Calls:
         _U32.pack_into(mm, base + ch.S_STORED, stored)
         _U32.pack_into(mm, base + ch.S_OK, ok)
         slot.state = ch.DONE
+
+    def void_grants(self) -> None:
+        """This thread's grants no longer hold (its current context changes)."""
+        _U32.pack_into(AREA.mm, self.slot.offset + ch.S_GRANT_EPOCH, 0)
+        self.granted_at = 0
 
     def grant(self, spec: str, args: list) -> None:
         """Write into the slot what the call just showed valid (mdev.capi.asynchronous)."""

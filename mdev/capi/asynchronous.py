@@ -25,9 +25,10 @@ memcpy_async, events.record_event, stream_wait_event): a call passing them would
 synchronously, so the caller loses nothing by not waiting.  Grants are void once anything
 could have made them false: the agent advances the area's epoch around every call not in
 HARMLESS (mdev.capi.channel), and grants nothing while a capture, a checking tool or a
-stop-on-failure context could refuse a task.  What can still fail after the C side
-returned is a race the program made itself (another thread freeing the memory meanwhile)
-or a device lost meanwhile: that failure is the thread's last error and the answer of its
+stop-on-failure context could refuse a task; and the C side calls synchronously once the
+stream's device process is gone (its pidfd, polled with the agent's: 507901 at once).
+What can still fail after the C side returned is a race the program made itself (another
+thread freeing the memory meanwhile, a device dying meanwhile): that failure is the thread's last error and the answer of its
 next synchronisation (``aclrtSynchronize*``), as a task failure is.
 
 A new asynchronous function (an aclnn launch, say) needs only its SPEC here; the C entry
@@ -57,7 +58,8 @@ PLAIN_KINDS = (C.ACL_MEMCPY_HOST_TO_HOST, C.ACL_MEMCPY_HOST_TO_DEVICE, C.ACL_MEM
 assert PLAIN_KINDS == tuple(range(channel.PLAIN_KINDS))      # the C side's check is kind < PLAIN_KINDS
 
 # calls that cannot make a grant false (no free, destroy, context switch, capture, mode
-# change, reset): every other call advances the epoch before and after it runs
+# change, reset): every other call (but THREAD_LOCAL's) advances the epoch before and
+# after it runs
 HARMLESS = frozenset(SPECS) | frozenset((
     "aclrtSynchronizeStream", "aclrtSynchronizeStreamWithTimeout", "aclrtSynchronizeDevice",
     "aclrtSynchronizeDeviceWithTimeout", "aclrtSynchronizeEvent", "aclrtSynchronizeEventWithTimeout",
@@ -67,6 +69,9 @@ HARMLESS = frozenset(SPECS) | frozenset((
     "aclrtMalloc", "aclrtMallocHost", "aclrtCreateStream", "aclrtCreateEvent", "aclrtCreateEventWithFlag",
     "aclrtCreateEventExWithFlag", "aclrtMemcpy", "aclrtMemset", "aclrtGetMemInfo",
 ))
+# calls that change only what the calling thread's grants rest on (its current context):
+# they void that thread's grants, not every thread's
+THREAD_LOCAL = frozenset(("aclrtSetCurrentContext", "aclrtSetDevice", "aclrtCreateContext"))
 SYNCHRONISATIONS = frozenset(name for name in HARMLESS if name.startswith("aclrtSynchronize"))
 
 
@@ -79,8 +84,9 @@ def checked(spec: str, params: int) -> str:
 
 def grants(spec: str, args: list) -> tuple[list, list, list] | None:
     """After a call with ``spec`` and ``args`` succeeded on this (agent) thread: what it
-    showed valid -- ([(stream handle, device, 0)], [(start, end, device, 0)], [(event,
-    device, flags)]) -- or None when its kind of call must keep being validated synchronously."""
+    showed valid -- ([(stream handle, device, its process id)], [(start, end, device, 0)],
+    [(event, device, flags)]) -- or None when its kind of call must keep being validated
+    synchronously."""
     if rt.captures or hooks.checker is not None:
         return None
     roles = spec[::2]
@@ -100,5 +106,5 @@ def grants(spec: str, args: list) -> tuple[list, list, list] | None:
             if events.shared(ev) or ev.device != device:
                 return None
             evs.append((args[k], device, G_WAIT if ev.can_wait else 0))
-    return [(args[roles.index("s")], device, 0)], ranges, evs
+    return [(args[roles.index("s")], device, rt.link(device).pid)], ranges, evs
 

@@ -73,11 +73,12 @@ S_GRANT_EPOCH = 65548                                     # u32: the epoch the g
 S_INDEX = 65552                                           # u32: the called function's index in its face
 S_FACE = 65560                                            # u64: its face (the C table's address)
 # grants, an entry's device stored + 1 (0: an empty entry)
-S_STREAMS, STREAM_GRANTS = 65600, 8                       # {u64 handle, u32 device + 1, u32 -}
+S_STREAMS, STREAM_GRANTS = 65600, 8                       # {u64 handle, u32 device + 1, u32 its pid}
 S_RANGES, RANGE_GRANTS = 65728, 16                        # {u64 start, u64 end, u32 device + 1, u32 -}
 S_EVENTS, EVENT_GRANTS = 66112, 16                        # {u64 handle, u32 device + 1, u32 flags}
 G_WAIT = 1                                                # event flag: a stream may wait on it
 PLAIN_KINDS = 5                                           # copy kinds 0..4 (mdev.capi.asynchronous)
+DEVICE_FDS = 64                                           # devices whose process the C side watches
 S_RING = 66560
 RING_ARGS = 8
 ENTRY_BYTES = 16 + 8 * RING_ARGS                          # {u64 face, u32 index, u32 -, u64 args[8]}

@@ -641,17 +641,72 @@ static void agent_call(mdev_face* face, int index, mdev_result* result, const ch
 }
 
 /* ------------------------------------------------------------------ asynchronous calls */
-/* the device of the granted stream ``handle``, or -1 */
-static int granted_stream(const unsigned char* slot, uint64_t handle)
+/* the device of the granted stream ``handle`` (its process: *pid), or -1 */
+static int granted_stream(const unsigned char* slot, uint64_t handle, pid_t* pid)
 {
     for (int i = 0; i < (int)MDEV_CH_STREAM_GRANTS; i++) {
         const unsigned char* g = slot + MDEV_CH_S_STREAMS + 16 * i;
         uint32_t device = *(const uint32_t*)(g + 8);
         if (device && *(const uint64_t*)g == handle) {
+            *pid = (pid_t)*(const uint32_t*)(g + 12);
             return (int)device - 1;
         }
     }
     return -1;
+}
+
+/* A pidfd of device process ``pid`` (which serves device index ``device``), kept per device;
+ * -1 when none can be had (the process is gone, or too many devices). */
+static struct {
+    _Atomic pid_t pid;
+    _Atomic int fd;
+} device_fds[MDEV_CH_DEVICE_FDS];
+static pthread_mutex_t device_fds_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int device_fd(int device, pid_t pid)
+{
+    if (device < 0 || device >= (int)MDEV_CH_DEVICE_FDS) {
+        return -1;
+    }
+    if (atomic_load(&device_fds[device].pid) == pid) {
+        return atomic_load(&device_fds[device].fd);
+    }
+    pthread_mutex_lock(&device_fds_lock);
+    if (atomic_load(&device_fds[device].pid) != pid) {      /* a restarted device: its new process */
+        int had = atomic_load(&device_fds[device].pid) != 0;
+        int old = atomic_exchange(&device_fds[device].fd, -1);
+        atomic_store(&device_fds[device].pid, 0);
+        if (had && old >= 0) {
+            close(old);          /* a thread polling it meanwhile gets POLLNVAL: it calls synchronously */
+        }
+        int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (fd >= 0) {
+            fcntl(fd, F_SETFD, FD_CLOEXEC);
+        }
+        atomic_store(&device_fds[device].fd, fd);
+        atomic_store(&device_fds[device].pid, pid);
+    }
+    int fd = atomic_load(&device_fds[device].fd);
+    pthread_mutex_unlock(&device_fds_lock);
+    return fd;
+}
+
+/* the agent and the device process ``pid`` both alive (one system call for both): a call to a
+ * lost device must answer 507901 at once, which only the synchronous path gives */
+static int both_alive(int device, pid_t pid)
+{
+    int fd = device_fd(device, pid);
+    if (fd < 0) {
+        return 0;
+    }
+    struct pollfd p[2] = {{fd, POLLIN, 0}, {S.pidfd, POLLIN, 0}};
+    if (poll(p, 2, 0) == 0) {
+        return 1;
+    }
+    if (p[1].revents) {
+        agent_alive();         /* says it once */
+    }
+    return 0;
 }
 
 /* [start, start + n) lies in one granted allocation of ``device`` */
@@ -689,8 +744,9 @@ static int granted(const unsigned char* slot, const char* spec, const uint64_t* 
         return 0;
     }
     int device = -1;
+    pid_t pid = 0;
     for (int k = 0; spec[2 * k]; k++) {
-        if (spec[2 * k] == 's' && (device = granted_stream(slot, a[k])) < 0) {
+        if (spec[2 * k] == 's' && (device = granted_stream(slot, a[k], &pid)) < 0) {
             return 0;
         }
     }
@@ -720,7 +776,7 @@ static int granted(const unsigned char* slot, const char* spec, const uint64_t* 
             return 0;
         }
     }
-    return device >= 0;
+    return device >= 0 && both_alive(device, pid);
 }
 
 /* The call appended to this thread's ring if its spec's checks pass and the ring has room
@@ -729,7 +785,7 @@ static int call_later(mdev_face* face, int index, const char* spec, mdev_result*
                       va_list* args)
 {
     if (serving || face->entries[index] != known_marker() || my_slot < 0 || my_generation != S.generation
-        || S.area == NULL || !agent_alive()) {
+        || S.area == NULL || S.dead) {
         return 0;                /* nested in a service, unknown to the agent yet, or no session */
     }
     uint64_t a[MDEV_CH_RING_ARGS];
