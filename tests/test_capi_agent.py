@@ -169,3 +169,27 @@ def test_killed_agent_fails_calls_at_once(cann_home, agent_board):
     count_ret, set_ret, seconds = proc.stdout.split()
     assert (int(count_ret), int(set_ret)) == (507000, 507000) and float(seconds) < 5
     assert "host agent" in proc.stderr and "is gone" in proc.stderr
+
+
+def test_agent_that_cannot_start_leaves_nothing_behind(cann_home, agent_board):
+    """MDEV_PYTHON names no interpreter: the calls return the library's internal error, said
+    once, and the failed start leaves no descriptor, shared area or address window behind."""
+    code = textwrap.dedent("""
+        import ctypes, os, sys
+        def fds():
+            return sorted(os.listdir("/proc/self/fd"))
+        def maps():
+            return [line for line in open("/proc/self/maps") if "mdev-agent" in line or line.split()[1] == "---p"
+                    and int(line.split("-")[1].split()[0], 16) - int(line.split("-")[0], 16) >= 1 << 40]
+        lib = ctypes.CDLL(sys.argv[1])
+        before, mapped = fds(), maps()
+        count = ctypes.c_uint32()
+        print(lib.aclrtGetDeviceCount(ctypes.byref(count)), lib.aclrtSetDevice(0))
+        print(fds() == before, maps() == mapped, flush=True)
+    """)
+    env = board_env(agent_board, **AGENT, MDEV_PYTHON="/nonexistent/python")
+    proc = subprocess.run([sys.executable, "-c", code, str(cann_home / "lib64" / "libascendcl.so")], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.split() == ["507000", "507000", "True", "True"], proc.stdout + proc.stderr
+    assert proc.stderr.count("cannot start the host agent") == 1, proc.stderr

@@ -377,30 +377,35 @@ static int move_fd(int fd)
     return fcntl(fd, F_DUPFD, 10);
 }
 
+/* Start the agent and hand it the area; on failure everything made is undone (the calls then
+ * return their library's internal error, the reason said once on stderr). */
 static void start_session(void)
 {
     const char* python = getenv("MDEV_PYTHON");
     if (python == NULL || !*python) {
         python = MDEV_PYTHON;
     }
-    int memfd = memfd_create("mdev-agent", MFD_CLOEXEC);
-    if (memfd < 0 || ftruncate(memfd, (off_t)MDEV_CH_AREA_BYTES) != 0) {
-        fail_start(strerror(errno));
-        return;
+    const char* why = NULL;
+    char why_agent[MDEV_CH_ERROR_BYTES + 64];
+    int memfd = -1, pipefd[2] = {-1, -1}, high_area = -1, high_life = -1, pidfd = -1;
+    unsigned char* area = MAP_FAILED;
+    void* window = MAP_FAILED;
+    char** env = NULL;
+    memfd = memfd_create("mdev-agent", MFD_CLOEXEC);
+    if (memfd < 0 || ftruncate(memfd, (off_t)MDEV_CH_AREA_BYTES) != 0
+        || (area = mmap(NULL, MDEV_CH_AREA_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0)) == MAP_FAILED) {
+        why = strerror(errno);
+        goto undo;
     }
-    unsigned char* area = mmap(NULL, MDEV_CH_AREA_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
     /* the window: far below where either process's libraries and heaps are mapped, so the
        agent (a fresh process) finds the same addresses free */
-    void* window = MAP_FAILED;
     for (uintptr_t k = 2; k < 7 && window == MAP_FAILED; k++) {
         window = mmap((void*)(k << 44), MDEV_CH_WINDOW_BYTES, PROT_NONE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
     }
-    int pipefd[2];
-    if (area == MAP_FAILED || window == MAP_FAILED || pipe2(pipefd, O_CLOEXEC) != 0) {
-        fail_start(strerror(errno));
-        close(memfd);
-        return;
+    if (window == MAP_FAILED || pipe2(pipefd, O_CLOEXEC) != 0) {
+        why = strerror(errno);
+        goto undo;
     }
     *U64(area, MDEV_CH_H_WINDOW) = (uint64_t)(uintptr_t)window;
     *U64(area, MDEV_CH_H_WINDOW_SIZE) = MDEV_CH_WINDOW_BYTES;
@@ -412,11 +417,12 @@ static void start_session(void)
     char* argv[] = {(char*)python, "-E", "-s", "-c",
                     "import sys; sys.path.insert(0, sys.argv[1]); from mdev.capi import agent; agent.main()",
                     MDEV_ROOT, client, (char*)library, NULL};
-    char** env = agent_environ();
-    int high_area = move_fd(memfd), high_life = move_fd(pipefd[0]);
+    env = agent_environ();
+    high_area = move_fd(memfd);
+    high_life = move_fd(pipefd[0]);
     if (env == NULL || high_area < 0 || high_life < 0) {
-        fail_start("out of memory or descriptors");
-        return;
+        why = "out of memory or descriptors";
+        goto undo;
     }
     pid_t middle = fork();
     if (middle == 0) {
@@ -437,25 +443,20 @@ static void start_session(void)
             }
         }
         execve(python, argv, env);
-        static const char why[] = "cannot run the interpreter (MDEV_PYTHON)";
-        memcpy(area + MDEV_CH_H_ERROR, why, sizeof why);
+        static const char cannot[] = "cannot run the interpreter (MDEV_PYTHON)";
+        memcpy(area + MDEV_CH_H_ERROR, cannot, sizeof cannot);
         atomic_store(U32(area, MDEV_CH_H_READY), 2);
         futex_wake(U32(area, MDEV_CH_H_READY));
         _exit(127);
     }
-    free(env);
-    close(high_area);
-    close(high_life);
-    close(memfd);
-    close(pipefd[0]);
     if (middle < 0) {
-        fail_start(strerror(errno));
-        return;
+        why = strerror(errno);
+        goto undo;
     }
     while (waitpid(middle, NULL, 0) < 0 && errno == EINTR) {
     }
     pid_t agent = *(_Atomic int32_t*)(area + MDEV_CH_H_AGENT_PID);
-    int pidfd = (int)syscall(SYS_pidfd_open, agent, 0);
+    pidfd = (int)syscall(SYS_pidfd_open, agent, 0);
     _Atomic uint32_t* ready = U32(area, MDEV_CH_H_READY);
     for (int waited = 0; atomic_load(ready) == 0 && waited < 600; waited++) {
         struct pollfd p = {pidfd, POLLIN, 0};
@@ -465,17 +466,17 @@ static void start_session(void)
         futex_wait(ready, 0, 200);
     }
     if (atomic_load(ready) != 1) {
-        char why[MDEV_CH_ERROR_BYTES + 64];
-        snprintf(why, sizeof why, "%s (interpreter %s, mdev at %s)",
+        snprintf(why_agent, sizeof why_agent, "%s (interpreter %s, mdev at %s)",
                  area[MDEV_CH_H_ERROR] ? (const char*)area + MDEV_CH_H_ERROR : "it exited or did not answer",
                  python, MDEV_ROOT);
-        fail_start(why);
-        close(pipefd[1]);
-        if (pidfd >= 0) {
-            close(pidfd);
-        }
-        return;
+        why = why_agent;
+        goto undo;           /* the lifeline closed: an agent still starting ends by itself */
     }
+    free(env);
+    close(high_area);
+    close(high_life);
+    close(memfd);
+    close(pipefd[0]);
     S.area = area;
     S.lifeline = pipefd[1];
     S.pidfd = pidfd;
@@ -494,6 +495,22 @@ static void start_session(void)
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_create(&thread, &attr, service_thread, (void*)(intptr_t)spawner);
     pthread_attr_destroy(&attr);
+    return;
+undo:
+    fail_start(why);
+    free(env);
+    int fds[] = {memfd, pipefd[0], pipefd[1], high_area, high_life, pidfd};
+    for (size_t i = 0; i < sizeof fds / sizeof *fds; i++) {
+        if (fds[i] >= 0) {
+            close(fds[i]);
+        }
+    }
+    if (window != MAP_FAILED) {
+        munmap(window, MDEV_CH_WINDOW_BYTES);
+    }
+    if (area != MAP_FAILED) {
+        munmap(area, MDEV_CH_AREA_BYTES);
+    }
 }
 
 /* this thread's slot in a live session, or NULL */
