@@ -3,7 +3,8 @@
     worker.c    a library whose run_worker() joins a pthread calling the API: loaded by a
                 Python program through ctypes.PyDLL (the GIL held while joining) it returns;
                 through ctypes.CDLL the program then exits normally
-    gil_host.c  a C program embedding Python holds the GIL while joining run_worker()'s thread
+    gil_host.cpp  a C++ program embedding Python holds the GIL while joining a std::thread
+                that calls the API
     fork.c      the child of fork() has a session of its own; the parent carries on
     lost.c      a device SIGKILLed under the program: 507901 from then on; then the
                 supervisor: failures, and a normal exit (no SIGPIPE)
@@ -73,14 +74,13 @@ def test_python_program_thread_calls_while_the_gil_is_held(loader, tmp_path, can
     assert proc.returncode == 0 and "worker 0" in proc.stdout, proc.stdout + proc.stderr
 
 
-def test_c_program_holding_its_own_gil_while_a_thread_calls(tmp_path, cann_home, agent_board):
-    library = compile_c(cann_home, "worker.c", tmp_path / "libworker.so", "-shared", "-fPIC")
+def test_cpp_program_holding_its_own_gil_while_a_thread_calls(tmp_path, cann_home, agent_board):
+    """A C++ program linked with libpython holds its GIL while joining a std::thread that calls
+    the API (it hangs when the library runs Python in the caller)."""
     libdir = sysconfig.get_config_var("LIBDIR")
     version = sysconfig.get_config_var("LDVERSION") or sysconfig.get_config_var("VERSION")
-    binary = compile_c(cann_home, "gil_host.c", tmp_path / "gil_host", f"-I{sysconfig.get_paths()['include']}",
-                       f"-L{tmp_path}", f"-Wl,-rpath,{tmp_path}", f"-L{libdir}", f"-Wl,-rpath,{libdir}",
-                       libs=("ascendcl", "worker", f"python{version}"))
-    assert library.exists()
+    binary = compile_c(cann_home, "gil_host.cpp", tmp_path / "gil_host", f"-I{sysconfig.get_paths()['include']}",
+                       f"-L{libdir}", f"-Wl,-rpath,{libdir}", libs=("ascendcl", f"python{version}"))
     assert "gil_host: 0 failures" in run(binary, agent_board, timeout=60).stdout
 
 
