@@ -45,9 +45,10 @@ _MASK = (1 << 64) - 1
 _local = threading.local()         # .slot: the slot whose call this thread is running
 # libmdev_client.so's mdev_wait_change and mdev_post: a C thread's next call usually comes
 # within microseconds of the last answer, so a slot's thread watches its word that long before
-# sleeping, and says when it sleeps (the C side then wakes it); the same for the C side
+# sleeping (yielding the CPU after the first microseconds), and says when it sleeps (the C
+# side then wakes it); the same for the C side
 _wait_change = _post = None
-SPIN_NS = 50_000
+SPIN_NS = 200_000
 
 
 class Slot:
@@ -353,23 +354,27 @@ class Calls:
 
     def drain(self) -> None:
         """Run the ring's entries in order.  Their tasks are sent by this thread, together,
-        when the ring is empty (not handed to the runtime's flusher thread one by one)."""
+        when the ring is empty (not handed to the runtime's flusher thread one by one); the
+        head moves after each run of entries seen at once (the C side then has room)."""
         mm, ring = AREA.mm, self.slot.offset + ch.S_RING
-        head = self.head.value
+        entry, functions = _RING_ENTRY.unpack_from, _functions
+        head, tail = self.head.value, self.tail.value
         with gathering():
-            while head != self.tail.value:
-                at = ring + head % ch.RING_ENTRIES * ch.ENTRY_BYTES
-                fn = _functions[_RING_ENTRY.unpack_from(mm, at)]
-                try:
-                    ret = fn.call(*fn.plain.unpack_from(mm, at + 16))
-                except BaseException:     # an mdev bug: said, and the thread's next synchronisation fails
-                    print(f"mdev: {fn.name} failed inside the emulator:\n{traceback.format_exc()}", file=sys.stderr,
-                          flush=True)
-                    ret = E.ACL_ERROR_RT_INTERNAL_ERROR
-                if ret and not self.failure:
-                    self.failure = ret
-                head = (head + 1) & _U32_MASK
+            while head != tail:
+                while head != tail:
+                    at = ring + head % ch.RING_ENTRIES * ch.ENTRY_BYTES
+                    fn = functions[entry(mm, at)]
+                    try:
+                        ret = fn.call(*fn.plain.unpack_from(mm, at + 16))
+                    except BaseException:     # an mdev bug: said, and the thread's next synchronisation fails
+                        print(f"mdev: {fn.name} failed inside the emulator:\n{traceback.format_exc()}",
+                              file=sys.stderr, flush=True)
+                        ret = E.ACL_ERROR_RT_INTERNAL_ERROR
+                    if ret and not self.failure:
+                        self.failure = ret
+                    head = (head + 1) & _U32_MASK
                 self.head.value = head
+                tail = self.tail.value
 
     def others_drained(self) -> None:
         """Wait until the other threads' rings have run what they held: their calls returned

@@ -32,6 +32,7 @@
 #include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -80,7 +81,8 @@ static __thread int my_slot = -1;
 static __thread int serving;       /* this thread runs a C function the agent asked for */
 static __thread unsigned my_generation;
 
-#define SPIN_NS 20000              /* how long a C thread watches for the answer before sleeping */
+#define SPIN_NS 200000             /* how long a C thread watches for the answer before sleeping */
+#define PAUSE_NS 20000             /* ... the first of it without yielding the CPU */
 #define U32(base, off) ((_Atomic uint32_t*)((base) + (off)))
 #define C_SLEEPS(slot) U32(slot, MDEV_CH_S_C_SLEEPS)
 #define AGENT_SLEEPS(slot) U32(slot, MDEV_CH_S_AGENT_SLEEPS)
@@ -121,13 +123,17 @@ __attribute__((visibility("default"))) uint32_t mdev_wait_change(_Atomic uint32_
 {
     struct timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
+    long spent = 0;
     for (unsigned spin = 1;; spin++) {
         uint32_t now = atomic_load(word);
         if (now != seen) {
             return now;
         }
-        if ((spin & 63) == 0 && elapsed_ns(&start) > spin_ns) {
+        if ((spin & 63) == 0 && (spent = elapsed_ns(&start)) > spin_ns) {
             break;
+        }
+        if (spent > PAUSE_NS) {
+            sched_yield();        /* past the first microseconds each look lets a busy CPU go */
         }
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
