@@ -68,6 +68,8 @@ HARMLESS = frozenset(SPECS) | frozenset((
     "aclrtGetLastError", "aclrtPeekAtLastError", "aclGetRecentErrMsg", "aclrtGetRunMode", "aclrtGetSocName",
     "aclrtMalloc", "aclrtMallocHost", "aclrtCreateStream", "aclrtCreateEvent", "aclrtCreateEventWithFlag",
     "aclrtCreateEventExWithFlag", "aclrtMemcpy", "aclrtMemset", "aclrtGetMemInfo",
+    "aclrtLaunchKernel", "aclrtLaunchKernelV2", "aclrtLaunchKernelWithConfig", "aclrtLaunchKernelWithHostArgs",
+    "aclrtLaunchKernelWithArgsArray",
 ))
 # calls that change only what the calling thread's grants rest on (its current context):
 # they void that thread's grants, not every thread's
