@@ -4,10 +4,13 @@
  * program passes through the embedded library, which validates every call synchronously.
  *   order       a later synchronous call sees every earlier asynchronous one applied, the
  *               calls of another thread that returned before it too
- *   codes       wrong sizes, overruns, NULL, freed memory, a destroyed stream or event, a
- *               kind out of range, an event that cannot be waited on, another context
+ *   codes       wrong sizes, overruns, NULL, wild and guard-page pointers, freed memory,
+ *               destroyed and garbage streams and events, a kind out of range, an event
+ *               that cannot be waited on, another context
  *   pageable    an asynchronous copy to pageable memory is done when the call returns */
+#define _DEFAULT_SOURCE
 #include <pthread.h>
+#include <sys/mman.h>
 
 #include "check.h"
 
@@ -108,6 +111,13 @@ int main(void)
     EXPECT_RET(aclrtMemcpyAsync(other, N, dev, 16, (aclrtMemcpyKind)9, stream), ACL_ERROR_INVALID_PARAM);
     EXPECT_RET(aclrtStreamWaitEvent(stream, untimed), ACL_ERROR_RT_PARAM_INVALID);
     EXPECT_MESSAGE("ACL_EVENT_SYNC");
+    EXPECT_RET(aclrtMemsetAsync(dev, N, 0, N, (aclrtStream)(uintptr_t)0x1234), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RET(aclrtRecordEvent((aclrtEvent)(uintptr_t)0x1234, stream), ACL_ERROR_RT_PARAM_INVALID);
+    EXPECT_RET(aclrtMemsetAsync((void*)(uintptr_t)0x10, 16, 0, 16, stream), ACL_ERROR_RT_PARAM_INVALID);
+    void* guard = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    EXPECT(guard != MAP_FAILED);
+    EXPECT_RET(aclrtMemcpyAsync(guard, 16, dev, 16, ACL_MEMCPY_DEVICE_TO_HOST, stream), ACL_ERROR_RT_PARAM_INVALID);
+    munmap(guard, 4096);
 
     /* pageable memory: the copy is done when the call returns */
     memset(host, 0, sizeof host);
