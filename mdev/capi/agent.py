@@ -2,8 +2,9 @@
 
     C program (any threads; a Python program's GIL never involved)
       libmdev_client.so --slot per C thread, futex wake--> this process (mdev's interpreter)
-                                                             control thread: a thread per slot
-                                                             slot thread: adapter.entry(name)(*args)
+                        --its ring of asynchronous calls-->  control thread: a thread per slot
+                        <--grants (what they may assume)--   slot thread: the ring, then the call:
+                                                               adapter.entry(name)(*args)
                                                                --> mdev.runtime --> board
       the program's memory <------ process_vm_readv/writev -- (structures, strings, pageable copies)
       pinned segments      <------ mapped at one address in both (the program's reserved window)
@@ -12,7 +13,8 @@
 Started by the C library (``python -E -s -c ... ROOT PID LIBRARY``, fd 3 the shared area,
 fd 4 the lifeline; LIBRARY is libmdev_client.so, whose way of waiting it borrows): ``main``
 serves until the lifeline reads EOF (the program exited or died), then runs the runtime's
-exit work (releases, traces, reports) and exits.  The channel's layout is mdev.capi.channel.
+exit work (releases, traces, reports) and exits.  The channel's layout is mdev.capi.channel;
+which calls may return before they run, and why that is exact, mdev.capi.asynchronous.
 """
 
 from __future__ import annotations
@@ -284,6 +286,7 @@ class Function:
         self.spec = asynchronous.SPECS.get(name) if not outputs else None
         self.harmless = name in asynchronous.HARMLESS
         self.thread_local = name in asynchronous.THREAD_LOCAL
+        self.unordered = name in asynchronous.UNORDERED
         self.synchronises = name in asynchronous.SYNCHRONISATIONS
 
 
@@ -395,7 +398,7 @@ class Calls:
         try:
             fn = function(slot, _U64.unpack_from(mm, base + ch.S_FACE)[0], _U32.unpack_from(mm, base + ch.S_INDEX)[0])
             args = _arguments(mm, base, fn.fmt)
-            if AREA.callers and len(AREA.callers) > 1:
+            if len(AREA.callers) > 1 and not fn.unordered:
                 self.others_drained()
             if fn.thread_local:
                 self.void_grants()

@@ -24,15 +24,18 @@ The checks are exactly the runtime's for such arguments (mdev.runtime.memops.mem
 memcpy_async, events.record_event, stream_wait_event): a call passing them would succeed
 synchronously, so the caller loses nothing by not waiting.  Grants are void once anything
 could have made them false: the agent advances the area's epoch around every call not in
-HARMLESS (mdev.capi.channel), and grants nothing while a capture, a checking tool or a
-stop-on-failure context could refuse a task; and the C side calls synchronously once the
-stream's device process is gone (its pidfd, polled with the agent's: 507901 at once).
-What can still fail after the C side returned is a race the program made itself (another
-thread freeing the memory meanwhile, a device dying meanwhile): that failure is the thread's last error and the answer of its
-next synchronisation (``aclrtSynchronize*``), as a task failure is.
+HARMLESS (mdev.capi.channel; a THREAD_LOCAL call voids only its thread's grants), and
+grants nothing while a capture, a checking tool or a stop-on-failure context could refuse
+a task; and the C side calls synchronously once the stream's device process is gone (its
+pidfd, polled with the agent's: 507901 at once).  What can still fail after the C side
+returned is a race the program made itself (another thread freeing the memory meanwhile,
+a device dying meanwhile): that failure is the thread's last error and the answer of its
+next synchronisation (``aclrtSynchronize*``), as a task failure is.  Order: a call other
+than an UNORDERED one first waits until every thread's queued calls have run.
 
-A new asynchronous function (an aclnn launch, say) needs only its SPEC here; the C entry
-points carry it (mdev.capi.generate).
+A new asynchronous function (an aclnn launch, say) needs only its SPEC here (and a call
+that frees or destroys nothing belongs in HARMLESS, or it voids every grant); the C entry
+points carry the specs (mdev.capi.generate).
 """
 
 from __future__ import annotations
@@ -75,6 +78,10 @@ HARMLESS = frozenset(SPECS) | frozenset((
 # they void that thread's grants, not every thread's
 THREAD_LOCAL = frozenset(("aclrtSetCurrentContext", "aclrtSetDevice", "aclrtCreateContext"))
 SYNCHRONISATIONS = frozenset(name for name in HARMLESS if name.startswith("aclrtSynchronize"))
+# calls that see nothing another thread's queued calls change (the caller's own state, the
+# board's constants): they need not wait for those to run first
+UNORDERED = frozenset(("aclrtGetDevice", "aclrtGetCurrentContext", "aclrtGetLastError", "aclrtPeekAtLastError",
+                       "aclGetRecentErrMsg", "aclrtGetRunMode", "aclrtGetSocName", "aclrtGetDeviceCount"))
 
 
 def checked(spec: str, params: int) -> str:
