@@ -10,10 +10,11 @@
                 supervisor: failures, and a normal exit (no SIGPIPE)
     stale.c     host memory unmapped or made read-only after a first copy: 107000
     register.c  the program's own pages registered (aclrtHostRegister) and unregistered
-                (these two through the agent and the embedded library alike)
     async.c     asynchronous calls the agent lets return before it runs them: order (another
                 thread's included) and every error code as the synchronous runtime gives it
-                (through the agent and the embedded library alike)
+    drill.c     the C-ABI drill: NULL outputs (18), destroyed and garbage handles, two
+                threads synchronising a stream a third destroys
+                (these four through the agent and the embedded library alike)
     (Python)    the agent ends with the program; a killed agent fails calls at once
     basic.c     run with another Python environment's PYTHONPATH / PYTHONHOME / VIRTUAL_ENV
                 and no board running: the agent starts one and the program works
@@ -111,8 +112,8 @@ def test_killed_device_and_supervisor_give_codes_and_a_normal_exit(tmp_path, can
 
 
 @pytest.mark.parametrize("mode", ["embedded", "agent"])
-@pytest.mark.parametrize("program", ["stale", "register", "async"])
-def test_program_memory_both_ways(program, mode, tmp_path, cann_home, agent_board):
+@pytest.mark.parametrize("program", ["stale", "register", "async", "drill"])
+def test_program_both_ways(program, mode, tmp_path, cann_home, agent_board):
     binary = compile_c(cann_home, f"{program}.c", tmp_path / program)
     env = board_env(agent_board, MDEV_CAPI=mode)
     proc = subprocess.run([str(binary)], env=env, capture_output=True, text=True, timeout=120)

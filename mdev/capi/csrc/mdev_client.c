@@ -277,8 +277,6 @@ static void thread_gone(void* unused)
     if (my_slot >= 0 && my_generation == S.generation && S.area != NULL) {
         unsigned char* slot = slot_at(my_slot);
         announce(slot, MDEV_CH_CLOSED);           /* its ring is run first */
-        futex_wake(DOORBELL(slot));
-        futex_wake(STATE(slot));
     }
     my_slot = -1;
 }
