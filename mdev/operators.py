@@ -1,7 +1,7 @@
 """The operator library's ops (aclnn), one entry each: what both sides of an operator task
 read.
 
-    host  aclnnXGetWorkspaceSize (mdev.runtime.operators) -- checks the arguments against
+    host  aclnnXGetWorkspaceSize (mdev.runtime.execution.operators) -- checks the arguments against
           the entry's signature and dtypes, runs its reference on meta tensors (shapes,
           broadcasting, type promotion, as torch decides them), makes an executor
     host  aclnnX -> one "operator" task (mdev.taskspec) on the stream

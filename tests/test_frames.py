@@ -24,7 +24,7 @@ import pytest
 
 from mdev import frameshape, protocol
 from mdev.board import launcher, supervisor
-from mdev.board.naming import BoardPaths
+from mdev.naming import BoardPaths
 from mdev.runtime.core import RUNTIME as rt
 
 STALL_S = 0.1             # how much longer than before the attack a well-behaved call may take

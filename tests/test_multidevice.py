@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-import topology
+from mdev import topology
 from async_util import ok, out
 from conftest import SMALL_HBM
 from helpers import MiB, attached, extra_board, from_device, to_device

@@ -692,7 +692,7 @@ def test_a_captured_op_replays_with_its_graph(nn):
 def test_a_checked_call_is_remembered_with_its_outcome(nn):
     """GetWorkspaceSize remembers what the meta check said for the same shapes, strides,
     dtypes and attributes: a refusal stays a refusal, another shape is checked afresh."""
-    from mdev.runtime import operators as host
+    from mdev.runtime.execution import operators as host
     a, b = torch.randn(3, 4), torch.randn(5)
     first = run_op(nn, "Add", self=a, other=b, alpha=1.0, out=torch.empty(3, 4))
     assert first[0] == E.ACLNN_ERR_PARAM_INVALID

@@ -13,6 +13,7 @@ import os
 import threading
 import time
 import traceback
+from dataclasses import field
 
 from mdev import constants as C
 from mdev import errors as E
@@ -26,6 +27,13 @@ from mdev.runtime.core import STREAM_HANDLES, Context, Stream
 from mdev.runtime import capture as _graph
 from mdev.runtime import trace as _trace
 from mdev.runtime.validate import as_int, timeout_ms
+
+
+# this module's part of the runtime's state, made afresh with it (finalize, fork)
+held = rt.family(
+    stream_state_callbacks=dict,  # aclrtRegStreamStateCallback: name -> (fn, args)
+    aborting_devices=set,         # aclrtDeviceTaskAbort in progress
+)
 
 PRIORITY_GREATEST, PRIORITY_LEAST = 0, 7
 # streams whose tasks never run directly: sync and query treat them as drained
@@ -47,7 +55,7 @@ def new_stream(ctx: Context, priority: int = 0, flags: int = 0, default: bool = 
         rt.streams[stream.handle] = stream
         if not default:
             ctx.streams.add(stream)
-    if rt.stream_state_callbacks:
+    if held.stream_state_callbacks:
         notify_state(stream, C.ACL_RT_STREAM_STATE_CREATE_POST)
     return stream
 
@@ -56,7 +64,7 @@ def notify_state(stream: Stream, state: int) -> None:
     """aclrtRegStreamStateCallback: every registered callback learns of a stream created
     (after) or destroyed (before) -- default streams included; one that raises does not
     keep the others from running."""
-    for callback, args in list(rt.stream_state_callbacks.values()):
+    for callback, args in list(held.stream_state_callbacks.values()):
         try:
             callback(stream.handle, state, args)
         except Exception:
@@ -67,7 +75,7 @@ def submit(stream: Stream, op: str, *args) -> int:
     """Queue a task; a stopped stop-on-failure context refuses it with its failure code."""
     if stream.recorder is not None:     # persistent or capturing stream: stored, not run
         return stream.recorder.record(stream, op, args)
-    if rt.captures and stream.is_default:
+    if _graph.held.captures and stream.is_default:
         _graph.check_default(stream)
     link = rt.link(stream.device)
     if stream.context.stop_on_failure:
@@ -87,7 +95,7 @@ def submit(stream: Stream, op: str, *args) -> int:
 
 def wait(streams: list[Stream], timeout: int = -1, consume: bool = True) -> None:
     """Block until every stream has run what was submitted to it; raise its first task failure."""
-    if rt.captures:
+    if _graph.held.captures:
         _graph.check_sync(streams)
     wait_targets([(s, s.seq) for s in streams], timeout, consume)
 
@@ -266,12 +274,12 @@ def release(stream: Stream, drain: bool) -> None:
     """Destroy the stream on its device.  Drained, it has nothing left to run and the device
     learns of it in order with this process's tasks, unanswered; otherwise (a forced
     destroy, or a drain that failed) the device stops its work before answering."""
-    if rt.stream_state_callbacks:
+    if held.stream_state_callbacks:
         notify_state(stream, C.ACL_RT_STREAM_STATE_DESTROY_PRE)
     drained = drain
     if drain:
         try:
-            if hooks.checker is not None or rt.captures or not _reached(stream, stream.seq):
+            if hooks.checker is not None or _graph.held.captures or not _reached(stream, stream.seq):
                 wait([stream], consume=False)
             elif _trace.host_on:
                 # wait()'s own short path, without its layers (about a tenth of a
@@ -358,7 +366,7 @@ def synchronize_stream_with_timeout(stream, timeout: int) -> None:
 @api(1)
 def stream_query(stream) -> int:
     s = rt.stream(stream)
-    if rt.captures:
+    if _graph.held.captures:
         _graph.check_sync([s])
     rt.link(s.device).check_alive(exact=True)        # a dead device's page shows its last progress
     if not is_idle(s):
@@ -532,14 +540,14 @@ def reg_stream_state_callback(reg_name: str, callback, args=None) -> None:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "regName must not be empty")
     with rt.lock:
         if callback is None:
-            rt.stream_state_callbacks.pop(reg_name, None)
+            held.stream_state_callbacks.pop(reg_name, None)
             return
         if not callable(callback):
             raise AclError(E.ACL_ERROR_INVALID_PARAM, "callback must be callable or None")
-        if reg_name in rt.stream_state_callbacks:
+        if reg_name in held.stream_state_callbacks:
             raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"a stream state callback named {reg_name!r} is "
                            "already registered")
-        rt.stream_state_callbacks[reg_name] = (callback, args)
+        held.stream_state_callbacks[reg_name] = (callback, args)
 
 
 @api(1)
@@ -571,9 +579,9 @@ def device_task_abort(device_id: int, timeout: int) -> None:
     if not 0 <= timeout <= MAX_ABORT_MS:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"timeout must be 0 or up to {MAX_ABORT_MS} ms, got {timeout}")
     with rt.lock:
-        if device in rt.aborting_devices:
+        if device in held.aborting_devices:
             raise AclError(E.ACL_ERROR_RT_DEVICE_TASK_ABORT, f"a task abort of device {device_id} is in progress")
-        rt.aborting_devices.add(device)
+        held.aborting_devices.add(device)
     try:
         mine = [s for s in list(rt.streams.values()) if s.device == device and not s.destroyed and s.recorder is None]
         link = rt.link(device)
@@ -586,4 +594,4 @@ def device_task_abort(device_id: int, timeout: int) -> None:
                                f"stopped within {timeout} ms")
             time.sleep(0.001)
     finally:
-        rt.aborting_devices.discard(device)
+        held.aborting_devices.discard(device)

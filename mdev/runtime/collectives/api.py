@@ -34,7 +34,7 @@ from mdev.runtime.collectives.select import HIERARCHICAL, layout
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import Stream
 from mdev.taskspec import COMM_LEFT
-from mdev.runtime.memory import DEVICE, Operand
+from mdev.runtime.memtable import DEVICE, Operand
 from mdev.runtime.validate import read_regular
 
 MAX_RANK_TABLE_BYTES = 16 << 20    # HCCL's rank table JSON: a line or two per device
