@@ -20,8 +20,8 @@ A spec has two characters per parameter, a role and an argument index ('.' none)
         direction, or DEFAULT: memory of the stream's own device makes it device to device)
     ..  anything
 
-The checks are exactly the runtime's for such arguments (mdev.runtime.memops.memset_async,
-memcpy_async, events.record_event, stream_wait_event): a call passing them would succeed
+The checks are exactly the runtime's for such arguments (mdev.runtime.memory.memops.memset_async,
+memcpy_async, sync.events.record_event, stream_wait_event): a call passing them would succeed
 synchronously, so the caller loses nothing by not waiting.  Grants are void once anything
 could have made them false: the agent advances the area's epoch around every call not in
 HARMLESS (mdev.capi.channel; a THREAD_LOCAL call voids only its thread's grants), and
@@ -43,10 +43,11 @@ from __future__ import annotations
 from mdev import constants as C
 from mdev.capi import channel
 from mdev.capi.channel import G_WAIT
-from mdev.runtime import events, hooks
+from mdev.runtime import capture, hooks
 from mdev.runtime.core import RUNTIME as rt
-from mdev.runtime.memory import DEVICE
+from mdev.runtime.memtable import DEVICE
 from mdev.runtime.streams import NON_EXECUTING
+from mdev.runtime.sync import events
 
 SPECS = {
     "aclrtMemsetAsync": "d3m3....s.",
@@ -96,7 +97,7 @@ def grants(spec: str, args: list) -> tuple[list, list, list] | None:
     showed valid -- ([(stream handle, device, its process id)], [(start, end, device, 0)],
     [(event, device, flags)]) -- or None when its kind of call must keep being validated
     synchronously."""
-    if rt.captures or hooks.checker is not None:
+    if capture.held.captures or hooks.checker is not None:
         return None
     roles = spec[::2]
     stream = rt.stream_in_context(args[roles.index("s")])
