@@ -86,9 +86,13 @@ UNORDERED = frozenset(("aclrtGetDevice", "aclrtGetCurrentContext", "aclrtGetLast
 
 
 def checked(spec: str, params: int) -> str:
-    """``spec`` after checking it names a role for each of ``params`` parameters."""
-    if len(spec) != 2 * params or any(role not in "sewdmk." for role in spec[::2]):
-        raise ValueError(f"an asynchronous spec has a role and an index per parameter: {spec!r}")
+    """``spec`` after checking it names a role and an index for each of ``params`` parameters,
+    one stream among them (the C side reads it without looking twice)."""
+    pairs = [spec[k:k + 2] for k in range(0, len(spec), 2)]
+    if len(spec) != 2 * params or spec[::2].count("s") != 1 or any(
+            not (role in "sewk." and index == "." or role in "dm" and index.isdigit() and int(index) < params)
+            for role, index in pairs):
+        raise ValueError(f"an asynchronous spec has a role and an index per parameter, one stream: {spec!r}")
     return spec
 
 
