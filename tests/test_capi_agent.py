@@ -194,3 +194,13 @@ def test_agent_that_cannot_start_leaves_nothing_behind(cann_home, agent_board):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.split() == ["507000", "507000", "True", "True"], proc.stdout + proc.stderr
     assert proc.stderr.count("cannot start the host agent") == 1, proc.stderr
+
+
+def test_which_calls_keep_the_grants():
+    """Operator library calls (a framework makes thousands a second) keep every thread's
+    grants; a free or a destroy voids them."""
+    from mdev.capi import asynchronous
+    for name in ("aclnnAddGetWorkspaceSize", "aclnnAdd", "aclrtMemsetAsync", "aclrtSynchronizeStream"):
+        assert asynchronous.harmless(name), name
+    for name in ("aclrtFree", "aclrtDestroyStream", "aclrtDestroyEvent", "aclrtResetDevice", "aclDestroyTensor"):
+        assert not asynchronous.harmless(name), name

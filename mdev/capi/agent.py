@@ -284,7 +284,7 @@ class Function:
         self.call = _entry(name)
         self.plain = _plain(fmt)
         self.spec = asynchronous.SPECS.get(name) if not outputs else None
-        self.harmless = name in asynchronous.HARMLESS
+        self.harmless = asynchronous.harmless(name)
         self.thread_local = name in asynchronous.THREAD_LOCAL
         self.unordered = name in asynchronous.UNORDERED
         self.synchronises = name in asynchronous.SYNCHRONISATIONS

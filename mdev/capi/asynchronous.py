@@ -75,6 +75,16 @@ HARMLESS = frozenset(SPECS) | frozenset((
     "aclrtLaunchKernel", "aclrtLaunchKernelV2", "aclrtLaunchKernelWithConfig", "aclrtLaunchKernelWithHostArgs",
     "aclrtLaunchKernelWithArgsArray",
 ))
+
+
+def harmless(name: str) -> bool:
+    """Whether a call cannot make a grant false: one of HARMLESS, or an operator library
+    call (aclnnXGetWorkspaceSize makes an executor, aclnnX runs one: neither frees memory
+    nor ends a stream, an event or a context -- a framework makes thousands a second, and
+    each would otherwise void every thread's grants)."""
+    return name in HARMLESS or name.startswith("aclnn")
+
+
 # calls that change only what the calling thread's grants rest on (its current context):
 # they void that thread's grants, not every thread's
 THREAD_LOCAL = frozenset(("aclrtSetCurrentContext", "aclrtSetDevice", "aclrtCreateContext"))
