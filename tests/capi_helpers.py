@@ -13,9 +13,10 @@ STRICT = ["-std=c11", "-Wall", "-Wextra", "-Werror"]
 
 
 def compile_c(home: Path, source: str, out: Path, *flags: str, libs: tuple[str, ...] = ("ascendcl",)) -> Path:
-    """Compile tests/c/``source`` against ``home`` with -Wall -Wextra -Werror, linked to ``libs``
-    of its lib64/."""
-    command = ["gcc", *STRICT, *flags, f"-I{home / 'include'}", str(C_DIR / source), "-o", str(out),
+    """Compile tests/c/``source`` (C, or C++ for a .cpp) against ``home`` with -Wall -Wextra
+    -Werror, linked to ``libs`` of its lib64/."""
+    compiler = ["g++", "-std=c++17", *STRICT[1:]] if source.endswith(".cpp") else ["gcc", *STRICT]
+    command = [*compiler, *flags, f"-I{home / 'include'}", str(C_DIR / source), "-o", str(out),
                f"-L{home / 'lib64'}", *(f"-l{lib}" for lib in libs), f"-Wl,-rpath,{home / 'lib64'}", "-lpthread"]
     result = subprocess.run(command, capture_output=True, text=True)
     assert result.returncode == 0 and not result.stderr, result.stderr

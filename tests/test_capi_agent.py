@@ -3,13 +3,18 @@
     worker.c    a library whose run_worker() joins a pthread calling the API: loaded by a
                 Python program through ctypes.PyDLL (the GIL held while joining) it returns;
                 through ctypes.CDLL the program then exits normally
-    gil_host.c  a C program embedding Python holds the GIL while joining run_worker()'s thread
+    gil_host.cpp  a C++ program embedding Python holds the GIL while joining a std::thread
+                that calls the API
     fork.c      the child of fork() has a session of its own; the parent carries on
     lost.c      a device SIGKILLed under the program: 507901 from then on; then the
                 supervisor: failures, and a normal exit (no SIGPIPE)
     stale.c     host memory unmapped or made read-only after a first copy: 107000
     register.c  the program's own pages registered (aclrtHostRegister) and unregistered
-                (these two through the agent and the embedded library alike)
+    async.c     asynchronous calls the agent lets return before it runs them: order (another
+                thread's included) and every error code as the synchronous runtime gives it
+    drill.c     the C-ABI drill: NULL outputs (18), destroyed and garbage handles, two
+                threads synchronising a stream a third destroys
+                (these four through the agent and the embedded library alike)
     (Python)    the agent ends with the program; a killed agent fails calls at once
     basic.c     run with another Python environment's PYTHONPATH / PYTHONHOME / VIRTUAL_ENV
                 and no board running: the agent starts one and the program works
@@ -70,14 +75,13 @@ def test_python_program_thread_calls_while_the_gil_is_held(loader, tmp_path, can
     assert proc.returncode == 0 and "worker 0" in proc.stdout, proc.stdout + proc.stderr
 
 
-def test_c_program_holding_its_own_gil_while_a_thread_calls(tmp_path, cann_home, agent_board):
-    library = compile_c(cann_home, "worker.c", tmp_path / "libworker.so", "-shared", "-fPIC")
+def test_cpp_program_holding_its_own_gil_while_a_thread_calls(tmp_path, cann_home, agent_board):
+    """A C++ program linked with libpython holds its GIL while joining a std::thread that calls
+    the API (it hangs when the library runs Python in the caller)."""
     libdir = sysconfig.get_config_var("LIBDIR")
     version = sysconfig.get_config_var("LDVERSION") or sysconfig.get_config_var("VERSION")
-    binary = compile_c(cann_home, "gil_host.c", tmp_path / "gil_host", f"-I{sysconfig.get_paths()['include']}",
-                       f"-L{tmp_path}", f"-Wl,-rpath,{tmp_path}", f"-L{libdir}", f"-Wl,-rpath,{libdir}",
-                       libs=("ascendcl", "worker", f"python{version}"))
-    assert library.exists()
+    binary = compile_c(cann_home, "gil_host.cpp", tmp_path / "gil_host", f"-I{sysconfig.get_paths()['include']}",
+                       f"-L{libdir}", f"-Wl,-rpath,{libdir}", libs=("ascendcl", f"python{version}"))
     assert "gil_host: 0 failures" in run(binary, agent_board, timeout=60).stdout
 
 
@@ -108,8 +112,8 @@ def test_killed_device_and_supervisor_give_codes_and_a_normal_exit(tmp_path, can
 
 
 @pytest.mark.parametrize("mode", ["embedded", "agent"])
-@pytest.mark.parametrize("program", ["stale", "register"])
-def test_program_memory_both_ways(program, mode, tmp_path, cann_home, agent_board):
+@pytest.mark.parametrize("program", ["stale", "register", "async", "drill"])
+def test_program_both_ways(program, mode, tmp_path, cann_home, agent_board):
     binary = compile_c(cann_home, f"{program}.c", tmp_path / program)
     env = board_env(agent_board, MDEV_CAPI=mode)
     proc = subprocess.run([str(binary)], env=env, capture_output=True, text=True, timeout=120)
@@ -166,3 +170,37 @@ def test_killed_agent_fails_calls_at_once(cann_home, agent_board):
     count_ret, set_ret, seconds = proc.stdout.split()
     assert (int(count_ret), int(set_ret)) == (507000, 507000) and float(seconds) < 5
     assert "host agent" in proc.stderr and "is gone" in proc.stderr
+
+
+def test_agent_that_cannot_start_leaves_nothing_behind(cann_home, agent_board):
+    """MDEV_PYTHON names no interpreter: the calls return the library's internal error, said
+    once, and the failed start leaves no descriptor, shared area or address window behind."""
+    code = textwrap.dedent("""
+        import ctypes, os, sys
+        def fds():
+            return sorted(os.listdir("/proc/self/fd"))
+        def maps():
+            return [line for line in open("/proc/self/maps") if "mdev-agent" in line or line.split()[1] == "---p"
+                    and int(line.split("-")[1].split()[0], 16) - int(line.split("-")[0], 16) >= 1 << 40]
+        lib = ctypes.CDLL(sys.argv[1])
+        before, mapped = fds(), maps()
+        count = ctypes.c_uint32()
+        print(lib.aclrtGetDeviceCount(ctypes.byref(count)), lib.aclrtSetDevice(0))
+        print(fds() == before, maps() == mapped, flush=True)
+    """)
+    env = board_env(agent_board, **AGENT, MDEV_PYTHON="/nonexistent/python")
+    proc = subprocess.run([sys.executable, "-c", code, str(cann_home / "lib64" / "libascendcl.so")], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.split() == ["507000", "507000", "True", "True"], proc.stdout + proc.stderr
+    assert proc.stderr.count("cannot start the host agent") == 1, proc.stderr
+
+
+def test_which_calls_keep_the_grants():
+    """Operator library calls (a framework makes thousands a second) keep every thread's
+    grants; a free or a destroy voids them."""
+    from mdev.capi import asynchronous
+    for name in ("aclnnAddGetWorkspaceSize", "aclnnAdd", "aclrtMemsetAsync", "aclrtSynchronizeStream"):
+        assert asynchronous.harmless(name), name
+    for name in ("aclrtFree", "aclrtDestroyStream", "aclrtDestroyEvent", "aclrtResetDevice", "aclDestroyTensor"):
+        assert not asynchronous.harmless(name), name

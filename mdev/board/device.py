@@ -349,6 +349,17 @@ class Device:
             stream.aborting = False
             self.complete(stream, max(upto, int(self.control.stream_done[slot])), 0, "")
 
+    def rpc_end_stream(self, conn, req, slot: int, upto: int) -> None:
+        """aclrtDestroyStreamForce, ahead of the destroy: the head task ends (mdev.board.stream:
+        DeviceStream.end), the queue behind it is dropped; its host waits for that end."""
+        stream = self.own_stream(conn, slot)
+        stream.end(upto, E.ACL_ERROR_RT_STREAM_ABORT, f"stream {stream.stream_id} was destroyed")
+        with self.progress:
+            self.progress.notify_all()
+        if not stream.pending():
+            stream.aborting = False
+            self.complete(stream, max(upto, int(self.control.stream_done[slot])), 0, "")
+
     def rpc_stop(self, conn, req, slot: int) -> None:
         """aclrtStreamStop: the running kernel is stopped (cut off memory), queued tasks stay;
         the stream reports ACL_ERROR_RT_INTERNAL_ERROR at its next synchronisation."""

@@ -12,6 +12,7 @@ synchronisation).  Memory operands arrive as locations resolved by the host:
 
 from __future__ import annotations
 
+import math
 import time
 from typing import TYPE_CHECKING
 
@@ -94,6 +95,22 @@ def copy_strided(device: "Device", stream: "DeviceStream", dst: tuple, dst_strid
     device.wake()
 
 
+def tensor_bytes(device: "Device", stream: "DeviceStream", where: tuple, shape: tuple, strides: tuple,
+                 data_type: int, write: bool) -> np.ndarray:
+    """The bytes a tensor operand spans (uint8), once it is checked to be a tensor: a view of
+    them reaches no byte outside.  A broadcast view (a stride of 0) may have more elements
+    than bytes, never more than a whole HBM could hold: the bound keeps a hostile shape from
+    holding the device (the copy tasks' and the operator tasks' tensors alike)."""
+    if not (type(shape) is tuple and type(strides) is tuple and len(shape) == len(strides)
+            and all(type(n) is int and n >= 0 for n in (*shape, *strides)) and data_type in dtypes.DTYPES):
+        raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"tensor operand: shape {shape!r:.60}, strides "
+                        f"{strides!r:.60}, data type {data_type!r:.20} are not a tensor's")
+    if math.prod(shape) > device.memory.hbm.size:
+        raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"tensor operand of shape {shape!r:.60} has more elements "
+                        f"than device {device.index}'s HBM has bytes")
+    return device.memory.view(where, tensor_extent(shape, strides, data_type), stream, write=write)
+
+
 def overlaps(shape: tuple, strides: tuple) -> bool:
     """Whether two elements of a tensor (strides in elements, none below zero) share a
     location.  Strides that nest (each above the span of the smaller ones) answer at once;
@@ -116,14 +133,9 @@ def overlaps(shape: tuple, strides: tuple) -> bool:
 
 def _tensor(device: "Device", stream: "DeviceStream", where: tuple, shape: tuple, strides: tuple,
             data_type: int, write: bool) -> np.ndarray:
-    """The elements of a tensor operand as a strided view of its bytes, which are checked
-    first (the view reaches no byte outside them)."""
-    if not (len(shape) == len(strides) and all(type(n) is int and n >= 0 for n in (*shape, *strides))
-            and data_type in dtypes.DTYPES):
-        raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"tensor operand: shape {shape!r:.60}, strides "
-                        f"{strides!r:.60}, data type {data_type!r:.20} are not a tensor's")
+    """The elements of a tensor operand as a strided view of its bytes (tensor_bytes)."""
+    raw = tensor_bytes(device, stream, where, shape, strides, data_type, write)
     dtype = dtypes.storage(data_type)
-    raw = device.memory.view(where, tensor_extent(shape, strides, data_type), stream, write=write)
     return np.lib.stride_tricks.as_strided(raw.view(dtype), shape=shape,
                                            strides=tuple(s * dtype.itemsize for s in strides))
 

@@ -2,8 +2,9 @@
 
     C program (any threads; a Python program's GIL never involved)
       libmdev_client.so --slot per C thread, futex wake--> this process (mdev's interpreter)
-                                                             control thread: a thread per slot
-                                                             slot thread: adapter.entry(name)(*args)
+                        --its ring of asynchronous calls-->  control thread: a thread per slot
+                        <--grants (what they may assume)--   slot thread: the ring, then the call:
+                                                               adapter.entry(name)(*args)
                                                                --> mdev.runtime --> board
       the program's memory <------ process_vm_readv/writev -- (structures, strings, pageable copies)
       pinned segments      <------ mapped at one address in both (the program's reserved window)
@@ -12,7 +13,8 @@
 Started by the C library (``python -E -s -c ... ROOT PID LIBRARY``, fd 3 the shared area,
 fd 4 the lifeline; LIBRARY is libmdev_client.so, whose way of waiting it borrows): ``main``
 serves until the lifeline reads EOF (the program exited or died), then runs the runtime's
-exit work (releases, traces, reports) and exits.  The channel's layout is mdev.capi.channel.
+exit work (releases, traces, reports) and exits.  The channel's layout is mdev.capi.channel;
+which calls may return before they run, and why that is exact, mdev.capi.asynchronous.
 """
 
 from __future__ import annotations
@@ -26,14 +28,18 @@ import signal
 import struct
 import sys
 import threading
+import time
 import traceback
 
+from mdev import errors as E
+from mdev.capi import asynchronous, embedding
 from mdev.capi import channel as ch
-from mdev.capi import embedding
+from mdev.errors import AclError
 from mdev.memory import futex
 from mdev.memory.program import ProgramMemory, serve
 from mdev.memory.segment import MAP_FIXED, MAP_NORESERVE, _libc
 from mdev.runtime import hooks
+from mdev.runtime.board_client import gathering
 
 _MAP_FIXED_NOREPLACE = 0x100000
 _U32, _U64 = struct.Struct("<I"), struct.Struct("<Q")
@@ -41,9 +47,10 @@ _MASK = (1 << 64) - 1
 _local = threading.local()         # .slot: the slot whose call this thread is running
 # libmdev_client.so's mdev_wait_change and mdev_post: a C thread's next call usually comes
 # within microseconds of the last answer, so a slot's thread watches its word that long before
-# sleeping, and says when it sleeps (the C side then wakes it); the same for the C side
+# sleeping (yielding the CPU after the first microseconds), and says when it sleeps (the C
+# side then wakes it); the same for the C side
 _wait_change = _post = None
-SPIN_NS = 50_000
+SPIN_NS = 200_000
 
 
 class Slot:
@@ -109,6 +116,9 @@ class Area:
         self.slots = [Slot(self, i) for i in range(ch.SLOTS)]
         self._kept = ch.HEADER_BYTES + ch.SLOTS * ch.SLOT_BYTES
         self._kept_lock = threading.Lock()
+        self.epoch = ctypes.c_uint32.from_buffer(self.mm, ch.H_EPOCH)
+        self.epoch.value = 1              # a slot's grants stamped 0 are none
+        self.callers: set[Calls] = set()      # the C threads being served
         self._services: list[Slot] = []
         self._service_lock = threading.Lock()
         self._spawn_lock = threading.Lock()
@@ -183,15 +193,6 @@ class ClientProgram(ProgramMemory):
                     return start
         raise OSError("the program's pinned-memory window is full")
 
-    def _map_here(self, seg, at: int, size: int) -> None:
-        fd = os.open("/dev/shm/" + seg.name.lstrip("/"), os.O_RDWR)
-        try:
-            got = _libc.mmap(at, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED | MAP_FIXED, fd, 0)
-        finally:
-            os.close(fd)
-        if got != at:
-            raise OSError(f"cannot map {seg.name} at {at:#x}")
-
     def _ask(self, kind: int, at: int, size: int, name: str = "") -> None:
         err = self.area.service(kind, (at, size), name.lstrip("/").encode() + b"\0")
         if err:
@@ -199,7 +200,7 @@ class ClientProgram(ProgramMemory):
 
     def share(self, seg) -> int:
         at = self._place(seg.size)
-        self._map_here(seg, at, seg.size)
+        seg.map_over(at)
         self._ask(ch.K_MAP, at, seg.size, seg.name)
         return at
 
@@ -275,12 +276,59 @@ def _word_of(value, kind: str) -> int:
     return 0 if value is None else int(value) & _MASK
 
 
-class Calls:
-    """The agent's side of one C thread: its calls, run on one Python thread."""
+class Function:
+    """A C function as the agent runs it: its callable, its arguments' layout, its kind."""
 
-    def __init__(self, slot: Slot, entry) -> None:
-        self.slot, self.entry = slot, entry
-        self.functions: dict = {}
+    def __init__(self, name: str, fmt: str, outputs: str) -> None:
+        self.name, self.fmt, self.outputs = name, fmt, outputs
+        self.call = _entry(name)
+        self.plain = _plain(fmt)
+        self.spec = asynchronous.SPECS.get(name) if not outputs else None
+        self.harmless = asynchronous.harmless(name)
+        self.thread_local = name in asynchronous.THREAD_LOCAL
+        self.unordered = name in asynchronous.UNORDERED
+        self.synchronises = name in asynchronous.SYNCHRONISATIONS
+
+
+_entry = None                 # adapter.entry: the callable behind a C function's name
+_functions: dict[tuple[int, int], Function] = {}     # (face address, index): built once per process
+_functions_lock = threading.Lock()
+_epoch_lock = threading.Lock()
+_RING_ENTRY = struct.Struct("<QI")
+_U32_MASK = (1 << 32) - 1
+
+
+def function(slot: Slot, face: int, index: int) -> Function:
+    """The function a slot's call names (its name and letters read on its first call)."""
+    fn = _functions.get((face, index))
+    if fn is None:
+        with _functions_lock:
+            fn = _functions.get((face, index))
+            if fn is None:
+                fn = _functions[face, index] = Function(slot.text(ch.S_NAME, ch.NAME_BYTES),
+                                                        slot.text(ch.S_FORMAT, ch.FORMAT_BYTES),
+                                                        slot.text(ch.S_OUTPUTS, ch.OUTPUTS_BYTES))
+    return fn
+
+
+def advance_epoch() -> None:
+    """Void every grant given so far (mdev.capi.channel): a call that may make one false runs."""
+    with _epoch_lock:
+        AREA.epoch.value = (AREA.epoch.value + 1) & _U32_MASK or 1
+
+
+class Calls:
+    """The agent's side of one C thread: its calls and its ring, run on one Python thread."""
+
+    def __init__(self, slot: Slot) -> None:
+        self.slot = slot
+        mm, base = AREA.mm, slot.offset
+        self.doorbell = ctypes.c_uint32.from_buffer(mm, base + ch.S_DOORBELL)
+        self.tail = ctypes.c_uint32.from_buffer(mm, base + ch.S_RING_TAIL)
+        self.head = ctypes.c_uint32.from_buffer(mm, base + ch.S_RING_HEAD)
+        self.failure = 0          # a ring entry's failure: the answer of the thread's next synchronisation
+        self.granted_at = 0       # the epoch of the grants written into the slot (0: none)
+        self.tables: list[list] = []      # the slot's grant tables as written (items or None)
 
     def serve(self) -> None:
         """The C thread's calls, for as long as it lives."""
@@ -288,49 +336,136 @@ class Calls:
         slot.calls = self
         _local.slot = slot
         hooks.act_for(_U64.unpack_from(AREA.mm, slot.offset + ch.S_THREAD)[0])
+        bell = AREA.address + slot.offset + ch.S_DOORBELL
+        AREA.callers.add(self)
         try:
             while True:
-                state = slot.wait_while(ch.IDLE)
-                if state == ch.CLOSED:
-                    return
+                rung = self.doorbell.value
+                state = slot.state
+                if self.tail.value != self.head.value:     # appended before a CALL seen now: first
+                    self.drain()
                 if state == ch.CALL:
                     self.run()
+                elif state == ch.CLOSED:
+                    return
                 else:
-                    _wait_change(slot.state_address, state, 0, 1000, slot.agent_sleeps)
+                    _wait_change(bell, rung, SPIN_NS, 1000, slot.agent_sleeps)      # without the GIL
         finally:
+            AREA.callers.discard(self)
             slot.calls = None
             slot._state.value = ch.FREE
+
+    def drain(self) -> None:
+        """Run the ring's entries in order.  Their tasks are sent by this thread, together,
+        when the ring is empty (not handed to the runtime's flusher thread one by one); the
+        head moves after each run of entries seen at once (the C side then has room)."""
+        mm, ring = AREA.mm, self.slot.offset + ch.S_RING
+        entry, functions = _RING_ENTRY.unpack_from, _functions
+        head, tail = self.head.value, self.tail.value
+        with gathering():
+            while head != tail:
+                while head != tail:
+                    at = ring + head % ch.RING_ENTRIES * ch.ENTRY_BYTES
+                    fn = functions[entry(mm, at)]
+                    try:
+                        ret = fn.call(*fn.plain.unpack_from(mm, at + 16))
+                    except BaseException:     # an mdev bug: said, and the thread's next synchronisation fails
+                        print(f"mdev: {fn.name} failed inside the emulator:\n{traceback.format_exc()}",
+                              file=sys.stderr, flush=True)
+                        ret = E.ACL_ERROR_RT_INTERNAL_ERROR
+                    if ret and not self.failure:
+                        self.failure = ret
+                    head = (head + 1) & _U32_MASK
+                self.head.value = head
+                tail = self.tail.value
+
+    def others_drained(self) -> None:
+        """Wait until the other threads' rings have run what they held: their calls returned
+        before this one was made, so this one must see them."""
+        for other in list(AREA.callers):
+            if other is self:
+                continue
+            target = other.tail.value
+            while (other.head.value - target) & _U32_MASK >= 1 << 31:
+                time.sleep(0.00002)
 
     def run(self) -> None:
         """The call in the slot: its result written, DONE."""
         slot = self.slot
         mm, base = AREA.mm, slot.offset
-        name = slot.text(ch.S_NAME, ch.NAME_BYTES)
-        fmt = slot.text(ch.S_FORMAT, ch.FORMAT_BYTES)
-        outputs = slot.text(ch.S_OUTPUTS, ch.OUTPUTS_BYTES)
         ok, stored = 1, 0
+        fn = None
         try:
-            fn = self.functions.get(name)
-            if fn is None:
-                fn = self.functions[name] = self.entry(name)
-            value = fn(*_arguments(mm, base, fmt))
+            fn = function(slot, _U64.unpack_from(mm, base + ch.S_FACE)[0], _U32.unpack_from(mm, base + ch.S_INDEX)[0])
+            args = _arguments(mm, base, fn.fmt)
+            if len(AREA.callers) > 1 and not fn.unordered:
+                self.others_drained()
+            if fn.thread_local:
+                self.void_grants()
+            elif not fn.harmless:
+                advance_epoch()
+            value = fn.call(*args)
+            if not (fn.harmless or fn.thread_local):
+                advance_epoch()
             if isinstance(value, tuple):
                 *values, ret = value
-                for k, (v, kind) in enumerate(zip(values, outputs)):
+                for k, (v, kind) in enumerate(zip(values, fn.outputs)):
                     _U64.pack_into(mm, base + ch.S_OUT + 8 * k, _word_of(v, kind))
                 stored = 1
             else:
                 ret = value
+            if ret == 0 and fn.spec is not None:
+                self.grant(fn.spec, args)
+            if ret == 0 and fn.synchronises and self.failure:
+                ret, self.failure = self.failure, 0
             _U64.pack_into(mm, base + ch.S_RET, _word_of(ret, "i"))
         except BaseException:     # an mdev bug, not the caller's error: say so, fail the call
+            name = fn.name if fn is not None else "a call"
             print(f"mdev: {name} failed inside the emulator:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
             ok = 0
         _U32.pack_into(mm, base + ch.S_STORED, stored)
         _U32.pack_into(mm, base + ch.S_OK, ok)
         slot.state = ch.DONE
 
+    def void_grants(self) -> None:
+        """This thread's grants no longer hold (its current context changes)."""
+        _U32.pack_into(AREA.mm, self.slot.offset + ch.S_GRANT_EPOCH, 0)
+        self.granted_at = 0
 
-def _control(entry) -> None:
+    def grant(self, spec: str, args: list) -> None:
+        """Write into the slot what the call just showed valid (mdev.capi.asynchronous)."""
+        epoch = AREA.epoch.value          # read first: a change while we look voids what we write
+        try:
+            found = asynchronous.grants(spec, args)
+        except AclError:
+            return
+        if found is None:
+            return
+        mm, base = AREA.mm, self.slot.offset
+        if self.granted_at != epoch:
+            mm[base + ch.S_STREAMS:base + ch.S_RING] = bytes(ch.S_RING - ch.S_STREAMS)
+            self.tables = [[None] * count for _, _, count, _ in _GRANT_TABLES]
+        for t, items in enumerate(found):
+            table = self.tables[t]
+            at, size, count, layout = _GRANT_TABLES[t]
+            for item in items:
+                if item in table:
+                    continue
+                k = table.index(None) if None in table else hash(item) % count     # full: one makes room
+                table[k] = item
+                layout.pack_into(mm, base + at + size * k, *item[:-2], item[-2] + 1, item[-1])
+        _U32.pack_into(mm, base + ch.S_GRANT_EPOCH, epoch)
+        self.granted_at = epoch
+
+
+# the slot's grant tables (mdev.capi.channel): where, entry size, entries, entry layout
+# (an item's last two values are its device, stored + 1, and its flags)
+_GRANT_TABLES = ((ch.S_STREAMS, 16, ch.STREAM_GRANTS, struct.Struct("<QII")),
+                 (ch.S_RANGES, 24, ch.RANGE_GRANTS, struct.Struct("<QQII")),
+                 (ch.S_EVENTS, 16, ch.EVENT_GRANTS, struct.Struct("<QII")))
+
+
+def _control() -> None:
     """Start a thread for every slot the program opens (service slots join the pool)."""
     opened = ctypes.c_uint32.from_buffer(AREA.mm, ch.H_OPENED)
     address = AREA.address + ch.H_OPENED
@@ -347,7 +482,7 @@ def _control(entry) -> None:
                 ending |= slot.calls is None
                 continue
             if slot.role() == ch.CALLER:
-                serving[slot.index] = threading.Thread(target=Calls(slot, entry).serve, daemon=True,
+                serving[slot.index] = threading.Thread(target=Calls(slot).serve, daemon=True,
                                                        name=f"mdev-agent-slot-{slot.index}")
                 serving[slot.index].start()
         futex.wait(address, seen, 0.001 if ending else 1.0)
@@ -357,7 +492,7 @@ AREA: Area | None = None
 
 
 def main() -> None:
-    global AREA, _wait_change, _post
+    global AREA, _wait_change, _post, _entry
     root, client, library = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     header = None
     try:
@@ -378,7 +513,8 @@ def main() -> None:
         serve(program)
         from mdev.capi import adapter, cmemory
         cmemory.serve(AREA, c_function)
-        threading.Thread(target=_control, args=(adapter.entry,), daemon=True, name="mdev-agent-control").start()
+        _entry = adapter.entry
+        threading.Thread(target=_control, daemon=True, name="mdev-agent-control").start()
     except BaseException:
         why = f"the agent failed to start: {traceback.format_exc().strip().splitlines()[-1]}"
         print(f"mdev: {traceback.format_exc()}", file=sys.stderr, flush=True)

@@ -8,15 +8,23 @@
                                                                     in a Python program running mdev)
     functions.tsv --generate--> src/acl_entries.c --------------> lib64/libascendcl.so
                                                                     libacl_rt.so, libacl_rt_impl.so
-                                                                    (links to libascendcl.so)
-                  (hccl/ functions) src/hccl_entries.c -----------> lib64/libhccl.so
-                                                                    (both link libmdev_client.so)
+                  (acl/acl_op_compiler.h) ----------------------> lib64/libacl_op_compiler.so
+                  (hccl/ functions) src/hccl_entries.c ---------> lib64/libhccl.so
+    csrc/mdev_nnopbase.c (descriptors) + (aclnn/ executor functions) --> lib64/libnnopbase.so
+    mdev/operators.py --opapi--> src/opapi_entries.c -----------> lib64/libopapi.so (the operators)
+    csrc/mdev_profapi.c, mdev_rts.c ----------------------------> lib64/libprofapi.so, libruntime.so
+    csrc/mdev_atb.c (ATB's C++ names, no kernels) ---------------> lib64/libatb.so
+    csrc/mdev_empty.c ------------------------------------------> lib64/libge_runner.so, libgraph.so,
+                                                                    libacl_tdt_channel.so
 
-One library answers to the three names CANN programs link (its SONAME is libascendcl.so,
-so a program linking any of them loads it once).  Everything is compiled with
-``-Wall -Wextra -Werror``; the generated C is written next to the libraries (``src/``),
-never into the source tree.  A build whose inputs (sources, interpreter, flags) have not
-changed is skipped, so refreshing a tree is quick.
+Each library depends (NEEDED) on the libraries that hold what programs look up through its
+handle, as CANN's do: torch_npu dlsyms aclrtGetSysParamOpt through libacl_op_compiler.so's
+handle, and links Msprof* and rt* symbols that CANN's libascendcl.so reaches through
+libprofapi.so and libruntime.so.  One library answers to the three names CANN programs link
+libascendcl.so by (its SONAME is libascendcl.so, so a program linking any of them loads it
+once).  Everything is compiled with ``-Wall -Wextra -Werror``; the generated C is written
+next to the libraries (``src/``), never into the source tree.  A build whose inputs
+(sources, interpreter, flags) have not changed is skipped, so refreshing a tree is quick.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import mdev
-from mdev.capi import generate, include_dir, prototypes
+from mdev.capi import generate, include_dir, opapi, prototypes
 
 CSRC = Path(__file__).resolve().parent / "csrc"
 FLAGS = ["-std=c11", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wall", "-Wextra", "-Werror"]
@@ -43,21 +51,44 @@ CLIENT = "libmdev_client.so"
 
 @dataclass(frozen=True)
 class Library:
-    """A shared library over one face: its entry points, its name and the names it also answers to."""
-    face: generate.Face
+    """A shared library: entry points over a face, C of its own (csrc/``source``), or both; its
+    name, the names it also answers to, and the libraries it depends on."""
     name: str
+    face: generate.Face | None = None
+    source: str | None = None
     aliases: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()
 
 
-# both faces go through the one libmdev_client.so of the process (one host agent, or one
-# embedded interpreter), so HCCL's calls see the devices, memory and streams the program made
-# through libascendcl.so
+def _declared(*headers: str) -> tuple[prototypes.CFunction, ...]:
+    return tuple(f for f in prototypes.functions() if f.header in headers)
+
+
+_OP_COMPILER = "acl/acl_op_compiler.h"
+_ACL = tuple(f for f in prototypes.declared_in("acl") if f.header != _OP_COMPILER)
+_EMPTY = "mdev_empty.c"
+
+# every face goes through the one libmdev_client.so of the process (one host agent, or one
+# embedded interpreter), so HCCL's and the operators' calls see the devices, memory and
+# streams the program made through libascendcl.so; in dependency order
 LIBRARIES = (
-    Library(generate.Face("acl", "mdev.capi.adapter", ("acl/acl.h", "acl/acl_rt_allocator.h"),
-                          prototypes.declared_in("acl")),
-            "libascendcl.so", ("libacl_rt.so", "libacl_rt_impl.so")),
-    Library(generate.Face("hccl", "mdev.capi.adapter", ("hccl/hccl.h",), prototypes.declared_in("hccl")),
-            "libhccl.so"),
+    Library("libprofapi.so", source="mdev_profapi.c"),
+    Library("libruntime.so", source="mdev_rts.c"),
+    Library("libascendcl.so", generate.Face("acl", "mdev.capi.adapter", ("acl/acl.h", "acl/acl_rt_allocator.h"), _ACL),
+            aliases=("libacl_rt.so", "libacl_rt_impl.so"), needs=("libprofapi.so", "libruntime.so")),
+    Library("libacl_op_compiler.so", generate.Face("op_compiler", "mdev.capi.adapter", (_OP_COMPILER,),
+                                                   _declared(_OP_COMPILER)), needs=("libascendcl.so",)),
+    Library("libhccl.so", generate.Face("hccl", "mdev.capi.adapter", ("hccl/hccl.h",), prototypes.declared_in("hccl"))),
+    Library("libnnopbase.so", generate.Face("nnopbase", "mdev.capi.adapter", ("aclnn/acl_meta.h",),
+                                            tuple(f for f in prototypes.declared_in("aclnn") if "Executor" in f.name)),
+            source="mdev_nnopbase.c"),
+    Library("libopapi.so", generate.Face("opapi", "mdev.capi.adapter", (opapi.HEADER, opapi.MISSING_HEADER),
+                                         opapi.functions(), opapi.packing), needs=("libnnopbase.so", "libascendcl.so")),
+    # loaded by name (NEEDED by torch_npu's libraries): CANN's graph engine, data channel and
+    # transformer-kernel libraries, whose functions mdev does not have
+    *(Library(name, source=_EMPTY, needs=("libascendcl.so",))
+      for name in ("libge_runner.so", "libgraph.so", "libacl_tdt_channel.so")),
+    Library("libatb.so", source="mdev_atb.c", needs=("libascendcl.so",)),
 )
 
 
@@ -104,12 +135,22 @@ def build(lib_dir: Path, src_dir: Path) -> bool:
                   "-o", str(lib_dir / EMBED), f"-Wl,-soname,{EMBED}", *py_link], EMBED),
                 ([cc, *CLIENT_FLAGS, f"-I{src_dir}", str(src_dir / "mdev_client.c"), "-o", str(lib_dir / CLIENT),
                   f"-Wl,-soname,{CLIENT}", "-ldl", "-lpthread"], CLIENT)]
+    sources[opapi.HEADER] = opapi.header()
+    sources[opapi.MISSING_HEADER] = opapi.missing_header()
     for library in LIBRARIES:
-        source = f"{library.face.name}_entries.c"
-        sources[source] = generate.entry_points(library.face)
-        commands.append(([cc, *FLAGS, f"-I{include_dir()}", f"-I{src_dir}", str(src_dir / source),
+        files, link = [], []
+        if library.face is not None:
+            files.append(f"{library.face.name}_entries.c")
+            sources[files[-1]] = generate.entry_points(library.face)
+            link = ["-lmdev_client"]
+        if library.source is not None:
+            files.append(library.source)
+            sources[files[-1]] = (CSRC / library.source).read_text()
+        needs = ["-Wl,--no-as-needed", *(f"-l{n[3:-3]}" for n in library.needs), "-Wl,--as-needed"] \
+            if library.needs else []
+        commands.append(([cc, *CLIENT_FLAGS, f"-I{include_dir()}", f"-I{src_dir}", *(str(src_dir / f) for f in files),
                           "-o", str(lib_dir / library.name), f"-Wl,-soname,{library.name}", f"-L{lib_dir}",
-                          "-lmdev_client", "-Wl,-rpath,$ORIGIN"], library.name))
+                          *link, *needs, "-Wl,-rpath,$ORIGIN"], library.name))
     headers = sorted((p.name, p.read_text()) for p in include_dir().rglob("*.h"))
     stamp = hashlib.sha256(repr((sorted(sources.items()), commands, headers)).encode()).hexdigest()
     stamp_file = lib_dir / ".mdev-build"
@@ -119,6 +160,7 @@ def build(lib_dir: Path, src_dir: Path) -> bool:
     lib_dir.mkdir(parents=True, exist_ok=True)
     src_dir.mkdir(parents=True, exist_ok=True)
     for name, text in sources.items():
+        (src_dir / name).parent.mkdir(parents=True, exist_ok=True)
         (src_dir / name).write_text(text)
     # build under temporary names, then rename: a program running from the tree keeps its copy
     for command, name in commands:

@@ -15,6 +15,18 @@ futex both sides sleep on:
     C thread:  SERVICE --maps a segment / runs a C function--> SERVED  (wake)
     C thread exits: CLOSED; the agent's thread for the slot ends and frees it (FREE)
 
+An asynchronous call (mdev.capi.asynchronous) whose arguments pass the checks its
+spec names against the slot's *grants* does not wait: the C thread appends it to the
+slot's *ring* (face, function index, numeric arguments; RING_TAIL advanced) and returns
+ACL_SUCCESS.  Its agent thread runs the ring's entries in order (RING_HEAD advanced after
+each), always before the slot's next CALL.  Both a CALL and a ring entry ring the slot's
+DOORBELL (a counter the idle agent thread sleeps on).  Grants are what the agent found
+valid when it last ran such a call synchronously for this thread (streams, device
+allocations, events), stamped with the area's EPOCH at that time; the agent advances the
+epoch around every call that could make a grant false (a free, a destroy, a context
+switch...), so a stale grant is never used.  A synchronous call of any thread first waits
+until the entries other threads appended before it have run (their calls returned first).
+
 A C function run as a service may call the API again (a callback): that call comes on the
 same slot (CALL while the agent waits for SERVED), and the agent thread runs it before
 going on waiting.  A C thread claims a slot FREE -> OPENING (its role, its thread id) -> IDLE.  A side about to
@@ -35,10 +47,10 @@ H_AGENT_PID = 12        # i32
 H_WINDOW = 16           # u64: the reserved address window both processes map pinned memory in
 H_WINDOW_SIZE = 24      # u64
 H_CLIENT_AREA = 32      # u64: where the C side maps this area
+H_EPOCH = 40            # u32: grants stamped with another value are void
 H_ERROR = 64            # char[1024]
 ERROR_BYTES = 1024
 
-SLOT_BYTES = 65536
 SLOTS = 256
 S_STATE, S_ROLE, S_OK, S_STORED = 0, 4, 8, 12           # u32 each
 S_RET = 16                                                # u64
@@ -54,7 +66,24 @@ S_OUTPUTS, OUTPUTS_BYTES = 288, 16                        # output letters
 S_DATA = 304                                              # arguments; a service's data
 S_TEXT = 32768                                            # text returned to the C thread
 DATA_BYTES = S_TEXT - S_DATA
-TEXT_BYTES = SLOT_BYTES - S_TEXT
+TEXT_BYTES = 65536 - S_TEXT
+S_DOORBELL = 65536                                        # u32: C adds 1 per CALL and per ring entry
+S_RING_HEAD, S_RING_TAIL = 65540, 65544                   # u32: entries run (agent), appended (C)
+S_GRANT_EPOCH = 65548                                     # u32: the epoch the grants hold for
+S_INDEX = 65552                                           # u32: the called function's index in its face
+S_FACE = 65560                                            # u64: its face (the C table's address)
+# grants, an entry's device stored + 1 (0: an empty entry)
+S_STREAMS, STREAM_GRANTS = 65600, 8                       # {u64 handle, u32 device + 1, u32 its pid}
+S_RANGES, RANGE_GRANTS = 65728, 16                        # {u64 start, u64 end, u32 device + 1, u32 -}
+S_EVENTS, EVENT_GRANTS = 66112, 16                        # {u64 handle, u32 device + 1, u32 flags}
+G_WAIT = 1                                                # event flag: a stream may wait on it
+PLAIN_KINDS = 5                                           # copy kinds 0..4 (mdev.capi.asynchronous)
+DEVICE_FDS = 64                                           # devices whose process the C side watches
+S_RING = 66560
+RING_ARGS = 8
+ENTRY_BYTES = 16 + 8 * RING_ARGS                          # {u64 face, u32 index, u32 -, u64 args[8]}
+RING_ENTRIES = 512
+SLOT_BYTES = S_RING + RING_ENTRIES * ENTRY_BYTES
 
 KEPT_BYTES = 1 << 20
 AREA_BYTES = HEADER_BYTES + SLOTS * SLOT_BYTES + KEPT_BYTES

@@ -87,11 +87,14 @@ class CType:
 class Param:
     name: str
     type: CType
+    output: bool | None = None      # set where the type alone does not tell (aclOpExecutor** executor)
 
     @property
     def is_output(self) -> bool:
         """A non-const pointer to one number or handle (``aclrtStream*``, ``size_t*``,
         ``int32_t* const``) or a ``void**``: where the function stores a value it returns."""
+        if self.output is not None:
+            return self.output
         t = self.type
         if t.const_pointee or not t.stars:
             return False

@@ -19,6 +19,7 @@ dead device's memory included) until the runtime replaces it at a device reset.
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import os
 import select
@@ -85,6 +86,27 @@ BATCH_FRAMES = 256
 # ... or this many after a stream or event made or destroyed: the device frees slots in
 # time for their reuse (SlotLease) without a write per message
 POST_FRAMES = 16
+_gathering = threading.local()     # .links: where this thread's gathered tasks wait for its own flush
+
+
+@contextlib.contextmanager
+def gathering():
+    """Tasks this thread submits meanwhile stay gathered for the thread itself to send at the
+    end, in one write per link, instead of waking each link's flusher thread (which would
+    take the interpreter from this thread): for a thread submitting a known run of tasks
+    (the C face's host agent running a ring of calls).  A lost device is then reported by
+    the next call that reaches it, as for a flusher's failed write."""
+    links: set = set()
+    _gathering.links = links
+    try:
+        yield
+    finally:
+        _gathering.links = None
+        for link in links:
+            try:
+                link.flush()
+            except AclError:
+                pass
 
 
 LEASE_BLOCK = 16           # slots asked for at once
@@ -296,6 +318,8 @@ class DeviceLink:
             out.append(frame)
             if len(out) >= (BATCH_FRAMES if start else POST_FRAMES):
                 self._send_gathered()
+            elif (links := getattr(_gathering, "links", None)) is not None:
+                links.add(self)
             elif not self._kicked:
                 self._kicked = True
                 self._kick.release()

@@ -33,6 +33,7 @@ from mdev.runtime.validate import as_int, timeout_ms
 held = rt.family(
     stream_state_callbacks=dict,  # aclrtRegStreamStateCallback: name -> (fn, args)
     aborting_devices=set,         # aclrtDeviceTaskAbort in progress
+    launched=dict,                # stream -> seq of its last kernel launch no synchronous copy waited for
 )
 
 PRIORITY_GREATEST, PRIORITY_LEAST = 0, 7
@@ -212,6 +213,40 @@ def _wait_targets(targets: list[tuple[Stream, int]], timeout: int, consume: bool
             raise AclError(code, message or E.describe(code))
 
 
+# A synchronous copy or memset waits for no stream (as documented), yet on an NPU it comes
+# after a kernel launched just before it: the launch is on its cores within microseconds and
+# a short kernel done before the copy's own way through the driver is (5_d2d_sync_memory_copy
+# copies what its WriteDo wrote without a synchronisation between).  mdev's launch is a process
+# hop away and could lose that race, so the copy lets such launches end first -- but waits at
+# most LAUNCH_GRACE_MS for a stream's launches, and only once: a longer kernel is overtaken.
+LAUNCH_GRACE_MS = 500
+
+
+def launched(stream: Stream, seq: int) -> None:
+    """A kernel launch was submitted to ``stream`` as its task ``seq``."""
+    held.launched[stream] = seq
+
+
+def after_launches(devices: set[int]) -> None:
+    """Let the kernel launches this process submitted to ``devices`` end before a synchronous
+    copy or memset there, for LAUNCH_GRACE_MS at most (see above)."""
+    launched = held.launched
+    if not launched:
+        return
+    deadline = time.monotonic() + LAUNCH_GRACE_MS / 1000.0
+    for stream, seq in list(launched.items()):
+        if stream.device not in devices:
+            continue
+        left = int((deadline - time.monotonic()) * 1000)
+        if not stream.destroyed and left > 0 and not _reached(stream, seq):
+            try:
+                _wait_targets([(stream, seq)], left, consume=False)
+            except AclError:
+                pass        # a failure stays for its stream's synchronisation; a timeout overtakes it
+        if launched.get(stream) == seq:
+            launched.pop(stream, None)
+
+
 _sleepers_lock = threading.Lock()
 _sleepers: dict[tuple[int, int], list[int]] = {}    # (device, slot) -> the seqs this process's threads asleep on it wait for
 
@@ -292,6 +327,7 @@ def release(stream: Stream, drain: bool) -> None:
             except AclError:
                 drained = False
     stream.destroyed = True
+    held.launched.pop(stream, None)
     if hooks.checker is not None:
         hooks.checker.stream_dropped(stream)
     with rt.lock:
@@ -346,10 +382,24 @@ def destroy_stream_force(stream) -> None:
     end(_explicit(stream))
 
 
+# how long a forced destroy waits for the stream's head task to end; the device stops a
+# kernel there after mdev.board.stream.END_GRACE_S of running and interrupts a wait, so this
+# only bounds a head that cannot start (its cores held by another stream's hung kernel)
+END_WAIT_MS = 3000
+
+
 def end(stream: Stream) -> None:
-    """Destroy ``stream`` without waiting: its queued tasks are dropped and its running one
-    stopped (a kernel cut off memory) before this returns."""
-    rt.link(stream.device).request("abort", stream.slot, stream.seq)
+    """Destroy ``stream`` without waiting for its work: what is queued behind its head task
+    is dropped and the head ends (mdev.board.stream: a kernel there is stopped after a short
+    grace), as on an NPU, where the head is on its core before the destroy takes effect --
+    what a kernel launched just before prints reaches stdout before this returns."""
+    if not _reached(stream, stream.seq):
+        link = rt.link(stream.device)
+        link.request("end_stream", stream.slot, stream.seq)
+        try:
+            _wait_targets([(stream, stream.seq)], END_WAIT_MS, consume=True)
+        except AclError:
+            pass     # a failure of its work, the wait's bound, a lost device: it is destroyed all the same
     release(stream, drain=False)
 
 

@@ -9,6 +9,9 @@
  *                  mdev.runtime and answers DONE; mid-call it may ask this thread for a
  *                  service (map a pinned segment at the same address, run a C function)
  *     The calling process's Python, if it has one, is never touched: no GIL is taken.
+ *   an asynchronous call (its face's spec, mdev.capi.asynchronous) whose arguments pass the
+ *   spec's checks against the grants the agent wrote into the slot: appended to the slot's
+ *   ring and answered ACL_SUCCESS at once; the agent runs the ring before the next CALL.
  *   MDEV_CAPI=embedded, or a Python program running mdev's runtime itself (mdev.acl
  *   imported: MDEV_RUNTIME_PID is its pid): libmdev_embed.so runs the calls in that
  *   interpreter (or one it starts), sharing the program's runtime.
@@ -29,6 +32,7 @@
 #include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -77,11 +81,14 @@ static __thread int my_slot = -1;
 static __thread int serving;       /* this thread runs a C function the agent asked for */
 static __thread unsigned my_generation;
 
-#define SPIN_NS 20000              /* how long a C thread watches for the answer before sleeping */
+#define SPIN_NS 200000             /* how long a C thread watches for the answer before sleeping */
+#define PAUSE_NS 20000             /* ... the first of it without yielding the CPU */
 #define U32(base, off) ((_Atomic uint32_t*)((base) + (off)))
 #define C_SLEEPS(slot) U32(slot, MDEV_CH_S_C_SLEEPS)
 #define AGENT_SLEEPS(slot) U32(slot, MDEV_CH_S_AGENT_SLEEPS)
 #define U64(base, off) ((uint64_t*)((base) + (off)))
+#define STATE(slot) U32(slot, MDEV_CH_S_STATE)
+#define DOORBELL(slot) U32(slot, MDEV_CH_S_DOORBELL)
 
 static unsigned char* slot_at(int index)
 {
@@ -116,13 +123,17 @@ __attribute__((visibility("default"))) uint32_t mdev_wait_change(_Atomic uint32_
 {
     struct timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
+    long spent = 0;
     for (unsigned spin = 1;; spin++) {
         uint32_t now = atomic_load(word);
         if (now != seen) {
             return now;
         }
-        if ((spin & 63) == 0 && elapsed_ns(&start) > spin_ns) {
+        if ((spin & 63) == 0 && (spent = elapsed_ns(&start)) > spin_ns) {
             break;
+        }
+        if (spent > PAUSE_NS) {
+            sched_yield();        /* past the first microseconds each look lets a busy CPU go */
         }
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
@@ -143,6 +154,18 @@ __attribute__((visibility("default"))) void mdev_post(_Atomic uint32_t* word, ui
     atomic_store(word, value);
     if (atomic_load(peer_sleeps)) {
         futex_wake(word);
+    }
+}
+
+/* ``state`` stored, and the slot's doorbell rung: the agent's thread, idle on the doorbell or
+ * waiting on the state mid-call, sees it (woken only if it sleeps) */
+static void announce(unsigned char* slot, uint32_t state)
+{
+    atomic_store(STATE(slot), state);
+    atomic_fetch_add(DOORBELL(slot), 1);
+    if (atomic_load(AGENT_SLEEPS(slot))) {
+        futex_wake(DOORBELL(slot));
+        futex_wake(STATE(slot));
     }
 }
 
@@ -252,9 +275,8 @@ static void thread_gone(void* unused)
 {
     (void)unused;
     if (my_slot >= 0 && my_generation == S.generation && S.area != NULL) {
-        _Atomic uint32_t* state = U32(slot_at(my_slot), MDEV_CH_S_STATE);
-        atomic_store(state, MDEV_CH_CLOSED);
-        futex_wake(state);
+        unsigned char* slot = slot_at(my_slot);
+        announce(slot, MDEV_CH_CLOSED);           /* its ring is run first */
     }
     my_slot = -1;
 }
@@ -267,6 +289,7 @@ static int claim(uint32_t role)
         uint32_t free_state = MDEV_CH_FREE;
         if (atomic_compare_exchange_strong(U32(slot, MDEV_CH_S_STATE), &free_state, MDEV_CH_OPENING)) {
             *U64(slot, MDEV_CH_S_THREAD) = (uint64_t)pthread_self();
+            atomic_store(U32(slot, MDEV_CH_S_GRANT_EPOCH), 0);     /* the last thread's grants are void */
             atomic_store(U32(slot, MDEV_CH_S_ROLE), role);
             atomic_store(U32(slot, MDEV_CH_S_STATE), MDEV_CH_IDLE);
             atomic_fetch_add(U32(S.area, MDEV_CH_H_OPENED), 1);
@@ -358,30 +381,35 @@ static int move_fd(int fd)
     return fcntl(fd, F_DUPFD, 10);
 }
 
+/* Start the agent and hand it the area; on failure everything made is undone (the calls then
+ * return their library's internal error, the reason said once on stderr). */
 static void start_session(void)
 {
     const char* python = getenv("MDEV_PYTHON");
     if (python == NULL || !*python) {
         python = MDEV_PYTHON;
     }
-    int memfd = memfd_create("mdev-agent", MFD_CLOEXEC);
-    if (memfd < 0 || ftruncate(memfd, (off_t)MDEV_CH_AREA_BYTES) != 0) {
-        fail_start(strerror(errno));
-        return;
+    const char* why = NULL;
+    char why_agent[MDEV_CH_ERROR_BYTES + 64];
+    int memfd = -1, pipefd[2] = {-1, -1}, high_area = -1, high_life = -1, pidfd = -1;
+    unsigned char* area = MAP_FAILED;
+    void* window = MAP_FAILED;
+    char** env = NULL;
+    memfd = memfd_create("mdev-agent", MFD_CLOEXEC);
+    if (memfd < 0 || ftruncate(memfd, (off_t)MDEV_CH_AREA_BYTES) != 0
+        || (area = mmap(NULL, MDEV_CH_AREA_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0)) == MAP_FAILED) {
+        why = strerror(errno);
+        goto undo;
     }
-    unsigned char* area = mmap(NULL, MDEV_CH_AREA_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
     /* the window: far below where either process's libraries and heaps are mapped, so the
        agent (a fresh process) finds the same addresses free */
-    void* window = MAP_FAILED;
     for (uintptr_t k = 2; k < 7 && window == MAP_FAILED; k++) {
         window = mmap((void*)(k << 44), MDEV_CH_WINDOW_BYTES, PROT_NONE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
     }
-    int pipefd[2];
-    if (area == MAP_FAILED || window == MAP_FAILED || pipe2(pipefd, O_CLOEXEC) != 0) {
-        fail_start(strerror(errno));
-        close(memfd);
-        return;
+    if (window == MAP_FAILED || pipe2(pipefd, O_CLOEXEC) != 0) {
+        why = strerror(errno);
+        goto undo;
     }
     *U64(area, MDEV_CH_H_WINDOW) = (uint64_t)(uintptr_t)window;
     *U64(area, MDEV_CH_H_WINDOW_SIZE) = MDEV_CH_WINDOW_BYTES;
@@ -393,11 +421,12 @@ static void start_session(void)
     char* argv[] = {(char*)python, "-E", "-s", "-c",
                     "import sys; sys.path.insert(0, sys.argv[1]); from mdev.capi import agent; agent.main()",
                     MDEV_ROOT, client, (char*)library, NULL};
-    char** env = agent_environ();
-    int high_area = move_fd(memfd), high_life = move_fd(pipefd[0]);
+    env = agent_environ();
+    high_area = move_fd(memfd);
+    high_life = move_fd(pipefd[0]);
     if (env == NULL || high_area < 0 || high_life < 0) {
-        fail_start("out of memory or descriptors");
-        return;
+        why = "out of memory or descriptors";
+        goto undo;
     }
     pid_t middle = fork();
     if (middle == 0) {
@@ -418,25 +447,20 @@ static void start_session(void)
             }
         }
         execve(python, argv, env);
-        static const char why[] = "cannot run the interpreter (MDEV_PYTHON)";
-        memcpy(area + MDEV_CH_H_ERROR, why, sizeof why);
+        static const char cannot[] = "cannot run the interpreter (MDEV_PYTHON)";
+        memcpy(area + MDEV_CH_H_ERROR, cannot, sizeof cannot);
         atomic_store(U32(area, MDEV_CH_H_READY), 2);
         futex_wake(U32(area, MDEV_CH_H_READY));
         _exit(127);
     }
-    free(env);
-    close(high_area);
-    close(high_life);
-    close(memfd);
-    close(pipefd[0]);
     if (middle < 0) {
-        fail_start(strerror(errno));
-        return;
+        why = strerror(errno);
+        goto undo;
     }
     while (waitpid(middle, NULL, 0) < 0 && errno == EINTR) {
     }
     pid_t agent = *(_Atomic int32_t*)(area + MDEV_CH_H_AGENT_PID);
-    int pidfd = (int)syscall(SYS_pidfd_open, agent, 0);
+    pidfd = (int)syscall(SYS_pidfd_open, agent, 0);
     _Atomic uint32_t* ready = U32(area, MDEV_CH_H_READY);
     for (int waited = 0; atomic_load(ready) == 0 && waited < 600; waited++) {
         struct pollfd p = {pidfd, POLLIN, 0};
@@ -446,17 +470,17 @@ static void start_session(void)
         futex_wait(ready, 0, 200);
     }
     if (atomic_load(ready) != 1) {
-        char why[MDEV_CH_ERROR_BYTES + 64];
-        snprintf(why, sizeof why, "%s (interpreter %s, mdev at %s)",
+        snprintf(why_agent, sizeof why_agent, "%s (interpreter %s, mdev at %s)",
                  area[MDEV_CH_H_ERROR] ? (const char*)area + MDEV_CH_H_ERROR : "it exited or did not answer",
                  python, MDEV_ROOT);
-        fail_start(why);
-        close(pipefd[1]);
-        if (pidfd >= 0) {
-            close(pidfd);
-        }
-        return;
+        why = why_agent;
+        goto undo;           /* the lifeline closed: an agent still starting ends by itself */
     }
+    free(env);
+    close(high_area);
+    close(high_life);
+    close(memfd);
+    close(pipefd[0]);
     S.area = area;
     S.lifeline = pipefd[1];
     S.pidfd = pidfd;
@@ -475,6 +499,22 @@ static void start_session(void)
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_create(&thread, &attr, service_thread, (void*)(intptr_t)spawner);
     pthread_attr_destroy(&attr);
+    return;
+undo:
+    fail_start(why);
+    free(env);
+    int fds[] = {memfd, pipefd[0], pipefd[1], high_area, high_life, pidfd};
+    for (size_t i = 0; i < sizeof fds / sizeof *fds; i++) {
+        if (fds[i] >= 0) {
+            close(fds[i]);
+        }
+    }
+    if (window != MAP_FAILED) {
+        munmap(window, MDEV_CH_WINDOW_BYTES);
+    }
+    if (area != MAP_FAILED) {
+        munmap(area, MDEV_CH_AREA_BYTES);
+    }
 }
 
 /* this thread's slot in a live session, or NULL */
@@ -568,6 +608,13 @@ static int copy_text(unsigned char* slot, size_t off, size_t room, const char* t
     return 1;
 }
 
+/* what a face's entries[index] holds once this session's agent has run the function (a forked
+ * child's agent is another one) */
+static void* known_marker(void)
+{
+    return (void*)(uintptr_t)(S.generation + 1);
+}
+
 static void agent_call(mdev_face* face, int index, mdev_result* result, const char* outputs,
                        const char* format, va_list* args)
 {
@@ -582,8 +629,10 @@ static void agent_call(mdev_face* face, int index, mdev_result* result, const ch
         fprintf(stderr, "mdev: %s: its arguments do not fit the agent's channel\n", name);
         return;
     }
-    _Atomic uint32_t* state = U32(slot, MDEV_CH_S_STATE);
-    mdev_post(state, MDEV_CH_CALL, AGENT_SLEEPS(slot));
+    *U64(slot, MDEV_CH_S_FACE) = (uint64_t)(uintptr_t)face;
+    *U32(slot, MDEV_CH_S_INDEX) = (uint32_t)index;
+    _Atomic uint32_t* state = STATE(slot);
+    announce(slot, MDEV_CH_CALL);
     for (int spin = 0;; spin++) {
         uint32_t now = atomic_load(state);
         if (now == MDEV_CH_DONE) {
@@ -605,10 +654,190 @@ static void agent_call(mdev_face* face, int index, mdev_result* result, const ch
         result->ret = *U64(slot, MDEV_CH_S_RET);
         result->stored = (int)*U32(slot, MDEV_CH_S_STORED);
         memcpy(result->out, U64(slot, MDEV_CH_S_OUT), sizeof result->out);
+        face->entries[index] = known_marker();   /* this session's agent knows it: ring entries may name it */
     }
     if (!serving) {                              /* nested: the service's answer comes next */
         atomic_store(state, MDEV_CH_IDLE);
     }
+}
+
+/* ------------------------------------------------------------------ asynchronous calls */
+/* the device of the granted stream ``handle`` (its process: *pid), or -1 */
+static int granted_stream(const unsigned char* slot, uint64_t handle, pid_t* pid)
+{
+    for (int i = 0; i < (int)MDEV_CH_STREAM_GRANTS; i++) {
+        const unsigned char* g = slot + MDEV_CH_S_STREAMS + 16 * i;
+        uint32_t device = *(const uint32_t*)(g + 8);
+        if (device && *(const uint64_t*)g == handle) {
+            *pid = (pid_t)*(const uint32_t*)(g + 12);
+            return (int)device - 1;
+        }
+    }
+    return -1;
+}
+
+/* A pidfd of device process ``pid`` (which serves device index ``device``), kept per device;
+ * -1 when none can be had (the process is gone, or too many devices). */
+static struct {
+    _Atomic pid_t pid;
+    _Atomic int fd;
+} device_fds[MDEV_CH_DEVICE_FDS];
+static pthread_mutex_t device_fds_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int device_fd(int device, pid_t pid)
+{
+    if (device < 0 || device >= (int)MDEV_CH_DEVICE_FDS) {
+        return -1;
+    }
+    if (atomic_load(&device_fds[device].pid) == pid) {
+        return atomic_load(&device_fds[device].fd);
+    }
+    pthread_mutex_lock(&device_fds_lock);
+    if (atomic_load(&device_fds[device].pid) != pid) {      /* a restarted device: its new process */
+        int had = atomic_load(&device_fds[device].pid) != 0;
+        int old = atomic_exchange(&device_fds[device].fd, -1);
+        atomic_store(&device_fds[device].pid, 0);
+        if (had && old >= 0) {
+            close(old);          /* a thread polling it meanwhile gets POLLNVAL: it calls synchronously */
+        }
+        int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (fd >= 0) {
+            fcntl(fd, F_SETFD, FD_CLOEXEC);
+        }
+        atomic_store(&device_fds[device].fd, fd);
+        atomic_store(&device_fds[device].pid, pid);
+    }
+    int fd = atomic_load(&device_fds[device].fd);
+    pthread_mutex_unlock(&device_fds_lock);
+    return fd;
+}
+
+/* the agent and the device process ``pid`` both alive (one system call for both): a call to a
+ * lost device must answer 507901 at once, which only the synchronous path gives */
+static int both_alive(int device, pid_t pid)
+{
+    int fd = device_fd(device, pid);
+    if (fd < 0) {
+        return 0;
+    }
+    struct pollfd p[2] = {{fd, POLLIN, 0}, {S.pidfd, POLLIN, 0}};
+    if (poll(p, 2, 0) == 0) {
+        return 1;
+    }
+    if (p[1].revents) {
+        agent_alive();         /* says it once */
+    }
+    return 0;
+}
+
+/* [start, start + n) lies in one granted allocation of ``device`` */
+static int granted_range(const unsigned char* slot, uint64_t start, uint64_t n, int device)
+{
+    if (start == 0 || start + n < start) {
+        return 0;
+    }
+    for (int i = 0; i < (int)MDEV_CH_RANGE_GRANTS; i++) {
+        const unsigned char* g = slot + MDEV_CH_S_RANGES + 24 * i;
+        if (*(const uint32_t*)(g + 16) == (uint32_t)device + 1 && *(const uint64_t*)g <= start
+            && start + n <= *(const uint64_t*)(g + 8)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int granted_event(const unsigned char* slot, uint64_t handle, int device, uint32_t flags)
+{
+    for (int i = 0; i < (int)MDEV_CH_EVENT_GRANTS; i++) {
+        const unsigned char* g = slot + MDEV_CH_S_EVENTS + 16 * i;
+        if (*(const uint32_t*)(g + 8) == (uint32_t)device + 1 && *(const uint64_t*)g == handle
+            && (*(const uint32_t*)(g + 12) & flags) == flags) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* the arguments pass every check of ``spec`` (mdev.capi.asynchronous) against the slot's grants */
+static int granted(const unsigned char* slot, const char* spec, const uint64_t* a)
+{
+    if (atomic_load(U32(slot, MDEV_CH_S_GRANT_EPOCH)) != atomic_load(U32(S.area, MDEV_CH_H_EPOCH))) {
+        return 0;
+    }
+    int device = -1;
+    pid_t pid = 0;
+    for (int k = 0; spec[2 * k]; k++) {
+        if (spec[2 * k] == 's' && (device = granted_stream(slot, a[k], &pid)) < 0) {
+            return 0;
+        }
+    }
+    for (int k = 0; device >= 0 && spec[2 * k]; k++) {
+        int n = spec[2 * k + 1] - '0';
+        int ok = 1;
+        switch (spec[2 * k]) {
+        case 'd':
+            ok = granted_range(slot, a[k], a[n], device);
+            break;
+        case 'm':
+            ok = a[n] <= a[k];
+            break;
+        case 'k':
+            ok = a[k] < MDEV_CH_PLAIN_KINDS;
+            break;
+        case 'e':
+            ok = granted_event(slot, a[k], device, 0);
+            break;
+        case 'w':
+            ok = granted_event(slot, a[k], device, MDEV_CH_G_WAIT);
+            break;
+        default:
+            break;
+        }
+        if (!ok) {
+            return 0;
+        }
+    }
+    return device >= 0 && both_alive(device, pid);
+}
+
+/* The call appended to this thread's ring if its spec's checks pass and the ring has room
+ * (the result: ACL_SUCCESS); 0 when it must be made synchronously. */
+static int call_later(mdev_face* face, int index, const char* spec, mdev_result* result, const char* format,
+                      va_list* args)
+{
+    if (serving || face->entries[index] != known_marker() || my_slot < 0 || my_generation != S.generation
+        || S.area == NULL || S.dead) {
+        return 0;                /* nested in a service, unknown to the agent yet, or no session */
+    }
+    uint64_t a[MDEV_CH_RING_ARGS];
+    int n = 0;
+    va_list copy;
+    va_copy(copy, *args);
+    for (const char* letter = format; *letter; letter++, n++) {
+        if (n == (int)MDEV_CH_RING_ARGS || (*letter != 'i' && *letter != 'u' && *letter != 'p')) {
+            va_end(copy);
+            return 0;
+        }
+        a[n] = *letter == 'i' ? (uint64_t)va_arg(copy, long long) : va_arg(copy, unsigned long long);
+    }
+    va_end(copy);
+    unsigned char* slot = slot_at(my_slot);
+    _Atomic uint32_t* tail = U32(slot, MDEV_CH_S_RING_TAIL);
+    uint32_t at = atomic_load(tail);
+    if (at - atomic_load(U32(slot, MDEV_CH_S_RING_HEAD)) >= MDEV_CH_RING_ENTRIES || !granted(slot, spec, a)) {
+        return 0;
+    }
+    unsigned char* entry = slot + MDEV_CH_S_RING + (size_t)(at % MDEV_CH_RING_ENTRIES) * MDEV_CH_ENTRY_BYTES;
+    *U64(entry, 0) = (uint64_t)(uintptr_t)face;
+    *U32(entry, 8) = (uint32_t)index;
+    memcpy(entry + 16, a, sizeof(uint64_t) * (size_t)n);
+    atomic_store(tail, at + 1);
+    atomic_fetch_add(DOORBELL(slot), 1);
+    if (atomic_load(AGENT_SLEEPS(slot))) {
+        futex_wake(DOORBELL(slot));
+    }
+    result->ret = 0;
+    return 1;
 }
 
 /* ------------------------------------------------------------------ the entry */
@@ -650,7 +879,10 @@ void mdev_call(mdev_face* face, int index, uint64_t fail, mdev_result* result, c
     va_list args;
     va_start(args, format);
     if (mode == AGENT) {
-        agent_call(face, index, result, outputs, format, &args);
+        const char* spec = face->specs != NULL ? face->specs[index] : NULL;
+        if (spec == NULL || !call_later(face, index, spec, result, format, &args)) {
+            agent_call(face, index, result, outputs, format, &args);
+        }
     } else if (embedded_call != NULL) {
         embedded_call(face, index, fail, result, outputs, format, args);
     }

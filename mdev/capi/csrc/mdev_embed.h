@@ -28,7 +28,10 @@ typedef struct mdev_face {
     const char* module;          /* the Python module whose entry(name) gives each function */
     const char* const* names;    /* C function names, by index */
     int count;
-    void** entries;              /* the Python callables, looked up on first use */
+    void** entries;              /* the Python callables, looked up on first use (embedded); under the
+                                    host agent non-NULL once the agent has run the function */
+    const char* const* specs;    /* by index: NULL, or the checks that let a call return before the
+                                    agent runs it (mdev.capi.asynchronous) */
 } mdev_face;
 
 #define MDEV_MAX_OUTPUTS 8

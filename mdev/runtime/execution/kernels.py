@@ -164,8 +164,10 @@ def _submit(stream, fid: int, num_blocks, args_kind: str, args, placeholders: li
     if hooks.checker is not None and stream.recorder is None:
         hooks.checker.watch_kernels(stream.device)
     # host-side address maps the kernel resolves pointers with: pinned buffers, VMM mappings
-    streams.submit(stream, op, fid, num_blocks, args_kind, args, placeholders, limit,
-                   rt.memory.pinned_map() + vmm.kernel_map(), timeout_s)
+    seq = streams.submit(stream, op, fid, num_blocks, args_kind, args, placeholders, limit,
+                         rt.memory.pinned_map() + vmm.kernel_map(), timeout_s)
+    if stream.recorder is None:
+        streams.launched(stream, seq)
 
 
 def _shipped(kernel: "Kernel") -> bytes:

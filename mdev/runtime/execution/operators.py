@@ -9,6 +9,10 @@
         stream (mdev.taskspec), which the stream's device computes (mdev.board.operators);
         the executor is used up unless set_acl_op_executor_repeatable marked it
 
+Compile options (aclSetCompileopt, aclGetCompileopt): mdev compiles no operator, but
+frameworks set and read them (torch_npu reads ACL_OP_JIT_COMPILE at start-up); they are
+kept and answered as CANN's op compiler does.
+
 A descriptor is a snapshot: the executor keeps what the parameters said when it was made,
 so the caller may destroy them before the op runs (as torch_npu does).  Failures are
 aclnnStatus values (161001 a null where a value is needed, 161002 a bad parameter, 561003
@@ -92,7 +96,10 @@ def _keep(obj: object) -> int:
 
 
 def _get(handle, kind, what: str, code: int = INVALID):
-    obj = _objects.get(handle) if type(handle) is int else None
+    return _of_kind(_objects.get(handle) if type(handle) is int else None, handle, kind, what, code)
+
+
+def _of_kind(obj, handle, kind, what: str, code: int = INVALID):
     if obj is None or not isinstance(obj, kind[0] if isinstance(kind, tuple) else kind) or \
             isinstance(kind, tuple) and obj.kind != kind[1]:
         name = kind[1] if isinstance(kind, tuple) else kind.__doc__.split(":")[0]
@@ -101,6 +108,8 @@ def _get(handle, kind, what: str, code: int = INVALID):
 
 
 def _drop(handle, kind, what: str) -> object:
+    if not handle:
+        return ArrayDesc("", ())
     obj = _get(handle, kind, what)
     with _lock:
         _objects.pop(handle, None)
@@ -123,6 +132,12 @@ def _ints(values, what: str, low: int = -(1 << 63)) -> tuple:
 @api(1, failed=None)
 def create_tensor(view_dims, data_type: int, stride, offset: int, format: int, storage_dims, tensor_data) -> int:
     """aclCreateTensor; ``stride`` None means contiguous."""
+    return _keep(tensor_desc(view_dims, data_type, stride, offset, format, storage_dims, tensor_data))
+
+
+def tensor_desc(view_dims, data_type: int, stride, offset: int, format: int, storage_dims,
+                tensor_data) -> TensorDesc:
+    """A tensor descriptor, checked (what aclCreateTensor refuses, AclError)."""
     shape = _ints(view_dims, "viewDims", 0)
     if len(shape) > MAX_DIMS:
         raise AclError(INVALID, f"aclCreateTensor: {len(shape)} dimensions; at most {MAX_DIMS}")
@@ -142,12 +157,17 @@ def create_tensor(view_dims, data_type: int, stride, offset: int, format: int, s
                        f"{list(strides)}) reaches element {need - 1}, beyond storage {list(storage)}")
     if type(tensor_data) is not int or tensor_data < 0:
         raise AclError(INVALID, f"aclCreateTensor: tensorData must be an address, got {tensor_data!r:.40}")
-    return _keep(TensorDesc(shape, data_type, strides, offset, int(format), storage, tensor_data))
+    return TensorDesc(shape, data_type, strides, offset, int(format), storage, tensor_data)
 
 
 @api(1, failed=None)
 def create_scalar(value, data_type: int) -> int:
     """aclCreateScalar: ``value`` as a Python number (the C face reads it from its pointer)."""
+    return _keep(scalar_desc(value, data_type))
+
+
+def scalar_desc(value, data_type: int) -> ScalarDesc:
+    """A scalar descriptor, checked (what aclCreateScalar refuses, AclError)."""
     if data_type not in TORCH_DTYPES:
         raise AclError(INVALID, f"aclCreateScalar: dataType {data_type!r:.20} is not supported")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -155,7 +175,7 @@ def create_scalar(value, data_type: int) -> int:
             raise AclError(INVALID, f"aclCreateScalar: value must be a number, got {value!r:.40}")
     kind = bool if data_type == C.ACL_BOOL else float if data_type in (C.ACL_FLOAT, C.ACL_FLOAT16, C.ACL_BF16,
                                                                         C.ACL_DOUBLE) else int
-    return _keep(ScalarDesc(kind(value), data_type))
+    return ScalarDesc(kind(value), data_type)
 
 
 def _array(kind: str, convert, values, what: str) -> int:
@@ -192,6 +212,7 @@ def create_scalar_list(value) -> int:
     return _keep(ArrayDesc(SCALARS, tuple(_get(h, ScalarDesc, "aclCreateScalarList: scalar") and h for h in value)))
 
 
+# destroying NULL does nothing (frameworks release an optional argument they left out)
 @api()
 def destroy_tensor(tensor) -> None:
     _drop(tensor, TensorDesc, "aclDestroyTensor: tensor")
@@ -254,7 +275,7 @@ def operator_get_workspace_size(name: str, *params) -> tuple[int, int]:
     if len(params) != len(op.params):
         raise AclError(INVALID, f"{where} takes {len(op.params)} parameters ({op.signature}), got {len(params)}")
     values = {param: _resolve(where, param, kind, arg) for (param, kind), arg in zip(op.params, params)}
-    name, first = next(((p, values[p]) for p, k in op.params if k in READS and values[p] is not None), ("", ()))
+    name, first = next(((p, values[p]) for p, _ in op.reads if values[p] is not None), ("", ()))
     for tensor in (first if isinstance(first, tuple) else (first,)):
         if tensor.dtype not in op.dtypes:
             raise AclError(INVALID, f"{where}: {name} has dtype {TORCH_DTYPES[tensor.dtype]}, not one of "
@@ -270,17 +291,17 @@ def _resolve(where: str, param: str, kind: str, arg):
             return None
         raise AclError(NULLPTR, f"{where}: {param} is a null pointer")
     if kind in LISTS:
-        return tuple(_get(h, TensorDesc, f"{where}: an element of {param}")
-                     for h in _get(arg, (ArrayDesc, TENSORS), f"{where}: {param}").items)
+        return tuple(_described(h, TensorDesc, f"{where}: an element of {param}")
+                     for h in _described(arg, (ArrayDesc, TENSORS), f"{where}: {param}").items)
     if kind in READS or kind in WRITES:
-        return _get(arg, TensorDesc, f"{where}: {param}")
+        return _described(arg, TensorDesc, f"{where}: {param}")
     if kind in (SCALAR, OPT_SCALAR):
-        return _get(arg, ScalarDesc, f"{where}: {param}").value
+        return _described(arg, ScalarDesc, f"{where}: {param}").value
     if kind == SCALARS:
-        return tuple(_get(h, ScalarDesc, f"{where}: an element of {param}").value
-                     for h in _get(arg, (ArrayDesc, SCALARS), f"{where}: {param}").items)
+        return tuple(_described(h, ScalarDesc, f"{where}: an element of {param}").value
+                     for h in _described(arg, (ArrayDesc, SCALARS), f"{where}: {param}").items)
     if kind in (INTS, OPT_INTS, FLOATS, BOOLS):
-        return _get(arg, (ArrayDesc, kind.rstrip("?")), f"{where}: {param}").items
+        return _described(arg, (ArrayDesc, kind.rstrip("?")), f"{where}: {param}").items
     if kind == DTYPE:
         if arg not in TORCH_DTYPES:
             raise AclError(INVALID, f"{where}: {param} {arg!r:.20} is not a supported aclDataType")
@@ -293,6 +314,14 @@ def _resolve(where: str, param: str, kind: str, arg):
     if isinstance(arg, bool) and kind != BOOL or not isinstance(arg, (int, float)):
         raise AclError(INVALID, f"{where}: {param} must be a number, got {arg!r:.40}")
     return convert(arg)
+
+
+def _described(arg, kind, what: str):
+    """A descriptor given itself (the C face reads libnnopbase's from the caller's memory),
+    or the handle of one made here."""
+    if type(arg) in (TensorDesc, ScalarDesc, ArrayDesc):
+        return _of_kind(arg, arg, kind, what)
+    return _get(arg, kind, what)
 
 
 def _load_torch():
@@ -375,8 +404,7 @@ def _check_meta(op: Operator, values: dict, where: str) -> None:
         return          # no meta kernel: the device checks as it computes
     except Exception as exc:        # what torch refuses (RuntimeError mostly; a division by 0 of an empty mean)
         raise AclError(INVALID, f"{where}: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}") from None
-    results = results if isinstance(results, (tuple, list)) and len(op.written) > 1 else (results,)
-    for param, result in zip(op.written, results):
+    for param, result in zip(op.written, op.results(results)):
         out = values[param]
         if out is None or result is None:
             continue
@@ -408,16 +436,67 @@ def operator_run(workspace, workspace_size: int, executor, stream) -> None:
         if nbytes == 0:
             return (("d", st.device, 0), value.shape, value.strides, value.dtype)
         ptr = value.data + value.offset * dtypes.itemsize(value.dtype)
-        operand = rt.memory.operand(ptr, nbytes, write=write, what=f"{where}: tensor {value}")
+        try:
+            operand = rt.memory.operand(ptr, nbytes, write=write, what=where)
+        except AclError as exc:         # said of the tensor (formatted only then: it costs, per tensor)
+            raise AclError(exc.code, exc.message.replace(where, f"{where}: tensor {value}", 1)) from None
         if operand.kind != DEVICE or operand.device != st.device or operand.pieces:
             raise AclError(INVALID, f"{where}: tensor {value} at {ptr:#x} is not device memory of the stream's "
                            f"device {rt.local_device(st.device)}")
         return (operand.location(), value.shape, value.strides, value.dtype)
 
-    inputs = tuple(located(values[p], False) for p, k in op.params if k in READS)
-    outputs = tuple(located(values[p], True) for p, k in op.params if k in WRITES)
-    attrs = tuple(values[p] for p, k in op.params if k not in READS and k not in WRITES)
+    inputs = tuple(located(values[p], False) for p, _ in op.reads)
+    outputs = tuple(located(values[p], True) for p, _ in op.writes)
+    attrs = tuple(values[p] for p, _ in op.attributes)
     if not ex.repeatable:
         with _lock:
             _objects.pop(executor, None)
     streams.submit(st, "operator", op.name, inputs, outputs, attrs)
+
+
+# ---------------------------------------------------------------------------- compile options
+COMPILE_OPTIONS = 17            # aclCompileOpt: ACL_PRECISION_MODE (0) .. ACL_OP_DEBUG_OPTION (16)
+AUTO_TUNE_MODE, JIT_COMPILE, DEBUG_OPTION = 2, 10, 16
+COMPILE_OPT_SIZE = 256          # the buffer aclGetCompileoptSize asks for ACL_OP_JIT_COMPILE
+JIT_DEFAULT = "disable"         # A2/A3 run prebuilt operator binaries
+_compile_options: dict[int, str] = {}
+
+
+def _compile_option(opt, where: str) -> int:
+    if type(opt) is not int or not 0 <= opt < COMPILE_OPTIONS:
+        raise AclError(E.ACL_ERROR_INTERNAL_ERROR, f"{where}: {opt!r:.20} is not an aclCompileOpt")
+    return opt
+
+
+@api()
+def set_compileopt(opt: int, value: str) -> None:
+    """aclSetCompileopt: keep the option's value (the process's, as CANN's op compiler does)."""
+    _compile_option(opt, "aclSetCompileopt")
+    if value is None:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, "aclSetCompileopt: value is NULL")
+    if opt == AUTO_TUNE_MODE:
+        raise AclError(E.ACL_ERROR_FEATURE_UNSUPPORTED, "aclSetCompileopt: ACL_AUTO_TUNE_MODE is discarded (tuning "
+                       "is the AOE tool's)")
+    _compile_options[opt] = value
+
+
+@api(1, failed=0)
+def get_compileopt_size(opt: int) -> int:
+    """aclGetCompileoptSize: the bytes aclGetCompileopt needs (0: nothing to read)."""
+    if opt == JIT_COMPILE:
+        return COMPILE_OPT_SIZE
+    value = _compile_options.get(opt, "") if type(opt) is int else ""
+    return len(value.encode()) + 1 if value else 0
+
+
+@api(1, failed=None)
+def get_compileopt(opt: int) -> str:
+    """aclGetCompileopt: ACL_OP_JIT_COMPILE ("enable"/"disable") and ACL_OP_DEBUG_OPTION are
+    readable, as in CANN; the others are not."""
+    _compile_option(opt, "aclGetCompileopt")
+    if opt == JIT_COMPILE:
+        return "enable" if _compile_options.get(opt) == "enable" else JIT_DEFAULT
+    if opt == DEBUG_OPTION and opt in _compile_options:
+        return _compile_options[opt]
+    raise AclError(E.ACL_ERROR_API_NOT_SUPPORT, f"aclGetCompileopt: option {opt} cannot be read (only "
+                   "ACL_OP_JIT_COMPILE and a set ACL_OP_DEBUG_OPTION can)")

@@ -250,6 +250,12 @@ def check_reach(executing: int, *operands: Operand) -> None:
                            f"enable peer access first (device_enable_peer_access)")
 
 
+def _after_launches(*operands: Operand) -> None:
+    """A synchronous operation on device memory comes after the kernels launched just before
+    it, as on an NPU (mdev.runtime.streams.after_launches)."""
+    streams.after_launches({op.device for op in operands if op.kind == DEVICE})
+
+
 def _copy_here(d: Operand, s: Operand) -> None:
     if hooks.checker is not None:
         hooks.checker.host_access(reads=[s], writes=[d])
@@ -283,6 +289,7 @@ def memcpy(dst: int, dest_max: int, src: int, count: int, kind: int) -> None:
     check_reach(rt.current_context().device, d, s)
     if _graph.held.captures:
         _graph.check_unsafe("memcpy")
+    _after_launches(d, s)
     if _trace.host_on:          # traced: the host-side record times the copy
         _trace.host_op("memcpy", d, s, count, lambda: _copy_here(d, s))
         return
@@ -387,6 +394,7 @@ def memcpy2d(dst, dpitch, src, spitch, width, height, kind) -> None:
     check_reach(rt.current_context().device, *ops)
     if _graph.held.captures:
         _graph.check_unsafe("memcpy2d")
+    _after_launches(*ops)
     if _trace.host_on:          # traced: the host-side record times the copy
         _trace.host_op("memcpy", ops[0], ops[1], width * height,
                        lambda: _copy2d_here(ops[0], dpitch, ops[1], spitch, width, height))
@@ -445,6 +453,7 @@ def memset(dev_ptr: int, max_count: int, value: int, count: int) -> None:
     if op is None:
         return
     _check_synchronous_fill(op, "memset")
+    _after_launches(op)
     if hooks.checker is not None:
         hooks.checker.host_access(writes=[op], fill=value & 0xFF)
     if _trace.host_on:          # traced: the host-side record times the memset

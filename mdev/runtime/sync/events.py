@@ -249,8 +249,6 @@ def _wait(stream, event, timeout_s: int) -> None:
     ev = get(event)
     if not ev.can_wait:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "only events created with ACL_EVENT_SYNC can be waited on")
-    if ev.opened is None:
-        _same_device(ev, st, "wait for the event")
     if (st.recorder is not None or _graph.held.captures) and _graph.wait_event(st, ev):
         return    # recorded into a graph, or the stream joined the capture that recorded the event
     target = issued(ev)
@@ -258,7 +256,9 @@ def _wait(stream, event, timeout_s: int) -> None:
         return    # never recorded: the wait is a no-op
     if ev.device == st.device:
         seq = streams.submit(st, "wait_event", ev.slot, ev.uid, target, timeout_s)
-    else:   # an IPC event of another device: the waiting device watches the owner's page
+    else:   # an event of another device (this process's, or an IPC one): the waiting device
+        # watches the owner's page; the runtime accepts such waits, and torch_npu's copies
+        # between devices rely on them
         seq = streams.submit(st, "wait_remote_event", ev.device, ev.slot, target, timeout_s)
     ev.waits.append((st, seq))
     del ev.waits[:-64]

@@ -1,0 +1,134 @@
+"""Asynchronous C calls under the host agent: which ones may return before the agent runs
+them, and the grants that make it exact.
+
+    C thread --aclrtMemsetAsync(dev, max, v, n, stream)--> libmdev_client.so
+        the function has a SPEC, and its arguments pass every check the spec names against
+        the grants the agent gave this thread --> a ring entry, ACL_SUCCESS at once
+        otherwise --> a synchronous call: the runtime validates and submits, the answer is
+        the runtime's code; when it succeeds, :func:`grants` says what the call showed valid
+        (its stream, the device allocations it touched, its event), and the agent writes
+        that into the thread's slot for the next calls' checks (mdev.capi.agent)
+
+A spec has two characters per parameter, a role and an argument index ('.' none):
+
+    s.  a stream handle this thread may submit to (0: its context's default stream)
+    e.  an event handle it may record on that stream;  w.  one that stream may wait on
+    dN  a device pointer: [p, p + argument N) inside one device allocation of this process,
+        on the stream's device, NULL refused
+    mN  a bound: argument N <= this one
+    k.  a copy kind the runtime takes without looking further (host/device in any
+        direction, or DEFAULT: memory of the stream's own device makes it device to device)
+    ..  anything
+
+The checks are exactly the runtime's for such arguments (mdev.runtime.memory.memops.memset_async,
+memcpy_async, sync.events.record_event, stream_wait_event): a call passing them would succeed
+synchronously, so the caller loses nothing by not waiting.  Grants are void once anything
+could have made them false: the agent advances the area's epoch around every call not in
+HARMLESS (mdev.capi.channel; a THREAD_LOCAL call voids only its thread's grants), and
+grants nothing while a capture, a checking tool or a stop-on-failure context could refuse
+a task; and the C side calls synchronously once the stream's device process is gone (its
+pidfd, polled with the agent's: 507901 at once).  What can still fail after the C side
+returned is a race the program made itself (another thread freeing the memory meanwhile,
+a device dying meanwhile): that failure is the thread's last error and the answer of its
+next synchronisation (``aclrtSynchronize*``), as a task failure is.  Order: a call other
+than an UNORDERED one first waits until every thread's queued calls have run.
+
+A new asynchronous function (an aclnn launch, say) needs only its SPEC here (and a call
+that frees or destroys nothing belongs in HARMLESS, or it voids every grant); the C entry
+points carry the specs (mdev.capi.generate).
+"""
+
+from __future__ import annotations
+
+from mdev import constants as C
+from mdev.capi import channel
+from mdev.capi.channel import G_WAIT
+from mdev.runtime import capture, hooks
+from mdev.runtime.core import RUNTIME as rt
+from mdev.runtime.memtable import DEVICE
+from mdev.runtime.streams import NON_EXECUTING
+from mdev.runtime.sync import events
+
+SPECS = {
+    "aclrtMemsetAsync": "d3m3....s.",
+    "aclrtMemcpyAsync": "d3m3d3..k.s.",
+    "aclrtRecordEvent": "e.s.",
+    "aclrtStreamWaitEvent": "s.w.",
+}
+
+# the copy kinds memcpy_async takes at once between memory of the stream's own device
+PLAIN_KINDS = (C.ACL_MEMCPY_HOST_TO_HOST, C.ACL_MEMCPY_HOST_TO_DEVICE, C.ACL_MEMCPY_DEVICE_TO_HOST,
+               C.ACL_MEMCPY_DEVICE_TO_DEVICE, C.ACL_MEMCPY_DEFAULT)
+assert PLAIN_KINDS == tuple(range(channel.PLAIN_KINDS))      # the C side's check is kind < PLAIN_KINDS
+
+# calls that cannot make a grant false (no free, destroy, context switch, capture, mode
+# change, reset): every other call (but THREAD_LOCAL's) advances the epoch before and
+# after it runs
+HARMLESS = frozenset(SPECS) | frozenset((
+    "aclrtSynchronizeStream", "aclrtSynchronizeStreamWithTimeout", "aclrtSynchronizeDevice",
+    "aclrtSynchronizeDeviceWithTimeout", "aclrtSynchronizeEvent", "aclrtSynchronizeEventWithTimeout",
+    "aclrtStreamQuery", "aclrtQueryEvent", "aclrtQueryEventStatus", "aclrtQueryEventWaitStatus",
+    "aclrtEventElapsedTime", "aclrtGetDevice", "aclrtGetCurrentContext", "aclrtGetDeviceCount",
+    "aclrtGetLastError", "aclrtPeekAtLastError", "aclGetRecentErrMsg", "aclrtGetRunMode", "aclrtGetSocName",
+    "aclrtMalloc", "aclrtMallocHost", "aclrtCreateStream", "aclrtCreateEvent", "aclrtCreateEventWithFlag",
+    "aclrtCreateEventExWithFlag", "aclrtMemcpy", "aclrtMemset", "aclrtGetMemInfo",
+    "aclrtLaunchKernel", "aclrtLaunchKernelV2", "aclrtLaunchKernelWithConfig", "aclrtLaunchKernelWithHostArgs",
+    "aclrtLaunchKernelWithArgsArray",
+))
+
+
+def harmless(name: str) -> bool:
+    """Whether a call cannot make a grant false: one of HARMLESS, or an operator library
+    call (aclnnXGetWorkspaceSize makes an executor, aclnnX runs one: neither frees memory
+    nor ends a stream, an event or a context -- a framework makes thousands a second, and
+    each would otherwise void every thread's grants)."""
+    return name in HARMLESS or name.startswith("aclnn")
+
+
+# calls that change only what the calling thread's grants rest on (its current context):
+# they void that thread's grants, not every thread's
+THREAD_LOCAL = frozenset(("aclrtSetCurrentContext", "aclrtSetDevice", "aclrtCreateContext"))
+SYNCHRONISATIONS = frozenset(name for name in HARMLESS if name.startswith("aclrtSynchronize"))
+# calls that see nothing another thread's queued calls change (the caller's own state, the
+# board's constants): they need not wait for those to run first
+UNORDERED = frozenset(("aclrtGetDevice", "aclrtGetCurrentContext", "aclrtGetLastError", "aclrtPeekAtLastError",
+                       "aclGetRecentErrMsg", "aclrtGetRunMode", "aclrtGetSocName", "aclrtGetDeviceCount"))
+
+
+def checked(spec: str, params: int) -> str:
+    """``spec`` after checking it names a role and an index for each of ``params`` parameters,
+    one stream among them (the C side reads it without looking twice)."""
+    pairs = [spec[k:k + 2] for k in range(0, len(spec), 2)]
+    if len(spec) != 2 * params or spec[::2].count("s") != 1 or any(
+            not (role in "sewk." and index == "." or role in "dm" and index.isdigit() and int(index) < params)
+            for role, index in pairs):
+        raise ValueError(f"an asynchronous spec has a role and an index per parameter, one stream: {spec!r}")
+    return spec
+
+
+def grants(spec: str, args: list) -> tuple[list, list, list] | None:
+    """After a call with ``spec`` and ``args`` succeeded on this (agent) thread: what it
+    showed valid -- ([(stream handle, device, its process id)], [(start, end, device, 0)],
+    [(event, device, flags)]) -- or None when its kind of call must keep being validated
+    synchronously."""
+    if capture.held.captures or hooks.checker is not None:
+        return None
+    roles = spec[::2]
+    stream = rt.stream_in_context(args[roles.index("s")])
+    if stream.recorder is not None or stream.flags & NON_EXECUTING or stream.context.stop_on_failure:
+        return None
+    device = stream.device
+    ranges, evs = [], []
+    for k, role in enumerate(roles):
+        if role == "d":
+            alloc = rt.memory.containing(args[k])
+            if alloc is None or alloc.kind != DEVICE or alloc.device != device or alloc.ipc_key is not None:
+                return None
+            ranges.append((alloc.ptr, alloc.end, device, 0))
+        elif role in "ew":
+            ev = events.get(args[k])
+            if events.shared(ev) or ev.device != device:
+                return None
+            evs.append((args[k], device, G_WAIT if ev.can_wait else 0))
+    return [(args[roles.index("s")], device, rt.link(device).pid)], ranges, evs
+
