@@ -20,7 +20,8 @@ argument takes the conversion mdev.capi.special names for it.  Functions that ne
 (strings or structures to return, arrays) have a hand-written adapter there.  A function
 with neither returns ACL_ERROR_API_NOT_SUPPORT (200001) -- an HCCL one HCCL_E_NOT_SUPPORT (5)
 -- and a message naming it.  Failures are in the codes of the function's library
-(mdev.capi.failures.codes_of); libhccl.so's hand-written adapters are mdev.capi.hccl_special.
+(mdev.capi.failures.codes_of); libhccl.so's hand-written adapters are mdev.capi.hccl_special,
+libmsprofiler.so's mdev.capi.prof_special.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import inspect
 from typing import Callable
 
 from mdev import sanitizer as _sanitizer  # noqa: F401  (MDEV_SANITIZE turns it on at attach / init)
-from mdev.capi import hccl_special, special
+from mdev.capi import hccl_special, prof_special, special  # noqa: F401  (they register adapters)
 from mdev.capi.failures import codes_of, null_output, returns_status, unsupported
 from mdev.capi.prototypes import CFunction, Param, by_name
 from mdev.runtime import boundary, names, registry

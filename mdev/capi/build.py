@@ -10,10 +10,15 @@
                                                                     libacl_rt.so, libacl_rt_impl.so
                                                                     (links to libascendcl.so)
                   (hccl/ functions) src/hccl_entries.c -----------> lib64/libhccl.so
-                                                                    (both link libmdev_client.so)
+                  (acl/acl_prof.h) src/prof_entries.c ------------> lib64/libmsprofiler.so
+                                                                    (all link libmdev_client.so)
+    (no entry points of its own) -------------------------------> lib64/libhcomm.so (needs libhccl.so)
 
 One library answers to the three names CANN programs link (its SONAME is libascendcl.so,
-so a program linking any of them loads it once).  Everything is compiled with
+so a program linking any of them loads it once).  A library may need others (``needs``,
+linked whether or not it calls them, so that ``dlsym`` through its handle finds their
+functions, as through CANN's: libascendcl.so needs libmsprofiler.so for the ``aclprof*``
+functions, libhcomm.so libhccl.so for ``HcclGroupStart`` / ``HcclGroupEnd``).  Everything is compiled with
 ``-Wall -Wextra -Werror``; the generated C is written next to the libraries (``src/``),
 never into the source tree.  A build whose inputs (sources, interpreter, flags) have not
 changed is skipped, so refreshing a tree is quick.
@@ -43,22 +48,33 @@ CLIENT = "libmdev_client.so"
 
 @dataclass(frozen=True)
 class Library:
-    """A shared library over one face: its entry points, its name and the names it also answers to."""
-    face: generate.Face
+    """A shared library over one face (or none): its entry points, its name, the names it also
+    answers to and the libraries of the tree it needs (built before it)."""
+    face: generate.Face | None
     name: str
     aliases: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()
 
 
-# both faces go through the one libmdev_client.so of the process (one host agent, or one
+PROFILER_HEADER = "acl/acl_prof.h"
+# HCCL's companions: the profiling API hccl_test links (-lmsprofiler), and the library
+# torch_npu looks HcclGroupStart / HcclGroupEnd up in
+HCCL_COMPANIONS = (
+    Library(generate.Face("prof", "mdev.capi.adapter", (PROFILER_HEADER,), prototypes.declared_by(PROFILER_HEADER)),
+            "libmsprofiler.so"),
+)
+HCCL_DEPENDENTS = (Library(None, "libhcomm.so", needs=("hccl",)),)
+
+# every face goes through the one libmdev_client.so of the process (one host agent, or one
 # embedded interpreter), so HCCL's calls see the devices, memory and streams the program made
 # through libascendcl.so
-LIBRARIES = (
+LIBRARIES = HCCL_COMPANIONS + (
     Library(generate.Face("acl", "mdev.capi.adapter", ("acl/acl.h", "acl/acl_rt_allocator.h"),
-                          prototypes.declared_in("acl")),
-            "libascendcl.so", ("libacl_rt.so", "libacl_rt_impl.so")),
+                          prototypes.declared_in("acl", but=(PROFILER_HEADER,))),
+            "libascendcl.so", ("libacl_rt.so", "libacl_rt_impl.so"), needs=("msprofiler",)),
     Library(generate.Face("hccl", "mdev.capi.adapter", ("hccl/hccl.h",), prototypes.declared_in("hccl")),
             "libhccl.so"),
-)
+) + HCCL_DEPENDENTS
 
 
 class BuildError(Exception):
@@ -105,11 +121,12 @@ def build(lib_dir: Path, src_dir: Path) -> bool:
                 ([cc, *CLIENT_FLAGS, f"-I{src_dir}", str(src_dir / "mdev_client.c"), "-o", str(lib_dir / CLIENT),
                   f"-Wl,-soname,{CLIENT}", "-ldl", "-lpthread"], CLIENT)]
     for library in LIBRARIES:
-        source = f"{library.face.name}_entries.c"
-        sources[source] = generate.entry_points(library.face)
+        source = f"{(library.face.name if library.face else library.name.split('.')[0])}_entries.c"
+        sources[source] = generate.entry_points(library.face) if library.face else generate.no_entries(library.name)
+        needed = ["-Wl,--no-as-needed", *(f"-l{n}" for n in library.needs), "-Wl,--as-needed"] if library.needs else []
         commands.append(([cc, *FLAGS, f"-I{include_dir()}", f"-I{src_dir}", str(src_dir / source),
                           "-o", str(lib_dir / library.name), f"-Wl,-soname,{library.name}", f"-L{lib_dir}",
-                          "-lmdev_client", "-Wl,-rpath,$ORIGIN"], library.name))
+                          *needed, "-lmdev_client", "-Wl,-rpath,$ORIGIN"], library.name))
     headers = sorted((p.name, p.read_text()) for p in include_dir().rglob("*.h"))
     stamp = hashlib.sha256(repr((sorted(sources.items()), commands, headers)).encode()).hexdigest()
     stamp_file = lib_dir / ".mdev-build"

@@ -186,9 +186,15 @@ def functions(tsv: Path | None = None) -> tuple[CFunction, ...]:
     return tuple(result)
 
 
-def declared_in(directory: str) -> tuple[CFunction, ...]:
-    """The functions of one library's headers: those of ``directory`` ("acl", "hccl")."""
-    return tuple(f for f in functions() if f.header.split("/")[0] == directory)
+def declared_in(directory: str, but: tuple[str, ...] = ()) -> tuple[CFunction, ...]:
+    """The functions of one library's headers: those of ``directory`` ("acl", "hccl"), but
+    those of the headers ``but`` (another library's, e.g. "acl/acl_prof.h")."""
+    return tuple(f for f in functions() if f.header.split("/")[0] == directory and f.header not in but)
+
+
+def declared_by(header: str) -> tuple[CFunction, ...]:
+    """The functions of one header ("acl/acl_prof.h")."""
+    return tuple(f for f in functions() if f.header == header)
 
 
 def by_name() -> dict[str, CFunction]:

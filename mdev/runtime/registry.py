@@ -28,6 +28,7 @@ PLACES = {
     "mdev.runtime.dvpp": ("acl.media", "rt", ""),
     "mdev.runtime.threads": ("acl.util", "rt", ""),
     "mdev.runtime.collectives.api": ("hccl", "hccl", ""),
+    "mdev.runtime.profiling": ("acl.prof", "prof", ""),
     "mdev.runtime.operators": ("aclnn", "", ""),
 }
 DEFAULT_PLACE = ("acl.rt", "rt", "")
