@@ -141,7 +141,7 @@ def comm_config(address: int) -> dict | None:
     defaults = H.comm_config()
     for name, value in defaults.items():
         setattr(config, name, value.encode() if isinstance(value, str) else value)
-    ctypes.memmove(config, data, len(data))
+    ctypes.memmove(ctypes.addressof(config), data, len(data))
     out = {}
     for name, _ in HcclCommConfig._fields_:
         if name not in _HEADER:

@@ -51,6 +51,7 @@ from mdev.runtime import vmm
 MAX_RANK_TABLE_BYTES = 16 << 20    # HCCL's rank table JSON: a line or two per device
 _forming: dict[str, dict[int, comms.Comm]] = {}      # rendezvous id -> ranks of this process being made
 _forming_lock = threading.Lock()
+_seen: dict[str, int] = {}                            # rendezvous id -> its ranks here that saw the others
 _process = {"deterministic": 0}                       # HcclSetConfig's settings
 NO_SUB_COMM = 0xFFFFFFFF                              # subCommId of a rank outside the sub-communicator
 SYM_WINDOWS = 0xC5_0000_0000
@@ -261,6 +262,12 @@ def _join(rid: str, nranks: int, rank: int, device: int, settings: comms.Setting
         keyed = rv.gather("keys", joined)
         with _forming_lock:
             here = {q: c for q, c in _forming.get(rid, {}).items() if joined[q]["pid"] == os.getpid()}
+            # every rank of this process has joined (their keys are out): once each has seen the
+            # others, the rendezvous is forgotten -- a rank that finished and destroyed its
+            # communicator meanwhile must still be seen by the slower ones
+            _seen[rid] = _seen.get(rid, 0) + 1
+            if _seen[rid] == len(here):
+                del _forming[rid], _seen[rid]
         comms.connect(comm, joined, keyed, here)
         rv.done(rank)
     except BaseException:
@@ -272,18 +279,19 @@ def _join(rid: str, nranks: int, rank: int, device: int, settings: comms.Setting
 
 
 def _forget(comm: comms.Comm) -> None:
+    """A rank that failed to join leaves its rendezvous's ranks of this process."""
     with _forming_lock:
         for rid, ranks in list(_forming.items()):
             if ranks.get(comm.rank) is comm:
                 del ranks[comm.rank]
                 if not ranks:
                     del _forming[rid]
+                    _seen.pop(rid, None)
 
 
 @api()
 def comm_destroy(comm) -> None:
     c = comms.lookup(comm)
-    _forget(c)
     with _forming_lock:
         for handle in [h for h, (owner, _, _) in _windows.items() if owner == c.handle]:
             del _windows[handle]

@@ -108,6 +108,8 @@ def settings(config: dict | None) -> Settings:
         raise HcclError(HCCL_E_PARA, f"config hcclDeterministic {det}: 0, 1 or 2")
     if timeout != HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET and timeout <= 0:
         raise HcclError(HCCL_E_PARA, f"config hcclExecTimeOut {timeout}: a number of seconds above 0")
+    if c["hcclAlgo"]:
+        select.parse_algo(c["hcclAlgo"])            # refused now, not once the peers are connected
     if c["hcclSymWinMaxMemSizePerRank"] < 1:
         raise HcclError(HCCL_E_PARA, "config hcclSymWinMaxMemSizePerRank: at least 1 (GB)")
     return Settings(None if size == HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET else size,
