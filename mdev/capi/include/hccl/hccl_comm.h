@@ -7,7 +7,7 @@
  * barrier, groups, error strings.
  *
  * Written by the mdev project from the published HCCL API: names and prototypes follow it.
- * Functions mdev does not emulate (suspend / resume, communicator names) are declared and
+ * Functions mdev does not emulate (suspend / resume) are declared and
  * return HCCL_E_NOT_SUPPORT with a message (aclGetRecentErrMsg).
  */
 
