@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import mdev.hccl as hccl
-from hccl_ranks import run_ranks
+from hccl_ranks import device_alloc, run_ranks
 from mdev import hccl_types as H
 from mdev.runtime.core import RUNTIME as rt
 
@@ -33,14 +33,8 @@ def _small_buffer(monkeypatch):
     monkeypatch.delenv("HCCL_ALGO", raising=False)
 
 
-def _alloc(acl, nbytes: int) -> int:
-    ptr, ret = acl.rt.malloc(max(nbytes, 1), 0)
-    assert ret == 0, acl.get_recent_err_msg()
-    return ptr
-
-
 def _put(acl, array: np.ndarray) -> int:
-    ptr = _alloc(acl, array.nbytes)
+    ptr = device_alloc(acl, array.nbytes)
     assert acl.rt.memcpy(ptr, array.nbytes, acl.util.numpy_to_ptr(array), array.nbytes, 1) == 0
     return ptr
 
@@ -198,7 +192,7 @@ def test_reduce_scatter_v_sums_each_block_in_the_mesh_order(acl):
 
     def body(r, stream):
         send = _put(acl, xs[r])
-        recv = _alloc(acl, COUNTS[r] * 4)
+        recv = device_alloc(acl, COUNTS[r] * 4)
         assert hccl.reduce_scatter_v(send, COUNTS, displs, recv, COUNTS[r], F32, H.HCCL_REDUCE_SUM, comms[r],
                                      stream) == 0, acl.get_recent_err_msg()
         assert acl.rt.synchronize_stream(stream) == 0
@@ -226,7 +220,7 @@ def test_all_to_all_vc_follows_the_count_matrix(acl):
     def body(r, stream):
         rcount = sum(matrix[q][r] for q in range(n))
         send = _put(acl, xs[r])
-        recv = _alloc(acl, rcount * 4)
+        recv = device_alloc(acl, rcount * 4)
         flat = [c for row in matrix for c in row]
         assert hccl.all_to_all_vc(send, flat, F32, recv, F32, comms[r], stream) == 0, acl.get_recent_err_msg()
         assert acl.rt.synchronize_stream(stream) == 0
@@ -247,7 +241,7 @@ def test_v_variant_counts_must_agree_with_this_rank(acl):
     comms, _ = hccl.comm_init_all(2, [0, 1])
     try:
         assert acl.rt.set_device(0) == 0
-        buf = _alloc(acl, 64)
+        buf = device_alloc(acl, 64)
         assert hccl.all_gather_v(buf, 3, buf, [4, 4], [0, 4], F32, comms[0], 0) == H.HCCL_E_PARA
         assert "recvCounts" in acl.get_recent_err_msg()
         assert hccl.reduce_scatter_v(buf, [2, 2], [0, 2], buf, 3, F32, 0, comms[0], 0) == H.HCCL_E_PARA
@@ -312,7 +306,7 @@ def test_acl_prof_writes_a_trace_of_the_configured_devices(acl, tmp_path):
     assert acl.prof.init(str(tmp_path / "prof")) == acl.ACL_ERROR_REPEAT_INITIALIZE
     assert acl.prof.start(config) == 0
     assert acl.prof.start(config) == acl.ACL_ERROR_PROF_ALREADY_RUN
-    buf = _alloc(acl, 4096)
+    buf = device_alloc(acl, 4096)
     stream, _ = acl.rt.create_stream()
     assert acl.rt.memset_async(buf, 4096, 7, 4096, stream) == 0
     assert acl.rt.synchronize_stream(stream) == 0

@@ -42,7 +42,7 @@ def mpi_home() -> Path | None:
     if mpicc:
         candidates.append(str(Path(mpicc).resolve().parent.parent))
     for candidate in candidates:
-        if candidate and (Path(candidate) / "include" / "mpi.h").exists() and (Path(candidate) / "bin" / "mpirun").exists():
+        if candidate and all((Path(candidate) / part).exists() for part in ("include/mpi.h", "bin/mpirun")):
             return Path(candidate)
     return None
 
@@ -85,7 +85,8 @@ def mpirun(work: Path, env: dict, ranks: int, binary: str, *args: str) -> str:
                               timeout=240)
     except subprocess.TimeoutExpired as exc:
         partial = (exc.stdout or b"").decode(errors="replace") + (exc.stderr or b"").decode(errors="replace")
-        raise AssertionError(f"{binary} on {ranks} ranks did not finish in {exc.timeout} s:\n{partial[-4000:]}") from None
+        raise AssertionError(f"{binary} on {ranks} ranks did not finish in {exc.timeout} s:\n"
+                             f"{partial[-4000:]}") from None
     return proc.stdout + proc.stderr
 
 

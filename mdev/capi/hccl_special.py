@@ -22,11 +22,12 @@ HcclResult codes (mdev.capi.failures.codes_of).
 from __future__ import annotations
 
 import ctypes
+import struct
 
 from mdev import hccl_types as H
 from mdev.capi import cmemory, structs
 from mdev.capi.failures import null_output
-from mdev.capi.special import CONVERSIONS, adapts, needs
+from mdev.capi.special import ADAPTERS, CONVERSIONS, adapts, needs
 from mdev.runtime import boundary
 from mdev.runtime.collectives import api
 
@@ -89,21 +90,6 @@ def _batch_send_recv(fn, impl):
     return needs(impl, fn, make)
 
 
-@adapts("HcclAlltoAllV")
-def _all_to_all_v(fn, impl):
-    rank_size = boundary.bind(api.get_rank_size, 1, 0, boundary.HCCL)
-    arrays = ("sendCounts", "sdispls", "recvCounts", "rdispls")
-
-    def make(exchange):
-        def call(send_buf, send_counts, sdispls, send_type, recv_buf, recv_counts, rdispls, recv_type, comm, stream):
-            lists = _rank_arrays(fn, rank_size, comm, list(zip((send_counts, sdispls, recv_counts, rdispls), arrays)))
-            if isinstance(lists, int):
-                return lists
-            return exchange(send_buf, lists[0], lists[1], send_type, recv_buf, lists[2], lists[3], recv_type,
-                            comm, stream)
-        return call
-    return needs(impl, fn, make)
-
 
 # ---------------------------------------------------------------------------- configurations
 class HcclCommConfig(ctypes.Structure):
@@ -125,21 +111,18 @@ class BadConfig(Exception):
     """The caller's HcclCommConfig was not made by HcclCommConfigInit."""
 
 
-def comm_config(address: int) -> dict | None:
+def read_comm_config(address: int) -> dict | None:
     """The caller's HcclCommConfig as the runtime's dict (NULL: None); its first ``size`` bytes
     (an older, shorter configuration keeps the later fields' defaults)."""
     if not address:
         return None
-    head = cmemory.read(address, 16)
-    size, magic, version = int.from_bytes(head[:8], "little"), int.from_bytes(head[8:12], "little"), \
-        int.from_bytes(head[12:16], "little")
+    size, magic, version = struct.unpack("=QII", cmemory.read(address, 16))       # HcclCommConfigInit's header
     if magic != H.HCCL_COMM_CONFIG_MAGIC_WORD or not 0 < version <= H.HCCL_COMM_CONFIG_VERSION or size < 32:
         raise BadConfig(f"config at {address:#x} was not made by HcclCommConfigInit (size {size}, magic word "
                         f"{magic:#x}, version {version})")
     config = HcclCommConfig()
     data = cmemory.read(address, min(size, ctypes.sizeof(HcclCommConfig)))
-    defaults = H.comm_config()
-    for name, value in defaults.items():
+    for name, value in H.comm_config().items():
         setattr(config, name, value.encode() if isinstance(value, str) else value)
     ctypes.memmove(ctypes.addressof(config), data, len(data))
     out = {}
@@ -157,7 +140,7 @@ def _configured(fn, impl, at: int, convert_inputs):
             if not args[-1]:
                 return null_output(fn, fn.params[-1].name)
             try:
-                config = comm_config(args[at])
+                config = read_comm_config(args[at])
             except BadConfig as exc:
                 boundary.record_error(H.HCCL_E_PARA, f"{fn.name}: {exc}", boundary.HCCL)
                 return H.HCCL_E_PARA
@@ -186,7 +169,7 @@ def _create_sub_comm_config(fn, impl):
             if not sub_comm:
                 return null_output(fn, "subComm")
             try:
-                settings = comm_config(config)
+                settings = read_comm_config(config)
             except BadConfig as exc:
                 boundary.record_error(H.HCCL_E_PARA, f"{fn.name}: {exc}", boundary.HCCL)
                 return H.HCCL_E_PARA
@@ -242,57 +225,30 @@ def _comm_name(fn, impl):
 
 
 # ---------------------------------------------------------------------------- V variants
-def _rank_arrays(fn, rank_size, comm, named: list[tuple[int, str]], per_rank: int = 1):
-    """The uint64_t arrays (address, parameter name) of ``per_rank`` entries per rank, read;
-    or the failure code."""
-    nranks, ret = rank_size(comm)
-    if ret != H.HCCL_SUCCESS:
-        return ret
-    lists = []
-    for address, name in named:
-        if not address:
-            return null_output(fn, name)
-        lists.append(cmemory.read_array(_U64, address, nranks ** per_rank))
-    return lists
-
-
-@adapts("HcclAllGatherV")
-def _all_gather_v(fn, impl):
+def _rank_arrays(fn, impl, positions: tuple[int, ...], per_rank: int = 1):
+    """An adapter reading the uint64_t arrays of arguments ``positions`` (``per_rank`` = 1:
+    one entry per rank of the communicator; 2: rank x rank) into lists for the runtime."""
     rank_size = boundary.bind(api.get_rank_size, 1, 0, boundary.HCCL)
+    comm_at = [p.name for p in fn.params].index("comm")
 
-    def make(gather):
-        def call(send_buf, send_count, recv_buf, recv_counts, recv_displs, data_type, comm, stream):
-            lists = _rank_arrays(fn, rank_size, comm, [(recv_counts, "recvCounts"), (recv_displs, "recvDispls")])
-            if isinstance(lists, int):
-                return lists
-            return gather(send_buf, send_count, recv_buf, lists[0], lists[1], data_type, comm, stream)
+    def make(run):
+        def call(*args):
+            nranks, ret = rank_size(args[comm_at])
+            if ret != H.HCCL_SUCCESS:
+                return ret
+            values = list(args)
+            for i in positions:
+                if not args[i]:
+                    return null_output(fn, fn.params[i].name)
+                values[i] = cmemory.read_array(_U64, args[i], nranks ** per_rank)
+            return run(*values)
         return call
     return needs(impl, fn, make)
 
 
-@adapts("HcclReduceScatterV")
-def _reduce_scatter_v(fn, impl):
-    rank_size = boundary.bind(api.get_rank_size, 1, 0, boundary.HCCL)
-
-    def make(scatter):
-        def call(send_buf, send_counts, send_displs, recv_buf, recv_count, data_type, op, comm, stream):
-            lists = _rank_arrays(fn, rank_size, comm, [(send_counts, "sendCounts"), (send_displs, "sendDispls")])
-            if isinstance(lists, int):
-                return lists
-            return scatter(send_buf, lists[0], lists[1], recv_buf, recv_count, data_type, op, comm, stream)
-        return call
-    return needs(impl, fn, make)
-
-
-@adapts("HcclAlltoAllVC")
-def _all_to_all_vc(fn, impl):
-    rank_size = boundary.bind(api.get_rank_size, 1, 0, boundary.HCCL)
-
-    def make(exchange):
-        def call(send_buf, matrix, send_type, recv_buf, recv_type, comm, stream):
-            lists = _rank_arrays(fn, rank_size, comm, [(matrix, "sendCountMatrix")], per_rank=2)
-            if isinstance(lists, int):
-                return lists
-            return exchange(send_buf, lists[0], send_type, recv_buf, recv_type, comm, stream)
-        return call
-    return needs(impl, fn, make)
+ADAPTERS.update({
+    "HcclAlltoAllV": lambda fn, impl: _rank_arrays(fn, impl, (1, 2, 5, 6)),      # counts and displacements
+    "HcclAllGatherV": lambda fn, impl: _rank_arrays(fn, impl, (3, 4)),
+    "HcclReduceScatterV": lambda fn, impl: _rank_arrays(fn, impl, (1, 2)),
+    "HcclAlltoAllVC": lambda fn, impl: _rank_arrays(fn, impl, (1,), per_rank=2),  # the count matrix
+})

@@ -23,6 +23,7 @@ operations read and write any device memory of the rank's device, so they need n
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -53,7 +54,6 @@ _forming: dict[str, dict[int, comms.Comm]] = {}      # rendezvous id -> ranks of
 _forming_lock = threading.Lock()
 _seen: dict[str, int] = {}                            # rendezvous id -> its ranks here that saw the others
 _process = {"deterministic": 0}                       # HcclSetConfig's settings
-NO_SUB_COMM = 0xFFFFFFFF                              # subCommId of a rank outside the sub-communicator
 SYM_WINDOWS = 0xC5_0000_0000
 _windows: dict[int, tuple[int, int, int]] = {}        # HcclCommSymWindow -> (comm, address, size)
 
@@ -321,7 +321,7 @@ def create_sub_comm_config(comm, rank_ids, sub_comm_id, sub_comm_rank_id, config
     key = f"{parent.rid}/{settings.name or sub_id}/{','.join(map(str, ranks))}"
     rid = hashlib.sha256(key.encode()).hexdigest()[:32]
     if not settings.name:
-        settings = comms.Settings(**{**settings.__dict__, "name": f"{parent.name}_sub_{sub_id}"})
+        settings = dataclasses.replace(settings, name=f"{parent.name}_sub_{sub_id}")
     handle = _join(rid, len(ranks), me, parent.device, settings)
     rt.comms[handle].parent = parent.handle
     return handle
