@@ -78,6 +78,24 @@ def test_a_config_sets_buffer_name_timeout_and_algorithm(acl):
     assert names[0] == names[1] and names[0][0] == 512 << 10 and names[0][1][0].startswith("hccl_comm_")
 
 
+def test_a_rank_table_with_a_config(acl, tmp_path):
+    """comm_init_cluster_info_config: the rank table's communicator, named and sized by the config."""
+    table = {"server_list": [{"device": [{"device_id": str(d), "rank_id": str(r)} for r, d in enumerate((1, 0))]}]}
+    path = tmp_path / "ranktable.json"
+    path.write_text(json.dumps(table))
+    cfg = dict(hccl.comm_config_init(), hcclCommName="table", hcclBufferSize=2)
+
+    def body(r, stream):
+        comm, ret = hccl.comm_init_cluster_info_config(str(path), r, cfg)
+        assert ret == 0, acl.get_recent_err_msg()
+        try:
+            return hccl.get_comm_name(comm), rt.comms[comm].slot_bytes
+        finally:
+            assert hccl.comm_destroy(comm) == 0
+
+    assert run_ranks(acl, [1, 0], body) == [(("table", 0), 1 << 20)] * 2
+
+
 @pytest.mark.parametrize("field, value", [("hcclBufferSize", 0), ("hcclDeterministic", 3), ("hcclExecTimeOut", 0),
                                           ("hcclCommName", "x" * 128), ("hcclAlgo", "level9:ring"),
                                           ("hcclNoSuchField", 1), ("hcclJobID", "one")])

@@ -5,6 +5,8 @@
     <home>/lib64/libascendcl.so                 the C library (see build)
            libacl_rt.so, libacl_rt_impl.so      the same library under the other names
            libhccl.so                           HCCL's C library (the same loader and runtime)
+           libhcomm.so                          needs libhccl.so (its handle finds HcclGroupStart / End)
+           libmsprofiler.so                     aclprof* (acl/acl_prof.h): the timeline trace
            libmdev_client.so                    where their calls go: the host agent, or...
            libmdev_embed.so                     ...Python embedded (a Python program running mdev)
     <home>/bin/setenv.bash, <home>/set_env.sh   ASCEND_HOME_PATH, ASCEND_INSTALL_PATH,
