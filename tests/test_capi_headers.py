@@ -246,7 +246,7 @@ def test_inventory_counts_and_shape():
     for row in rows:
         per_header[row[3]] = per_header.get(row[3], 0) + 1
     assert per_header == {"acl/acl_base_rt.h": 14, "acl/acl_prof.h": 6, "acl/acl_rt.h": 373,
-                          "acl/acl_rt_allocator.h": 10, "hccl/hccl.h": 14, "hccl/hccl_comm.h": 28}
+                          "acl/acl_rt_allocator.h": 10, "hccl/hccl.h": 14, "hccl/hccl_comm.h": 32}
 
 
 def test_every_inventoried_function_is_declared(tmp_path):

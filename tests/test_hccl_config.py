@@ -296,6 +296,11 @@ def test_memory_ranges_activated_memory_and_symmetric_windows(acl):
         assert hccl.comm_sym_win_register(c, va, 17 << 30, 1)[1] == H.HCCL_E_PARA              # past 16 GB
         assert hccl.comm_sym_win_deregister(win) == 0
         assert hccl.comm_sym_win_deregister(win) == H.HCCL_E_PARA
+        reg, ret = hccl.comm_register(c, va, 4096, 0)                          # torch_npu's window memory
+        assert ret == 0 and reg
+        assert hccl.comm_register(c, va + (2 << 20), 4096, 0)[1] == H.HCCL_E_PARA   # not mapped
+        assert hccl.comm_deregister(comms[1], reg) == H.HCCL_E_PARA                 # another communicator's
+        assert hccl.comm_deregister(c, reg) == 0
         assert acl.rt.unmap_mem(va) == 0 and acl.rt.free_physical(handle) == 0
         assert acl.rt.release_mem_address(va) == 0
     finally:

@@ -20,6 +20,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -79,15 +80,17 @@ def run_env(cann_home: Path, mpi: Path, board: str, **extra: str) -> dict:
 
 
 def mpirun(work: Path, env: dict, ranks: int, binary: str, *args: str) -> str:
+    """The output of ``mpirun -n ranks bin/binary args``; one that hangs is killed with its
+    whole process group (mpirun's proxies and ranks, which leave MPI's /dev/shm files else)."""
+    proc = subprocess.Popen([str(Path(env["PATH"].split(":")[0]) / "mpirun"), "-n", str(ranks),
+                             str(work / "bin" / binary), *args], cwd=work, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        proc = subprocess.run([str(Path(env["PATH"].split(":")[0]) / "mpirun"), "-n", str(ranks),
-                               str(work / "bin" / binary), *args], cwd=work, env=env, capture_output=True, text=True,
-                              timeout=240)
-    except subprocess.TimeoutExpired as exc:
-        partial = (exc.stdout or b"").decode(errors="replace") + (exc.stderr or b"").decode(errors="replace")
-        raise AssertionError(f"{binary} on {ranks} ranks did not finish in {exc.timeout} s:\n"
-                             f"{partial[-4000:]}") from None
-    return proc.stdout + proc.stderr
+        return proc.communicate(timeout=240)[0]
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)
+        partial = proc.communicate(timeout=30)[0]
+        raise AssertionError(f"{binary} on {ranks} ranks did not finish in 240 s:\n{partial[-4000:]}") from None
 
 
 def check_rows(out: str, sizes: int = 3) -> list[tuple]:

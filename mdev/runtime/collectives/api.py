@@ -55,7 +55,7 @@ _forming_lock = threading.Lock()
 _seen: dict[str, int] = {}                            # rendezvous id -> its ranks here that saw the others
 _process = {"deterministic": 0}                       # HcclSetConfig's settings
 SYM_WINDOWS = 0xC5_0000_0000
-_windows: dict[int, tuple[int, int, int]] = {}        # HcclCommSymWindow -> (comm, address, size)
+_windows: dict[int, tuple[int, int, int]] = {}        # window / registration handle -> (comm, address, size)
 
 
 class _Group(threading.local):
@@ -422,12 +422,36 @@ def comm_sym_win_register(comm, addr, size, flag) -> int:
     """A symmetric window over device memory of the rank's device (at most the configuration's
     hcclSymWinMaxMemSizePerRank); ``flag`` must be 1."""
     c = comms.lookup(comm)
-    addr, size = _count(addr, "addr"), _count(size, "size")
     if _count(flag, "flag") != 1:
         raise HcclError(HCCL_E_PARA, f"flag {flag}: only 1 is supported")
-    if not size or size > c.settings.window_bytes:
-        raise HcclError(HCCL_E_PARA, f"size {size}: 1 byte to hcclSymWinMaxMemSizePerRank "
-                        f"({c.settings.window_bytes >> 30} GB)")
+    return _window(c, addr, size, c.settings.window_bytes, "hcclSymWinMaxMemSizePerRank")
+
+
+@api()
+def comm_sym_win_deregister(win_handle) -> None:
+    _unwindow(None, win_handle, "a registered symmetric window")
+
+
+@api(1, failed=0)
+def comm_register(comm, addr, size, flag) -> int:
+    """Device memory of the rank's device registered with the communicator; ``flag`` is
+    reserved (0)."""
+    c = comms.lookup(comm)
+    if _count(flag, "flag"):
+        raise HcclError(HCCL_E_PARA, f"flag {flag}: reserved, must be 0")
+    return _window(c, addr, size, 1 << 63, "")
+
+
+@api()
+def comm_deregister(comm, handle) -> None:
+    _unwindow(comms.lookup(comm), handle, "memory this communicator registered")
+
+
+def _window(c: comms.Comm, addr, size, limit: int, what: str) -> int:
+    """A handle for ``size`` bytes of the rank's device memory at ``addr`` (at most ``limit``)."""
+    addr, size = _count(addr, "addr"), _count(size, "size")
+    if not size or size > limit:
+        raise HcclError(HCCL_E_PARA, f"size {size}: 1 byte to {what} ({limit >> 30} GB)")
     _buffer(c, addr, size, True, "addr")
     with _forming_lock:
         handle = rt.new_handle(SYM_WINDOWS)
@@ -435,11 +459,12 @@ def comm_sym_win_register(comm, addr, size, flag) -> int:
     return handle
 
 
-@api()
-def comm_sym_win_deregister(win_handle) -> None:
+def _unwindow(c: comms.Comm | None, handle, what: str) -> None:
     with _forming_lock:
-        if _windows.pop(win_handle if isinstance(win_handle, int) else -1, None) is None:
-            raise HcclError(HCCL_E_PARA, f"{win_handle!r} is not a registered symmetric window")
+        window = _windows.get(handle) if isinstance(handle, int) else None
+        if window is None or (c is not None and window[0] != c.handle):
+            raise HcclError(HCCL_E_PARA, f"{handle!r} is not {what}")
+        del _windows[handle]
 
 
 @api(1)

@@ -7,7 +7,8 @@
  * barrier, groups, error strings.
  *
  * Written by the mdev project from the published HCCL API: names and prototypes follow it.
- * Functions mdev does not emulate (suspend / resume) are declared and
+ * Functions mdev does not emulate (suspend / resume, exchanging registered memory, backup
+ * NICs) are declared and
  * return HCCL_E_NOT_SUPPORT with a message (aclGetRecentErrMsg).
  */
 
@@ -58,6 +59,16 @@ HCCL_FUNC_VISIBILITY HcclResult HcclCommActivateCommMemory(HcclComm comm, void* 
                                                            size_t offset, aclrtDrvMemHandle handle,
                                                            uint64_t flags);
 HCCL_FUNC_VISIBILITY HcclResult HcclCommDeactivateCommMemory(HcclComm comm, void* virPtr);
+
+/* Memory registered with a communicator (torch_npu's window memory), its exchange with peers */
+HCCL_FUNC_VISIBILITY HcclResult HcclCommRegister(HcclComm comm, void* addr, uint64_t size, void** handle,
+                                                 uint32_t flag);
+HCCL_FUNC_VISIBILITY HcclResult HcclCommDeregister(HcclComm comm, void* handle);
+HCCL_FUNC_VISIBILITY HcclResult HcclCommExchangeMem(HcclComm comm, void* windowHandle, uint32_t* peerRanks,
+                                                    uint32_t peerRankNum);
+/* Switching a rank to its backup NIC (mdev's devices have none: HCCL_E_NOT_SUPPORT) */
+HCCL_FUNC_VISIBILITY HcclResult HcclCommWorkingDevNicSet(HcclComm comm, uint32_t* ranks, bool* useBackup,
+                                                         uint32_t nRanks);
 
 /* Symmetric memory windows */
 HCCL_FUNC_VISIBILITY HcclResult HcclCommSymWinRegister(HcclComm comm, void* addr, uint64_t size,
