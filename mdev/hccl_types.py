@@ -165,4 +165,4 @@ def from_acl(code: int) -> int:
 __all__ = ([name for name, _, _ in _RESULTS] + [name for name, _, _ in _DATA_TYPES]
            + [name for name, _ in _REDUCE_OPS] + [name for name, _ in _SEND_RECV] + [name for name, _ in _RESERVED]
            + [name for group in (_CONFIGS, _CAPABILITIES, _COMM_CONFIG) for name, _ in group]
-           + ["HCCL_ROOT_INFO_BYTES", "HCCL_COMM_DEFAULT_BUFFSIZE", "HcclError", "comm_config"])
+           + ["HCCL_ROOT_INFO_BYTES", "HCCL_COMM_DEFAULT_BUFFSIZE", "HcclError"])
