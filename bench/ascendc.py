@@ -88,64 +88,69 @@ def _rates(first, second, sync, count: int, repeats: int = 3) -> tuple[float, fl
 def run() -> list[Result]:
     import mdev.acl as acl
 
+    with tempfile.TemporaryDirectory(prefix="mdev-bench-ascendc-") as tmp:
+        image = build(Path(tmp))        # before the board starts: the compilers' CPU is not its
+        with device_and_stream("ascendc", "laptop2", hbm=256 << 20) as (stream, dev, sync, empty_py):
+            return _measure(acl, image, stream, dev, sync, empty_py)
+
+
+def _measure(acl, image: Path, stream: int, dev: int, sync, empty_py) -> list[Result]:
+    """The launch rates and the add on the running board, the image loaded on its device 0."""
     results: list[Result] = []
-    with tempfile.TemporaryDirectory(prefix="mdev-bench-ascendc-") as tmp, \
-            device_and_stream("ascendc", "laptop2", hbm=256 << 20) as (stream, dev, sync, empty_py):
-        image = build(Path(tmp))
-        binary, ret = acl.rt.binary_load_from_file(str(image), None)
-        check(ret, "binary_load_from_file")
-        functions = {}
-        for name in ("empty", "add_custom"):
-            functions[name], ret = acl.rt.binary_get_function(binary, name)
-            check(ret, "binary_get_function")
+    binary, ret = acl.rt.binary_load_from_file(str(image), None)
+    check(ret, "binary_load_from_file")
+    functions = {}
+    for name in ("empty", "add_custom"):
+        functions[name], ret = acl.rt.binary_get_function(binary, name)
+        check(ret, "binary_get_function")
 
-        def native(name: str, blocks: int, *slots: int):
-            args = struct.pack(f"<{len(slots)}Q", *slots)
-            fn = functions[name]
-            return lambda: check(acl.rt.launch_kernel_with_host_args(fn, blocks, stream, None, args, len(args),
-                                                                     None, 0), "launch")
+    def native(name: str, blocks: int, *slots: int):
+        args = struct.pack(f"<{len(slots)}Q", *slots)
+        fn = functions[name]
+        return lambda: check(acl.rt.launch_kernel_with_host_args(fn, blocks, stream, None, args, len(args),
+                                                                 None, 0), "launch")
 
-        for blocks in (1, 48):
-            launch_native, launch_py = native("empty", blocks), empty_py[blocks, stream]
-            for _ in range(100):            # warm-up: runners, block threads, registration
-                launch_native()
-                check(launch_py(), "launch")
-            sync()
-            rate_native, rate_py = _rates(launch_native, lambda: check(launch_py(), "launch"), sync, LAUNCHES)
-            results.append(Result(f"empty native kernel <<<{blocks}>>>", rate_native, "launches/s", rate_py,
-                                  "launches/s", "Python @kernel, same shape", rate_native / rate_py,
-                                  ("ratio", ">=", 1.0), note=f"{LAUNCHES} launches + 1 sync, best of 3, alternating with the baseline"))
+    for blocks in (1, 48):
+        launch_native, launch_py = native("empty", blocks), empty_py[blocks, stream]
+        for _ in range(100):            # warm-up: runners, block threads, registration
+            launch_native()
+            check(launch_py(), "launch")
+        sync()
+        rate_native, rate_py = _rates(launch_native, lambda: check(launch_py(), "launch"), sync, LAUNCHES)
+        results.append(Result(f"empty native kernel <<<{blocks}>>>", rate_native, "launches/s", rate_py,
+                              "launches/s", "Python @kernel, same shape", rate_native / rate_py,
+                              ("ratio", ">=", 1.0), note=f"{LAUNCHES} launches + 1 sync, best of 3, alternating with the baseline"))
 
-        n = BLOCKS * PER_BLOCK
-        rng = np.random.default_rng(0)
-        x, y = rng.uniform(-1, 1, n).astype(np.float16), rng.uniform(-1, 1, n).astype(np.float16)
-        ptrs = []
-        for host in (x, y, np.zeros(n, np.float16)):
-            p, ret = acl.rt.malloc(host.nbytes, acl.ACL_MEM_MALLOC_HUGE_FIRST)
-            check(ret, "malloc")
-            check(acl.rt.memcpy(p, host.nbytes, host.ctypes.data, host.nbytes, acl.ACL_MEMCPY_HOST_TO_DEVICE), "memcpy")
-            ptrs.append(p)
-        add = native("add_custom", BLOCKS, *ptrs)
+    n = BLOCKS * PER_BLOCK
+    rng = np.random.default_rng(0)
+    x, y = rng.uniform(-1, 1, n).astype(np.float16), rng.uniform(-1, 1, n).astype(np.float16)
+    ptrs = []
+    for host in (x, y, np.zeros(n, np.float16)):
+        p, ret = acl.rt.malloc(host.nbytes, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+        check(ret, "malloc")
+        check(acl.rt.memcpy(p, host.nbytes, host.ctypes.data, host.nbytes, acl.ACL_MEMCPY_HOST_TO_DEVICE), "memcpy")
+        ptrs.append(p)
+    add = native("add_custom", BLOCKS, *ptrs)
 
-        def device_add():
-            add()
-            sync()
+    def device_add():
+        add()
+        sync()
 
-        out = np.empty(n, np.float16)
-        t_dev = best_of(device_add, RUNS)
-        t_host = best_of(lambda: np.add(x, y, out=out), RUNS)
-        got = np.empty(n, np.float16)
-        check(acl.rt.memcpy(got.ctypes.data, got.nbytes, ptrs[2], got.nbytes, acl.ACL_MEMCPY_DEVICE_TO_HOST), "memcpy")
-        if not np.array_equal(got, x + y):
-            raise RuntimeError("add_custom gave a wrong result")
-        results.append(Result(f"add_custom <<<{BLOCKS}>>> of {BLOCKS}x{PER_BLOCK} halves + sync", t_dev * 1e6, "us",
-                              t_host * 1e6, "us", "numpy float16 add", t_dev / t_host, ("ratio", "<=", 5.0),
-                              note=f"best of {RUNS}"))
-        for p in ptrs + [dev]:
-            check(acl.rt.free(p), "free")
-        check(acl.rt.binary_unload(binary), "binary_unload")
-        check(acl.rt.destroy_stream(stream), "destroy_stream")
-        check(acl.rt.reset_device(0), "reset_device")
+    out = np.empty(n, np.float16)
+    t_dev = best_of(device_add, RUNS)
+    t_host = best_of(lambda: np.add(x, y, out=out), RUNS)
+    got = np.empty(n, np.float16)
+    check(acl.rt.memcpy(got.ctypes.data, got.nbytes, ptrs[2], got.nbytes, acl.ACL_MEMCPY_DEVICE_TO_HOST), "memcpy")
+    if not np.array_equal(got, x + y):
+        raise RuntimeError("add_custom gave a wrong result")
+    results.append(Result(f"add_custom <<<{BLOCKS}>>> of {BLOCKS}x{PER_BLOCK} halves + sync", t_dev * 1e6, "us",
+                          t_host * 1e6, "us", "numpy float16 add", t_dev / t_host, ("ratio", "<=", 5.0),
+                          note=f"best of {RUNS}"))
+    for p in ptrs + [dev]:
+        check(acl.rt.free(p), "free")
+    check(acl.rt.binary_unload(binary), "binary_unload")
+    check(acl.rt.destroy_stream(stream), "destroy_stream")
+    check(acl.rt.reset_device(0), "reset_device")
     return results
 
 

@@ -28,7 +28,7 @@ def board_name(tag: str) -> str:
 def attached(name: str):
     """Point this process's mdev.acl at board ``name`` (attaching afresh); the environment
     is restored and the process detached afterwards."""
-    from mdev.runtime.lifecycle import detach
+    from mdev.runtime.devices.lifecycle import detach
 
     saved = {k: os.environ.get(k) for k in ("MDEV_BOARD", "MDEV_AUTOSTART")}
     os.environ["MDEV_BOARD"], os.environ["MDEV_AUTOSTART"] = name, "0"
@@ -85,7 +85,7 @@ def stop_board(name: str, timeout: float = 15.0) -> None:
     import psutil
 
     from mdev.board import launcher
-    from mdev.board.naming import BoardPaths
+    from mdev.naming import BoardPaths
 
     try:
         pids = [launcher.status(name)["pid"]]

@@ -137,6 +137,7 @@ def measure(acl, hccl, op: str, size_list: list[int], iters: int) -> list[dict]:
     """One row per size (see the module docstring)."""
     from mdev.runtime.collectives import cost, select
     from mdev.runtime.core import RUNTIME as rt
+    from mdev.runtime.collectives.comm import held as comm_state
 
     p = acl.rt.get_device_count()[0]
     comms, ret = hccl.comm_init_all(p, list(range(p)))
@@ -173,7 +174,7 @@ def measure(acl, hccl, op: str, size_list: list[int], iters: int) -> list[dict]:
     threads = [threading.Thread(target=rank, args=(r,), daemon=True) for r in range(p)]
     for t in threads:
         t.start()
-    comm = rt.comms[comms[0]]
+    comm = comm_state.comms[comms[0]]
     lay = select.layout(comm.levels, comm.choice, op.replace("_", ""), 0, p)
     topo = rt.attach().topology
     for nbytes in size_list:
@@ -220,7 +221,7 @@ def run(op: str, topology: str, size_list: list[int], iters: int) -> list[dict]:
     """Both passes on one board: wall times unmodelled, then modelled times."""
     import mdev.acl as acl
     import mdev.hccl as hccl
-    from mdev.runtime.lifecycle import detach
+    from mdev.runtime.devices.lifecycle import detach
 
     saved = os.environ.pop("MDEV_MODEL_TIME", None)
     hbm = 2 * max(size_list) + 512 * MiB

@@ -138,7 +138,7 @@ SCALE_HBM = 64 * MiB
 
 def _sized(devices: int):
     """A board of ``devices`` devices: hccs8 for 8, else a supernode of 16-device nodes."""
-    import topology
+    from mdev import topology
 
     from mdev.board import launcher
     if devices <= 8:

@@ -70,7 +70,20 @@ def aclnn_ops_block() -> str:
             + "\n".join(rows) + "\n\n")
 
 
-BLOCKS = {"whatif": whatif_block, "sanitized-examples": sanitized_examples_block, "aclnn-ops": aclnn_ops_block}
+def ascendc_api_block() -> str:
+    """The Ascend C kernel API subset: a table of the ``//@api name | meaning`` lines of mdev's
+    kernel header (mdev/capi/include/ascendc/kernel_operator.h)."""
+    header = ROOT / "mdev" / "capi" / "include" / "ascendc" / "kernel_operator.h"
+    rows = ["| name | semantics on mdev |", "|---|---|"]
+    for line in header.read_text(encoding="utf-8").splitlines():
+        if line.startswith("//@api "):
+            name, _, meaning = line[len("//@api "):].partition(" | ")
+            rows.append(f"| `{name.strip()}` | {meaning.strip()} |")
+    return "\n\n" + "\n".join(rows) + "\n\n"
+
+
+BLOCKS = {"whatif": whatif_block, "sanitized-examples": sanitized_examples_block, "aclnn-ops": aclnn_ops_block,
+          "ascendc-api": ascendc_api_block}
 
 
 def pattern(name: str) -> re.Pattern:

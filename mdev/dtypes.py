@@ -2,7 +2,7 @@
 its size in bytes, and bfloat16's bit patterns.
 
 Both sides read these: the host sizes and decodes a task's operands by them
-(mdev.runtime.systasks), the device computes in them (mdev.board.systasks), the sanitizer
+(mdev.runtime.execution.systasks), the device computes in them (mdev.board.systasks), the sanitizer
 sizes what a task touches (mdev.taskspec).
 """
 

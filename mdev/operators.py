@@ -1,7 +1,7 @@
 """The operator library's ops (aclnn), one entry each: what both sides of an operator task
 read.
 
-    host  aclnnXGetWorkspaceSize (mdev.runtime.operators) -- checks the arguments against
+    host  aclnnXGetWorkspaceSize (mdev.runtime.execution.operators) -- checks the arguments against
           the entry's signature and dtypes, runs its reference on meta tensors (shapes,
           broadcasting, type promotion, as torch decides them), makes an executor
     host  aclnnX -> one "operator" task (mdev.taskspec) on the stream
@@ -12,7 +12,9 @@ An entry is ``Operator(name, signature, dtypes, reference)``:
 
     name       the aclnn name without its prefix: "Add" is aclnnAdd / aclnnAddGetWorkspaceSize
     signature  the parameters of aclnnXGetWorkspaceSize before (workspaceSize, executor), in
-               order, as "name:kind" ("name" alone is an input tensor); see KINDS
+               order, as "name:kind" ("name" alone is an input tensor; see KINDS), or
+               "name:kind:ctype" where the C type of a number is not the kind's usual one
+               (C_TYPES: an int is int64_t, a float double), e.g. "cubeMathType:int:int8_t"
     dtypes     the aclDataTypes its input tensors may have
     reference  ``reference(torch, **inputs and attributes) -> result or tuple of results``,
                one result per written parameter (out, ref, ...) in signature order; it
@@ -24,6 +26,7 @@ device that never runs an operator never loads it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -57,6 +60,18 @@ ALL = NUMERIC | {C.ACL_BOOL}
 INDICES = frozenset({C.ACL_INT32, C.ACL_INT64})
 
 
+# the C type of each kind in aclnnXGetWorkspaceSize's prototype (libopapi.so)
+C_TYPES = {TENSOR: "const aclTensor*", OPT_TENSOR: "const aclTensor*", OUT: "aclTensor*", OPT_OUT: "aclTensor*",
+           REF: "aclTensor*", OPT_REF: "aclTensor*", TENSORS: "const aclTensorList*", TENSORS_OUT: "aclTensorList*",
+           TENSORS_REF: "aclTensorList*", SCALAR: "const aclScalar*", OPT_SCALAR: "const aclScalar*",
+           SCALARS: "const aclScalarList*", INTS: "const aclIntArray*", OPT_INTS: "const aclIntArray*",
+           FLOATS: "const aclFloatArray*", BOOLS: "const aclBoolArray*", INT: "int64_t", FLOAT: "double",
+           BOOL: "bool", DTYPE: "aclDataType", STR: "const char*"}
+# a 64-bit integer passes the same either way (torch_npu passes int64_t where aclnn declares uint64_t):
+# only narrower types need saying
+_NUMBER_C_TYPES = {INT: ("int8_t", "int32_t", "int"), FLOAT: ("float",)}
+
+
 @dataclass(frozen=True)
 class Operator:
     name: str
@@ -64,21 +79,37 @@ class Operator:
     dtypes: frozenset
     reference: Callable
     params: tuple[tuple[str, str], ...] = field(init=False)      # (name, kind) in order
+    c_types: tuple[str, ...] = field(init=False)                 # each parameter's C type
+    # the parameters by role, in order (a task's inputs, outputs and attributes)
+    reads: tuple[tuple[str, str], ...] = field(init=False)
+    writes: tuple[tuple[str, str], ...] = field(init=False)
+    attributes: tuple[tuple[str, str], ...] = field(init=False)
 
     def __post_init__(self) -> None:
-        params = []
+        params, c_types = [], []
         for item in self.signature.split(","):
-            name, _, kind = item.strip().partition(":")
+            name, kind, c_type = (item.strip().split(":") + ["", ""])[:3]
             kind = kind or TENSOR
             if kind not in KINDS:
                 raise ValueError(f"aclnn{self.name}: {name} has no kind {kind!r}")
+            if c_type and c_type not in _NUMBER_C_TYPES.get(kind, ()):
+                raise ValueError(f"aclnn{self.name}: {name} of kind {kind} cannot be a C {c_type}")
             params.append((name, kind))
+            c_types.append(c_type or C_TYPES[kind])
         object.__setattr__(self, "params", tuple(params))
+        object.__setattr__(self, "c_types", tuple(c_types))
+        object.__setattr__(self, "reads", tuple(p for p in params if p[1] in READS))
+        object.__setattr__(self, "writes", tuple(p for p in params if p[1] in WRITES))
+        object.__setattr__(self, "attributes", tuple(p for p in params if p[1] not in READS and p[1] not in WRITES))
 
     @property
     def written(self) -> tuple[str, ...]:
         """The parameters it writes a result into, in order (the reference's results)."""
-        return tuple(name for name, kind in self.params if kind in WRITES)
+        return tuple(name for name, _ in self.writes)
+
+    def results(self, value) -> tuple:
+        """What the reference returned, one entry per written parameter."""
+        return tuple(value) if isinstance(value, (tuple, list)) and len(self.writes) > 1 else (value,)
 
 
 def _each(fn: Callable, *lists) -> list:
@@ -137,13 +168,35 @@ def _max_pool_mask_backward(t, gradOutput, self, indices, kernelSize, stride, pa
     return t.ops.aten.max_pool2d_with_indices_backward(gradOutput, self, *window, ceilMode, argmax.to(t.int64))
 
 
+def _generator(t, seed: int, offset: int):
+    """A generator keyed by (seed, offset): the same key gives the same numbers (not the
+    NPU's Philox stream: its bits are not public)."""
+    return t.Generator().manual_seed((seed * 0x9E3779B97F4A7C15 + offset) & 0x7FFFFFFFFFFFFFFF)
+
+
 def _random(t, like, seed: int, offset: int, fill: Callable):
-    """A fresh tensor like ``like`` filled from a generator keyed by (seed, offset): the same
-    key gives the same numbers (not the NPU's Philox stream: its bits are not public)."""
+    """A fresh tensor like ``like`` filled from the generator of (seed, offset)."""
     out = t.empty_like(like)
     if out.is_meta:
         return out
-    return fill(out, t.Generator().manual_seed((seed * 0x9E3779B97F4A7C15 + offset) & 0x7FFFFFFFFFFFFFFF))
+    return fill(out, _generator(t, seed, offset))
+
+
+def _dropout_mask(t, shape, prob: float, seed: int, offset: int):
+    """DropoutGenMask's bit mask: one bit an element (1 keeps it, with probability 1 - prob),
+    little-endian in each byte, the elements rounded up to 128 (16 bytes)."""
+    nbytes = -(-math.prod(shape) // 128) * 16
+    keep = t.rand(nbytes * 8, generator=_generator(t, seed, offset)) >= prob
+    return (keep.view(-1, 8).to(t.int32) << t.arange(8, dtype=t.int32)).sum(1).to(t.uint8)
+
+
+def _dropout_apply(t, self, mask, prob: float):
+    """DropoutDoMask: the elements the mask keeps, scaled by 1 / (1 - prob)."""
+    if prob >= 1:
+        return t.zeros_like(self)
+    bits = (mask.reshape(-1).to(t.int32)[:, None] >> t.arange(8, dtype=t.int32, device=mask.device)) & 1
+    keep = bits.reshape(-1)[:self.numel()].reshape(self.shape)
+    return (self * keep / (1 - prob)).to(self.dtype)
 
 
 def _unscale(t, scaledGrads, foundInf, invScale):
@@ -318,9 +371,13 @@ _OPS = [
                                ("RemainderTensorTensor", "remainder", NUMERIC),
                                ("FloorDivide", "floor_divide", NUMERIC),
                                ("LogicalAnd", "logical_and", ALL), ("LogicalOr", "logical_or", ALL),
-                               ("LogicalXor", "logical_xor", ALL), ("BitwiseAndTensor", "bitwise_and", INTEGRAL),
-                               ("BitwiseOrTensor", "bitwise_or", INTEGRAL),
-                               ("BitwiseXorTensor", "bitwise_xor", INTEGRAL))],
+                               ("LogicalXor", "logical_xor", ALL),
+                               ("BitwiseAndTensor", "bitwise_and", INTEGRAL | {C.ACL_BOOL}),
+                               ("BitwiseOrTensor", "bitwise_or", INTEGRAL | {C.ACL_BOOL}),
+                               ("BitwiseXorTensor", "bitwise_xor", INTEGRAL | {C.ACL_BOOL}))],
+    Operator("Lerp", "self, end, weight, out:out", FLOATING, lambda t, self, end, weight: t.lerp(self, end, weight)),
+    Operator("Lerps", "self, end, weight:scalar, out:out", FLOATING,
+             lambda t, self, end, weight: t.lerp(self, end, weight)),
     Operator("PowTensorTensor", "self, exponent, out:out", NUMERIC, lambda t, self, exponent: t.pow(self, exponent)),
     Operator("Rsub", "self, other, alpha:scalar, out:out", NUMERIC,
              lambda t, self, other, alpha: t.rsub(self, other, alpha=alpha)),
@@ -344,9 +401,15 @@ _OPS = [
     Operator("InplaceUniform", "selfRef:ref, from:float, to:float, seed:int, offset:int", FLOATING,
              lambda t, selfRef, to, seed, offset, **k: _random(t, selfRef, seed, offset,
                                                                lambda o, g: o.uniform_(k["from"], to, generator=g))),
-    Operator("InplaceNormal", "selfRef:ref, mean:float, std:float, seed:int, offset:int", FLOATING,
+    Operator("InplaceNormal", "selfRef:ref, mean:float:float, std:float:float, seed:int, offset:int", FLOATING,
              lambda t, selfRef, mean, std, seed, offset: _random(t, selfRef, seed, offset,
                                                                  lambda o, g: o.normal_(mean, std, generator=g))),
+    Operator("DropoutGenMask", "shape:ints, prob:float, seed:int, offset:int, out:out", ALL,
+             lambda t, shape, prob, seed, offset: _dropout_mask(t, shape, prob, seed, offset)),
+    Operator("DropoutGenMaskV2", "shape:ints, prob:float, seed:int, offset:int, probDataType:dtype, out:out", ALL,
+             lambda t, shape, prob, seed, offset, probDataType: _dropout_mask(t, shape, prob, seed, offset)),
+    Operator("DropoutDoMask", "self, mask, prob:float, out:out", FLOATING,
+             lambda t, self, mask, prob: _dropout_apply(t, self, mask, prob)),
     # ------------------------------------------------------------------ comparison and selection
     *[Operator(name, "self, other, out:out", ALL, lambda t, self, other, fn=fn: getattr(t, fn)(self, other))
       for name, fn in (("EqTensor", "eq"), ("NeTensor", "ne"), ("GtTensor", "gt"), ("GeTensor", "ge"),
@@ -382,6 +445,12 @@ _OPS = [
     Operator("Repeat", "self, repeats:ints, out:out", ALL, lambda t, self, repeats: self.repeat(*repeats)),
     Operator("ConstantPadNd", "self, pad:ints, value:scalar, out:out", ALL,
              lambda t, self, pad, value: t.constant_pad_nd(self, list(pad), value)),
+    Operator("OneHot", "self, numClasses:int:int, onValue, offValue, axis:int, out:out", INDICES,
+             lambda t, self, numClasses, onValue, offValue, axis: t.where(
+                 t.nn.functional.one_hot(self.long(), numClasses).movedim(-1, axis).bool(), onValue.reshape(()),
+                 offValue.reshape(()))),
+    Operator("Linspace", "start:scalar, end:scalar, steps:int, out:out", NUMERIC,
+             lambda t, start, end, steps: t.linspace(start, end, steps)),
     Operator("Arange", "start:scalar, end:scalar, step:scalar, out:out", NUMERIC,
              lambda t, start, end, step: t.arange(start, end, step)),
     Operator("Cat", "tensors:tensors, dim:int, out:out", ALL, lambda t, tensors, dim: t.cat(tensors, dim)),
@@ -409,6 +478,10 @@ _OPS = [
     Operator("LinalgVectorNorm", "self, ord:scalar, dims:ints, keepDims:bool, dtype:dtype, out:out", FLOATING,
              lambda t, self, ord, dims, keepDims, dtype: t.linalg.vector_norm(self.to(dtype), ord, list(dims) or None,
                                                                               keepDims)),
+    *[Operator(name, "self, dim:ints, correction:int, keepdim:bool, out:out", FLOATING,
+               lambda t, self, dim, correction, keepdim, fn=fn: getattr(t, fn)(self, dim=list(dim) or None,
+                                                                              correction=correction, keepdim=keepdim))
+      for name, fn in (("VarCorrection", "var"), ("Std", "std"))],
     Operator("Cumsum", "self, dim:int, dtype:dtype, out:out", NUMERIC,
              lambda t, self, dim, dtype: t.cumsum(self, dim, dtype=dtype)),
     Operator("Topk", "self, k:int, dim:int, largest:bool, sorted:bool, valuesOut:out, indicesOut:out", NUMERIC,
@@ -417,13 +490,16 @@ _OPS = [
              lambda t, self, stable, dim, descending: tuple(t.sort(self, stable=stable, dim=dim,
                                                                    descending=descending))),
     # ------------------------------------------------------------------ matrix products
-    Operator("Mm", "self, mat2, out:out, cubeMathType:int", FLOATING,
+    Operator("Mm", "self, mat2, out:out, cubeMathType:int:int8_t", FLOATING,
              lambda t, self, mat2, cubeMathType: t.mm(self, mat2)),
-    Operator("Matmul", "self, mat2, out:out, cubeMathType:int", FLOATING,
+    Operator("Matmul", "self, mat2, out:out, cubeMathType:int:int8_t", FLOATING,
              lambda t, self, mat2, cubeMathType: t.matmul(self, mat2)),
-    Operator("BatchMatMul", "self, mat2, out:out, cubeMathType:int", FLOATING,
+    Operator("BatchMatMul", "self, mat2, out:out, cubeMathType:int:int8_t", FLOATING,
              lambda t, self, mat2, cubeMathType: t.bmm(self, mat2)),
-    Operator("Addmm", "self, mat1, mat2, beta:scalar, alpha:scalar, out:out, cubeMathType:int", FLOATING,
+    Operator("Baddbmm", "self, batch1, batch2, beta:scalar, alpha:scalar, out:out, cubeMathType:int:int8_t", FLOATING,
+             lambda t, self, batch1, batch2, beta, alpha, cubeMathType: t.baddbmm(self, batch1, batch2, beta=beta,
+                                                                                  alpha=alpha)),
+    Operator("Addmm", "self, mat1, mat2, beta:scalar, alpha:scalar, out:out, cubeMathType:int:int8_t", FLOATING,
              lambda t, self, mat1, mat2, beta, alpha, cubeMathType: t.addmm(self, mat1, mat2, beta=beta, alpha=alpha)),
     # ------------------------------------------------------------------ activations, normalisation, losses
     Operator("Softmax", "self, dim:int, out:out", FLOATING, lambda t, self, dim: t.softmax(self, dim)),
@@ -465,11 +541,11 @@ _OPS = [
                                                                saveMean, saveInvstd, training, eps, outputMask)),
     # ------------------------------------------------------------------ convolution, pooling
     Operator("Convolution", "input, weight, bias:tensor?, stride:ints, padding:ints, dilation:ints, transposed:bool, "
-             "outputPadding:ints, groups:int, output:out, cubeMathType:int", FLOATING,
+             "outputPadding:ints, groups:int, output:out, cubeMathType:int:int8_t", FLOATING,
              lambda t, input, weight, bias, stride, padding, dilation, transposed, outputPadding, groups, cubeMathType:
              t.ops.aten.convolution(input, weight, bias, stride, padding, dilation, transposed, outputPadding, groups)),
     Operator("ConvolutionBackward", "gradOutput, input, weight, biasSizes:ints?, stride:ints, padding:ints, "
-             "dilation:ints, transposed:bool, outputPadding:ints, groups:int, outputMask:bools, cubeMathType:int, "
+             "dilation:ints, transposed:bool, outputPadding:ints, groups:int:int, outputMask:bools, cubeMathType:int:int8_t, "
              "gradInput:out?, gradWeight:out?, gradBias:out?", FLOATING,
              lambda t, gradOutput, input, weight, biasSizes, stride, padding, dilation, transposed, outputPadding,
              groups, outputMask, cubeMathType: t.ops.aten.convolution_backward(

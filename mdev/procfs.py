@@ -1,8 +1,9 @@
-"""What /proc says about another process: whether it is gone.
+"""What /proc says: whether another process is gone, and how much memory the machine has.
 
 Hosts ask it of device processes (is a link's device dead?), the supervisor of the device
 processes it forked (can a dead one be restarted?).  A process that was killed shows as a
-zombie as soon as its main thread has exited, before it can be reaped.
+zombie as soon as its main thread has exited, before it can be reaped.  Pinning host memory
+asks how much RAM is left to pin.
 """
 
 from __future__ import annotations
@@ -23,3 +24,15 @@ def process_gone(pid: int) -> bool:
     finally:
         os.close(fd)
     return fields[fields.rindex(b")") + 2:][:1] in (b"Z", b"X")      # state follows "(comm) "
+
+
+def memory_available() -> int | None:
+    """Bytes of RAM the kernel can give without swapping (MemAvailable), None if unknown."""
+    try:
+        with open("/proc/meminfo", "rb") as meminfo:
+            for line in meminfo:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

@@ -160,11 +160,128 @@ class _Compact:
         self.encode, self.decode = scope["encode"], scope["decode"]
 
 
+class _KernelLaunch:
+    """The compact codec of a kernel launch task ("kernel" or "native_kernel"), whose frame
+    has the length of its arguments: a head of the launch's ints, then the argument values
+    (int64s for "values" of ints only, the bytes of a "bytes" block, or a "loc" triple), the
+    pinned map (host address, size, then a segment name or a device location) and the
+    placeholders (offset, bytes).  It decodes to the message the pickled frame would:
+    ("t", slot, seq, op, (fid, blocks, kind, args, placeholders, limit, pinned, timeout_s)).
+    A launch of other values (floats, objects, a pinned map of other entries) is pickled."""
+
+    HEAD = struct.Struct("<IBIQqqqdBIHH")   # length, code, slot, seq, fid, blocks, limit, timeout_s,
+    #                                         args kind, its count (ints, bytes), pinned entries, placeholders
+    KINDS = ("values", "bytes", "loc")
+    PINNED = struct.Struct("<QQB")          # host address, size, target: 0 a segment name, 1 a device location
+    NAME = struct.Struct("<H")
+    LOCATION = struct.Struct("<IQ")
+    HOLDER = struct.Struct("<qI")           # the argument's offset, its data's length
+
+    def __init__(self, code: int, name: str) -> None:
+        self.code, self.name = code, name
+        self._ints: dict[int, struct.Struct] = {}
+
+    def ints(self, count: int) -> struct.Struct:
+        codec = self._ints.get(count)
+        if codec is None:
+            codec = struct.Struct(f"<{count}q")
+            if count <= 64:         # the counts launches have (a peer's others are not kept)
+                self._ints[count] = codec
+        return codec
+
+    def encode(self, slot: int, seq: int, args: tuple) -> bytes | None:
+        fid, blocks, kind, values, placeholders, limit, pinned, timeout_s = args
+        if type(timeout_s) is not float:
+            return None
+        if kind == "bytes" and type(values) is bytes:
+            body, count, k = values, len(values), 1
+        elif (kind == "values" or kind == "loc") and type(values) is tuple:
+            for value in values:
+                if type(value) is not int:
+                    return None
+            count, k = len(values), 0 if kind == "values" else 2
+            body = self.ints(count).pack(*values)
+        else:
+            return None
+        if not pinned and not placeholders:         # the common launch: one pack, one concatenation
+            return self.HEAD.pack((self.HEAD.size - 4 + len(body)) | COMPACT, self.code, slot, seq, fid, blocks,
+                                  limit, timeout_s, k, count, 0, 0) + body
+        parts = [b"", body]
+        for base, size, target in pinned:
+            if type(target) is str:
+                raw = target.encode()
+                parts += [self.PINNED.pack(base, size, 0), self.NAME.pack(len(raw)), raw]
+            elif type(target) is tuple and len(target) == 3 and target[0] == "d":
+                parts += [self.PINNED.pack(base, size, 1), self.LOCATION.pack(target[1], target[2])]
+            else:
+                return None
+        for offset, data in placeholders:
+            if type(data) is not bytes:
+                return None
+            parts += [self.HOLDER.pack(offset, len(data)), data]
+        length = self.HEAD.size - 4 + sum(len(part) for part in parts)
+        parts[0] = self.HEAD.pack(length | COMPACT, self.code, slot, seq, fid, blocks, limit, timeout_s, k, count,
+                                  len(pinned), len(placeholders))
+        return b"".join(parts)
+
+    def decode(self, buf, pos: int, n: int) -> tuple:
+        """The message of the frame of ``n`` bytes after its length word at ``pos`` (whole in
+        ``buf``); FrameError if its counts do not fit its length exactly."""
+        end = pos + 4 + n
+        head = self.HEAD
+        if n + 4 < head.size:
+            raise FrameError(f"a kernel launch frame of {n} bytes, shorter than its head")
+        _, _, slot, seq, fid, blocks, limit, timeout_s, k, count, npinned, nholders = head.unpack_from(buf, pos)
+        if not (npinned or nholders) and k < 3 and head.size + (count if k == 1 else 8 * count) == n + 4:
+            # the common launch: no pinned memory, no placeholders
+            at = pos + head.size
+            values = bytes(buf[at:end]) if k == 1 else self.ints(count).unpack_from(buf, at)
+            return ("t", slot, seq, self.name, (fid, blocks, self.KINDS[k], values, [], limit, (), timeout_s))
+
+        def take(nbytes: int) -> int:
+            nonlocal at
+            if at + nbytes > end:
+                raise FrameError(f"a kernel launch frame of {n} bytes ends inside its fields")
+            at += nbytes
+            return at - nbytes
+
+        at = pos + head.size
+        if k == 1:
+            values = bytes(buf[take(count):at])
+        elif k < len(self.KINDS):
+            values = self.ints(count).unpack_from(buf, take(8 * count))
+        else:
+            raise FrameError(f"a kernel launch of argument kind {k}")
+        pinned = []
+        for _ in range(npinned):
+            base, size, tag = self.PINNED.unpack_from(buf, take(self.PINNED.size))
+            if tag == 0:
+                (length,) = self.NAME.unpack_from(buf, take(self.NAME.size))
+                try:
+                    pinned.append((base, size, bytes(buf[take(length):at]).decode()))
+                except UnicodeDecodeError:
+                    raise FrameError("a pinned segment name that is not UTF-8") from None
+            elif tag == 1:
+                pinned.append((base, size, ("d", *self.LOCATION.unpack_from(buf, take(self.LOCATION.size)))))
+            else:
+                raise FrameError(f"a pinned map entry of kind {tag}")
+        placeholders = []
+        for _ in range(nholders):
+            offset, length = self.HOLDER.unpack_from(buf, take(self.HOLDER.size))
+            placeholders.append((offset, bytes(buf[take(length):at])))
+        if at != end:
+            raise FrameError(f"a kernel launch frame of {n} bytes holding {at - pos - 4}")
+        return ("t", slot, seq, self.name, (fid, blocks, self.KINDS[k], values, placeholders, limit,
+                                            tuple(pinned), timeout_s))
+
+
 _COMPACT_BY_CODE = [_Compact(code, op, signature, True) for code, (op, signature) in enumerate(COMPACT_TASKS)] + \
     [_Compact(len(COMPACT_TASKS) + i, kind, "i" * fields, False) for i, (kind, fields) in enumerate(COMPACT_MESSAGES)]
 _COMPACT_TASK = {c.name: c for c in _COMPACT_BY_CODE[:len(COMPACT_TASKS)]}
 _COMPACT_MESSAGE = {c.name: c for c in _COMPACT_BY_CODE[len(COMPACT_TASKS):]}
 _COMPACT_MAX = max(codec.struct.size for codec in _COMPACT_BY_CODE) - 4
+_KERNEL_CODECS = [_KernelLaunch(len(_COMPACT_BY_CODE) + i, op) for i, op in enumerate(("kernel", "native_kernel"))]
+_COMPACT_TASK.update((codec.name, codec) for codec in _KERNEL_CODECS)
 
 
 def encode_task(slot: int, seq: int, op: str, args: tuple) -> bytes:
@@ -173,7 +290,7 @@ def encode_task(slot: int, seq: int, op: str, args: tuple) -> bytes:
     if codec is not None:
         try:
             frame = codec.encode(slot, seq, args)
-        except (struct.error, ValueError):     # a value out of its field's range, a wrong count
+        except (struct.error, ValueError, TypeError):     # a value out of its field's range, a wrong count or shape
             frame = None
         if frame is not None:
             return frame
@@ -193,8 +310,10 @@ def encode_message(message: tuple) -> bytes:
     return encode(message)
 
 
-# per code: the frame's size with its length word, and the decoder of the frame at a position
-_COMPACT_DECODE = [(codec.struct.size, codec.decode) for codec in _COMPACT_BY_CODE]
+# per code: the frame's size with its length word (None: its own, a kernel launch's), and the
+# decoder of the frame at a position
+_COMPACT_DECODE = [(codec.struct.size, codec.decode) for codec in _COMPACT_BY_CODE] + \
+    [(None, codec.decode) for codec in _KERNEL_CODECS]
 
 
 class PeerBuffers:
@@ -231,7 +350,7 @@ class Decoder:
         self._buffers, self._pid, self._counted = buffers, pid, 0
         # per first byte of a compact frame: (size, decode) of a kind served here, else None
         served = [shapes is None or ("t" if i < len(COMPACT_TASKS) else c.name) in shapes.tags
-                  for i, c in enumerate(_COMPACT_BY_CODE)]
+                  for i, c in enumerate(_COMPACT_BY_CODE)] + [shapes is None or "t" in shapes.tags] * len(_KERNEL_CODECS)
         self._compact = [entry if ok else None for entry, ok in zip(_COMPACT_DECODE, served)]
         self._compact += [None] * (256 - len(self._compact))
         self.refused = ""        # why the stream was refused (FrameError), for its receiver's log
@@ -272,14 +391,24 @@ class Decoder:
             (n,) = length(buf, pos)
             if n & COMPACT:
                 n &= ~COMPACT
-                if n > _COMPACT_MAX:
-                    raise FrameError(f"a compact task frame of {n} bytes announced")
+                if n > _COMPACT_MAX:        # only a kernel launch's frame is longer
+                    if n > self._max_frame:
+                        raise FrameError(f"a frame of {n} bytes announced; at most {self._max_frame}")
+                    if end - pos < 5:
+                        break
+                    entry = compact[buf[pos + 4]]
+                    if entry is None or entry[0] is not None:
+                        raise FrameError(f"a compact task frame of {n} bytes announced")
                 if end - pos - 4 < n:
                     break
                 entry = compact[buf[pos + 4] if n else 255]
                 if entry is None:
                     raise FrameError("a compact frame of a kind not served here")
                 size, decode = entry
+                if size is None:            # a kernel launch: a frame of its own length
+                    out.append(decode(buf, pos, n))
+                    pos += 4 + n
+                    continue
                 if size != n + 4:
                     raise FrameError(f"a compact frame of {n} bytes, not {size - 4}")
                 out.append(decode(buf, pos))

@@ -137,12 +137,19 @@ class Tensors:
         return sum(math.prod(t[1]) * dtypes.itemsize(t[3]) for t in each_tensor(args[self.at]))
 
 
+def is_tensor(entry) -> bool:
+    """``entry`` has a tensor's form: (location, shape, strides, aclDataType), the location
+    a ("d" or "p", device, offset) triple (a tensor list is a tuple of them)."""
+    return type(entry) is tuple and len(entry) == 4 and type(entry[0]) is tuple and len(entry[0]) == 3 \
+        and entry[0][0] in ("d", "p") and type(entry[1]) is tuple and type(entry[2]) is tuple
+
+
 def each_tensor(entries: tuple):
     """The tensors of an operator task's inputs or outputs, lists flattened, absent ones left out."""
     for entry in entries:
         if entry is None:
             continue
-        if entry and isinstance(entry[0], tuple) and entry[0] and entry[0][0] in ("d", "p"):
+        if is_tensor(entry):
             yield entry
         else:
             yield from (t for t in entry if t is not None)

@@ -24,7 +24,7 @@ import textwrap
 import pytest
 
 from mdev.board import launcher
-from mdev.board.naming import BoardPaths, runtime_dir
+from mdev.naming import BoardPaths, runtime_dir
 
 PREFIX = f"pytest-{os.getpid()}-"
 SMALL_HBM = 256 << 20
@@ -66,7 +66,7 @@ def board8() -> str:
 
 def _attach(monkeypatch, name: str):
     import mdev.acl as acl
-    from mdev.runtime.lifecycle import detach
+    from mdev.runtime.devices.lifecycle import detach
     detach()
     monkeypatch.setenv("MDEV_BOARD", name)
     monkeypatch.setenv("MDEV_AUTOSTART", "0")

@@ -17,7 +17,7 @@ import numpy as np
 import mdev.acl  # noqa: F401  first: importing mdev.memory.address before mdev.acl is circular
 from conftest import PREFIX, _attach
 from mdev.board import launcher
-from mdev.board.naming import BoardPaths
+from mdev.naming import BoardPaths
 
 MiB, GiB = 1 << 20, 1 << 30
 

@@ -2,7 +2,7 @@
 process loads nothing of the host side.
 
     ground (errors, constants, protocol, procfs, memory, timemodel, topology, kernel definitions,
-            ops, hccl_types, taskspec, dtypes, status, operators)
+            ops, hccl_types, taskspec, dtypes, status, operators, naming, residence)
       ^ board (device side)  ^ runtime (host side)  ^ sanitizer (tool)  ^ faces  ^ cli
 
 The import graph is read from the source with ``ast``: imports inside functions count,
@@ -24,14 +24,15 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("mdev", "topology")
+PACKAGES = ("mdev",)
 
 GROUND = ("mdev.errors", "mdev.constants", "mdev.protocol", "mdev.frameshape", "mdev.procfs", "mdev.memory", "mdev.timemodel", "mdev.kernel",
-          "mdev.ops", "mdev.hccl_types", "mdev.taskspec", "mdev.dtypes", "mdev.status", "mdev.operators", "topology")
-# what a host process loads of the board: the launcher that starts one, with the names of
-# its files and the lock that says whether it lives (everything else it shares with the
-# devices stands on the ground floor)
-BOARD_DOORWAY = ("mdev.board", "mdev.board.launcher", "mdev.board.naming", "mdev.board.residence")
+          "mdev.ops", "mdev.hccl_types", "mdev.taskspec", "mdev.dtypes", "mdev.status", "mdev.operators", "mdev.topology",
+          "mdev.naming", "mdev.residence")
+# what a host process loads of the board: the launcher that starts one (everything else it
+# shares with the devices, the names of the board's files and its lock among them, stands on
+# the ground floor)
+BOARD_DOORWAY = ("mdev.board", "mdev.board.launcher")
 FACES = ("mdev.acl", "mdev.aclnn", "mdev.capi", "mdev.hccl")
 # (modules, what they must never import)
 FLOORS = [
@@ -197,7 +198,7 @@ def test_the_graph_reader_sees_what_runs() -> None:
     TYPE_CHECKING one (board.block's Device annotation) unless asked to, and the circle finder
     finds a circle."""
     graph = _graph()
-    assert "topology" in graph["mdev.board.launcher"]
+    assert "mdev.topology" in graph["mdev.board.launcher"]
     assert "mdev.board.device" not in graph["mdev.board.block"]
     assert "mdev.board.device" in _graph(hints=True)["mdev.board.block"]
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
@@ -284,3 +285,43 @@ def test_every_api_function_is_in_the_registry_and_every_face_presents_it() -> N
     declared = {fn.name for fn in prototypes.functions()}
     assert all(adapter.implementation(names.c_name(e.group, e.name), table) is e.fn
                for e in entries if names.c_name(e.group, e.name) in declared)
+
+
+# what the Runtime object itself holds: the board, init counts, contexts and streams, the
+# lock, handles, the memory table, and the few values several families read
+CORE_STATE = {"_handles", "board", "callbacks", "contexts", "default_contexts", "default_device", "device_refs",
+              "families", "finalized", "init_count", "lock", "memory", "messages_per_process", "op_wait_timeout",
+              "peer_access", "process_messages", "streams", "thread"}
+
+
+def test_core_holds_no_familys_state() -> None:
+    """A feature's state lives in its family (rt.family), so core needs to know no feature's
+    fields: a new attribute on the Runtime object is a decision, not a habit."""
+    from mdev.runtime.core import Runtime
+    assert set(vars(Runtime())) == CORE_STATE
+
+
+def test_a_familys_state_is_made_afresh_with_the_runtime() -> None:
+    """As finalize (rt.__init__) and a forked child reset the runtime, they make every
+    family's state afresh too, and the family keeps the same object."""
+    code = """if True:
+        import os
+        import mdev.acl
+        from mdev.runtime.core import RUNTIME as rt
+        from mdev.runtime.sync import events
+        from mdev.runtime.execution import kernels
+        held = events.held
+        held.events[1] = "an event"
+        kernels.held.op_execute_timeout_us = 1
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if events.held.events == {} and kernels.held.op_execute_timeout_us > 1 else 1)
+        assert os.waitpid(pid, 0)[1] == 0, "the forked child kept its parent's events"
+        assert held.events == {1: "an event"}
+        rt.__init__()
+        assert events.held is held and held.events == {} and kernels.held.op_execute_timeout_us == kernels.OP_TIMEOUT_MAX_US
+        print("ok")
+    """
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "MDEV_AUTOSTART": "0"}, timeout=120)
+    assert proc.stdout.strip() == "ok", proc.stderr

@@ -182,6 +182,65 @@ def test_spinning_kernel_stopped_by_stream_abort(kernels):
     assert kernels.run("empty", 1) == 0, kernels.acl.get_recent_err_msg()
 
 
+def test_forced_destroy_lets_the_kernel_at_its_head_end(kernels, capsys):
+    """1_h2d_sync_memory_copy's ending: ReadDo launched, aclrtDestroyStreamForce at once. On an
+    NPU the kernel is on its core by then: it runs to its end, and its printf reaches stdout
+    before the destroy returns (mdev dropped it when the destroy overtook the launch)."""
+    acl = kernels.acl
+    for attempt in range(10):
+        out = kernels.put(np.zeros(2, np.int32))
+        stream, ret = acl.rt.create_stream()
+        assert ret == 0
+        assert kernels.launch("talk", 2, out, 1, stream=stream) == 0
+        assert acl.rt.destroy_stream_force(stream) == 0, acl.get_recent_err_msg()
+        assert sorted(capsys.readouterr().out.splitlines()) == ["block 0 line 0", "block 1 line 0"], attempt
+        np.testing.assert_array_equal(kernels.get(out, np.int32, 2), [1, 2])
+        assert acl.rt.free(out) == 0
+
+
+def test_forced_destroy_stops_a_spinning_kernel_after_a_grace(kernels):
+    acl = kernels.acl
+    flag = kernels.put(np.zeros(8, np.int32))
+    out = kernels.put(np.zeros(2, np.int32))
+    assert kernels.launch("spin", 2, flag) == 0
+    assert kernels.launch("talk", 2, out, 0) == 0       # queued behind the spinning head: dropped
+    start = time.monotonic()
+    assert acl.rt.destroy_stream_force(kernels.stream) == 0
+    assert time.monotonic() - start < 5
+    time.sleep(0.2)
+    np.testing.assert_array_equal(kernels.get(out, np.int32, 2), [0, 0])
+    kernels.stream, _ = acl.rt.create_stream()
+    assert kernels.run("empty", 1) == 0, acl.get_recent_err_msg()
+
+
+def test_synchronous_copy_comes_after_a_kernel_launched_before_it(kernels):
+    """5_d2d_sync_memory_copy: WriteDo, then aclrtMemcpy without a synchronisation between. The
+    copy waits for no stream, but on an NPU the short kernel has ended before the copy starts."""
+    for attempt in range(10):
+        out = kernels.put(np.zeros(2, np.int32))
+        assert kernels.launch("talk", 2, out, 0) == 0
+        np.testing.assert_array_equal(kernels.get(out, np.int32, 2), [1, 2], err_msg=f"attempt {attempt}")
+        assert kernels.acl.rt.free(out) == 0
+    assert kernels.acl.rt.synchronize_stream(kernels.stream) == 0
+
+
+def test_synchronous_copy_overtakes_a_long_kernel(kernels):
+    """... but it synchronises nothing: a kernel still running after the grace is overtaken, once."""
+    acl = kernels.acl
+    flag = kernels.put(np.zeros(8, np.int32))
+    assert kernels.launch("spin", 1, flag) == 0
+    start = time.monotonic()
+    np.testing.assert_array_equal(kernels.get(flag, np.int32, 8), np.zeros(8))
+    assert time.monotonic() - start < 5
+    start = time.monotonic()
+    kernels.get(flag, np.int32, 8)
+    assert time.monotonic() - start < 0.25              # not again for the same launch
+    assert acl.rt.stream_query(kernels.stream)[0] == acl.ACL_STREAM_STATUS_NOT_READY
+    one = np.ones(8, np.int32)
+    assert acl.rt.memcpy(flag, one.nbytes, one.ctypes.data, one.nbytes, 1) == 0     # lets the spin end
+    assert acl.rt.synchronize_stream(kernels.stream) == 0, acl.get_recent_err_msg()
+
+
 def test_printf_in_order_before_the_synchronisation_returns(kernels, capsys):
     out = kernels.put(np.zeros(4, np.int32))
     assert kernels.run("talk", 4, out, 50) == 0
@@ -270,12 +329,6 @@ print("sync", acl.rt.synchronize_device())
     assert "a 16384-byte GlobalTensor access of kernel copy_count: 16384 bytes at offset 0" in text, text
 
 
-def test_readme_table_is_generated_from_the_headers():
-    from mdev.capi import ascendc
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert ascendc.api_table() in readme, "README's Ascend C table is stale: python -m mdev.capi.ascendc --api-table"
-
-
 def test_unloaded_image_leaves_the_runners(kernels):
     """binary_unload: the runner closes the image (its descriptor), and a load again works."""
     acl = kernels.acl
@@ -287,6 +340,27 @@ def test_unloaded_image_leaves_the_runners(kernels):
     assert any(after[pid] < before[pid] for pid in after), (before, after)
 
 
+def test_runner_pool_forgets_unloaded_images_once_no_runner_holds_them(test_image):
+    """A device's runner pool remembers an unloaded image only until the runners that held it
+    (the one busy at the unload included) have let go of it."""
+    from mdev.board import native
+    pool = native.Runners()
+    image = native.Image(7, Path(test_image).read_bytes(), "test_kernels.o")
+    busy, idle = pool.take(), pool.take()
+    try:
+        for runner in (busy, idle):
+            runner.load(image)
+        pool.give(idle)
+        pool.forget(7)                       # unloaded from the device while one runner is busy
+        assert 7 not in idle.loaded and 7 in busy.loaded
+        pool.give(busy)
+        assert 7 not in busy.loaded
+        assert not pool._gone                # nothing left to remember
+    finally:
+        for runner in (busy, idle):
+            pool.drop(runner)
+
+
 def test_ascendc_library_program(cann_home, board, tmp_path):
     """ascendc_library: the image linked into the program, <<<>>> in a host wrapper and the
     generated ACLRT_LAUNCH_KERNEL(scale), printf lines, a NULL pointer argument's fault."""
@@ -296,12 +370,35 @@ def test_ascendc_library_program(cann_home, board, tmp_path):
     for command in (["cmake", "-S", str(HERE / "library"), "-B", str(build)], ["cmake", "--build", str(build)]):
         proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stdout + proc.stderr
+        rewrites = proc.stdout.count("mdev: rewriting Ascend C kernel source")
+    assert rewrites == 1, f"kernels.cpp rewritten {rewrites} times"      # once for the image and the program
     proc = subprocess.run([str(build / "main")], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "result 20 40 60 80" in proc.stdout, proc.stdout + proc.stderr
     assert sorted(line for line in proc.stdout.splitlines() if line.startswith("block ")) == \
         sorted([f"block {b} of 4" for b in range(4)] * 2)
     assert "bad launch sync 507035" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_sources_of_one_basename_in_one_image(cann_home, dev, tmp_path):
+    """a/k.cpp and b/k.cpp in one ascendc_fatbin_library: both kernels are in the image."""
+    for sub, name in (("a", "first"), ("b", "second")):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / "k.cpp").write_text('#include "kernel_operator.h"\n'
+                                              f'extern "C" __global__ __aicore__ void {name}() {{}}\n')
+    (tmp_path / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.16)\nproject(pair CXX)\n"
+                                             "include($ENV{ASCENDC_CMAKE_DIR}/ascendc.cmake)\n"
+                                             "ascendc_fatbin_library(pair a/k.cpp b/k.cpp)\n")
+    env = dict(os.environ, ASCENDC_CMAKE_DIR=f"{cann_home}/tikcpp/ascendc_kernel_cmake")
+    build = tmp_path / "build"
+    for command in (["cmake", "-S", str(tmp_path), "-B", str(build)], ["cmake", "--build", str(build)]):
+        proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    binary, ret = dev.rt.binary_load_from_file(str(build / "mdev_ascendc" / "pair" / "pair.o"), None)
+    assert ret == 0, dev.get_recent_err_msg()
+    for name in ("first", "second"):
+        assert dev.rt.binary_get_function(binary, name)[1] == 0, name
+    assert dev.rt.binary_unload(binary) == 0
 
 
 def test_rewrite_of_kernel_sources():
@@ -354,3 +451,14 @@ def test_a_file_that_is_no_device_image(kernels, tmp_path):
     assert acl.rt.binary_load_from_file(str(plain), None) == (0, acl.ACL_ERROR_INVALID_PARAM)
     assert "not an Ascend C device image of this mdev" in acl.get_recent_err_msg()
     assert kernels.run("empty", 2) == 0, acl.get_recent_err_msg()
+
+
+def test_disarmed_deadlines_leave_the_watchdog():
+    """Every launch arms its execute timeout (1091 s unless set) and disarms it at its end:
+    the watchdog's heap holds the live deadlines, not one per launch ever made."""
+    from mdev.board.watchdog import Watchdog
+    dog = Watchdog()
+    far = time.monotonic() + 1091
+    for _ in range(10_000):
+        dog.disarm(dog.arm(far, lambda: None))
+    assert len(dog._heap) < 200

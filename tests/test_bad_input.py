@@ -20,7 +20,7 @@ from mdev import errors as E
 from mdev import hccl_types as H
 from mdev.board import launcher
 from mdev.board.device import Device
-from mdev.board.naming import BoardPaths
+from mdev.naming import BoardPaths
 from mdev.errors import AclError
 from mdev.runtime import boundary
 from mdev.runtime.collectives.rendezvous import MAGIC

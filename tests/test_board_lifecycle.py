@@ -18,7 +18,7 @@ from helpers import GiB, MiB, attached, extra_board, shm_entries, stack_bytes, w
 import mdev
 from mdev import protocol
 from mdev.board import launcher
-from mdev.board.naming import BoardPaths, runtime_dir
+from mdev.naming import BoardPaths, runtime_dir
 from mdev.board.proctitle import shown_title
 
 

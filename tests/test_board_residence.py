@@ -17,7 +17,7 @@ import psutil
 from conftest import PREFIX
 from helpers import attached, extra_board, wait_until
 from mdev.board import launcher
-from mdev.board.naming import BoardPaths, runtime_dir
+from mdev.naming import BoardPaths, runtime_dir
 from mdev.board.proctitle import shown_title, title
 
 NOBODY = 65534

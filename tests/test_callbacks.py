@@ -324,10 +324,56 @@ def test_idle_sync_after_slot_reuse_is_quick(acl, board):
         ok(acl, acl.rt.launch_host_func(stream, lambda _: None, None))
     ok(acl, acl.rt.synchronize_stream(stream))
     ok(acl, acl.rt.destroy_stream(stream))
-    from mdev.runtime.lifecycle import detach
+    from mdev.runtime.devices.lifecycle import detach
     detach()                       # a new attachment: a new client of the devices
     ok(acl, acl.rt.set_device(0))
     fresh = out(acl, acl.rt.create_stream())
     t0 = time.monotonic()
     ok(acl, acl.rt.synchronize_stream(fresh))
     assert time.monotonic() - t0 < 1.0, "sync of an empty stream waited for another client's messages"
+
+
+# ---------------------------------------------------------------------------- unsubscribing with work queued
+def test_unsubscribed_host_func_thread_leaves_no_host_func_stranded(acl):
+    """Host funcs queued for a subscribed thread that unsubscribes before running them run on
+    the device's own host-func thread: the stream does not wait for ever."""
+    ok(acl, acl.rt.set_device(0))
+    stream = out(acl, acl.rt.create_stream())
+    ran = []
+    ok(acl, acl.rt.subscribe_host_func(threading.get_ident(), stream))    # never processes
+    for i in range(3):
+        ok(acl, acl.rt.launch_host_func(stream, lambda arg: ran.append((arg, threading.get_ident())), i))
+    deadline = time.monotonic() + 10
+    # host funcs block their stream: the device hands over the first, the rest wait behind it
+    while not _queued("host_func_queues", threading.get_ident()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    ok(acl, acl.rt.unsubscribe_host_func(threading.get_ident(), stream))
+    ok(acl, acl.rt.synchronize_stream_with_timeout(stream, 10_000))     # not 507046: nobody runs them
+    assert [arg for arg, _ in ran] == [0, 1, 2]
+    assert all(tid != threading.get_ident() for _, tid in ran)
+    ok(acl, acl.rt.destroy_stream(stream))
+
+
+def test_unsubscribed_report_thread_fails_its_queued_callbacks(acl):
+    """A blocking callback queued for a report thread that unsubscribes without processing it
+    fails as one reaching an unsubscribed stream does, and frees the stream."""
+    ok(acl, acl.rt.set_device(0))
+    stream = out(acl, acl.rt.create_stream())
+    ran = []
+    tid = threading.get_ident()
+    ok(acl, acl.rt.subscribe_report(tid, stream))
+    ok(acl, acl.rt.launch_callback(ran.append, 1, acl.ACL_CALLBACK_BLOCK, stream))
+    deadline = time.monotonic() + 10
+    while not _queued("reports", tid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    ok(acl, acl.rt.unsubscribe_report(tid, stream))
+    assert acl.rt.synchronize_stream_with_timeout(stream, 10_000) == acl.ACL_ERROR_RT_STREAM_NO_CB_REG
+    assert ran == []
+    acl.rt.destroy_stream(stream)
+
+
+def _queued(kind: str, tid: int) -> bool:
+    """Whether a callback waits in thread ``tid``'s queue (kind: host_func_queues or reports)."""
+    from mdev.runtime.execution import callbacks
+    q = getattr(callbacks.hub(), kind).get(tid)
+    return q is not None and q.qsize() > 0

@@ -186,7 +186,8 @@ def compiled_values(tmp_path_factory) -> dict[str, int]:
     probes += [f'P("sizeof {t}", sizeof({t}));' for t in SIZES]
     probes += [f'P("offsetof {t}.{f}", offsetof({t}, {f}));' for t, f in OFFSETS]
     source = work / "values.c"
-    source.write_text('#include "acl/acl.h"\n#include "acl/acl_rt_allocator.h"\n#include "acl/acl_prof.h"\n#include "hccl/hccl.h"\n'
+    source.write_text('#include "acl/acl.h"\n#include "acl/acl_rt_allocator.h"\n#include "hccl/hccl.h"\n'
+                      '#include "acl/acl_op_compiler.h"\n#include "aclnn/acl_meta.h"\n#include "acl/acl_prof.h"\n'
                       '#include <stdio.h>\n'
                       '#define P(name, value) printf("%s=%lld\\n", name, (long long)(value))\n'
                       "int main(void) {\n" + "\n".join(probes) + "\nreturn 0;\n}\n")
@@ -245,14 +246,17 @@ def test_inventory_counts_and_shape():
     per_header = {}
     for row in rows:
         per_header[row[3]] = per_header.get(row[3], 0) + 1
-    assert per_header == {"acl/acl_base_rt.h": 14, "acl/acl_prof.h": 6, "acl/acl_rt.h": 373,
-                          "acl/acl_rt_allocator.h": 10, "hccl/hccl.h": 14, "hccl/hccl_comm.h": 32}
+    assert per_header == {"acl/acl_base.h": 10, "acl/acl_base_rt.h": 14, "acl/acl_op.h": 11,
+                          "acl/acl_op_compiler.h": 8, "acl/acl_prof.h": 6, "acl/acl_rt.h": 373,
+                          "acl/acl_rt_allocator.h": 10, "aclnn/acl_meta.h": 16, "hccl/hccl.h": 14,
+                          "hccl/hccl_comm.h": 32}
 
 
 def test_every_inventoried_function_is_declared(tmp_path):
     names = [line.split("\t")[0] for line in functions_tsv().read_text().splitlines()]
     source = tmp_path / "all.c"
-    source.write_text('#include "acl/acl.h"\n#include "acl/acl_rt_allocator.h"\n#include "acl/acl_prof.h"\n#include "hccl/hccl.h"\n'
+    source.write_text('#include "acl/acl.h"\n#include "acl/acl_rt_allocator.h"\n#include "hccl/hccl.h"\n'
+                      '#include "acl/acl_op_compiler.h"\n#include "aclnn/acl_meta.h"\n#include "acl/acl_prof.h"\n'
                       "void probe(const void* p);\nvoid all(void) {\n"
                       + "".join(f"    probe((const void*)(size_t)&{n});\n" for n in names) + "}\n")
     compile_ok("gcc", C11 + ["-Wno-deprecated-declarations"], source, "-fsyntax-only")

@@ -7,11 +7,11 @@ import tomllib
 
 import pytest
 
-import topology
+from mdev import topology
 from mdev.cli import topo as topo_cli
-from topology import TopologyError
+from mdev.topology import TopologyError
 from test_topology import SMALL, error_for
-from topology.render import render_matrix, render_nodes, render_path, render_summary
+from mdev.topology.render import render_matrix, render_nodes, render_path, render_summary
 
 # Three servers of two HCCS-joined devices each (test_topology's SMALL board); every
 # device has a RoCE port on one leaf switch.

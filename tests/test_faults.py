@@ -24,7 +24,7 @@ from async_util import ok, out, stream_done
 from helpers import MiB, attached, extra_board, from_device, hbm_free, shm_entries, to_device, wait_until
 from mdev.board import launcher
 from mdev import status as S
-from mdev.board.naming import BoardPaths
+from mdev.naming import BoardPaths
 from mdev.kernel import kernel
 from mdev.memory.segment import Segment
 from peer import Peer
@@ -409,7 +409,7 @@ def test_killed_supervisor_gives_a_clear_error_and_board_start_recovers(monkeypa
         assert sorted(shm_entries(name)) == sorted([fresh.hbm(i).lstrip("/") for i in range(2)]
                                                    + [fresh.control(i).lstrip("/") for i in range(2)])
         # the process detaches from the dead board (finalize) and works on the new one
-        from mdev.runtime.lifecycle import detach
+        from mdev.runtime.devices.lifecycle import detach
         detach()
         ok(acl, acl.rt.set_device(0))
         round_trip(acl)

@@ -19,7 +19,7 @@ import pytest
 from async_util import ok, out
 from helpers import MiB, attached, extra_board, wait_until
 from mdev.board import launcher
-from mdev.board.naming import BoardPaths
+from mdev.naming import BoardPaths
 from mdev.procfs import process_gone
 
 LOST = 507901          # ACL_ERROR_RT_SOCKET_CLOSE

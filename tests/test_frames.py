@@ -24,7 +24,7 @@ import pytest
 
 from mdev import frameshape, protocol
 from mdev.board import launcher, supervisor
-from mdev.board.naming import BoardPaths
+from mdev.naming import BoardPaths
 from mdev.runtime.core import RUNTIME as rt
 
 STALL_S = 0.1             # how much longer than before the attack a well-behaved call may take
@@ -95,6 +95,72 @@ def test_message_shapes_are_checked_by_tag():
                     ("hello", 1, 2, "main", "x"), ("sd", True)]:
         with pytest.raises(frameshape.FrameError):
             SHAPES.check(message)
+
+
+# kernel launches (mdev.protocol._KernelLaunch): compact frames of their own length
+LAUNCHES = [
+    ("native_kernel", (12, 1, "bytes", b"", [], 40, (), 1091.0)),
+    ("native_kernel", (12, 48, "bytes", bytes(range(24)), [(8, b"placeholder"), (16, b"")], 40,
+                       ((0x7F0000001000, 4096, "/mdev-pin-1"), (1 << 48, 2 << 20, ("d", 1, 4096))), 0.25)),
+    ("kernel", (7, 4, "values", (1 << 48, -5, 0), [], 48, ((0x1000, 64, "/p\u00e9"),), 1091.0)),
+    ("native_kernel", (9, 2, "loc", (0, 4096, 24), [], 40, (), 1.0)),
+]
+# ... and launches that stay pickled: a float, a bool or an object among the values, an int of
+# 65 bits, a timeout of another type
+PICKLED_LAUNCHES = [
+    ("kernel", (7, 1, "values", (1.5, 2), [], 48, (), 1091.0)),
+    ("kernel", (7, 1, "values", (True,), [], 48, (), 1091.0)),
+    ("kernel", (7, 1, "objects", ((None,), b"pickled"), [], 48, (), 1091.0)),
+    ("kernel", (7, 1, "values", (1 << 64,), [], 48, (), 1091.0)),
+    ("kernel", (7, 1, "values", (1,), [], 48, (), 5)),
+]
+
+
+def test_kernel_launches_travel_compact_and_decode_as_pickled():
+    from mdev.board.serving import SHAPES
+    for compact, launches in ((True, LAUNCHES), (False, PICKLED_LAUNCHES)):
+        for op, args in launches:
+            frame = protocol.encode_task(3, 17, op, args)
+            assert bool(struct.unpack_from("<I", frame)[0] & protocol.COMPACT) == compact, (op, args)
+            decoder = protocol.Decoder(SHAPES)
+            got = decoder.feed(frame[:30]) + decoder.feed(frame[30:])       # in two reads
+            assert got == [("t", 3, 17, op, args)]
+            assert [type(x) for x in got[0][4]] == [type(x) for x in args]
+
+
+def _kernel_frames_mutated(rng: random.Random) -> bytes:
+    op, args = rng.choice(LAUNCHES)
+    frame = bytearray(protocol.encode_task(rng.randrange(8), rng.randrange(1 << 20), op, args))
+    for _ in range(rng.randrange(1, 4)):
+        frame[rng.randrange(5, len(frame))] = rng.randrange(256)        # not its length or code
+    if rng.random() < 0.3:
+        cut = rng.randrange(5, len(frame))
+        frame = frame[:cut]
+        frame[:4] = struct.pack("<I", (cut - 4) | protocol.COMPACT)
+    return bytes(frame)
+
+
+def test_mutated_kernel_launch_frames_decode_or_are_refused():
+    """Fields of a kernel launch frame that do not fit its length, an argument kind or pinned
+    entry kind of no meaning, a name that is not UTF-8: FrameError, never another exception."""
+    from mdev.board.serving import SHAPES
+    head = protocol._KernelLaunch.HEAD
+    op, args = LAUNCHES[1]
+    good = protocol.encode_task(3, 17, op, args)
+    bad = {"kind 7": good[:head.size - 9] + b"\x07" + good[head.size - 8:],
+           "trailing byte": struct.pack("<I", (len(good) - 3) | protocol.COMPACT) + good[4:] + b"\0",
+           "one byte short": struct.pack("<I", (len(good) - 5) | protocol.COMPACT) + good[4:-1]}
+    for name, frame in bad.items():
+        with pytest.raises(frameshape.FrameError):
+            protocol.Decoder(SHAPES).feed(frame)
+    rng = random.Random(31)
+    refused = 0
+    for _ in range(3000):
+        try:
+            protocol.Decoder(SHAPES).feed(_kernel_frames_mutated(rng))
+        except frameshape.FrameError:
+            refused += 1
+    assert refused > 100
 
 
 class Hostile:
@@ -373,6 +439,8 @@ def _random_frame(rng: random.Random) -> bytes:
         payload = b"\x80\x05" + rng.randbytes(rng.randrange(1, 64)) + b"."
     elif choice == 4:           # a compact frame of random bytes
         return struct.pack("<I", rng.randrange(64) | protocol.COMPACT) + rng.randbytes(rng.randrange(64))
+    elif choice == 5:           # a kernel launch's compact frame, mutated
+        return _kernel_frames_mutated(rng)
     return _frame(payload)
 
 

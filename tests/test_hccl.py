@@ -18,7 +18,7 @@ from hccl_ranks import (BF16, DTYPES, all_reduce_expected, check_every_operation
                         inputs, mesh_order, ring_order, run_ranks)
 from helpers import extra_board, from_device, to_device
 from mdev import hccl_types as H
-from mdev.board.naming import runtime_dir
+from mdev.naming import runtime_dir
 from mdev.cli.trace import collective_times
 
 MiB = 1 << 20
@@ -188,10 +188,10 @@ def test_islands_run_hierarchical_with_staged_transfers_between_them(acl_islands
     hops.  Data larger than a landing slot runs in parts."""
     acl = acl_islands
     from mdev.runtime.collectives.select import HIERARCHICAL, layout
-    from mdev.runtime.core import RUNTIME as rt
+    from mdev.runtime.collectives.comm import held as comm_state
     count, p, dtype = 400_000, 8, H.HCCL_DATA_TYPE_INT32         # 1.6 MB per rank: chunks over a slot
     comms = _comms(acl, list(range(p)))
-    c0 = rt.comms[comms[0]]
+    c0 = comm_state.comms[comms[0]]
     assert c0.levels.groups == ((0, 1, 2, 3), (4, 5, 6, 7))
     assert layout(c0.levels, c0.choice, "allreduce", 0, p).algorithm == HIERARCHICAL
     assert (c0.channels[4].kind, c0.channels[1].kind) == ("staged", "direct") and c0.slot_bytes < count * 4 // 4
@@ -227,7 +227,7 @@ RANK_PROCESS = """
     import numpy as np
     import mdev.acl as acl
     import mdev.hccl as hccl
-    from mdev.runtime.core import RUNTIME as rt
+    from mdev.runtime.collectives.comm import held as comm_state
     rank, nranks, count = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     with open(sys.argv[4], "rb") as f:
         root = f.read()
@@ -274,7 +274,7 @@ RANK_PROCESS = """
     xs = [(np.arange(count, dtype=np.int64) * (q + 1)).astype(np.int32) for q in range(nranks)]
     print(json.dumps({"ops": ops, "sync": sync, "async": err, "msg": msg, "sum": int(out.astype(np.int64).sum()),
                       "gathered": int(g.astype(np.int64).sum()),
-                      "transports": sorted({c.kind for c in rt.comms[comm].channels.values()}),
+                      "transports": sorted({c.kind for c in comm_state.comms[comm].channels.values()}),
                       "exact": bool(np.array_equal(out, np.sum(xs, axis=0, dtype=np.int32))
                                     and np.array_equal(g, np.concatenate(xs))),
                       "destroy": hccl.comm_destroy(comm)}))
@@ -447,6 +447,7 @@ TIMED = """
     import mdev.hccl as hccl
     from mdev.runtime.collectives import cost, select
     from mdev.runtime.core import RUNTIME as rt
+    from mdev.runtime.collectives.comm import held as comm_state
     op, nbytes, p = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     acl.init()
     comms, ret = hccl.comm_init_all(p, list(range(p)))
@@ -472,7 +473,7 @@ TIMED = """
 
     threads = [threading.Thread(target=rank, args=(r,)) for r in range(p)]
     [t.start() for t in threads]; [t.join() for t in threads]
-    comm = rt.comms[comms[0]]
+    comm = comm_state.comms[comms[0]]
     lay = select.layout(comm.levels, comm.choice, op.replace("_", ""), 0, p)
     print(json.dumps({"live_ms": ms, "formula_ms": cost.predict(rt.attach().topology, comm.devices, lay, op, nbytes) / 1e6,
                       "algorithm": lay.algorithm}))
@@ -544,6 +545,7 @@ TIMED_RANK = """
     import mdev.hccl as hccl
     from mdev.runtime.collectives import cost, select
     from mdev.runtime.core import RUNTIME as rt
+    from mdev.runtime.collectives.comm import held as comm_state
     with open(sys.argv[4], "rb") as f:
         root = f.read()
     assert acl.init() == 0 and acl.rt.set_device(int(os.environ["MDEV_RANK_DEVICES"].split(",")[rank])) == 0
@@ -558,7 +560,7 @@ TIMED_RANK = """
     assert hccl.all_reduce(buf, buf, nbytes // 4, 4, 0, comm, s) == 0
     assert acl.rt.record_event(e1, s) == 0
     assert acl.rt.synchronize_stream(s) == 0, acl.get_recent_err_msg()
-    c = rt.comms[comm]
+    c = comm_state.comms[comm]
     lay = select.layout(c.levels, c.choice, "allreduce", rank, nranks)
     print(json.dumps({"ms": acl.rt.event_elapsed_time(e0, e1)[0], "algorithm": lay.algorithm,
                       "formula_ms": cost.predict(rt.attach().topology, c.devices, lay, "all_reduce", nbytes) / 1e6}))
@@ -617,7 +619,7 @@ def test_the_sanitizer_sees_a_collectives_tasks(acl):
 
 def test_hccl_algo_is_read_when_a_communicator_is_made(acl, monkeypatch):
     from mdev.runtime.collectives.select import parse_algo
-    from mdev.runtime.core import RUNTIME as rt
+    from mdev.runtime.collectives.comm import held as comm_state
     choice = parse_algo("allreduce=level0:ring;level1:H-D_R/allgather=level0:NA")
     assert choice.level0["allreduce"] == "ring" and choice.level0["allgather"] is None
     assert choice.level1["allreduce"] == "ring"            # every level 1 algorithm runs as a ring
@@ -628,7 +630,7 @@ def test_hccl_algo_is_read_when_a_communicator_is_made(acl, monkeypatch):
     comms = _comms(acl, [0, 1, 2])
     try:
         from mdev.runtime.collectives.select import layout
-        c = rt.comms[comms[0]]
+        c = comm_state.comms[comms[0]]
         assert layout(c.levels, c.choice, "allreduce", 0, 3).algorithm == "mesh"
     finally:
         _destroy(comms)
@@ -637,12 +639,12 @@ def test_hccl_algo_is_read_when_a_communicator_is_made(acl, monkeypatch):
 def test_hccl_buffsize_sizes_the_landing_slots(acl, monkeypatch):
     """HCCL_BUFFSIZE (MB) is each rank's buffer: 2 landing slots per peer share it; a value
     that is not a whole number of MB >= 1 is refused when the communicator is made."""
-    from mdev.runtime.core import RUNTIME as rt
+    from mdev.runtime.collectives.comm import held as comm_state
     for mb, devices, slot in (("2", [0, 1], 1 * MiB), ("6", [0, 1, 2, 3], 1 * MiB), ("1", [0, 1, 2], 256 << 10)):
         monkeypatch.setenv("HCCL_BUFFSIZE", mb)
         comms = _comms(acl, devices)
         try:
-            assert {rt.comms[c].slot_bytes for c in comms} == {slot}, (mb, devices)
+            assert {comm_state.comms[c].slot_bytes for c in comms} == {slot}, (mb, devices)
         finally:
             _destroy(comms)
     for bad in ("0", "1.5", "lots"):

@@ -21,7 +21,7 @@ import pytest
 import mdev.hccl as hccl
 from hccl_ranks import device_alloc, run_ranks
 from mdev import hccl_types as H
-from mdev.runtime.core import RUNTIME as rt
+from mdev.runtime.collectives.comm import held
 
 F32 = H.HCCL_DATA_TYPE_FP32
 
@@ -67,14 +67,14 @@ def test_a_config_sets_buffer_name_timeout_and_algorithm(acl):
     cfg.update(hcclBufferSize=3, hcclCommName="grads", hcclExecTimeOut=42, hcclAlgo="level0:ring")
 
     def body(r, comm, stream):
-        c = rt.comms[comm]
+        c = held.comms[comm]
         name, ret = hccl.get_comm_name(comm)
         return c.slot_bytes, name, c.timeout_s, c.choice.level0["allreduce"], ret
 
     got = _root_info_ranks(acl, [0, 1, 2], body, cfg)
     assert got == [(768 << 10, "grads", 42.0, "ring", 0)] * 3         # 3 MB: 2 slots for each of 2 peers
     # without a config: HCCL_BUFFSIZE (1 MB) and a name made for the communicator, the same on every rank
-    names = _root_info_ranks(acl, [0, 1], lambda r, comm, s: (rt.comms[comm].slot_bytes, hccl.get_comm_name(comm)))
+    names = _root_info_ranks(acl, [0, 1], lambda r, comm, s: (held.comms[comm].slot_bytes, hccl.get_comm_name(comm)))
     assert names[0] == names[1] and names[0][0] == 512 << 10 and names[0][1][0].startswith("hccl_comm_")
 
 
@@ -89,7 +89,7 @@ def test_a_rank_table_with_a_config(acl, tmp_path):
         comm, ret = hccl.comm_init_cluster_info_config(str(path), r, cfg)
         assert ret == 0, acl.get_recent_err_msg()
         try:
-            return hccl.get_comm_name(comm), rt.comms[comm].slot_bytes
+            return hccl.get_comm_name(comm), held.comms[comm].slot_bytes
         finally:
             assert hccl.comm_destroy(comm) == 0
 

@@ -176,8 +176,8 @@ def test_process_per_rank(algo, cause, request, monkeypatch, tmp_path):
 def _assert_algorithm(handle: int, algo: str) -> None:
     """The preset makes HCCL pick ``algo`` for all_reduce."""
     from mdev.runtime.collectives.select import layout
-    from mdev.runtime.core import RUNTIME as rt
-    comm = rt.comms[handle]
+    from mdev.runtime.collectives.comm import held as comm_state
+    comm = comm_state.comms[handle]
     chosen = layout(comm.levels, comm.choice, "allreduce", comm.rank, comm.nranks).algorithm
     assert chosen == ("ring" if algo == "staged" else algo)
     if algo == "staged":

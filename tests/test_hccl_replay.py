@@ -84,8 +84,8 @@ def replay_rank(acl, rank: int, nranks: int, comm: int, stream: int, dump: bool 
 
 def _algorithm(handle: int) -> str:
     from mdev.runtime.collectives.select import layout
-    from mdev.runtime.core import RUNTIME as rt
-    comm = rt.comms[handle]
+    from mdev.runtime.collectives.comm import held as comm_state
+    comm = comm_state.comms[handle]
     return layout(comm.levels, comm.choice, "allreduce", comm.rank, comm.nranks).algorithm
 
 

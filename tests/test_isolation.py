@@ -29,7 +29,7 @@ import pytest
 from helpers import from_device, to_device
 from mdev import protocol
 from mdev.board import launcher
-from mdev.board.naming import BoardPaths
+from mdev.naming import BoardPaths
 from mdev.memory import address
 from mdev.runtime.core import RUNTIME as rt
 from peer import Peer
@@ -172,7 +172,7 @@ def test_streams_and_events_are_made_and_destroyed_only_in_slots_of_the_own_leas
     """A process makes and destroys streams and events by messages naming slots of its own
     lease (no reply): the same messages naming another process's slots are dropped, and
     so are tasks for them; the other process's stream and event are untouched."""
-    from mdev.runtime import events
+    from mdev.runtime.sync import events
     assert acl.rt.set_device(0) == 0
     stream, ret = acl.rt.create_stream()
     assert ret == 0

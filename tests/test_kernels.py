@@ -530,6 +530,22 @@ def test_args_handle_append_placeholder_update_finalize(dev, binary):
     assert acl.rt.launch_kernel_with_config(func, 1, 0, None, 0xBAD, None) == acl.ACL_ERROR_INVALID_PARAM
 
 
+def test_placeholder_buffer_belongs_to_its_handle(dev, binary_file):
+    """The runtime owns a placeholder's buffer: free_host refuses it, and unloading the
+    binary frees it with the argument handle (it lived until finalize)."""
+    from mdev.runtime.core import RUNTIME
+    acl = dev
+    binary = out(acl, acl.rt.binary_load_from_file(binary_file, None))
+    handle = out(acl, acl.rt.kernel_args_init(function(acl, binary, "sum_table")))
+    param = out(acl, acl.rt.kernel_args_append_place_holder(handle))
+    buffer = out(acl, acl.rt.kernel_args_get_place_holder_buffer(handle, param, 16))
+    assert acl.rt.free_host(buffer) == acl.ACL_ERROR_RT_PARAM_INVALID
+    assert RUNTIME.memory.get(buffer) is not None
+    ok(acl, acl.rt.binary_unload(binary))
+    assert RUNTIME.memory.get(buffer) is None
+    assert acl.rt.kernel_args_finalize(handle) == acl.ACL_ERROR_INVALID_PARAM
+
+
 def test_unloaded_binary_cannot_launch(dev, binary_file):
     acl = dev
     binary = out(acl, acl.rt.binary_load_from_file(binary_file, None))

@@ -35,6 +35,9 @@ def test_managed_memory_is_one_address_for_host_and_device(dev):
     assert acl.rt.mem_managed_prefetch_async(p, 8192, device, 0, 0) == acl.ACL_ERROR_INVALID_PARAM
     assert acl.rt.mem_managed_advise(p, 64, 0, {"type": 7, "id": 0}) == acl.ACL_ERROR_INVALID_PARAM
     assert acl.rt.mem_alloc_managed(4096, 0x2)[1] == acl.ACL_ERROR_INVALID_PARAM
+    # free_host is not its free: the memory stays usable
+    assert acl.rt.free_host(p) == acl.ACL_ERROR_RT_PARAM_INVALID
+    assert host[1] == 2
     ok(acl, acl.rt.free(p))
     assert acl.rt.free(p) == acl.ACL_ERROR_RT_PARAM_INVALID
 

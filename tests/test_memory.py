@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from conftest import SMALL_HBM
+from async_util import ok, out
 from helpers import GiB, MiB, attached, extra_board, from_device, hbm_free, to_device
-from mdev.board.naming import BoardPaths
+from mdev.naming import BoardPaths
 from mdev.memory import address
 
 NPY_UINT8, NPY_INT32, NPY_FLOAT32 = 2, 5, 11
@@ -184,6 +185,22 @@ def test_malloc_host_beyond_ram_is_an_error(dev):
     assert ret == 0
     acl.util.ptr_to_numpy(host, (4 * MiB,), NPY_UINT8)[:] = 1
     assert acl.rt.free_host(host) == 0
+
+
+def test_pinning_leaves_the_machine_its_headroom(dev, monkeypatch):
+    """Pinned and managed memory take RAM: a size /dev/shm could hold but that would leave
+    the machine less than the headroom is the allocation error (20 GB of managed memory on
+    a 24 GB machine used to stall it while the pages were taken)."""
+    from mdev import procfs
+    from mdev.runtime.memtable import PIN_HEADROOM
+    acl = dev
+    ok(acl, acl.rt.set_device(0))
+    monkeypatch.setattr(procfs, "memory_available", lambda: PIN_HEADROOM + 2 * MiB)
+    assert acl.rt.malloc_host(4 * MiB) == (0, acl.ACL_ERROR_RT_MEMORY_ALLOCATION)
+    assert "RAM" in acl.get_recent_err_msg()
+    assert acl.rt.mem_alloc_managed(4 * MiB, acl.ACL_RT_MEM_ATTACH_GLOBAL) == (0, acl.ACL_ERROR_RT_MEMORY_ALLOCATION)
+    host = out(acl, acl.rt.malloc_host(1 * MiB))
+    ok(acl, acl.rt.free_host(host))
 
 
 def test_ptr_to_numpy_is_live_view(dev):

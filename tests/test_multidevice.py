@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-import topology
+from mdev import topology
 from async_util import ok, out
 from conftest import SMALL_HBM
 from helpers import MiB, attached, extra_board, from_device, to_device
@@ -540,9 +540,9 @@ def test_stream_of_another_device_is_refused(acl):
     assert acl.rt.set_stream_failure_mode(s0, acl.ACL_STOP_ON_FAILURE) == code
     assert acl.rt.destroy_stream(s0) == code
     assert acl.rt.peek_at_last_error() == code
-    # event and stream of different devices: record / wait fail (emu code 107000)
+    # event and stream of different devices: a record fails (emu code 107000), a wait is accepted
     assert acl.rt.record_event(e0, s1) == acl.ACL_ERROR_RT_PARAM_INVALID
-    assert acl.rt.stream_wait_event(s1, e0) == acl.ACL_ERROR_RT_PARAM_INVALID
+    ok(acl, acl.rt.stream_wait_event(s1, e0))
     # ... while synchronising or querying an event of another device succeeds
     ok(acl, acl.rt.record_event(e1, s1))
     ok(acl, acl.rt.set_device(0))

@@ -34,7 +34,7 @@ import psutil
 import pytest
 
 from conftest import PREFIX
-from mdev.board import naming
+from mdev import naming
 from mdev.memory.segment import Segment
 
 REPO = str(Path(__file__).resolve().parent.parent)
@@ -168,7 +168,7 @@ VICTIM = """
     import numpy as np
     import mdev.acl as acl
     from mdev.board import launcher
-    from mdev.board.naming import BoardPaths
+    from mdev.naming import BoardPaths
 
     NAME = os.environ["MDEV_BOARD"]
 
@@ -332,7 +332,7 @@ def test_pinned_buffer_names_cannot_be_taken_first(users):
     victim, attacker_user = users
     name = PREFIX + "du-pin"
     script = VICTIM + """
-    from mdev.board import naming
+    from mdev import naming
     assert acl.rt.set_device(0) == 0
     first, ret = acl.rt.malloc_host(4096)
     assert ret == 0

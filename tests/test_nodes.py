@@ -15,7 +15,7 @@ import pytest
 from helpers import MiB, attached, extra_board, shm_entries
 from mdev.board import launcher
 from mdev import status as S
-from mdev.board.naming import BoardPaths
+from mdev.naming import BoardPaths
 from mdev.memory.segment import Segment
 from test_cluster_topology import TRIO
 

@@ -257,7 +257,7 @@ CASES = {
        for n in ("RemainderTensorTensor", "FloorDivide")},       # no integer division by 0
     "Atan2": (FLOATS_, LAYOUTS, _binary),
     **{n: (NUMS + ("bool",), LAYOUTS, _binary) for n in ("LogicalAnd", "LogicalOr", "LogicalXor")},
-    **{n: (("int32", "int64"), LAYOUTS, _binary) for n in ("BitwiseAndTensor", "BitwiseOrTensor", "BitwiseXorTensor")},
+    **{n: (("int32", "int64", "bool"), LAYOUTS, _binary) for n in ("BitwiseAndTensor", "BitwiseOrTensor", "BitwiseXorTensor")},
     "Rsub": (NUMS, LAYOUTS, lambda dt, lo: {**_binary(dt, lo), "alpha": _scalar(dt)}),
     "Rsubs": (NUMS, LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo), "other": _scalar(dt), "alpha": _scalar(dt)}),
     "ArgMin": (NUMS, ("strided", "one"), lambda dt, lo: {"self": R(S(lo), dt, lo), "dim": 1, "keepdim": True}),
@@ -307,6 +307,24 @@ CASES = {
                                                        "seed": 99, "offset": 0}),
     "ThresholdBackward": (NUMS, LAYOUTS, lambda dt, lo: {"gradOutput": R(S(lo), dt, lo), "self": R(S(lo), dt, lo),
                                                          "threshold": 0}),
+    "Lerp": (FLOATS_, LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo), "end": R(S(lo), dt, lo),
+                                              "weight": R(S(lo)[-1:], dt, lo)}),
+    "Lerps": (FLOATS_, LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo), "end": R(S(lo), dt, lo), "weight": 0.3}),
+    **{n: (FLOATS_, ("strided", "one"), lambda dt, lo: {"self": R(S(lo), dt, lo), "dim": [1], "correction": int(lo != "one"),
+                                                        "keepdim": lo == "one"}) for n in ("VarCorrection", "Std")},
+    "OneHot": (("int64", "int32"), ("strided", "one"), lambda dt, lo: {
+        "self": R(S(lo), dt, lo, 0, 4), "numClasses": 4, "onValue": torch.tensor([2.0]), "offValue": torch.tensor([-1.0]),
+        "axis": -1}),
+    "Linspace": (F32 + ("int32",), ("strided",), lambda dt, lo: {"start": 1.0, "end": 9.0, "steps": 5}),
+    "Baddbmm": (F32 + BF16, ("strided",), lambda dt, lo: {"self": R((2, 3, 4), dt, lo), "batch1": R((2, 3, 5), dt, lo),
+                                                          "batch2": R((2, 5, 4), dt, lo), "beta": 0.5, "alpha": 2.0,
+                                                          "cubeMathType": 0}),
+    "DropoutGenMask": (F32, ("strided", "one"), lambda dt, lo: {"shape": [3, 50], "prob": 0.25, "seed": 7,
+                                                                "offset": 3}),
+    "DropoutGenMaskV2": (F32, ("strided", "one"), lambda dt, lo: {"shape": list(S(lo)), "prob": 0.5, "seed": 1,
+                                                                  "offset": 0, "probDataType": torch.float32}),
+    "DropoutDoMask": (FLOATS_, LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo), "prob": 0.25,
+                                                       "mask": torch.randint(0, 256, (16,), dtype=torch.uint8)}),
     "Cast": (NUMS + ("bool",), LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo), "dtype": torch.float16}),
     "InplaceCopy": (NUMS + ("bool",), LAYOUTS, lambda dt, lo: {"selfRef": R(S(lo), dt, lo),
                                                                "src": R(S(lo)[-1:], "float32", lo)}),
@@ -692,7 +710,7 @@ def test_a_captured_op_replays_with_its_graph(nn):
 def test_a_checked_call_is_remembered_with_its_outcome(nn):
     """GetWorkspaceSize remembers what the meta check said for the same shapes, strides,
     dtypes and attributes: a refusal stays a refusal, another shape is checked afresh."""
-    from mdev.runtime import operators as host
+    from mdev.runtime.execution import operators as host
     a, b = torch.randn(3, 4), torch.randn(5)
     first = run_op(nn, "Add", self=a, other=b, alpha=1.0, out=torch.empty(3, 4))
     assert first[0] == E.ACLNN_ERR_PARAM_INVALID
@@ -786,3 +804,18 @@ def test_an_op_runs_on_its_streams_device_only(nn):
     assert "is not device memory of the stream's device 1" in acl.get_recent_err_msg()
     ok(acl, acl.rt.destroy_stream(other))
     ok(acl, acl.rt.set_device(0))
+
+
+def test_dropout_masks_keep_one_minus_prob_and_repeat_by_key():
+    """A mask keeps about 1 - prob of the elements, the same (seed, offset) gives the same
+    mask and another offset another one; DoMask scales what it keeps by 1 / (1 - prob)."""
+    gen, apply = OPERATORS["DropoutGenMaskV2"].reference, OPERATORS["DropoutDoMask"].reference
+    mask = gen(torch, [100, 128], 0.25, 5, 0, torch.float32)
+    assert mask.dtype == torch.uint8 and mask.numel() == 100 * 128 // 8
+    kept = sum(bin(int(b)).count("1") for b in mask)
+    assert abs(kept / (100 * 128) - 0.75) < 0.02
+    assert torch.equal(mask, gen(torch, [100, 128], 0.25, 5, 0, torch.float32))
+    assert not torch.equal(mask, gen(torch, [100, 128], 0.25, 5, 1, torch.float32))
+    x = torch.ones(10)
+    out = apply(torch, x, torch.tensor([0b00000101, 0b10, 0, 0], dtype=torch.uint8), 0.5)
+    assert out.tolist() == [2.0, 0, 2.0, 0, 0, 0, 0, 0, 0, 2.0]

@@ -421,7 +421,7 @@ class ApiMachine(RuleBasedStateMachine):
             assert psutil.Process(pid).status() != psutil.STATUS_ZOMBIE, f"device process {pid} died"
 
     def teardown(self):
-        from mdev.runtime.lifecycle import detach
+        from mdev.runtime.devices.lifecycle import detach
         detach()
         board = CTX["board"]
         devs = launcher.status(board)["devices"]
@@ -664,7 +664,7 @@ class FaultMachine(RuleBasedStateMachine):
             assert psutil.Process(pid).status() != psutil.STATUS_ZOMBIE, f"device {device} (pid {pid}) died"
 
     def teardown(self):
-        from mdev.runtime.lifecycle import detach
+        from mdev.runtime.devices.lifecycle import detach
         for device in sorted(self.killed):
             self.restart(device)
         detach()
@@ -702,7 +702,7 @@ def test_threads_and_killed_devices_never_break_the_board(monkeypatch):
     with extra_board("prop-kill", "laptop2", hbm=64 * MiB) as name, attached(monkeypatch, name):
         FAULT.update(board=name)
         FAULT["free"] = _free_memory()
-        from mdev.runtime.lifecycle import detach
+        from mdev.runtime.devices.lifecycle import detach
         detach()
         FAULT["hbm_used"] = [d["hbm_used"] for d in launcher.status(name)["devices"]]
         FAULT["segments"] = segment_kinds(shm_entries(name))

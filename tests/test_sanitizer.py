@@ -22,7 +22,7 @@ from async_util import device_buffer, ok, out, pinned
 from random_tasks import UNIFORM, para, task, uniform
 from mdev import sanitizer
 from mdev.kernel import kernel
-from mdev.runtime.lifecycle import detach
+from mdev.runtime.devices.lifecycle import detach
 
 N = 4096
 BOTH = pytest.mark.parametrize("buggy", [True, False], ids=["buggy", "correct"])

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from mdev.board import launcher, naming
-from mdev.board.naming import BoardPaths, UnsafeRuntimeDir
+from mdev.board import launcher
+from mdev import naming
+from mdev.naming import BoardPaths, UnsafeRuntimeDir
 from mdev.runtime.core import RUNTIME as rt
 
 NOBODY = 65534
@@ -347,8 +348,9 @@ def test_a_listener_that_cannot_prove_the_secret_gets_no_message(tmp_path):
 # ---------------------------------------------------------------------------- a serving loop that fails
 SERVE_FAILS = """
     import json, os, sys
-    from mdev.board import launcher, residence
-    from mdev.board.naming import BoardPaths
+    from mdev.board import launcher
+    from mdev import residence
+    from mdev.naming import BoardPaths
     from mdev.board.supervisor import Supervisor
     paths = BoardPaths(sys.argv[1])
     topo = launcher.resolve_topology("laptop2", hbm=64 << 20)

@@ -41,7 +41,7 @@ def test_data_type_sizes_follow_the_runtime():
 
 
 def test_versions_and_bad_packages(acl):
-    from mdev.runtime.sysinfo import version_number
+    from mdev.runtime.devices.sysinfo import version_number
     assert version_number("8.5.1") == 80501000                 # the guide's example
     assert version_number("8.5.0-rc2") < version_number("8.5.0") < version_number("8.5.1.alpha1")
     assert version_number("8.5.0.alpha1") < version_number("8.5.0.beta1") < version_number("8.5.0rc1")

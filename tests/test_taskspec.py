@@ -129,6 +129,29 @@ def test_a_strided_copy_transposes_a_matrix(acl):
     ok(acl, acl.rt.free(src)), ok(acl, acl.rt.free(dst))
 
 
+def test_a_strided_copy_refuses_a_destination_whose_elements_meet(acl):
+    """Shape (3, 2) with strides (2, 4): elements (2, 0) and (0, 1) are both at offset 4,
+    though the layout spans more bytes than its elements fill."""
+    ok(acl, acl.rt.set_device(0))
+    stream = out(acl, acl.rt.create_stream())
+    src, dst = device_buffer(acl, 48), device_buffer(acl, 48)
+    _submit_strided(acl, dst, (2, 4), src, (2, 1), (3, 2), stream)
+    assert acl.rt.synchronize_stream(stream) == acl.ACL_ERROR_RT_PARAM_INVALID
+    ok(acl, acl.rt.destroy_stream_force(stream))
+    ok(acl, acl.rt.free(src)), ok(acl, acl.rt.free(dst))
+
+
+def test_overlaps_agrees_with_counting_offsets():
+    from mdev.board.tasks import overlaps
+    rng = np.random.default_rng(7)
+    for _ in range(2000):
+        ndim = int(rng.integers(1, 4))
+        shape = tuple(int(n) for n in rng.integers(0, 4, ndim))
+        strides = tuple(int(s) for s in rng.integers(0, 7, ndim))
+        offsets = [sum(i * s for i, s in zip(index, strides)) for index in np.ndindex(*shape)]
+        assert overlaps(shape, strides) == (len(set(offsets)) < len(offsets)), (shape, strides)
+
+
 def test_the_sanitizer_checks_a_strided_copys_tensor_operands(acl):
     ok(acl, acl.rt.set_device(0))
     stream = out(acl, acl.rt.create_stream())

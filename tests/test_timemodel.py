@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-import topology
+from mdev import topology
 from mdev import timemodel
 from mdev.runtime.trace import _sources
 

@@ -10,11 +10,11 @@ import tomllib
 
 import pytest
 
-import topology
+from mdev import topology
 from mdev.cli import topo as topo_cli
-from topology import TopologyError
-from topology.model import TOPO_CLASS
-from topology.render import render_matrix, render_p2p, render_path, render_summary
+from mdev.topology import TopologyError
+from mdev.topology.model import TOPO_CLASS
+from mdev.topology.render import render_matrix, render_p2p, render_path, render_summary
 
 PRESETS = ["a2-4x8", "cloudmatrix384", "hccs16", "hccs8", "islands8", "laptop2", "pcie4"]
 

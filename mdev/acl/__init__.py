@@ -23,8 +23,8 @@ from mdev.runtime import boundary, registry
 from mdev.constants import *  # noqa: F401,F403  (pyACL programs use these names)
 from mdev.errors import *  # noqa: F401,F403
 from mdev.runtime import applog as _applog
-from mdev.runtime import devices as _devices
-from mdev.runtime import sysinfo as _sysinfo
+from mdev.runtime.devices import devices as _devices
+from mdev.runtime.devices import sysinfo as _sysinfo
 
 # init, finalize, finalize_reference; versions, CANN attributes, get_device_capability
 globals().update(registry.bound("acl"))

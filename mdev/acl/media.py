@@ -1,7 +1,7 @@
 """``acl.media``: pyACL's media-data-processing (DVPP) module.
 
 Only DVPP memory is emulated -- ``dev_ptr, ret = acl.media.dvpp_malloc(size)`` and
-``ret = acl.media.dvpp_free(dev_ptr)`` (see mdev.runtime.dvpp for the alignment rules) --
+``ret = acl.media.dvpp_free(dev_ptr)`` (see mdev.runtime.memory.dvpp for the alignment rules) --
 so media programs can stage their buffers.  The image and video functions (channels,
 picture descriptors, VPC, JPEG/PNG codecs, VDEC/VENC) need the media engines, which mdev
 does not emulate: they return ``ACL_ERROR_API_NOT_SUPPORT`` (200001) in pyACL's return

@@ -9,8 +9,11 @@ are ints and 0 (or None) is the default stream.
 from __future__ import annotations
 
 from mdev.acl import unsupported as _unsupported
-from mdev.runtime import models as _graph_model
-from mdev.runtime import allocators, boundary, exceptions, groups, kernels, registry, stream_config
+from mdev.runtime import boundary, registry, stream_config
+from mdev.runtime.devices import groups
+from mdev.runtime.execution import exceptions, kernels
+from mdev.runtime.execution import models as _graph_model
+from mdev.runtime.memory import allocators
 
 _bound = registry.bound("acl.rt")
 globals().update(_bound)

@@ -9,7 +9,7 @@
 Each op X of the library is here twice, snake_cased: ``x_get_workspace_size(*params)`` and
 ``x(workspace, workspace_size, executor, stream)``; as in pyACL, outputs come first and the
 status (an aclnnStatus, or an aclError of the runtime) last.  The functions are the runtime's
-(mdev.runtime.operators), bound like every face's.
+(mdev.runtime.execution.operators), bound like every face's.
 """
 
 from __future__ import annotations

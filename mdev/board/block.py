@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import time
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from mdev import errors as E
-from mdev.board import sanitize
+from mdev.board import sanitize, watchdog
 from mdev.board.tasktable import TaskFault
 from mdev.board.windows import LaunchWindows
 from mdev.memory import address
@@ -128,6 +129,9 @@ class Launch:
         self.used: dict[int, object] = {}    # offset -> block of this HBM it touched (pinned)
         self._using = threading.Lock()
         self.stopped: tuple[int, str] | None = None     # (code, why) once a teardown cut it off
+        self.started = time.monotonic()
+        self.closed = False
+        self._alarms: list[int] = []          # its watchdog deadlines (stop_after)
         self._threads: set[int] = set()       # threads running a block of it right now
         self._threads_lock = threading.Lock()
 
@@ -142,6 +146,7 @@ class Launch:
                 self.device.memory.unpin([block])
             else:
                 self.used[block.offset] = block
+        self.started = time.monotonic()
         self.stream.launches.add(self)
 
     def stop(self, code: int, why: str) -> None:
@@ -149,12 +154,18 @@ class Launch:
         next access faults and its blocks are interrupted at their next Python instruction
         (a block inside one long numpy call or sleep stops when that returns)."""
         with self._threads_lock:
-            if self.stopped is not None:
+            if self.stopped is not None or self.closed:    # closed: its mappings serve another launch
                 return
             self.stopped = (code, why)
             self.windows.revoke()
             for ident in self._threads:
                 _set_async_exc(ident, _STOP)
+
+    def stop_after(self, seconds: float, code: int, why: str) -> None:
+        """Stop the launch once it has run ``seconds`` since it started (at once if it has)."""
+        with self._threads_lock:
+            if not self.closed:
+                self._alarms.append(watchdog.of(self.device).arm(self.started + seconds, lambda: self.stop(code, why)))
 
     def entering(self) -> bool:
         """A thread starts a block; False if the launch was stopped already."""
@@ -173,6 +184,11 @@ class Launch:
             _set_async_exc(ident, None)
 
     def close(self) -> None:
+        with self._threads_lock:
+            self.closed = True
+            alarms, self._alarms = self._alarms, []
+        for alarm in alarms:
+            watchdog.of(self.device).disarm(alarm)
         self.stream.launches.discard(self)
         self.windows.close()
         self.device.memory.unpin(list(self.used.values()))

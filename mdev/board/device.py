@@ -48,7 +48,7 @@ from mdev.errors import AclError
 from mdev import status as S
 from mdev.board.engines import Engine
 from mdev.board.hbm import DeviceMemory
-from mdev.board.naming import BoardPaths, create_fresh, tag_of
+from mdev.naming import BoardPaths, create_fresh, tag_of
 from mdev.board.slots import Lender, SlotPool
 from mdev.board.stream import ContextState, DeviceStream
 from mdev.board.tasktable import OPS, TaskFault
@@ -304,6 +304,17 @@ class Device:
             stream.aborting = False
             self.complete(stream, max(upto, int(self.control.stream_done[slot])), 0, "")
 
+    def rpc_end_stream(self, conn, req, slot: int, upto: int) -> None:
+        """aclrtDestroyStreamForce, ahead of the destroy: the head task ends (mdev.board.stream:
+        DeviceStream.end), the queue behind it is dropped; its host waits for that end."""
+        stream = self.own_stream(conn, slot)
+        stream.end(upto, E.ACL_ERROR_RT_STREAM_ABORT, f"stream {stream.stream_id} was destroyed")
+        with self.progress:
+            self.progress.notify_all()
+        if not stream.pending():
+            stream.aborting = False
+            self.complete(stream, max(upto, int(self.control.stream_done[slot])), 0, "")
+
     def rpc_stop(self, conn, req, slot: int) -> None:
         """aclrtStreamStop: the running kernel is stopped (cut off memory), queued tasks stay;
         the stream reports ACL_ERROR_RT_INTERNAL_ERROR at its next synchronisation."""
@@ -357,24 +368,30 @@ class Device:
 
     def _settle(self, waiter: SyncWaiter) -> bool:
         """Reply to ``waiter`` if all its targets are done (call with the lock held)."""
-        done, err = self.control.stream_done, self.control.stream_err
+        done = self.control.stream_done
         if any(int(done[slot]) < seq for slot, seq in waiter.targets):
             return False
         code, message = 0, ""
         for slot, _ in waiter.targets:
-            if err[slot] and not code:
-                stream = self.streams.get(slot)
-                code = int(err[slot])
-                message = stream.error_message if stream else ""
-            if err[slot] and waiter.consume and not self._stopped(slot):
-                err[slot] = 0
+            failure = self.stream_failure(slot, waiter.consume)
+            if failure[0] and not code:
+                code, message = failure
         main = self.main_conns.get(waiter.conn.client)
         waiter.conn.send(("r", waiter.req, 0, (code, message, main.sent if main else 0)))
         return True
 
-    def _stopped(self, slot: int) -> bool:
+    def stream_failure(self, slot: int, consume: bool) -> tuple[int, str]:
+        """(code, message) of the failure stream ``slot`` holds, (0, "") if none; ``consume``
+        clears it, as a synchronisation does -- except on a stopped context's streams, which
+        keep reporting it (call with the lock held)."""
+        err = self.control.stream_err
+        code = int(err[slot])
+        if not code:
+            return 0, ""
         stream = self.streams.get(slot)
-        return bool(stream and stream.context.stopped)
+        if consume and not (stream and stream.context.stopped):
+            err[slot] = 0
+        return code, stream.error_message if stream else ""
 
     # ------------------------------------------------------------------ events and notifies
     def _take_slot(self, table: dict, free: SlotPool, owners: dict, client: int,

@@ -21,10 +21,10 @@ import os
 import signal
 import sys
 
-from mdev.board import residence
+from mdev import residence
 from mdev.board.proctitle import name_process
 from mdev.board.device import Device
-from mdev.board.naming import BoardPaths
+from mdev.naming import BoardPaths
 from mdev.board.serving import Server
 # each registers its ops and requests when imported
 from mdev.board import (cntnotify, collectives, graphs, kernels, native, operators, overflow,  # noqa: F401

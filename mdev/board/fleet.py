@@ -23,7 +23,7 @@ import time
 
 from mdev import errors as E
 from mdev.board import device_process
-from mdev.board.naming import BoardPaths
+from mdev.naming import BoardPaths
 from mdev.errors import AclError
 
 READY_TIMEOUT = 60.0

@@ -36,7 +36,7 @@ from mdev import protocol
 from mdev import errors as E
 from mdev.errors import AclError
 from mdev import status as S
-from mdev.board.naming import BoardPaths, tag_of
+from mdev.naming import BoardPaths, tag_of
 from mdev.board.tasktable import TaskFault, dma_fault
 from mdev.board.windows import WindowPool
 from mdev.memory import address

@@ -31,7 +31,6 @@ from mdev.errors import AclError
 from mdev.kernel.api import Kernel
 from mdev.kernel import params
 from mdev.board.block import TIMEOUT_CODES, BlockContext, KernelFault, KernelStopped, KernelTrap, Launch
-from mdev.board.watchdog import Watchdog
 from mdev.memory import address
 
 if TYPE_CHECKING:
@@ -49,10 +48,6 @@ def per_device(device: "Device", name: str, make: Callable[[], object]):
             helper = make()
             setattr(device, name, helper)
         return helper
-
-
-def _watchdog(device: "Device") -> Watchdog:
-    return per_device(device, "watchdog", Watchdog)
 
 
 def _minder(device: "Device") -> "_Minder":
@@ -119,7 +114,7 @@ def kernel(device: "Device", stream: "DeviceStream", fid: int, num_blocks: int, 
         raise TaskFault(E.ACL_ERROR_RT_KERNEL_LOOKUP, f"kernel {fid} is not loaded on device {device.index}")
     scratch: list[int] = []
     deadline = time.monotonic() + timeout_s if timeout_s else None
-    launch = alarm = None
+    launch = None
     try:
         try:
             values = _arguments(device, stream, kernel, args_kind, args, placeholders, scratch)
@@ -128,9 +123,11 @@ def kernel(device: "Device", stream: "DeviceStream", fid: int, num_blocks: int, 
         launch = Launch(device, stream, num_blocks, pinned, stream.client, kernel.name, deadline,
                         watch=sanitize.watching(device, stream.client), core=kernel.core, scratch=scratch)
         launch.start(values)
-        if deadline is not None:     # the op execute timeout: stopped when it runs longer
-            why = f"kernel {kernel.name} ran longer than its {timeout_s} s execute timeout"
-            alarm = _watchdog(device).arm(deadline, lambda: launch.stop(TIMEOUT_CODES[kernel.core], why))
+        if timeout_s:     # the op execute timeout: stopped when it runs longer
+            launch.stop_after(timeout_s, TIMEOUT_CODES[kernel.core],
+                              f"kernel {kernel.name} ran longer than its {timeout_s} s execute timeout")
+        if stream.ending is not None:   # a forced destroy came first (after start(): it or this sees the other)
+            launch.stop_after(*stream.ending)
         engine = device.engines[kernel.engine]
         width = max(1, min(num_blocks, limit, engine.slots))
         if kernel.vectorized:
@@ -147,8 +144,6 @@ def kernel(device: "Device", stream: "DeviceStream", fid: int, num_blocks: int, 
         if launch.stopped[0]:
             raise TaskFault(*launch.stopped) from None     # whatever its blocks did after the stop
     finally:
-        if alarm is not None:
-            _watchdog(device).disarm(alarm)
         if launch is not None:
             if launch.accesses is not None:
                 sanitize.report(device, stream, launch.accesses, launch.fault)

@@ -2,7 +2,7 @@
 
 Starting runs the supervisor as a detached process (its own session, so the board
 outlives the program that started it on demand) and waits until it is ready to serve.
-The board's lock (mdev.board.residence) makes it one supervisor per name: a starter
+The board's lock (mdev.residence) makes it one supervisor per name: a starter
 takes it, clears what a dead predecessor left, and hands it to the supervisor, which
 holds it until it exits; a starter that finds it held waits for that board to answer and
 never removes anything.  The board description goes by file (``BoardPaths.topology``, in
@@ -19,8 +19,8 @@ import sys
 import time
 
 from mdev import protocol
-from mdev.board import residence
-from mdev.board.naming import BoardPaths, read_private
+from mdev import residence
+from mdev.naming import BoardPaths, read_private
 from mdev.memory import address
 
 START_TIMEOUT = 60.0
@@ -32,7 +32,7 @@ class BoardError(Exception):
 
 def resolve_topology(spec: str | None = None, devices: int | None = None, hbm: int | None = None):
     """A Topology from a file path or preset name (default: the 8-device preset), with overrides."""
-    import topology
+    from mdev import topology
 
     topo = topology.resolve(spec or os.environ.get("MDEV_TOPOLOGY") or None)
     if devices is not None or hbm is not None:
@@ -212,7 +212,7 @@ def write_topology(paths: BoardPaths, topo) -> None:
 
 def read_topology(paths: BoardPaths):
     """The Topology a running board was started with."""
-    import topology
+    from mdev import topology
 
     try:
         text = paths.topology.read_text()

@@ -48,6 +48,7 @@ ELF_MAGIC = b"\x7fELF"
 REQ_LOAD, REQ_RUN, REQ_UNLOAD = 1, 2, 3
 POLL_S = 0.05            # a stop reaches a thread waiting for its runner within this
 STOP_GRACE_S = 0.2       # how long a stopped launch may still take to end by itself
+READ_AHEAD = 4096        # what one receive of a reply asks for
 _build_lock = threading.Lock()
 _runner_path: Path | None = None
 
@@ -107,6 +108,7 @@ class Runner:
         self.sock = ours
         self.sock.settimeout(POLL_S)
         self.loaded: set[int] = set()
+        self._got = b""          # bytes of the reply received beyond what was read so far
 
     def send(self, kind: int, payload: bytes, fds: list[int] = ()) -> None:
         header = struct.pack("<II", kind, len(payload))
@@ -120,11 +122,12 @@ class Runner:
             raise RunnerDied(f"the kernel runner is gone ({exc})") from None
 
     def read(self, n: int) -> bytes:
-        """n bytes of the reply, waiting in POLL_S steps (a stop interrupts between them)."""
-        chunks, left = [], n
-        while left:
+        """n bytes of the reply, waiting in POLL_S steps (a stop interrupts between them).
+        A receive takes what is there, up to READ_AHEAD (the runner writes a short reply
+        at once): the rest of the reply is then read without another call."""
+        while len(self._got) < n:
             try:
-                chunk = self.sock.recv(left)
+                chunk = self.sock.recv(max(n - len(self._got), READ_AHEAD))
             except socket.timeout:
                 continue
             except OSError as exc:
@@ -132,9 +135,9 @@ class Runner:
             if not chunk:
                 code = self.proc.poll()
                 raise RunnerDied(f"the kernel runner ended (exit status {code})")
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
+            self._got += chunk       # kept at once: a stop may interrupt, finish() reads on
+        got, self._got = self._got[:n], self._got[n:]
+        return got
 
     def reply(self) -> tuple[int, bytes]:
         status, length = struct.unpack("<II", self.read(8))
@@ -158,6 +161,8 @@ class Runner:
 
     def finish(self, grace_s: float) -> tuple | None:
         """The reply of the launch running, if it comes within ``grace_s``; None if not."""
+        if self._got:
+            return self._done()
         self.sock.settimeout(grace_s)
         try:
             ready = self.sock.recv(1, socket.MSG_PEEK)
@@ -199,18 +204,26 @@ class Runner:
 
 class Runners:
     """The runners of one device: idle ones are kept for the next launch; an image unloaded
-    from the device is unloaded from each runner when it is idle."""
+    from the device is unloaded from each runner when it is idle (its id is remembered only
+    while a runner still holds it)."""
 
     def __init__(self) -> None:
         self._idle: list[Runner] = []
-        self._gone: set[int] = set()        # ids of images unloaded from the device
+        self._live: set[Runner] = set()     # idle or running a launch
+        self._gone: set[int] = set()        # ids of images unloaded from the device, still in a live runner
         self._lock = threading.Lock()
 
     def take(self) -> Runner:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
-        return Runner()
+        try:
+            runner = Runner()
+        except OSError as exc:
+            raise RunnerDied(f"cannot start a kernel runner: {exc}") from None
+        with self._lock:
+            self._live.add(runner)
+        return runner
 
     def give(self, runner: Runner) -> None:
         with self._lock:
@@ -219,10 +232,23 @@ class Runners:
             for image_id in stale:
                 runner.unload(image_id)
         except RunnerDied:
-            runner.kill()
+            self.drop(runner)
             return
         with self._lock:
             self._idle.append(runner)
+            self._forget_unheld()
+
+    def drop(self, runner: Runner) -> None:
+        """A runner that died, or was stopped with its launch: killed, and gone from the pool."""
+        runner.kill()
+        with self._lock:
+            self._live.discard(runner)
+            self._forget_unheld()
+
+    def _forget_unheld(self) -> None:
+        """(with the lock) Forget unloaded images no live runner holds any more."""
+        if self._gone:
+            self._gone &= set().union(*(r.loaded for r in self._live))
 
     def forget(self, image_id: int) -> None:
         with self._lock:
@@ -265,9 +291,9 @@ class NativeKernel(Kernel):
             if value and self.pointers >> i & 1:
                 maps.append((i, *self._translate(launch, value)))
         pool = runners(self.device)
-        runner = pool.take()
-        stop = None
-        try:
+        runner = stop = None
+        try:     # a stop may come at any instruction: a runner taken is given back or dropped
+            runner = pool.take()
             try:
                 reply = runner.run(self.image, self.index, ctx.block_num, list(slots), maps)
             except KernelStopped as exc:
@@ -276,13 +302,15 @@ class NativeKernel(Kernel):
                 stop = exc
                 reply = runner.finish(STOP_GRACE_S)
         except RunnerDied as exc:
-            runner.kill()
+            if runner is not None:
+                pool.drop(runner)
             raise KernelFault(f"kernel {self.name}: {exc}", self.core) from None
         except BaseException:
-            runner.kill()
+            if runner is not None:
+                pool.drop(runner)
             raise
         if reply is None:
-            runner.kill()
+            pool.drop(runner)
             raise stop
         pool.give(runner)
         status, block, _, message, output, cut, (bad, bad_bytes) = reply
@@ -327,15 +355,19 @@ def load_native(device: "Device", conn, data: bytes, filename: str) -> tuple[int
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{filename} is not a device image (an ELF shared object)")
     image = Image(device.new_fid(), data, filename)
     pool = runners(device)
-    runner = pool.take()
+    try:
+        runner = pool.take()
+    except RunnerDied as exc:
+        raise AclError(E.ACL_ERROR_RT_INTERNAL_ERROR, f"cannot load {filename}: {exc}") from None
     try:
         runner.load(image)
     except RunnerDied as exc:
-        runner.kill()
+        pool.drop(runner)
         raise AclError(E.ACL_ERROR_RT_INTERNAL_ERROR, f"cannot load {filename}: {exc}") from None
-    finally:
-        if runner.proc.returncode is None:
-            pool.give(runner)
+    except BaseException:
+        pool.give(runner)       # it refused the image (AclError) and serves on
+        raise
+    pool.give(runner)
     with device.lock:
         entries = []
         for index in range(len(image.kernels)):

@@ -11,6 +11,12 @@ memory mappings of its running kernel launches (mdev.board.windows): from then o
 write nowhere.  Destroying also waits for its running copies, memsets and other
 non-kernel tasks, which end within a chunk of work or notice the stream is gone.
 
+A forced destroy (``end``) first drops what is queued behind the stream's head task and
+lets that one end: on an NPU it is on its core by the time the destroy takes effect, and a
+short kernel is done (the CANN samples print what a kernel launched just before
+aclrtDestroyStreamForce read).  A kernel launch there is stopped END_GRACE_S after it
+started; a wait gives up at once.
+
 The device (mdev.board.device) makes its streams and imports this module; a stream knows
 its device only as the ``TaskRunner`` it runs tasks and completes them with.
 """
@@ -25,6 +31,8 @@ from typing import Protocol
 
 from mdev import constants as C
 from mdev.taskspec import KERNEL_OPS
+
+END_GRACE_S = 0.5       # how long a forced destroy lets the kernel at the stream's head run
 
 
 class TaskRunner(Protocol):
@@ -86,6 +94,7 @@ class DeviceStream:
         self._cond = _LockCondition(self._lock)
         self._closed = False
         self.aborting = False
+        self.ending: tuple[float, int, str] | None = None     # forced destroy: stop_after's arguments
         self._thread: threading.Thread | None = None
         self.running_task = None
         self.launches: set = set()   # kernel launches running for this stream (graph lanes too)
@@ -142,6 +151,19 @@ class DeviceStream:
             dropped = len(self._queue) - len(kept)
             self._queue = kept
         return dropped
+
+    def end(self, upto: int, code: int, why: str) -> None:
+        """A forced destroy: the tasks with seq <= upto queued behind the head are dropped; the
+        head (running, or first in line) runs on, a kernel launch for END_GRACE_S from its
+        start, after which it is stopped with ``code``; a wait is interrupted."""
+        with self._cond:
+            self.drop_upto = max(self.drop_upto, upto)
+            head = 1 if self.running_task is None and self._queue else 0
+            self._queue = collections.deque(t for i, t in enumerate(self._queue) if i < head or t[0] > upto)
+            self.ending = (END_GRACE_S, code, why)
+            self.aborting = True
+        for launch in list(self.launches):
+            launch.stop_after(END_GRACE_S, code, why)
 
     @property
     def interrupted(self) -> bool:

@@ -13,7 +13,7 @@ it grants (the exporting device checks the seal before an importer touches the m
 segments (unlinked when the client dies), watches client liveness, restarts a dead
 device on request (telling its peers to drop their mappings of the dead one's memory),
 and stops the board on request or, for a board started on demand, once it has been idle
-for a while.  It holds the board's lock (mdev.board.residence) from its launcher's start
+for a while.  It holds the board's lock (mdev.residence) from its launcher's start
 to its exit: one supervisor per board name.  On stop it removes every segment and file
 of the board, the lock file last; if it dies instead, its devices do (device_process.main).
 """
@@ -39,13 +39,13 @@ import psutil
 from mdev import __version__, protocol
 from mdev import errors as E
 from mdev.errors import AclError
-from mdev.board import residence
+from mdev import residence
 from mdev import status as S
 from mdev.board.fleet import Fleet
 from mdev.procfs import process_gone
 from mdev.board.ipc_registry import IpcRegistry
-from mdev.board import naming
-from mdev.board.naming import BoardPaths
+from mdev import naming
+from mdev.naming import BoardPaths
 from mdev.board.proctitle import name_process
 from mdev.memory import segment
 
@@ -430,7 +430,7 @@ class Supervisor:
 
 
 def main(argv: list[str] | None = None) -> None:
-    import topology
+    from mdev import topology
 
     parser = argparse.ArgumentParser(prog="mdev-supervisor")
     parser.add_argument("--name", required=True)
@@ -439,7 +439,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--idle-timeout", type=float, default=5.0)
     parser.add_argument("--ready-fd", type=int)
     parser.add_argument("--lock-fd", type=int, required=True,
-                        help="the board's lock (mdev.board.residence), taken by the launcher")
+                        help="the board's lock (mdev.residence), taken by the launcher")
     parser.add_argument("--owner-pid", type=int, help="stop when this process exits")
     parser.add_argument("--eager", action="store_true", help="start every node's devices now, not at "
                                                              "the node's first attach")

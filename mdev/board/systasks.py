@@ -7,7 +7,7 @@
                   (seed, 16-byte counter); the counter in device memory advances by ``num``
 
 Operands arrive as locations resolved and bounds-checked by the host (see
-``mdev.runtime.systasks``).  Parameters that live in device memory (``isAddr`` in
+``mdev.runtime.execution.systasks``).  Parameters that live in device memory (``isAddr`` in
 aclrtRandomParaInfo) are read here, when the task runs, so a value written by an earlier
 task of the stream counts.
 """

@@ -12,6 +12,7 @@ synchronisation).  Memory operands arrive as locations resolved by the host:
 
 from __future__ import annotations
 
+import math
 import time
 from typing import TYPE_CHECKING
 
@@ -87,23 +88,54 @@ def copy_strided(device: "Device", stream: "DeviceStream", dst: tuple, dst_strid
     operator library's view copies run.  The source may repeat elements (a stride of 0),
     the destination may not: its bytes bound the work."""
     out = _tensor(device, stream, dst, shape, dst_strides, data_type, True)
-    if out.size * out.itemsize > tensor_extent(shape, dst_strides, data_type):
-        raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"copy_strided: the destination's elements overlap "
-                        f"(shape {shape!r:.60}, strides {dst_strides!r:.60})")
+    if overlaps(shape, dst_strides):
+        raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"copy_strided: two of the destination's elements share a "
+                        f"location (shape {shape!r:.60}, strides {dst_strides!r:.60})")
     np.copyto(out, _tensor(device, stream, src, shape, src_strides, data_type, False))
     device.wake()
 
 
-def _tensor(device: "Device", stream: "DeviceStream", where: tuple, shape: tuple, strides: tuple,
-            data_type: int, write: bool) -> np.ndarray:
-    """The elements of a tensor operand as a strided view of its bytes, which are checked
-    first (the view reaches no byte outside them)."""
-    if not (len(shape) == len(strides) and all(type(n) is int and n >= 0 for n in (*shape, *strides))
-            and data_type in dtypes.DTYPES):
+def tensor_bytes(device: "Device", stream: "DeviceStream", where: tuple, shape: tuple, strides: tuple,
+                 data_type: int, write: bool) -> np.ndarray:
+    """The bytes a tensor operand spans (uint8), once it is checked to be a tensor: a view of
+    them reaches no byte outside.  A broadcast view (a stride of 0) may have more elements
+    than bytes, never more than a whole HBM could hold: the bound keeps a hostile shape from
+    holding the device (the copy tasks' and the operator tasks' tensors alike)."""
+    if not (type(shape) is tuple and type(strides) is tuple and len(shape) == len(strides)
+            and all(type(n) is int and n >= 0 for n in (*shape, *strides)) and data_type in dtypes.DTYPES):
         raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"tensor operand: shape {shape!r:.60}, strides "
                         f"{strides!r:.60}, data type {data_type!r:.20} are not a tensor's")
+    if math.prod(shape) > device.memory.hbm.size:
+        raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"tensor operand of shape {shape!r:.60} has more elements "
+                        f"than device {device.index}'s HBM has bytes")
+    return device.memory.view(where, tensor_extent(shape, strides, data_type), stream, write=write)
+
+
+def overlaps(shape: tuple, strides: tuple) -> bool:
+    """Whether two elements of a tensor (strides in elements, none below zero) share a
+    location.  Strides that nest (each above the span of the smaller ones) answer at once;
+    any other layout is settled by its offsets, as a copy into it touches each anyway."""
+    dims = sorted((s, n) for n, s in zip(shape, strides) if n != 1)
+    if any(n == 0 for _, n in dims):
+        return False
+    span = 0
+    for stride, n in dims:
+        if stride <= span:
+            break
+        span += stride * (n - 1)
+    else:
+        return False
+    offsets = np.zeros(1, np.int64)
+    for stride, n in dims:
+        offsets = (offsets[:, None] + stride * np.arange(n, dtype=np.int64)).ravel()
+    return len(np.unique(offsets)) < len(offsets)
+
+
+def _tensor(device: "Device", stream: "DeviceStream", where: tuple, shape: tuple, strides: tuple,
+            data_type: int, write: bool) -> np.ndarray:
+    """The elements of a tensor operand as a strided view of its bytes (tensor_bytes)."""
+    raw = tensor_bytes(device, stream, where, shape, strides, data_type, write)
     dtype = dtypes.storage(data_type)
-    raw = device.memory.view(where, tensor_extent(shape, strides, data_type), stream, write=write)
     return np.lib.stride_tricks.as_strided(raw.view(dtype), shape=shape,
                                            strides=tuple(s * dtype.itemsize for s in strides))
 
@@ -288,14 +320,9 @@ def take_over_failure(device: "Device", stream: "DeviceStream", follow: tuple) -
         if side is None or side.stream_id != stream_id or side.client != stream.client:
             raise TaskFault(E.ACL_ERROR_RT_STREAM_ABORT, f"stream {stream_id} that stream {stream.stream_id} "
                             "joins is gone (its communicator was destroyed)")
-        errors = device.control.stream_err
-        code = int(errors[slot])
-        if not code:
-            return
-        message = side.error_message
-        if not side.context.stopped:          # a stopped context's streams keep reporting (as _settle)
-            errors[slot] = 0
-    raise TaskFault(code, message)
+        code, message = device.stream_failure(slot, consume=True)
+    if code:
+        raise TaskFault(code, message)
 
 
 # a collective's task fails with the aclError of the HcclResult in the communicator's error

@@ -6,6 +6,7 @@ is stopped (as a teardown stops it) and fails with its core's timeout code.
 
 One thread serves every launch of the device, so a deadline costs a heap push, not a timer
 thread per launch (every launch has one: the process's op execute timeout, 1091 s unless set).
+A forced stream destroy gives its running launch a deadline the same way (mdev.board.stream).
 """
 
 from __future__ import annotations
@@ -15,6 +16,18 @@ import itertools
 import threading
 import time
 from typing import Callable
+
+
+_made = threading.Lock()
+
+
+def of(device) -> "Watchdog":
+    """The device's watchdog, made on first use."""
+    with _made:
+        dog = getattr(device, "watchdog", None)
+        if dog is None:
+            dog = device.watchdog = Watchdog()
+        return dog
 
 
 class Watchdog:
@@ -41,6 +54,12 @@ class Watchdog:
     def disarm(self, ticket: int) -> None:
         with self._cond:
             self._live.discard(ticket)
+            # a disarmed deadline leaves the heap only when it comes to the top, and every
+            # launch arms one 1091 s ahead: without this the heap held every launch of the
+            # last 18 minutes
+            if len(self._heap) > 2 * len(self._live) + 64:
+                self._heap = [entry for entry in self._heap if entry[1] in self._live]
+                heapq.heapify(self._heap)
 
     def _run(self) -> None:
         while True:

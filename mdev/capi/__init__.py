@@ -1,6 +1,7 @@
 """The C face: mdev's CANN headers, and the C libraries behind them.
 
-    C/C++ program --> lib64/libascendcl.so, lib64/libhccl.so  (entry points generated from functions.tsv)
+    C/C++ program --> lib64/libascendcl.so, lib64/libhccl.so  (entry points generated from functions.tsv;
+                      lib64/libopapi.so + libnnopbase.so: the operator library, from mdev/operators.py)
                   --> lib64/libmdev_client.so (a slot per C thread in memory shared with...)
                   --> mdev.capi.agent        (...the program's host agent: mdev's own Python, its own
                                               process; or, in a Python program running mdev itself,
@@ -17,6 +18,8 @@
                     and the layout of the memory it shares with the program
     adapter         entry(name): each function marshalled onto its runtime implementation
     special         the hand-written adapters (hccl_special: libhccl.so's);  structs: ctypes mirrors
+    opapi           libopapi.so's functions, from mdev/operators.py;  nnopbase: libnnopbase.so's
+                    descriptors read or unpacked;  op_compiler: libacl_op_compiler.so's
     cmemory         the caller's memory and C functions from Python;  failures: NULL outputs, 200001
     cann_home       the CANN-shaped tree (``mdev cann-home``);  soc: the board's SoC for setenv.bash
 

@@ -8,20 +8,26 @@
                                                                     in a Python program running mdev)
     functions.tsv --generate--> src/acl_entries.c --------------> lib64/libascendcl.so
                                                                     libacl_rt.so, libacl_rt_impl.so
-                                                                    (links to libascendcl.so)
-                  (hccl/ functions) src/hccl_entries.c -----------> lib64/libhccl.so
-                  (acl/acl_prof.h) src/prof_entries.c ------------> lib64/libmsprofiler.so
-                                                                    (all link libmdev_client.so)
-    (no entry points of its own) -------------------------------> lib64/libhcomm.so (needs libhccl.so)
+                  (acl/acl_op_compiler.h) ----------------------> lib64/libacl_op_compiler.so
+                  (acl/acl_prof.h) src/prof_entries.c ----------> lib64/libmsprofiler.so (aclprof*)
+                  (hccl/ functions) src/hccl_entries.c ---------> lib64/libhccl.so
+    csrc/mdev_empty.c, needing libhccl.so ----------------------> lib64/libhcomm.so
+    csrc/mdev_nnopbase.c (descriptors) + (aclnn/ executor functions) --> lib64/libnnopbase.so
+    mdev/operators.py --opapi--> src/opapi_entries.c -----------> lib64/libopapi.so (the operators)
+    csrc/mdev_profapi.c, mdev_rts.c ----------------------------> lib64/libprofapi.so, libruntime.so
+    csrc/mdev_atb.c (ATB's C++ names, no kernels) ---------------> lib64/libatb.so
+    csrc/mdev_empty.c ------------------------------------------> lib64/libge_runner.so, libgraph.so,
+                                                                    libacl_tdt_channel.so
 
-One library answers to the three names CANN programs link (its SONAME is libascendcl.so,
-so a program linking any of them loads it once).  A library may need others (``needs``,
-linked whether or not it calls them, so that ``dlsym`` through its handle finds their
-functions, as through CANN's: libascendcl.so needs libmsprofiler.so for the ``aclprof*``
-functions, libhcomm.so libhccl.so for ``HcclGroupStart`` / ``HcclGroupEnd``).  Everything is compiled with
-``-Wall -Wextra -Werror``; the generated C is written next to the libraries (``src/``),
-never into the source tree.  A build whose inputs (sources, interpreter, flags) have not
-changed is skipped, so refreshing a tree is quick.
+Each library depends (NEEDED) on the libraries that hold what programs look up through its
+handle, as CANN's do: torch_npu dlsyms aclrtGetSysParamOpt through libacl_op_compiler.so's
+handle, HcclGroupStart / HcclGroupEnd through libhcomm.so's and aclprof* through
+libascendcl.so's (which needs libmsprofiler.so), and links Msprof* and rt* symbols that
+CANN's libascendcl.so reaches through libprofapi.so and libruntime.so.  One library answers
+to the three names CANN programs link libascendcl.so by (its SONAME is libascendcl.so, so a
+program linking any of them loads it once).  Everything is compiled with ``-Wall -Wextra -Werror``; the generated C is written
+next to the libraries (``src/``), never into the source tree.  A build whose inputs
+(sources, interpreter, flags) have not changed is skipped, so refreshing a tree is quick.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import mdev
-from mdev.capi import generate, include_dir, prototypes
+from mdev.capi import generate, include_dir, opapi, prototypes
 
 CSRC = Path(__file__).resolve().parent / "csrc"
 FLAGS = ["-std=c11", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wall", "-Wextra", "-Werror"]
@@ -48,33 +54,53 @@ CLIENT = "libmdev_client.so"
 
 @dataclass(frozen=True)
 class Library:
-    """A shared library over one face (or none): its entry points, its name, the names it also
-    answers to and the libraries of the tree it needs (built before it)."""
-    face: generate.Face | None
+    """A shared library: entry points over a face, C of its own (csrc/``source``), or both; its
+    name, the names it also answers to, and the libraries it depends on."""
     name: str
+    face: generate.Face | None = None
+    source: str | None = None
     aliases: tuple[str, ...] = ()
     needs: tuple[str, ...] = ()
 
 
-PROFILER_HEADER = "acl/acl_prof.h"
-# HCCL's companions: the profiling API hccl_test links (-lmsprofiler), and the library
-# torch_npu looks HcclGroupStart / HcclGroupEnd up in
-HCCL_COMPANIONS = (
-    Library(generate.Face("prof", "mdev.capi.adapter", (PROFILER_HEADER,), prototypes.declared_by(PROFILER_HEADER)),
-            "libmsprofiler.so"),
-)
-HCCL_DEPENDENTS = (Library(None, "libhcomm.so", needs=("hccl",)),)
+def _declared(*headers: str) -> tuple[prototypes.CFunction, ...]:
+    return tuple(f for f in prototypes.functions() if f.header in headers)
+
+
+_OP_COMPILER = "acl/acl_op_compiler.h"
+PROFILER = "acl/acl_prof.h"          # libmsprofiler.so's, not libascendcl.so's
+_ACL = tuple(f for f in prototypes.declared_in("acl") if f.header not in (_OP_COMPILER, PROFILER))
+_EMPTY = "mdev_empty.c"
+# HCCL's companions: the profiling API hccl_test links (-lmsprofiler), and the library torch_npu
+# looks HcclGroupStart / HcclGroupEnd up in
+_PROFILER = Library("libmsprofiler.so", generate.Face("prof", "mdev.capi.adapter", (PROFILER,), _declared(PROFILER)))
+_HCOMM = Library("libhcomm.so", source=_EMPTY, needs=("libhccl.so",))
 
 # every face goes through the one libmdev_client.so of the process (one host agent, or one
-# embedded interpreter), so HCCL's calls see the devices, memory and streams the program made
-# through libascendcl.so
-LIBRARIES = HCCL_COMPANIONS + (
-    Library(generate.Face("acl", "mdev.capi.adapter", ("acl/acl.h", "acl/acl_rt_allocator.h"),
-                          prototypes.declared_in("acl", but=(PROFILER_HEADER,))),
-            "libascendcl.so", ("libacl_rt.so", "libacl_rt_impl.so"), needs=("msprofiler",)),
-    Library(generate.Face("hccl", "mdev.capi.adapter", ("hccl/hccl.h",), prototypes.declared_in("hccl")),
-            "libhccl.so"),
-) + HCCL_DEPENDENTS
+# embedded interpreter), so HCCL's and the operators' calls see the devices, memory and
+# streams the program made through libascendcl.so; in dependency order
+LIBRARIES = (
+    Library("libprofapi.so", source="mdev_profapi.c"),
+    Library("libruntime.so", source="mdev_rts.c"),
+    _PROFILER,
+    Library("libascendcl.so", generate.Face("acl", "mdev.capi.adapter", ("acl/acl.h", "acl/acl_rt_allocator.h"), _ACL),
+            aliases=("libacl_rt.so", "libacl_rt_impl.so"),
+            needs=("libprofapi.so", "libruntime.so", "libmsprofiler.so")),
+    Library("libacl_op_compiler.so", generate.Face("op_compiler", "mdev.capi.adapter", (_OP_COMPILER,),
+                                                   _declared(_OP_COMPILER)), needs=("libascendcl.so",)),
+    Library("libhccl.so", generate.Face("hccl", "mdev.capi.adapter", ("hccl/hccl.h",), prototypes.declared_in("hccl"))),
+    _HCOMM,
+    Library("libnnopbase.so", generate.Face("nnopbase", "mdev.capi.adapter", ("aclnn/acl_meta.h",),
+                                            tuple(f for f in prototypes.declared_in("aclnn") if "Executor" in f.name)),
+            source="mdev_nnopbase.c"),
+    Library("libopapi.so", generate.Face("opapi", "mdev.capi.adapter", (opapi.HEADER, opapi.MISSING_HEADER),
+                                         opapi.functions(), opapi.packing), needs=("libnnopbase.so", "libascendcl.so")),
+    # loaded by name (NEEDED by torch_npu's libraries): CANN's graph engine, data channel and
+    # transformer-kernel libraries, whose functions mdev does not have
+    *(Library(name, source=_EMPTY, needs=("libascendcl.so",))
+      for name in ("libge_runner.so", "libgraph.so", "libacl_tdt_channel.so")),
+    Library("libatb.so", source="mdev_atb.c", needs=("libascendcl.so",)),
+)
 
 
 class BuildError(Exception):
@@ -120,13 +146,22 @@ def build(lib_dir: Path, src_dir: Path) -> bool:
                   "-o", str(lib_dir / EMBED), f"-Wl,-soname,{EMBED}", *py_link], EMBED),
                 ([cc, *CLIENT_FLAGS, f"-I{src_dir}", str(src_dir / "mdev_client.c"), "-o", str(lib_dir / CLIENT),
                   f"-Wl,-soname,{CLIENT}", "-ldl", "-lpthread"], CLIENT)]
+    sources[opapi.HEADER] = opapi.header()
+    sources[opapi.MISSING_HEADER] = opapi.missing_header()
     for library in LIBRARIES:
-        source = f"{(library.face.name if library.face else library.name.split('.')[0])}_entries.c"
-        sources[source] = generate.entry_points(library.face) if library.face else generate.no_entries(library.name)
-        needed = ["-Wl,--no-as-needed", *(f"-l{n}" for n in library.needs), "-Wl,--as-needed"] if library.needs else []
-        commands.append(([cc, *FLAGS, f"-I{include_dir()}", f"-I{src_dir}", str(src_dir / source),
+        files, link = [], []
+        if library.face is not None:
+            files.append(f"{library.face.name}_entries.c")
+            sources[files[-1]] = generate.entry_points(library.face)
+            link = ["-lmdev_client"]
+        if library.source is not None:
+            files.append(library.source)
+            sources[files[-1]] = (CSRC / library.source).read_text()
+        needs = ["-Wl,--no-as-needed", *(f"-l{n[3:-3]}" for n in library.needs), "-Wl,--as-needed"] \
+            if library.needs else []
+        commands.append(([cc, *CLIENT_FLAGS, f"-I{include_dir()}", f"-I{src_dir}", *(str(src_dir / f) for f in files),
                           "-o", str(lib_dir / library.name), f"-Wl,-soname,{library.name}", f"-L{lib_dir}",
-                          *needed, "-lmdev_client", "-Wl,-rpath,$ORIGIN"], library.name))
+                          *link, *needs, "-Wl,-rpath,$ORIGIN"], library.name))
     headers = sorted((p.name, p.read_text()) for p in include_dir().rglob("*.h"))
     stamp = hashlib.sha256(repr((sorted(sources.items()), commands, headers)).encode()).hexdigest()
     stamp_file = lib_dir / ".mdev-build"
@@ -136,6 +171,7 @@ def build(lib_dir: Path, src_dir: Path) -> bool:
     lib_dir.mkdir(parents=True, exist_ok=True)
     src_dir.mkdir(parents=True, exist_ok=True)
     for name, text in sources.items():
+        (src_dir / name).parent.mkdir(parents=True, exist_ok=True)
         (src_dir / name).write_text(text)
     # build under temporary names, then rename: a program running from the tree keeps its copy
     for command, name in commands:

@@ -1,7 +1,8 @@
 """The caller's memory and functions, seen from Python.
 
     input value / array   --> load(type, address), read(address, n), read_array(type, address, n),
-                              at(type, address): a copy of a structure or array
+                              at(type, address): a copy of a structure or array;
+                              gather([(address, n), ...]): many at once
     structure or string out <-- write(address, data), write_text(address, capacity, value),
                                 store_struct(address, kind, values): a runtime dict into a
                                 ctypes structure (C field names or their snake_case);
@@ -51,6 +52,11 @@ def load(kind, address: int):
 
 def read(address: int, size: int) -> bytes:
     return program().read(address, size)
+
+
+def gather(ranges: list[tuple[int, int]]) -> list[bytes]:
+    """The bytes of each (address, size), read in one go."""
+    return program().gather(ranges)
 
 
 def write(address: int, data: bytes) -> None:

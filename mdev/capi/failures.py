@@ -2,7 +2,8 @@
 
 Both set the calling thread's last error and message, as every failing API call does, in
 the codes of the function's library: aclError for acl/ functions (libascendcl.so),
-HcclResult for hccl/ ones (libhccl.so); ``codes_of`` says which.
+HcclResult for hccl/ ones (libhccl.so), aclnnStatus for the operator library's (aclnn/:
+libnnopbase.so, aclnnop/: libopapi.so); ``codes_of`` says which.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from mdev.capi.prototypes import CFunction
 from mdev.runtime import boundary
 
 # the C type of a library's status codes -> how that library reports failures
-STATUS_TYPES = {"aclError": boundary.ACL, "HcclResult": boundary.HCCL}
-_BY_DIRECTORY = {"acl": boundary.ACL, "hccl": boundary.HCCL}
+STATUS_TYPES = {"aclError": boundary.ACL, "HcclResult": boundary.HCCL, "aclnnStatus": boundary.ACLNN}
+_BY_DIRECTORY = {"acl": boundary.ACL, "hccl": boundary.HCCL, "aclnn": boundary.ACLNN, "aclnnop": boundary.ACLNN}
 
 
 def returns_status(fn: CFunction) -> bool:

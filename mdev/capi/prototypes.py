@@ -87,11 +87,14 @@ class CType:
 class Param:
     name: str
     type: CType
+    output: bool | None = None      # set where the type alone does not tell (aclOpExecutor** executor)
 
     @property
     def is_output(self) -> bool:
         """A non-const pointer to one number or handle (``aclrtStream*``, ``size_t*``,
         ``int32_t* const``) or a ``void**``: where the function stores a value it returns."""
+        if self.output is not None:
+            return self.output
         t = self.type
         if t.const_pointee or not t.stars:
             return False
@@ -186,15 +189,9 @@ def functions(tsv: Path | None = None) -> tuple[CFunction, ...]:
     return tuple(result)
 
 
-def declared_in(directory: str, but: tuple[str, ...] = ()) -> tuple[CFunction, ...]:
-    """The functions of one library's headers: those of ``directory`` ("acl", "hccl"), but
-    those of the headers ``but`` (another library's, e.g. "acl/acl_prof.h")."""
-    return tuple(f for f in functions() if f.header.split("/")[0] == directory and f.header not in but)
-
-
-def declared_by(header: str) -> tuple[CFunction, ...]:
-    """The functions of one header ("acl/acl_prof.h")."""
-    return tuple(f for f in functions() if f.header == header)
+def declared_in(directory: str) -> tuple[CFunction, ...]:
+    """The functions of one library's headers: those of ``directory`` ("acl", "hccl")."""
+    return tuple(f for f in functions() if f.header.split("/")[0] == directory)
 
 
 def by_name() -> dict[str, CFunction]:

@@ -30,7 +30,9 @@ from mdev.errors import AclError
 from mdev.capi import cmemory, structs
 from mdev.capi.failures import codes_of, null_output, unsupported
 from mdev.capi.prototypes import CFunction
-from mdev.runtime import boundary, devices, exceptions, kernels, models
+from mdev.runtime import boundary
+from mdev.runtime.devices import devices
+from mdev.runtime.execution import exceptions, kernels, models
 
 ADAPTERS: dict[str, Callable[[CFunction, Callable | None], Callable]] = {}
 # (C function, parameter) -> how its C value becomes the implementation's argument, for the
@@ -186,8 +188,8 @@ def _active_stream(fn, impl):
 
 
 # C functions returning a value (no aclError): (runtime module, function); a failure is 0
-VALUE_FUNCTIONS = {"aclDataTypeSize": ("sysinfo", "data_type_size"),
-                   "aclrtAllocatorCreateDesc": ("allocators", "allocator_create_desc"),
+VALUE_FUNCTIONS = {"aclDataTypeSize": ("devices.sysinfo", "data_type_size"),
+                   "aclrtAllocatorCreateDesc": ("memory.allocators", "allocator_create_desc"),
                    "aclrtCreateStreamConfigHandle": ("stream_config", "create_stream_config_handle")}
 
 

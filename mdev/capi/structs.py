@@ -1,12 +1,12 @@
 """The headers' structures as ctypes mirrors, and as the dicts the runtime takes and returns.
 
     C structure at an address --read--> runtime dict / list     (inputs)
-        aclrtRandomNumTaskInfo        -> random_task()          (mdev.runtime.systasks' dict)
-        aclrtPhysicalMemProp          -> mem_prop()             (mdev.runtime.vmm's dict)
+        aclrtRandomNumTaskInfo        -> random_task()          (mdev.runtime.execution.systasks' dict)
+        aclrtPhysicalMemProp          -> mem_prop()             (mdev.runtime.memory.vmm's dict)
         aclrtMemLocation, aclrtMemAccessDesc[n], aclrtPlaceHolderInfo[n]
         aclrtLaunchKernelCfg          -> launch_cfg()           [(attribute id, value)]
         aclrtBinaryLoadOptions        -> load_options()
-    aclrtMallocConfig             -> malloc_cfg()           (mdev.runtime.memops' dict)
+    aclrtMallocConfig             -> malloc_cfg()           (mdev.runtime.memory.memops' dict)
     aclrtMemcpyBatchAttr[n]       -> batch_attrs()
     runtime dict --cmemory.store_struct--> the caller's structure  (outputs: the mirrors below)
     HcclSendRecvItem[n]           read by mdev.capi.hccl_special (libhccl.so's batched send/recv)

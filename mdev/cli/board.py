@@ -7,11 +7,11 @@ import sys
 import time
 
 from mdev.board import launcher
-from mdev.board.naming import BoardPaths
+from mdev.naming import BoardPaths
 
 
 def _size(text: str) -> int:
-    import topology
+    from mdev import topology
     return topology.parse_size(text)
 
 

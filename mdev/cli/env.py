@@ -32,7 +32,7 @@ def add_parser(sub) -> None:
 
 def variables() -> dict[str, str]:
     """The variables ``mdev env`` prints, PYTHONPATH keeping what the caller has."""
-    source = str(Path(mdev.__file__).resolve().parents[1])      # holds mdev/ and topology/
+    source = str(Path(mdev.__file__).resolve().parents[1])      # holds mdev/
     path = [str(SHIM_DIR), source] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     return {"MDEV_PYTHON": sys.executable, "PYTHONPATH": os.pathsep.join(dict.fromkeys(path))}
 

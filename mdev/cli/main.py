@@ -17,10 +17,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from topology import TopologyError
+from mdev.topology import TopologyError
 
 from mdev import __version__
-from mdev.board.naming import BadBoardName, UnsafeRuntimeDir
+from mdev.naming import BadBoardName, UnsafeRuntimeDir
 from mdev.cli import bench, board, cann_home, env, run, topo, trace, whatif
 
 

@@ -32,14 +32,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from topology import TopologyError
+from mdev.topology import TopologyError
 
-from mdev.board.naming import BadBoardName, board_name
+from mdev.naming import BadBoardName, board_name
 from mdev.shim import PTH_NAME, SHIM_DIR, pth_line
 
 
 def _size(text: str) -> int:
-    import topology
+    from mdev import topology
     return topology.parse_size(text)
 
 

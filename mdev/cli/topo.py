@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-import topology
-from topology.render import render_matrix, render_nodes, render_p2p, render_path, render_summary
+from mdev import topology
+from mdev.topology.render import render_matrix, render_nodes, render_p2p, render_path, render_summary
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:

@@ -27,13 +27,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from topology import TopologyError
+from mdev.topology import TopologyError
 
 from mdev.cli import trace as trace_cli
 
 
 def _size(text: str) -> int:
-    import topology
+    from mdev import topology
     return topology.parse_size(text)
 
 

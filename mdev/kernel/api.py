@@ -11,7 +11,7 @@ returns the aclError code, for convenience).  The function itself runs in the de
 process (shipped there by value with cloudpickle), once per block with a
 :class:`~mdev.board.block.BlockContext`, or once for all blocks if ``vectorized``.
 
-Launching is the host runtime's work: ``mdev.runtime.kernels`` installs the launcher
+Launching is the host runtime's work: ``mdev.runtime.execution.kernels`` installs the launcher
 (``set_launcher``) when it is imported, which every face does.  A launch before any face
 is imported finds no runtime, hence no current context, and returns 107002 as the real
 ``<<<>>>`` does without one.

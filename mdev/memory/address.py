@@ -4,7 +4,7 @@ Device pointers are plain integers that can never be real host addresses: device
 owns ``[DEVICE_BASE + d * DEVICE_SPAN, +DEVICE_SPAN)``, above 2**48, where x86-64 and
 arm64 user space never map anything.  So any pointer can be classified by value alone.
 ``d`` is the board-global device index (a cluster's node k, local device i: see
-topology.model), so pointers of every node's devices are distinct and a device process
+mdev.topology.model), so pointers of every node's devices are distinct and a device process
 can name any device's memory.
 
     [2**48, 2**49)            1024 devices x 256 GiB

@@ -87,6 +87,18 @@ class ProgramMemory:
             self._transfer(False, _address(data), [(address, nbytes)], what)
         return bytes(data)
 
+    def gather(self, ranges: list[tuple[int, int]], what: str = "pointer") -> list[bytes]:
+        """The program's bytes of each (address, length), read together (one system call per
+        1024 ranges: a caller's many small structures cost one round into the kernel)."""
+        data = bytearray(sum(n for _, n in ranges))
+        if data:
+            self._transfer(False, _address(data), ranges, what)
+        view, out, at = bytes(data), [], 0
+        for _, n in ranges:
+            out.append(view[at:at + n])
+            at += n
+        return out
+
     def write(self, address: int, data, what: str = "pointer") -> None:
         """``data`` (bytes, or a contiguous numpy array) into the program's memory at ``address``."""
         if isinstance(data, np.ndarray):

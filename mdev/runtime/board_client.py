@@ -7,7 +7,7 @@
 A host process runs on one cluster node of the board (``MDEV_NODE``, default 0) and sees
 only that node's devices: the runtime numbers them 0..n-1 for the user, and everything
 below the API (links, pointers, control pages, tasks) uses their board indices
-(``BoardClient.devices``; see topology.model for the mapping).
+(``BoardClient.devices``; see mdev.topology.model for the mapping).
 
 The per-thread sockets let several threads block in synchronisation calls at once
 without a dispatcher thread in between; the single task socket keeps every stream's
@@ -36,7 +36,7 @@ from mdev import errors as E
 from mdev.errors import AclError
 from mdev.board import launcher
 from mdev import status as S
-from mdev.board.naming import BoardPaths
+from mdev.naming import BoardPaths
 from mdev.memory.segment import Segment, unlink
 
 

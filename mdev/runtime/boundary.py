@@ -79,6 +79,9 @@ def _hccl_failure(exc: BaseException) -> tuple[int, str] | None:
 
 ACL = Codes(E.ACL_SUCCESS, _acl_failure, E.ACL_ERROR_INVALID_PARAM, E.ACL_ERROR_INVALID_PARAM,
             E.ACL_ERROR_API_NOT_SUPPORT, E.ACL_ERROR_RT_INTERNAL_ERROR, E.error_name, E.describe)
+# the operator library's (aclnnStatus): a null pointer and a bad parameter have their own codes
+ACLNN = Codes(E.ACL_SUCCESS, _acl_failure, E.ACLNN_ERR_PARAM_INVALID, E.ACLNN_ERR_PARAM_NULLPTR,
+              E.ACLNN_ERR_INNER_FIND_KERNEL_ERROR, E.ACLNN_ERR_INNER, E.error_name, E.describe)
 HCCL = Codes(H.HCCL_SUCCESS, _hccl_failure, H.HCCL_E_PARA, H.HCCL_E_PTR, H.HCCL_E_NOT_SUPPORT, H.HCCL_E_INTERNAL,
              H.result_name, lambda code: f"{H.result_name(code)} ({code}): {H.error_string(code)}")
 

@@ -36,11 +36,17 @@ from mdev.runtime import hooks
 from mdev.taskspec import KERNEL_OPS
 from mdev.runtime.core import RUNTIME as rt
 
+
+# this module's part of the runtime's state, made afresh with it (finalize, fork)
+held = rt.family(
+    captures=list,  # captures in progress (Capture)
+)
+
 if TYPE_CHECKING:
     from mdev.runtime.core import Stream
 
 RECORD, WAIT, ACTIVATE = protocol.GRAPH_RECORD, protocol.GRAPH_WAIT, protocol.GRAPH_ACTIVATE
-LABEL, SWITCH = protocol.GRAPH_LABEL, protocol.GRAPH_SWITCH        # mdev.runtime.labels
+LABEL, SWITCH = protocol.GRAPH_LABEL, protocol.GRAPH_SWITCH        # mdev.runtime.execution.labels
 GROUP_OPS = KERNEL_OPS      # a task group holds launches on the AI Core / Vector Core only
 ACTIVE, INVALIDATED = C.ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE, C.ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED
 GLOBAL, THREAD_LOCAL, RELAXED = (C.ACL_MODEL_RI_CAPTURE_MODE_GLOBAL, C.ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL,
@@ -229,8 +235,8 @@ class Capture(Recorder):
                     lane.stream.recorder = None
                 lane.group = None
             with rt.lock:
-                if self in rt.captures:
-                    rt.captures.remove(self)
+                if self in held.captures:
+                    held.captures.remove(self)
 
     # -- recording
     def admit(self, lane: Lane, op: str) -> None:
@@ -391,7 +397,7 @@ def persist(stream) -> None:
 def live() -> list[Capture]:
     """The active captures; one whose origin stream was destroyed (reset_device during a
     capture) is over."""
-    captures = list(rt.captures)
+    captures = list(held.captures)
     for capture in captures:
         if capture.origin.destroyed:
             capture.terminate()
@@ -418,7 +424,7 @@ def record_event(stream, ev) -> None:
 
 def wait_event(stream, ev) -> bool:
     """stream_wait_event that involves a graph; False when it is an ordinary wait."""
-    owner = owner_of(ev) if rt.captures else None
+    owner = owner_of(ev) if held.captures else None
     rec = stream.recorder
     if rec is None:
         if owner is None:
@@ -455,7 +461,7 @@ def check_destroy(stream) -> None:
 
 def check_event(ev) -> None:
     """Synchronising, querying or timing an event recorded in an active capture: 107028."""
-    if rt.captures:
+    if held.captures:
         capture = owner_of(ev)
         if capture is not None:
             raise capture.fail(E.ACL_ERROR_RT_EVENT_CAPTURED, "the event is part of an active capture: it cannot "
@@ -466,7 +472,7 @@ def _forbidding() -> list[Capture]:
     """Captures that forbid this thread's unsafe calls (CUDA's capture-mode rules):
     its own non-RELAXED captures, and -- unless the thread itself is THREAD_LOCAL or
     RELAXED -- GLOBAL captures of other threads."""
-    if not rt.captures:
+    if not held.captures:
         return []
     mode = rt.thread.capture_mode
     if mode == RELAXED:

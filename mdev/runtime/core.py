@@ -1,7 +1,8 @@
 """Process-wide runtime state and the per-thread state of the calling thread.
 
 One ``Runtime`` per host process holds the board attachment, the init and set-device
-reference counts, contexts, streams and the memory table.
+reference counts, contexts, streams and the memory table; each family module keeps its own
+state (``Runtime.family``), which the runtime makes afresh with itself at finalize and fork.
 
 Device numbers: the API takes and returns the device ids of this process's cluster node
 (0..n-1); inside the runtime a device is its board index (``check_device`` turns the one
@@ -26,12 +27,7 @@ from mdev import errors as E
 from mdev.errors import AclError
 from mdev.runtime import hooks
 from mdev.runtime.board_client import BoardClient
-from mdev.runtime.memory import MemoryTable
-
-# The task scheduler counts an operator's run time in ticks of this many microseconds, at
-# most 254 of them (the A2/A3 default and maximum: about 1091 s)
-OP_TIMEOUT_INTERVAL_US = 4_294_967
-OP_TIMEOUT_MAX_US = 254 * OP_TIMEOUT_INTERVAL_US
+from mdev.runtime.memtable import MemoryTable
 
 # handle ranges, one per kind, so a handle of the wrong kind is rejected, not confused
 STREAM_HANDLES = 0x5_0000_0000
@@ -87,8 +83,20 @@ class ThreadState(threading.local):
         self.last_task = 0                      # id of its last task on an explicit stream
 
 
+class FamilyState:
+    """The state one family module keeps: an attribute per maker, each made by calling it."""
+
+    def __init__(self, makers: dict[str, Callable[[], object]]) -> None:
+        self._makers = makers
+        self.reset()
+
+    def reset(self) -> None:
+        for name, make in self._makers.items():
+            setattr(self, name, make())
+
+
 class Runtime:
-    # aclInit's default device is opened implicitly by set_device, which mdev.runtime.devices
+    # aclInit's default device is opened implicitly by set_device, which mdev.runtime.devices.devices
     # (a module above this one) installs here
     open_default_device: Callable[[int], None] | None = None
 
@@ -98,45 +106,32 @@ class Runtime:
         self.board = None
         self.init_count = 0
         self.finalized = False
-        self.config: dict = {}
-        self.config_text: str | None = None
         self.default_device: int | None = None
         self.device_refs: dict[int, int] = {}
-        self.force_reset: set[int] = set()
-        self.aborting_devices: set[int] = set()        # aclrtDeviceTaskAbort in progress
+        # what several families read stays here: peer access (memory, sync, devices, collectives),
+        # the op wait timeout (sync, capture), the callback hub (execution makes it, finalize
+        # in devices closes it), the error-message mode (boundary, devices)
         self.peer_access: set[tuple[int, int]] = set()   # (device, peer) pairs enabled
-        self.sys_params: dict[int, int] = {}              # aclrtSetSysParamOpt (process-wide)
-        self.sat_modes: dict[int, int] = {}               # device -> aclrtSetDeviceSatMode
         self.default_contexts: dict[int, Context] = {}
         self.contexts: dict[int, Context] = {}
         self.streams: dict[int, Stream] = {}
-        self.events: dict = {}
-        self.dying_events: list = []      # destroyed, their slot freed once queued work on them ran
-        self.notifies: dict = {}
-        self.cnt_notifies: dict = {}      # counting notifies (mdev.runtime.cntnotify)
         self.op_wait_timeout = 0          # seconds, 0 = waits never time out
-        self.op_execute_timeout_us = OP_TIMEOUT_MAX_US    # aclrtSetOpExecuteTimeOut (mdev.runtime.kernels)
         self.callbacks = None             # CallbackHub, made on first use
-        self.user_threads: dict = {}
-        self.exception_callbacks: list = []
-        self.stream_state_callbacks: dict = {}    # aclrtRegStreamStateCallback: name -> (fn, args)
-        self.exception_legacy = None
-        self.device_limits: dict[tuple[int, int], int] = {}    # core limits (aclrtSetDeviceResLimit)
-        self.device_limit_values: dict[int, int] = {}          # aclrtDeviceSetLimit / aclInit values
         self.messages_per_process = False    # aclInit err_msg_mode "1": one message list for all threads
         self.process_messages: list[str] = []
-        self.binaries: dict = {}
-        self.functions: dict = {}
-        self.args_handles: dict = {}
-        self.models: dict = {}            # mdev.runtime.models: model run instances and task groups
-        self.labels: dict = {}            # labels and label lists (mdev.runtime.labels)
-        self.allocators: dict = {}        # allocator descriptors (mdev.runtime.allocators)
-        self.registered_allocators: dict = {}     # stream handle -> descriptor copy
-        self.stream_configs: dict = {}    # aclrtStreamConfigHandle (mdev.runtime.stream_config)
-        self.captures: list = []          # captures in progress (mdev.runtime.capture.Capture)
-        self.comms: dict = {}             # collective communicators (mdev.runtime.collectives.comm)
         self._handles = itertools.count(1)
         self.memory = MemoryTable(self)
+        # each family's own state (Runtime.family), kept across a reset and made afresh by it
+        self.families: list[FamilyState] = self.__dict__.get("families", [])
+        for state in self.families:
+            state.reset()
+
+    def family(self, **makers: Callable[[], object]) -> FamilyState:
+        """A family module's own state, one attribute per maker: made now, and made afresh
+        whenever the runtime is (at finalize, in a forked child), so core knows none of it."""
+        state = FamilyState(makers)
+        self.families.append(state)     # at a module's import: no lock (an import may wait on one)
+        return state
 
     # -- board
     def attach(self):

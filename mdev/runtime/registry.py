@@ -22,14 +22,14 @@ from mdev.runtime import boundary
 
 # module -> (pyACL module, C group, prefix of its names in both)
 PLACES = {
-    "mdev.runtime.lifecycle": ("acl", "", ""),
-    "mdev.runtime.sysinfo": ("acl", "", ""),
-    "mdev.runtime.models": ("acl.mdl", "mdl", "ri_"),
-    "mdev.runtime.dvpp": ("acl.media", "rt", ""),
-    "mdev.runtime.threads": ("acl.util", "rt", ""),
+    "mdev.runtime.devices.lifecycle": ("acl", "", ""),
+    "mdev.runtime.devices.sysinfo": ("acl", "", ""),
+    "mdev.runtime.execution.models": ("acl.mdl", "mdl", "ri_"),
+    "mdev.runtime.memory.dvpp": ("acl.media", "rt", ""),
+    "mdev.runtime.devices.threads": ("acl.util", "rt", ""),
     "mdev.runtime.collectives.api": ("hccl", "hccl", ""),
     "mdev.runtime.profiling": ("acl.prof", "prof", ""),
-    "mdev.runtime.operators": ("aclnn", "", ""),
+    "mdev.runtime.execution.operators": ("aclnn", "", ""),
 }
 DEFAULT_PLACE = ("acl.rt", "rt", "")
 

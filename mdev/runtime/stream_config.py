@@ -13,7 +13,7 @@ device queues tasks in its own process, so the buffer is checked and kept, not w
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mdev import constants as C
 from mdev import errors as E
@@ -22,8 +22,14 @@ from mdev.runtime import streams
 from mdev.runtime.boundary import api
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import lookup
-from mdev.runtime.memory import DEVICE
+from mdev.runtime.memtable import DEVICE
 from mdev.runtime.validate import as_int, size
+
+
+# this module's part of the runtime's state, made afresh with it (finalize, fork)
+held = rt.family(
+    stream_configs=dict,  # aclrtStreamConfigHandle
+)
 
 HANDLES = 0x5C_0000_0000
 # aclrtStreamConfigAttr -> (field, valueSize of its C type)
@@ -43,16 +49,16 @@ class StreamConfig:
 
 def create_stream_config_handle() -> int:
     """A handle with the defaults (priority 0, no flags); a value, no ret."""
-    return rt.keep(rt.stream_configs, StreamConfig(rt.new_handle(HANDLES)))
+    return rt.keep(held.stream_configs, StreamConfig(rt.new_handle(HANDLES)))
 
 
 def _config(handle) -> StreamConfig:
-    return lookup(rt.stream_configs, handle, "stream config handle", code=E.ACL_ERROR_INVALID_PARAM)
+    return lookup(held.stream_configs, handle, "stream config handle", code=E.ACL_ERROR_INVALID_PARAM)
 
 
 @api()
 def destroy_stream_config_handle(handle) -> None:
-    rt.forget(rt.stream_configs, _config(handle))
+    rt.forget(held.stream_configs, _config(handle))
 
 
 @api()

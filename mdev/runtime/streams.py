@@ -13,6 +13,7 @@ import os
 import threading
 import time
 import traceback
+from dataclasses import field
 
 from mdev import constants as C
 from mdev import errors as E
@@ -26,6 +27,14 @@ from mdev.runtime.core import STREAM_HANDLES, Context, Stream
 from mdev.runtime import capture as _graph
 from mdev.runtime import trace as _trace
 from mdev.runtime.validate import as_int, timeout_ms
+
+
+# this module's part of the runtime's state, made afresh with it (finalize, fork)
+held = rt.family(
+    stream_state_callbacks=dict,  # aclrtRegStreamStateCallback: name -> (fn, args)
+    aborting_devices=set,         # aclrtDeviceTaskAbort in progress
+    launched=dict,                # stream -> seq of its last kernel launch no synchronous copy waited for
+)
 
 PRIORITY_GREATEST, PRIORITY_LEAST = 0, 7
 # streams whose tasks never run directly: sync and query treat them as drained
@@ -47,7 +56,7 @@ def new_stream(ctx: Context, priority: int = 0, flags: int = 0, default: bool = 
         rt.streams[stream.handle] = stream
         if not default:
             ctx.streams.add(stream)
-    if rt.stream_state_callbacks:
+    if held.stream_state_callbacks:
         notify_state(stream, C.ACL_RT_STREAM_STATE_CREATE_POST)
     return stream
 
@@ -56,7 +65,7 @@ def notify_state(stream: Stream, state: int) -> None:
     """aclrtRegStreamStateCallback: every registered callback learns of a stream created
     (after) or destroyed (before) -- default streams included; one that raises does not
     keep the others from running."""
-    for callback, args in list(rt.stream_state_callbacks.values()):
+    for callback, args in list(held.stream_state_callbacks.values()):
         try:
             callback(stream.handle, state, args)
         except Exception:
@@ -67,7 +76,7 @@ def submit(stream: Stream, op: str, *args) -> int:
     """Queue a task; a stopped stop-on-failure context refuses it with its failure code."""
     if stream.recorder is not None:     # persistent or capturing stream: stored, not run
         return stream.recorder.record(stream, op, args)
-    if rt.captures and stream.is_default:
+    if _graph.held.captures and stream.is_default:
         _graph.check_default(stream)
     link = rt.link(stream.device)
     if stream.context.stop_on_failure:
@@ -87,7 +96,7 @@ def submit(stream: Stream, op: str, *args) -> int:
 
 def wait(streams: list[Stream], timeout: int = -1, consume: bool = True) -> None:
     """Block until every stream has run what was submitted to it; raise its first task failure."""
-    if rt.captures:
+    if _graph.held.captures:
         _graph.check_sync(streams)
     wait_targets([(s, s.seq) for s in streams], timeout, consume)
 
@@ -204,6 +213,40 @@ def _wait_targets(targets: list[tuple[Stream, int]], timeout: int, consume: bool
             raise AclError(code, message or E.describe(code))
 
 
+# A synchronous copy or memset waits for no stream (as documented), yet on an NPU it comes
+# after a kernel launched just before it: the launch is on its cores within microseconds and
+# a short kernel done before the copy's own way through the driver is (5_d2d_sync_memory_copy
+# copies what its WriteDo wrote without a synchronisation between).  mdev's launch is a process
+# hop away and could lose that race, so the copy lets such launches end first -- but waits at
+# most LAUNCH_GRACE_MS for a stream's launches, and only once: a longer kernel is overtaken.
+LAUNCH_GRACE_MS = 500
+
+
+def launched(stream: Stream, seq: int) -> None:
+    """A kernel launch was submitted to ``stream`` as its task ``seq``."""
+    held.launched[stream] = seq
+
+
+def after_launches(devices: set[int]) -> None:
+    """Let the kernel launches this process submitted to ``devices`` end before a synchronous
+    copy or memset there, for LAUNCH_GRACE_MS at most (see above)."""
+    launched = held.launched
+    if not launched:
+        return
+    deadline = time.monotonic() + LAUNCH_GRACE_MS / 1000.0
+    for stream, seq in list(launched.items()):
+        if stream.device not in devices:
+            continue
+        left = int((deadline - time.monotonic()) * 1000)
+        if not stream.destroyed and left > 0 and not _reached(stream, seq):
+            try:
+                _wait_targets([(stream, seq)], left, consume=False)
+            except AclError:
+                pass        # a failure stays for its stream's synchronisation; a timeout overtakes it
+        if launched.get(stream) == seq:
+            launched.pop(stream, None)
+
+
 _sleepers_lock = threading.Lock()
 _sleepers: dict[tuple[int, int], list[int]] = {}    # (device, slot) -> the seqs this process's threads asleep on it wait for
 
@@ -266,12 +309,12 @@ def release(stream: Stream, drain: bool) -> None:
     """Destroy the stream on its device.  Drained, it has nothing left to run and the device
     learns of it in order with this process's tasks, unanswered; otherwise (a forced
     destroy, or a drain that failed) the device stops its work before answering."""
-    if rt.stream_state_callbacks:
+    if held.stream_state_callbacks:
         notify_state(stream, C.ACL_RT_STREAM_STATE_DESTROY_PRE)
     drained = drain
     if drain:
         try:
-            if hooks.checker is not None or rt.captures or not _reached(stream, stream.seq):
+            if hooks.checker is not None or _graph.held.captures or not _reached(stream, stream.seq):
                 wait([stream], consume=False)
             elif _trace.host_on:
                 # wait()'s own short path, without its layers (about a tenth of a
@@ -284,6 +327,7 @@ def release(stream: Stream, drain: bool) -> None:
             except AclError:
                 drained = False
     stream.destroyed = True
+    held.launched.pop(stream, None)
     if hooks.checker is not None:
         hooks.checker.stream_dropped(stream)
     with rt.lock:
@@ -338,10 +382,24 @@ def destroy_stream_force(stream) -> None:
     end(_explicit(stream))
 
 
+# how long a forced destroy waits for the stream's head task to end; the device stops a
+# kernel there after mdev.board.stream.END_GRACE_S of running and interrupts a wait, so this
+# only bounds a head that cannot start (its cores held by another stream's hung kernel)
+END_WAIT_MS = 3000
+
+
 def end(stream: Stream) -> None:
-    """Destroy ``stream`` without waiting: its queued tasks are dropped and its running one
-    stopped (a kernel cut off memory) before this returns."""
-    rt.link(stream.device).request("abort", stream.slot, stream.seq)
+    """Destroy ``stream`` without waiting for its work: what is queued behind its head task
+    is dropped and the head ends (mdev.board.stream: a kernel there is stopped after a short
+    grace), as on an NPU, where the head is on its core before the destroy takes effect --
+    what a kernel launched just before prints reaches stdout before this returns."""
+    if not _reached(stream, stream.seq):
+        link = rt.link(stream.device)
+        link.request("end_stream", stream.slot, stream.seq)
+        try:
+            _wait_targets([(stream, stream.seq)], END_WAIT_MS, consume=True)
+        except AclError:
+            pass     # a failure of its work, the wait's bound, a lost device: it is destroyed all the same
     release(stream, drain=False)
 
 
@@ -358,7 +416,7 @@ def synchronize_stream_with_timeout(stream, timeout: int) -> None:
 @api(1)
 def stream_query(stream) -> int:
     s = rt.stream(stream)
-    if rt.captures:
+    if _graph.held.captures:
         _graph.check_sync([s])
     rt.link(s.device).check_alive(exact=True)        # a dead device's page shows its last progress
     if not is_idle(s):
@@ -532,14 +590,14 @@ def reg_stream_state_callback(reg_name: str, callback, args=None) -> None:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "regName must not be empty")
     with rt.lock:
         if callback is None:
-            rt.stream_state_callbacks.pop(reg_name, None)
+            held.stream_state_callbacks.pop(reg_name, None)
             return
         if not callable(callback):
             raise AclError(E.ACL_ERROR_INVALID_PARAM, "callback must be callable or None")
-        if reg_name in rt.stream_state_callbacks:
+        if reg_name in held.stream_state_callbacks:
             raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"a stream state callback named {reg_name!r} is "
                            "already registered")
-        rt.stream_state_callbacks[reg_name] = (callback, args)
+        held.stream_state_callbacks[reg_name] = (callback, args)
 
 
 @api(1)
@@ -571,9 +629,9 @@ def device_task_abort(device_id: int, timeout: int) -> None:
     if not 0 <= timeout <= MAX_ABORT_MS:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"timeout must be 0 or up to {MAX_ABORT_MS} ms, got {timeout}")
     with rt.lock:
-        if device in rt.aborting_devices:
+        if device in held.aborting_devices:
             raise AclError(E.ACL_ERROR_RT_DEVICE_TASK_ABORT, f"a task abort of device {device_id} is in progress")
-        rt.aborting_devices.add(device)
+        held.aborting_devices.add(device)
     try:
         mine = [s for s in list(rt.streams.values()) if s.device == device and not s.destroyed and s.recorder is None]
         link = rt.link(device)
@@ -586,4 +644,4 @@ def device_task_abort(device_id: int, timeout: int) -> None:
                                f"stopped within {timeout} ms")
             time.sleep(0.001)
     finally:
-        rt.aborting_devices.discard(device)
+        held.aborting_devices.discard(device)

@@ -16,7 +16,7 @@ wait saw, to the wait it released.  The top-level ``mdev`` key holds what ``mdev
 summary`` needs: the board's links (bandwidth, latency) and its peer pairs.
 
 Synchronous copies and memsets (``memcpy``, ``memcpy2d``, ``memset``) run in this process,
-not on a device: while tracing, mdev.runtime.memops hands them to ``host_op``, which times
+not on a device: while tracing, mdev.runtime.memory.memops hands them to ``host_op``, which times
 them and keeps a host-side record (device ``HOST``, stream = the host thread's track, kind
 memcpy / memset, bytes, route and path from the board's topology as a device would record
 them, wall start / end, flow ("h", executing device, ())); they are collected with the
@@ -235,7 +235,7 @@ def _me() -> _HostThread:
 
 def host_op(kind: str, dst, src, nbytes: int, run: Callable[[], None]) -> None:
     """Run a synchronous memory operation of this thread (``run``) and record it: ``dst`` /
-    ``src`` are its validated operands (mdev.runtime.memory.Operand; ``src`` None for a
+    ``src`` are its validated operands (mdev.runtime.memtable.Operand; ``src`` None for a
     memset)."""
     executing = rt.current_context().device
     start = time.monotonic_ns()

@@ -16,7 +16,7 @@ import collections
 from dataclasses import dataclass, field
 
 from mdev.memory import address
-from mdev.runtime.memory import DEVICE, Allocation
+from mdev.runtime.memtable import DEVICE, Allocation
 
 CHUNK = 1 << 20
 FREED_HISTORY = 4096

@@ -29,8 +29,10 @@ from mdev import errors as E
 from mdev.memory import address
 from mdev.runtime import boundary
 from mdev.runtime.core import RUNTIME as rt
-from mdev.runtime.memory import DEVICE, PINNED
+from mdev.runtime.memtable import DEVICE, PINNED
 from mdev.runtime import capture as R
+from mdev.runtime.execution import models
+from mdev.runtime.sync import events, notify
 from mdev.sanitizer import initcheck, order, racecheck
 from mdev.sanitizer.order import HOST, Model, Task
 from mdev.sanitizer.regions import Regions
@@ -259,7 +261,7 @@ class Sanitizer:
         """A model run instance runs: its lanes as streams of their own, starting after the
         ``run_graph`` task, ordered among themselves by the graph's record/wait markers and
         activations, and joined back into the executing stream (it ends when they all have)."""
-        model = next((m for m in list(rt.models.values()) if getattr(m, "gid", None) == task.args[0]
+        model = next((m for m in list(models.held.models.values()) if getattr(m, "gid", None) == task.args[0]
                       and getattr(m, "device", None) == task.stream.device and hasattr(m, "lanes")), None)
         if model is None:
             return
@@ -574,7 +576,7 @@ class Sanitizer:
         key = (device, slot, uid)
         ev = self._events.get(key)
         if ev is None:
-            ev = self._events[key] = next(e for e in list(rt.events.values())
+            ev = self._events[key] = next(e for e in list(events.held.events.values())
                                           if (e.device, e.slot, e.uid) == key)
         return ev
 
@@ -597,7 +599,7 @@ class Sanitizer:
 
     def _external_notify(self, key: tuple) -> bool:
         return any(n.device == key[0] and n.slot == key[1] and n.ipc_key is not None
-                   for n in list(rt.notifies.values()))
+                   for n in list(notify.held.notifies.values()))
 
 
 def _without(span: tuple[int, int], holes: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -282,7 +282,9 @@ static void on_signal(int sig, siginfo_t* info, void* context) {
 static void run_block(int64_t idx, unsigned char* ub) {
     mdev_block block = {idx, L.blocks, ub, &hooks};
     current_block = idx;
-    if (sigsetjmp(jump, 1) == 0) {
+    /* the signal mask need not be saved (a syscall per block): the fault handlers run with
+     * SA_NODEFER, so jumping out of one leaves the mask as it was */
+    if (sigsetjmp(jump, 0) == 0) {
         in_block = 1;
         L.kernel->invoke(&block, L.slots);
     } else {
@@ -530,6 +532,18 @@ static void done(int status, int64_t block, uint64_t ns, const char* message, ui
     uint32_t head[8] = {(uint32_t)status, (uint32_t)block, (uint32_t)ns, (uint32_t)(ns >> 32), mlen,
                         (uint32_t)L.output_len, (uint32_t)L.output_cut, 0};
     uint64_t where[2] = {bad, bad_bytes};
+    /* one write for the common reply (the device reads it with one call; two writes could
+     * wake it twice) */
+    unsigned char small[sizeof head + sizeof where + 1024];
+    if (mlen + L.output_len <= 1024) {
+        size_t n = 0;
+        memcpy(small, head, sizeof head), n += sizeof head;
+        memcpy(small + n, where, sizeof where), n += sizeof where;
+        memcpy(small + n, message, mlen), n += mlen;
+        if (L.output_len) memcpy(small + n, L.output, L.output_len), n += L.output_len;
+        write_all(small, n);
+        return;
+    }
     write_all(head, sizeof head);
     write_all(where, sizeof where);
     write_all(message, mlen);

@@ -28,7 +28,7 @@ from __future__ import annotations
 from mdev.runtime.collectives.plan import Plan
 from mdev.runtime.collectives.select import MESH, Layout
 from mdev.runtime.core import Stream
-from mdev.runtime.memory import Operand
+from mdev.runtime.memtable import Operand
 
 
 def split(count: int, parts: int) -> list[tuple[int, int]]:

@@ -45,9 +45,9 @@ from mdev.runtime.collectives.select import HIERARCHICAL, layout
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import Stream
 from mdev.taskspec import COMM_LEFT
-from mdev.runtime.memory import DEVICE, Operand
+from mdev.runtime.memtable import DEVICE, Operand
 from mdev.runtime.validate import read_regular
-from mdev.runtime import vmm
+from mdev.runtime.memory import vmm
 
 MAX_RANK_TABLE_BYTES = 16 << 20    # HCCL's rank table JSON: a line or two per device
 _forming: dict[str, dict[int, comms.Comm]] = {}      # rendezvous id -> ranks of this process being made
@@ -323,7 +323,7 @@ def create_sub_comm_config(comm, rank_ids, sub_comm_id, sub_comm_rank_id, config
     if not settings.name:
         settings = dataclasses.replace(settings, name=f"{parent.name}_sub_{sub_id}")
     handle = _join(rid, len(ranks), me, parent.device, settings)
-    rt.comms[handle].parent = parent.handle
+    comms.held.comms[handle].parent = parent.handle
     return handle
 
 

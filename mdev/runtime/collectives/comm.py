@@ -40,13 +40,20 @@ from mdev.hccl_types import (HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET, HCCL_COMM_DEFAUL
                              HCCL_COMM_DETERMINISTIC_CONFIG_NOT_SET, HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET,
                              HCCL_E_PARA, HCCL_E_PTR, HCCL_EXEC_TIMEOUT_DEFAULT, HcclError, comm_config)
 from mdev.memory import address
-from mdev.runtime import devices, ipc, memops, notify, streams
+from mdev.runtime.devices import devices
+from mdev.runtime.sync import ipc, notify
+from mdev.runtime.memory import memops
+from mdev.runtime import streams
 from mdev.runtime.collectives import select
 from mdev.runtime.collectives.transport import DIRECT, FABRIC, SLOTS, STAGED, Channel, Inbox, Signal, pair
 from mdev.runtime.core import RUNTIME as rt
 from mdev.taskspec import COMM_LEFT
 from mdev.runtime.core import Context, Stream
-from mdev.runtime.memory import Allocation, Operand
+from mdev.runtime.memtable import Allocation, Operand
+
+
+# this module's part of the runtime's state, made afresh with it (finalize, fork)
+held = rt.family(comms=dict)
 
 COMM_HANDLES = 0xCC_0000_0000
 ERR, DESC, P2P_DESC = 0, 64, 128          # header offsets (bytes)
@@ -235,7 +242,7 @@ class Comm:
 def lookup(handle) -> Comm:
     if handle is None or handle == 0:
         raise HcclError(HCCL_E_PTR, "comm is NULL")
-    comm = rt.comms.get(handle) if isinstance(handle, int) and not isinstance(handle, bool) else None
+    comm = held.comms.get(handle) if isinstance(handle, int) and not isinstance(handle, bool) else None
     if comm is None or comm.destroyed:
         raise HcclError(HCCL_E_PARA, f"{handle!r} is not a live communicator (destroyed, or never made)")
     return comm
@@ -437,7 +444,7 @@ def _signal(n) -> Signal:
 
 def register(comm: Comm) -> int:
     with rt.lock:
-        rt.comms[comm.handle] = comm
+        held.comms[comm.handle] = comm
     return comm.handle
 
 
@@ -453,7 +460,7 @@ def destroy(comm: Comm) -> None:
     which no longer wait for anything, so nothing runs on the buffers freed next."""
     comm.destroyed = True
     with rt.lock:
-        rt.comms.pop(comm.handle, None)
+        held.comms.pop(comm.handle, None)
     targets = [(s.stream, s.stream.seq) for s in comm.sides] + list(comm.queued.values())
     try:
         word = rt.memory.view(comm.at(ERR, 16)).view(np.int64)

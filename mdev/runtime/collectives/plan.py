@@ -26,8 +26,8 @@ from mdev.hccl_types import DATA_TYPE_NAMES, DATA_TYPE_SIZE, HCCL_E_NOT_SUPPORT,
 from mdev.runtime import capture, streams
 from mdev.runtime.collectives.comm import DESC, P2P_DESC, Comm, Side
 from mdev.runtime.core import Stream
-from mdev.runtime.memops import submit_copy
-from mdev.runtime.memory import Operand, pairs
+from mdev.runtime.memory.memops import submit_copy
+from mdev.runtime.memtable import Operand, pairs
 from mdev.taskspec import REDUCE_PROD
 
 # operations as the descriptor numbers them

@@ -30,7 +30,7 @@ import shutil
 import time
 from pathlib import Path
 
-from mdev.board.naming import BoardPaths
+from mdev.naming import BoardPaths
 from mdev.hccl_types import HCCL_E_PARA, HCCL_E_PTR, HCCL_E_REMOTE, HCCL_E_TIMEOUT, HCCL_ROOT_INFO_BYTES, HcclError
 from mdev.procfs import process_gone
 

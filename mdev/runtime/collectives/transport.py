@@ -39,8 +39,8 @@ from typing import Callable
 
 from mdev.runtime import streams
 from mdev.runtime.core import Stream
-from mdev.runtime.memops import submit_copy
-from mdev.runtime.memory import Operand
+from mdev.runtime.memory.memops import submit_copy
+from mdev.runtime.memtable import Operand
 
 SLOTS = 2
 

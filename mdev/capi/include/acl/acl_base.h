@@ -17,4 +17,28 @@
 #include "error_codes/rt_error_codes.h"
 #include "error_codes/ge_error_codes.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Tensor descriptions of the single-operator (aclop) path: declared so that frameworks
+   built against CANN load; mdev runs operators through aclnn (aclnn/acl_meta.h) instead. */
+typedef struct aclTensorDesc aclTensorDesc;
+
+ACL_FUNC_VISIBILITY aclTensorDesc* aclCreateTensorDesc(aclDataType dataType, int numDims, const int64_t* dims,
+                                                       aclFormat format);
+ACL_FUNC_VISIBILITY void aclDestroyTensorDesc(const aclTensorDesc* desc);
+ACL_FUNC_VISIBILITY aclError aclGetTensorDescDimV2(const aclTensorDesc* desc, size_t index, int64_t* dimSize);
+ACL_FUNC_VISIBILITY aclFormat aclGetTensorDescFormat(const aclTensorDesc* desc);
+ACL_FUNC_VISIBILITY size_t aclGetTensorDescNumDims(const aclTensorDesc* desc);
+ACL_FUNC_VISIBILITY aclDataType aclGetTensorDescType(const aclTensorDesc* desc);
+ACL_FUNC_VISIBILITY void aclSetTensorDescName(aclTensorDesc* desc, const char* name);
+ACL_FUNC_VISIBILITY aclError aclSetTensorFormat(aclTensorDesc* desc, aclFormat format);
+ACL_FUNC_VISIBILITY aclError aclSetTensorPlaceMent(aclTensorDesc* desc, aclMemType memType);
+ACL_FUNC_VISIBILITY aclError aclSetTensorShape(aclTensorDesc* desc, int numDims, const int64_t* dims);
+
+#ifdef __cplusplus
+}
+#endif
+
 #endif /* MDEV_ACL_BASE_H */

@@ -60,7 +60,7 @@ template <typename... P> struct signature<void (*)(P...)> {
 template <size_t I, typename... P> std::tuple_element_t<I, std::tuple<P...>> param_of(void (*)(P...));
 
 #ifdef MDEV_ASCENDC_DEVICE_IMAGE
-template <auto K> void invoke(const mdev_block* block, const uint64_t* slots) {
+template <auto K> void enter_block(const mdev_block* block, const uint64_t* slots) {
     using S = signature<decltype(K)>;
     current = block;
     ub_used = 0;
@@ -88,7 +88,7 @@ struct registrar {
 #define MDEV_ASCENDC_KERNEL(K)                                                                                 \
     static const mdev_kernel_info mdev_info_##K = {                                                            \
         #K, ::mdev_ascendc::signature<decltype(&K)>::count, ::mdev_ascendc::signature<decltype(&K)>::pointers(), \
-        &::mdev_ascendc::invoke<&K>};                                                                           \
+        &::mdev_ascendc::enter_block<&K>};                                                                      \
     static const ::mdev_ascendc::registrar mdev_registrar_##K(&mdev_info_##K);
 
 #define MDEV_ASCENDC_IMAGE_ENTRY                                                                               \
