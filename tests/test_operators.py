@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import zlib
 
 import numpy as np
 import pytest
@@ -150,6 +151,11 @@ def run_op(nn: Board, name: str, **params) -> tuple[int, str]:
             got = nn.read(t, ptr)
             if t.dtype.is_floating_point:
                 rtol, atol = TOL[str(t.dtype)[6:]]
+                if t.dtype in (torch.float16, torch.bfloat16) and expected.numel():
+                    # half precision rounds at the tensor's scale: an element near zero after a
+                    # normalisation carries the rounding of the large ones (torch's own op tests
+                    # widen these per op); two units in the last place of the largest element
+                    atol = max(atol, 2 * torch.finfo(t.dtype).eps * float(expected.float().abs().nan_to_num().max()))
                 torch.testing.assert_close(got, expected, rtol=rtol, atol=atol, equal_nan=True,
                                            msg=lambda m: f"aclnn{name} {param}: {m}")
             else:
@@ -458,7 +464,7 @@ def _outputs_like(name: str, inputs: dict, layout: str) -> dict:
 @pytest.mark.parametrize("name,dtype,layout", [(n, d, lo) for n, (dts, los, _) in CASES.items()
                                                for d in dts for lo in los])
 def test_op_matches_torch(nn, name, dtype, layout):
-    torch.manual_seed(hash((name, dtype, layout)) & 0xFFFF)
+    torch.manual_seed(zlib.crc32(f"{name}/{dtype}/{layout}".encode()) & 0xFFFF)   # hash() differs per process
     inputs = CASES[name][2](dtype, layout)
     assert run_op(nn, name, **inputs, **_outputs_like(name, inputs, layout)) == (0, "")
 
