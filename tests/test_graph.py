@@ -183,6 +183,39 @@ def test_build_two_streams_events_and_activation(dev):
     ok(acl, acl.rt.destroy_event(ev))
 
 
+def test_switch_stream_starts_its_stream_and_stops_the_switching_one(dev):
+    """aclrtSwitchStream: when *left cond *right holds (read at each execution) the true
+    stream runs and the switching stream's later tasks do not; else the switching stream
+    goes on (the model_ri/2_model_switch sample's pattern)."""
+    acl, n = dev, 16
+    after, branch = dev_floats(acl, n), dev_floats(acl, n)
+    one = dev_floats(acl, n, 1.0)
+    left = out(acl, acl.rt.malloc(8, 0))
+    right = out(acl, acl.rt.malloc(8, 0))
+    ok(acl, acl.rt.memcpy(right, 8, acl.util.numpy_to_ptr(np.array([5, 0], np.int32)), 8, H2D))
+    s1, s2 = (out(acl, acl.rt.create_stream_with_config(0, acl.ACL_STREAM_PERSISTENT)) for _ in range(2))
+    model = out(acl, acl.mdl.ri_build_begin(0))
+    ok(acl, acl.mdl.ri_bind_stream(model, s1, acl.ACL_MODEL_STREAM_FLAG_HEAD))
+    ok(acl, acl.mdl.ri_bind_stream(model, s2, acl.ACL_MODEL_STREAM_FLAG_DEFAULT))
+    assert acl.rt.switch_stream(left, 9, right, acl.ACL_RT_SWITCH_INT32, s2, None, s1) == acl.ACL_ERROR_INVALID_PARAM
+    plain = out(acl, acl.rt.create_stream())
+    assert acl.rt.switch_stream(left, acl.ACL_RT_EQUAL, right, acl.ACL_RT_SWITCH_INT32, plain, None, s1) == \
+        acl.ACL_ERROR_RT_STREAM_MODEL
+    ok(acl, acl.rt.switch_stream(left, acl.ACL_RT_GREATER_OR_EQUAL, right, acl.ACL_RT_SWITCH_INT32, s2, None, s1))
+    ok(acl, ops.axpy[1, s1](after, one, after, 1.0, n))          # after += 1, when no switch
+    ok(acl, ops.axpy[1, s2](branch, one, branch, 1.0, n))        # branch += 1, when switched
+    for s in (s1, s2):
+        ok(acl, acl.mdl.ri_end_task(model, s))
+    ok(acl, acl.mdl.ri_build_end(model, None))
+    for value, expected in ((4, (1, 0)), (5, (1, 1)), (6, (1, 2))):     # 4 >= 5 no; 5 >= 5, 6 >= 5 yes
+        ok(acl, acl.rt.memcpy(left, 8, acl.util.numpy_to_ptr(np.array([value, 0], np.int32)), 8, H2D))
+        ok(acl, acl.mdl.ri_execute(model, -1))
+        assert (read_floats(acl, after, n)[0], read_floats(acl, branch, n)[0]) == expected
+    ok(acl, acl.mdl.ri_destroy(model))
+    for s in (s1, s2, plain):
+        ok(acl, acl.rt.destroy_stream(s))
+
+
 def _blocking_model(acl, flag_dev):
     """A captured model whose only task waits until the word at ``flag_dev`` is >= 1."""
     s = out(acl, acl.rt.create_stream())
@@ -480,6 +513,32 @@ def test_async_copies_with_pageable_memory(dev):
     ok(acl, acl.mdl.ri_destroy(model))
     for x in (s, other):
         ok(acl, acl.rt.destroy_stream(x))
+
+
+def test_built_model_stores_a_copy_from_pageable_memory(dev):
+    """A built model (persistent streams) stores an H2D copy from pageable memory with the
+    bytes of the call (the model_ri samples upload their inputs so); a copy into pageable
+    memory cannot be stored (107000)."""
+    acl, n = dev, 16
+    dst = dev_floats(acl, n)
+    host = np.full(n, 3.0, np.float32)
+    s = out(acl, acl.rt.create_stream_with_config(0, acl.ACL_STREAM_PERSISTENT))
+    model = out(acl, acl.mdl.ri_build_begin(0))
+    ok(acl, acl.mdl.ri_bind_stream(model, s, acl.ACL_MODEL_STREAM_FLAG_HEAD))
+    ok(acl, acl.rt.memcpy_async(dst, n * 4, acl.util.numpy_to_ptr(host), n * 4, H2D, s))
+    assert acl.rt.memcpy_async(acl.util.numpy_to_ptr(host), n * 4, dst, n * 4, D2H, s) == \
+        acl.ACL_ERROR_RT_PARAM_INVALID
+    assert (read_floats(acl, dst, n) == 0).all()        # stored, not run
+    host[:] = 7.0                                       # later changes are not the copy's
+    ok(acl, acl.mdl.ri_end_task(model, s))
+    ok(acl, acl.mdl.ri_build_end(model, None))
+    ok(acl, acl.mdl.ri_execute(model, -1))
+    assert (read_floats(acl, dst, n) == 3).all()
+    ok(acl, acl.rt.memset(dst, n * 4, 0, n * 4))
+    ok(acl, acl.mdl.ri_execute(model, -1))              # each execution copies again
+    assert (read_floats(acl, dst, n) == 3).all()
+    ok(acl, acl.mdl.ri_destroy(model))                  # frees the staged bytes (the suite checks /dev/shm)
+    ok(acl, acl.rt.destroy_stream(s))
 
 
 def test_default_stream_during_capture(dev):

@@ -12,13 +12,15 @@ lanes, ``graph_record`` / ``graph_wait`` markers (local to one replay) order the
 captured events did, so a forked lane really runs beside the origin until it joins back.
 ``graph_label`` marks a place, ``graph_switch`` reads a uint32 index from device memory and
 continues at the place of the label it picks (on its own lane, or that lane's stream takes
-over from the label while the switching one stops).
+over from the label while the switching one stops).  ``graph_stream_switch`` compares two
+integers in device memory and, when the condition holds, starts another lane and stops its own.
 The first failing inner task stops the replay and fails ``run_graph`` with its code.
 """
 
 from __future__ import annotations
 
 import itertools
+import operator
 import threading
 from typing import TYPE_CHECKING
 
@@ -35,6 +37,10 @@ import numpy as np
 
 RECORD, WAIT, ACTIVATE = protocol.GRAPH_RECORD, protocol.GRAPH_WAIT, protocol.GRAPH_ACTIVATE
 LABEL, SWITCH = protocol.GRAPH_LABEL, protocol.GRAPH_SWITCH
+STREAM_SWITCH = protocol.GRAPH_STREAM_SWITCH
+# aclrtCondition (ACL_RT_EQUAL .. ACL_RT_LESS_OR_EQUAL) -> the comparison of left with right
+_CONDITIONS = (operator.eq, operator.ne, operator.gt, operator.ge, operator.lt, operator.le)
+_COMPARED = {4: np.int32, 8: np.int64}      # ACL_RT_SWITCH_INT32 / INT64, by their size
 _gids = itertools.count(1)
 
 
@@ -135,6 +141,13 @@ class Run:
         self.start(*target)
         return None
 
+    def _holds(self, args: tuple) -> bool:
+        """A stream switch's condition, on the values in device memory now."""
+        _, left, right, cond, nbytes = args
+        a, b = (int(self.device.memory.view(where, nbytes, self.outer).view(_COMPARED[nbytes])[0])
+                for where in (left, right))
+        return _CONDITIONS[cond](a, b)
+
     def lane(self, index: int, at: int = 0) -> None:
         tasks = self.graph.lanes[index]
         stream = LaneStream(self.outer, self)
@@ -152,6 +165,10 @@ class Run:
                     self._wait(args[0])
                 elif name == ACTIVATE:
                     self.start(args[0])
+                elif name == STREAM_SWITCH:
+                    if self._holds(args):
+                        self.start(args[0])
+                        return
                 elif name == SWITCH:
                     k = self._branch(index, k, args)
                     if k is None:

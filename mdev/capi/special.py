@@ -187,6 +187,11 @@ def _active_stream(fn, impl):
     return boundary.bind(models.active_stream)     # a model's function under an aclrt name
 
 
+@adapts("aclrtSwitchStream")
+def _switch_stream(fn, impl):
+    return boundary.bind(models.switch_stream)     # likewise
+
+
 # C functions returning a value (no aclError): (runtime module, function); a failure is 0
 VALUE_FUNCTIONS = {"aclDataTypeSize": ("devices.sysinfo", "data_type_size"),
                    "aclrtAllocatorCreateDesc": ("memory.allocators", "allocator_create_desc"),

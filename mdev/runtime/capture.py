@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
 RECORD, WAIT, ACTIVATE = protocol.GRAPH_RECORD, protocol.GRAPH_WAIT, protocol.GRAPH_ACTIVATE
 LABEL, SWITCH = protocol.GRAPH_LABEL, protocol.GRAPH_SWITCH        # mdev.runtime.execution.labels
+STREAM_SWITCH = protocol.GRAPH_STREAM_SWITCH                        # aclrtSwitchStream (mdev.runtime.execution.models)
 GROUP_OPS = KERNEL_OPS      # a task group holds launches on the AI Core / Vector Core only
 ACTIVE, INVALIDATED = C.ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE, C.ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED
 GLOBAL, THREAD_LOCAL, RELAXED = (C.ACL_MODEL_RI_CAPTURE_MODE_GLOBAL, C.ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL,
@@ -183,6 +184,7 @@ class Build(Recorder):
     def __init__(self, model=None) -> None:
         super().__init__()
         self.model = model
+        self.staged: list = []      # pinned Allocations its copies from pageable memory read
 
     def absorb(self, other: "Build") -> None:
         """Bind: a persistent stream's tasks so far (and its events) join the model's."""
@@ -190,6 +192,24 @@ class Build(Recorder):
             self.lanes.update(other.lanes)
             self.events.update(other.events)
             self.external_records.extend(other.external_records)
+            self.staged.extend(other.staged)
+            other.staged.clear()
+
+    def stage(self, nbytes: int):
+        """Pinned memory for a stored copy from pageable host memory: the bytes are taken at
+        the call (the program's buffer may be gone when the model runs), as the CANN runtime
+        does for an asynchronous copy from pageable memory; freed with the model."""
+        buffer = rt.memory.new_pinned(nbytes)
+        buffer.held_by = "a model's stored copy"
+        with self.lock:
+            self.staged.append(buffer)
+        return buffer
+
+    def release_staged(self) -> None:
+        with self.lock:
+            staged, self.staged = self.staged, []
+        for buffer in staged:
+            rt.memory.release_pinned(buffer)
 
 
 class Capture(Recorder):

@@ -28,6 +28,7 @@ from mdev.runtime.boundary import api
 from mdev.runtime import capture as R
 from mdev.runtime import hooks, streams, trace
 from mdev.runtime.core import RUNTIME as rt
+from mdev.runtime.memtable import DEVICE
 from mdev.runtime.validate import as_int, file_path, timeout_ms
 from mdev.taskspec import KERNEL_OPS, SPECS
 
@@ -101,11 +102,11 @@ def _store(model: Model) -> None:
     for lane in model.lanes:
         tasks = lane.frozen()
         for i, (op, args) in enumerate(tasks):
-            if op == R.ACTIVATE:
+            if op in (R.ACTIVATE, R.STREAM_SWITCH):
                 if args[0] not in index:
                     raise AclError(E.ACL_ERROR_RT_STREAM_MODEL, f"stream {args[0].stream_id} activated by the "
                                    "model is not bound to it")
-                tasks[i] = (op, (index[args[0]],))
+                tasks[i] = (op, (index[args[0]], *args[1:]))
         lanes.append((lane.stream.stream_id, lane.head, tasks))
     model.gid = rt.link(model.device).request("store_graph", lanes)
 
@@ -219,6 +220,40 @@ def active_stream(active, stream) -> None:
     rec.record(st, R.ACTIVATE, (target,))
 
 
+_CONDITIONS = (C.ACL_RT_EQUAL, C.ACL_RT_NOT_EQUAL, C.ACL_RT_GREATER, C.ACL_RT_GREATER_OR_EQUAL, C.ACL_RT_LESS,
+               C.ACL_RT_LESS_OR_EQUAL)
+_COMPARED_BYTES = {C.ACL_RT_SWITCH_INT32: 4, C.ACL_RT_SWITCH_INT64: 8}
+
+
+def switch_stream(left, cond: int, right, data_type: int, true_stream, false_stream, stream) -> None:
+    """aclrtSwitchStream: a task on ``stream`` that compares the integers at ``left`` and
+    ``right`` (device memory, read when it runs) and, when ``cond`` holds, starts
+    ``true_stream`` (a non-head stream of the same model) while ``stream`` stops there."""
+    cond, data_type = as_int(cond, "cond"), as_int(data_type, "dataType")
+    if cond not in _CONDITIONS:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"cond must be an aclrtCondition (0..5), got {cond}")
+    if data_type not in _COMPARED_BYTES:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, "dataType must be ACL_RT_SWITCH_INT32 or ACL_RT_SWITCH_INT64, "
+                       f"got {data_type}")
+    if false_stream not in (None, 0):
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, "falseStream is reserved: pass NULL")
+    st = _explicit_stream(stream, "stream")
+    target = _explicit_stream(true_stream, "trueStream")
+    rec = st.recorder
+    if not isinstance(rec, R.Build) or rec.model is None or target.recorder is not rec:
+        raise AclError(E.ACL_ERROR_RT_STREAM_MODEL, "stream and trueStream must be bound to the same model")
+    nbytes = _COMPARED_BYTES[data_type]
+    where = []
+    for ptr, what in ((left, "leftValue"), (right, "rightValue")):
+        if ptr is None or ptr == 0:
+            raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{what} is NULL")
+        operand = rt.memory.operand(ptr, nbytes, write=False, what=what)
+        if operand.kind != DEVICE or operand.device != st.device:
+            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{what} must be device memory of the stream's device")
+        where.append(operand.location())
+    rec.record(st, R.STREAM_SWITCH, (target, *where, cond, nbytes))
+
+
 # ---------------------------------------------------------------------------- execution
 @api()
 def execute_async(model_ri, stream) -> None:
@@ -281,6 +316,8 @@ def destroy(model_ri) -> None:
             rt.link(model.device).request("drop_graph", model.gid)
         except AclError:
             pass   # the device is gone, and the graph with it
+    if isinstance(model.recorder, R.Build):
+        model.recorder.release_staged()
 
 
 # ---------------------------------------------------------------------------- capture
@@ -466,6 +503,7 @@ _MARKERS = {
     R.WAIT: (C.ACL_MODEL_RI_TASK_EVENT_WAIT, "EVENT_WAIT"),
     R.ACTIVATE: (C.ACL_MODEL_RI_TASK_DEFAULT, "STREAM_ACTIVE"), R.LABEL: (C.ACL_MODEL_RI_TASK_DEFAULT, "LABEL_SET"),
     R.SWITCH: (C.ACL_MODEL_RI_TASK_DEFAULT, "LABEL_SWITCH_BY_INDEX"),
+    R.STREAM_SWITCH: (C.ACL_MODEL_RI_TASK_DEFAULT, "STREAM_SWITCH"),
 }
 
 
@@ -504,7 +542,7 @@ def _graph(model: Model) -> list[dict]:
                 waits = [(lj, tj) for lj, other in enumerate(lanes) for tj, (o, a) in enumerate(other.frozen())
                          if o == R.WAIT and a[0] == args[0]]
                 detail = ", ".join(f"-> stream {lanes[lj].stream.stream_id} task {tj}" for lj, tj in waits)
-            elif op == R.ACTIVATE:
+            elif op in (R.ACTIVATE, R.STREAM_SWITCH):
                 target = args[0] if isinstance(args[0], int) else next(
                     (i for i, other in enumerate(lanes) if other.stream is args[0]), -1)
                 detail = f"starts stream {lanes[target].stream.stream_id}" if target >= 0 else ""
