@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 RECORD, WAIT, ACTIVATE = protocol.GRAPH_RECORD, protocol.GRAPH_WAIT, protocol.GRAPH_ACTIVATE
 LABEL, SWITCH = protocol.GRAPH_LABEL, protocol.GRAPH_SWITCH        # mdev.runtime.execution.labels
 STREAM_SWITCH = protocol.GRAPH_STREAM_SWITCH                        # aclrtSwitchStream (mdev.runtime.execution.models)
+COND = protocol.GRAPH_COND                                          # aclmdlRIAddCondTask (likewise)
 GROUP_OPS = KERNEL_OPS      # a task group holds launches on the AI Core / Vector Core only
 ACTIVE, INVALIDATED = C.ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE, C.ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED
 GLOBAL, THREAD_LOCAL, RELAXED = (C.ACL_MODEL_RI_CAPTURE_MODE_GLOBAL, C.ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL,

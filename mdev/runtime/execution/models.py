@@ -6,6 +6,10 @@
              -> ri_capture_end(stream)                           (graph shipped to the device)
     run      ri_execute_async(ri, stream): ONE ``run_graph`` task on the stream, however many
              tasks the graph holds; ri_execute(ri, timeout): on the default stream, waited for
+    cond     during a capture: ri_cond_handle_create (a uint64 in device memory the model owns),
+             ri_add_cond_task(IF / WHILE / SWITCH on it) -> empty child models, each filled by
+             ri_capture_to_model_ri_begin(other stream, child) .. ri_capture_end; a replay runs
+             the child(ren) the value picks, inline on the lane
     update   ri_capture_task_grp_begin/end during capture marks kernel launches as a group;
              ri_capture_task_update_begin/end on another stream replaces them (an async
              ``update_graph`` task on that stream, ordered with its other work)
@@ -28,6 +32,7 @@ from mdev.runtime.boundary import api
 from mdev.runtime import capture as R
 from mdev.runtime import hooks, streams, trace
 from mdev.runtime.core import RUNTIME as rt
+from mdev.runtime.memory import memops
 from mdev.runtime.memtable import DEVICE
 from mdev.runtime.validate import as_int, file_path, timeout_ms
 from mdev.taskspec import KERNEL_OPS, SPECS
@@ -39,6 +44,11 @@ held = rt.family(models=dict)
 MODEL_HANDLES = 0x3D_0000_0000
 GROUP_HANDLES = 0x36_0000_0000
 BUILDING, CAPTURING, READY = "building", "capturing", "ready"
+PENDING = "pending"              # a conditional task's child model, not captured yet
+COND_HANDLES = 0x3C_0000_0000
+# aclmdlRICondTaskType -> the child models it takes (at least, at most)
+_COND_SIZES = {C.ACL_MODEL_RI_COND_TYPE_IF: (1, 2), C.ACL_MODEL_RI_COND_TYPE_WHILE: (1, 1),
+               C.ACL_MODEL_RI_COND_TYPE_SWITCH: (1, 1 << 16)}
 _STREAM_FLAGS = {C.ACL_MODEL_STREAM_FLAG_HEAD: True, C.ACL_MODEL_STREAM_FLAG_DEFAULT: False}
 
 
@@ -59,6 +69,20 @@ class Model:
     collectives: list = field(default_factory=list)        # (operation, bytes, ranks, algorithm, number) captured
     replays: int = 0                                        # ri_execute_async / ri_execute calls so far
     destroyed: bool = False
+    conds: list = field(default_factory=list)      # its CondHandles
+    children: list = field(default_factory=list)   # the child Models of its conditional tasks
+    parent: "Model | None" = None
+
+
+@dataclass(eq=False)
+class CondHandle:
+    handle: int
+    model: Model
+    value: object            # the uint64's device Allocation (freed with the model)
+    default: int | None      # assigned at the start of each execution (ASSIGN_DEFAULT), else None
+
+    def location(self) -> tuple:
+        return rt.memory.operand(self.value.ptr, 8, write=True, what="condition").location()
 
 
 @dataclass(eq=False)
@@ -107,8 +131,16 @@ def _store(model: Model) -> None:
                     raise AclError(E.ACL_ERROR_RT_STREAM_MODEL, f"stream {args[0].stream_id} activated by the "
                                    "model is not bound to it")
                 tasks[i] = (op, (index[args[0]], *args[1:]))
+            elif op == R.COND:
+                where, kind, children = args
+                pending = [k for k, child in enumerate(children) if child.gid is None]
+                if pending:
+                    raise AclError(E.ACL_ERROR_RT_MODEL_EXECUTE, f"child model(s) {pending} of a conditional task "
+                                   "were not captured (ri_capture_to_model_ri_begin .. ri_capture_end)")
+                tasks[i] = (op, (where, kind, [child.gid for child in children]))
         lanes.append((lane.stream.stream_id, lane.head, tasks))
-    model.gid = rt.link(model.device).request("store_graph", lanes)
+    defaults = [(c.location(), c.default) for c in model.conds if c.default is not None]
+    model.gid = rt.link(model.device).request("store_graph", lanes, defaults)
 
 
 def _forget(model: Model) -> None:
@@ -318,6 +350,27 @@ def destroy(model_ri) -> None:
             pass   # the device is gone, and the graph with it
     if isinstance(model.recorder, R.Build):
         model.recorder.release_staged()
+    _release_conditionals(model)
+
+
+def _release_conditionals(model: Model) -> None:
+    """A model's child models and condition values go with it."""
+    for child in model.children:
+        if not child.destroyed:
+            _forget(child)
+            if child.gid is not None:
+                try:
+                    rt.link(child.device).request("drop_graph", child.gid)
+                except AclError:
+                    pass
+            _release_conditionals(child)
+    for cond in model.conds:
+        with rt.lock:
+            held.models.pop(cond.handle, None)
+        try:
+            memops.release(cond.value)
+        except AclError:
+            pass    # the device is gone, and the memory with it
 
 
 # ---------------------------------------------------------------------------- capture
@@ -336,11 +389,107 @@ def capture_begin(stream, mode: int) -> None:
         raise AclError(E.ACL_ERROR_STREAM_TASK_GROUP_STATUS, f"stream {st.stream_id} is updating a task group")
     if rec is not None:
         raise AclError(E.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "a persistent stream cannot be captured")
-    model = _new_model(st.context, "capture", CAPTURING)
+    _capture_into(_new_model(st.context, "capture", CAPTURING), st, mode)
+
+
+def _capture_into(model: Model, st, mode: int) -> None:
+    model.state = CAPTURING
     capture = model.recorder = R.Capture(st, mode, model)
     with rt.lock:
         R.held.captures.append(capture)
     st.recorder = capture
+
+
+@api()
+def capture_to_model_ri_begin(stream, model_ri, mode: int) -> None:
+    """Capture ``stream`` into an existing, empty model: a conditional task's child."""
+    mode = as_int(mode, "mode")
+    if mode not in R.MODE_NAMES:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"capture mode must be GLOBAL, THREAD_LOCAL or RELAXED, got {mode}")
+    model = _model(model_ri)
+    if model.state != PENDING:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "the model must be a conditional task's child model not "
+                       "captured yet (ri_add_cond_task makes them)")
+    st = rt.stream_in_context(stream)
+    if st.is_default:
+        raise AclError(E.ACL_ERROR_RT_STREAM_CAPTURE_IMPLICIT, "the default stream cannot be captured")
+    if st.recorder is not None:
+        raise AclError(E.ACL_ERROR_RT_STREAM_CAPTURED, f"stream {st.stream_id} is capturing or persistent")
+    if st.device != model.device:
+        raise AclError(E.ACL_ERROR_RT_MODEL_CONTEXT, f"the model belongs to device {model.device}, the stream "
+                       f"to device {st.device}")
+    _capture_into(model, st, mode)
+
+
+# ---------------------------------------------------------------------------- conditional tasks
+def _capturing_model(model_ri) -> Model:
+    model = _model(model_ri)
+    if model.state != CAPTURING:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "the model must be being captured (ri_capture_begin)")
+    return model
+
+
+@api(1)
+def cond_handle_create(model_ri, default_launch_value: int, flag: int) -> int:
+    model = _capturing_model(model_ri)
+    default = as_int(default_launch_value, "defaultLaunchValue")
+    flag = as_int(flag, "flag")
+    if flag not in (0, C.ACL_MODEL_RI_COND_HANDLE_ASSIGN_DEFAULT):
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"flag must be 0 or ACL_MODEL_RI_COND_HANDLE_ASSIGN_DEFAULT, got {flag}")
+    if not 0 <= default < 1 << 32:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"defaultLaunchValue must be a uint32, got {default}")
+    if rt.current_context().device != model.device:
+        raise AclError(E.ACL_ERROR_RT_MODEL_CONTEXT, f"the model belongs to device {model.device}, the current "
+                       f"context to device {rt.current_context().device}")
+    value = memops.allocate(8, C.ACL_MEM_MALLOC_HUGE_FIRST, held_by=f"model {model.handle:#x}'s condition")
+    cond = CondHandle(rt.new_handle(COND_HANDLES), model, value, default if flag else None)
+    model.conds.append(cond)
+    with rt.lock:
+        held.models[cond.handle] = cond
+    return cond.handle
+
+
+def _cond(handle) -> CondHandle:
+    if handle is None or handle == 0:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, "handle is NULL")
+    cond = held.models.get(handle) if isinstance(handle, int) else None
+    if not isinstance(cond, CondHandle) or cond.model.destroyed:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{handle!r} is not a live condition handle")
+    return cond
+
+
+@api(1)
+def cond_handle_get_cond_ptr(handle) -> int:
+    return _cond(handle).value.ptr
+
+
+@api(1)
+def add_cond_task(handle, kind: int, size_: int, stream, flags: int = 0) -> list:
+    """A conditional task on a capturing stream: IF runs child 0 when the value is not 0, else
+    child 1 (if any); WHILE runs child 0 while it is not 0; SWITCH runs child [value] (none
+    past the last).  Returns the children's handles (empty models to capture)."""
+    cond = _cond(handle)
+    kind, count = as_int(kind, "type"), as_int(size_, "size")
+    if as_int(flags, "flags") != 0:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"flags must be 0, got {flags}")
+    if kind not in _COND_SIZES:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"type must be an aclmdlRICondTaskType (IF, WHILE, SWITCH), got {kind}")
+    low, high = _COND_SIZES[kind]
+    if not low <= count <= high:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"a condition of type {kind} takes {low} to {high} models, got {count}")
+    st = rt.stream_in_context(stream)
+    capture = R.capturing(st)
+    if capture is None:
+        raise AclError(E.ACL_ERROR_RT_STREAM_NOT_CAPTURED, f"stream {st.stream_id} is not capturing")
+    if capture.model is not cond.model:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "the condition handle belongs to another model than the "
+                       "stream's capture")
+    children = [_new_model(st.context, "capture", PENDING) for _ in range(count)]
+    for child in children:
+        child.parent = cond.model
+    cond.model.children.extend(children)
+    streams.submit(st, R.COND, cond.location(), kind, children)
+    return [child.handle for child in children]
 
 
 @api(1)

@@ -156,6 +156,9 @@ def free(dev_ptr: int) -> None:
         rt.memory.release_pinned(managed)
         return
     alloc = to_free(dev_ptr, DEVICE, "devPtr", "device allocation")
+    if alloc.held_by is not None:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{dev_ptr:#x} belongs to {alloc.held_by}: the runtime "
+                       "frees it with its owner")
     if alloc.ipc_key is not None:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{dev_ptr:#x} was imported over IPC: "
                        "release it with ipc_mem_close, not free")
