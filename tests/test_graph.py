@@ -216,6 +216,63 @@ def test_switch_stream_starts_its_stream_and_stops_the_switching_one(dev):
         ok(acl, acl.rt.destroy_stream(s))
 
 
+def test_conditional_tasks_if_while_switch(dev):
+    """aclmdlRIAddCondTask in a capture: child models captured on another stream run when the
+    condition (device memory, read at each execution) picks them; ASSIGN_DEFAULT resets it at
+    each execution's start; the children and the condition go with the parent."""
+    acl, n = dev, 16
+    IF, WHILE, SWITCH = acl.ACL_MODEL_RI_COND_TYPE_IF, acl.ACL_MODEL_RI_COND_TYPE_WHILE, acl.ACL_MODEL_RI_COND_TYPE_SWITCH
+    acc, one = dev_floats(acl, n), dev_floats(acl, n, 1.0)
+    zero = dev_floats(acl, 2)                  # 8 zero bytes: a WHILE body clears its condition with them
+    s, sub = out(acl, acl.rt.create_stream()), out(acl, acl.rt.create_stream())
+
+    def capture(kind, count, default, flag, bodies):
+        ok(acl, acl.mdl.ri_capture_begin(s, GLOBAL))
+        _, parent = info(acl, s)
+        cond = out(acl, acl.mdl.ri_cond_handle_create(parent, default, flag))
+        ptr = out(acl, acl.mdl.ri_cond_handle_get_cond_ptr(cond))
+        children = out(acl, acl.mdl.ri_add_cond_task(cond, kind, count, s, 0))
+        assert len(children) == count
+        for child, scale in zip(children, bodies):
+            ok(acl, acl.mdl.ri_capture_to_model_ri_begin(sub, child, GLOBAL))
+            ok(acl, ops.axpy[1, sub](acc, one, acc, scale, n))           # acc += scale
+            if kind == WHILE:
+                ok(acl, acl.rt.memcpy_async(ptr, 8, zero, 8, acl.ACL_MEMCPY_DEVICE_TO_DEVICE, sub))
+            out(acl, acl.mdl.ri_capture_end(sub))
+        return out(acl, acl.mdl.ri_capture_end(s)), ptr
+
+    def run(model, ptr, value) -> float:
+        ok(acl, acl.rt.memset(acc, n * 4, 0, n * 4))
+        ok(acl, acl.rt.memcpy(ptr, 8, acl.util.numpy_to_ptr(np.array([value], np.uint64)), 8, H2D))
+        ok(acl, acl.mdl.ri_execute(model, -1))
+        return float(read_floats(acl, acc, n)[0])
+
+    model, ptr = capture(IF, 2, 0, 0, (1.0, 10.0))
+    assert [run(model, ptr, v) for v in (1, 0, 7)] == [1.0, 10.0, 1.0]
+    assert acl.rt.free(ptr) == acl.ACL_ERROR_RT_PARAM_INVALID            # the model's, not the user's
+    ok(acl, acl.mdl.ri_destroy(model))
+    model, ptr = capture(SWITCH, 3, 0, 0, (1.0, 2.0, 3.0))
+    assert [run(model, ptr, v) for v in (0, 1, 2, 3)] == [1.0, 2.0, 3.0, 0.0]
+    ok(acl, acl.mdl.ri_destroy(model))
+    model, ptr = capture(WHILE, 1, 0, 0, (5.0,))
+    assert [run(model, ptr, v) for v in (1, 0)] == [5.0, 0.0]           # the body clears the condition
+    ok(acl, acl.mdl.ri_destroy(model))
+    # ASSIGN_DEFAULT: the launch value wins over what the host wrote before the execution
+    model, ptr = capture(SWITCH, 2, 1, acl.ACL_MODEL_RI_COND_HANDLE_ASSIGN_DEFAULT, (1.0, 2.0))
+    assert [run(model, ptr, v) for v in (0, 1)] == [2.0, 2.0]
+    ok(acl, acl.mdl.ri_destroy(model))
+    # misuse: outside a capture, a wrong type or size
+    ok(acl, acl.mdl.ri_capture_begin(s, GLOBAL))
+    _, parent = info(acl, s)
+    cond = out(acl, acl.mdl.ri_cond_handle_create(parent, 0, 0))
+    assert acl.mdl.ri_add_cond_task(cond, 7, 1, s, 0)[1] == acl.ACL_ERROR_INVALID_PARAM
+    assert acl.mdl.ri_add_cond_task(cond, IF, 3, s, 0)[1] == acl.ACL_ERROR_INVALID_PARAM
+    assert acl.mdl.ri_add_cond_task(cond, IF, 1, sub, 0)[1] == acl.ACL_ERROR_RT_STREAM_NOT_CAPTURED
+    ok(acl, acl.mdl.ri_destroy(out(acl, acl.mdl.ri_capture_end(s))))
+    for x in (s, sub):
+        ok(acl, acl.rt.destroy_stream(x))
+
+
 def _blocking_model(acl, flag_dev):
     """A captured model whose only task waits until the word at ``flag_dev`` is >= 1."""
     s = out(acl, acl.rt.create_stream())

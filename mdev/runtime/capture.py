@@ -521,7 +521,8 @@ def check_unsafe(what: str) -> None:
 
 def check_pageable(stream, what: str) -> None:
     """An async copy with pageable host memory (it runs synchronously): on a recording
-    stream it cannot be stored (107000); elsewhere the capture modes apply (107041)."""
+    stream it cannot be stored (107000; memcpy_async stages an H2D one of a built model
+    first: Build.stage); elsewhere the capture modes apply (107041)."""
     rec = stream.recorder
     if isinstance(rec, Capture):
         raise rec.fail(E.ACL_ERROR_RT_PARAM_INVALID, f"{what} on a capturing stream needs pinned host memory "

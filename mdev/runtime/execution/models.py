@@ -69,9 +69,9 @@ class Model:
     collectives: list = field(default_factory=list)        # (operation, bytes, ranks, algorithm, number) captured
     replays: int = 0                                        # ri_execute_async / ri_execute calls so far
     destroyed: bool = False
-    conds: list = field(default_factory=list)      # its CondHandles
-    children: list = field(default_factory=list)   # the child Models of its conditional tasks
-    parent: "Model | None" = None
+    conds: list = field(default_factory=list, repr=False)      # its CondHandles
+    children: list = field(default_factory=list, repr=False)   # the child Models of its conditional tasks
+    parent: "Model | None" = field(default=None, repr=False)
 
 
 @dataclass(eq=False)
