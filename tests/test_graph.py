@@ -13,6 +13,7 @@ import pytest
 
 from async_util import ok, out
 from mdev import ops
+from mdev.runtime.core import RUNTIME as rt
 
 F32 = 11             # NPY_FLOAT32 for acl.util.ptr_to_numpy
 GLOBAL, THREAD_LOCAL, RELAXED = 0, 1, 2
@@ -268,7 +269,11 @@ def test_conditional_tasks_if_while_switch(dev):
     assert acl.mdl.ri_add_cond_task(cond, 7, 1, s, 0)[1] == acl.ACL_ERROR_INVALID_PARAM
     assert acl.mdl.ri_add_cond_task(cond, IF, 3, s, 0)[1] == acl.ACL_ERROR_INVALID_PARAM
     assert acl.mdl.ri_add_cond_task(cond, IF, 1, sub, 0)[1] == acl.ACL_ERROR_RT_STREAM_NOT_CAPTURED
-    ok(acl, acl.mdl.ri_destroy(out(acl, acl.mdl.ri_capture_end(s))))
+    # a child never captured: the parent's capture fails, and its condition is freed with it
+    ptr = out(acl, acl.mdl.ri_cond_handle_get_cond_ptr(cond))
+    out(acl, acl.mdl.ri_add_cond_task(cond, IF, 1, s, 0))
+    assert acl.mdl.ri_capture_end(s)[1] == acl.ACL_ERROR_RT_MODEL_EXECUTE
+    assert rt.memory.get(ptr) is None
     for x in (s, sub):
         ok(acl, acl.rt.destroy_stream(x))
 

@@ -521,6 +521,7 @@ def capture_end(stream) -> int:
         except AclError:
             capture.terminate()
             _forget(model)
+            _release_conditionals(model)
             raise
         capture.terminate()
     model.lanes = list(capture.lanes.values())
@@ -531,6 +532,7 @@ def capture_end(stream) -> int:
         _store(model)
     except AclError:
         _forget(model)
+        _release_conditionals(model)
         raise
     model.state = READY
     return model.handle
