@@ -62,6 +62,8 @@ MAX_HANDSHAKES = 64
 # graph-local markers inside a stored graph's lanes (host capture writes them, device replay obeys)
 GRAPH_RECORD, GRAPH_WAIT, GRAPH_ACTIVATE = "graph_record", "graph_wait", "graph_activate"
 GRAPH_LABEL, GRAPH_SWITCH = "graph_label", "graph_switch"      # aclrtSetLabel / aclrtSwitchLabelByIndex
+GRAPH_STREAM_SWITCH = "graph_stream_switch"                   # aclrtSwitchStream
+GRAPH_COND = "graph_cond"                                     # aclmdlRIAddCondTask: IF / WHILE / SWITCH
 
 
 class ChannelClosed(Exception):

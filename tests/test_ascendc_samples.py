@@ -7,10 +7,10 @@ success lines (../shared/cann-samples/README.md lists them).
     bash run.sh  -->  cmake (kernels rewritten, compiled into device images), make, the
                       program(s)  -->  success line
 
-Each project builds its own kernel images (run.sh removes build/ first).  Not run: the two
-model_ri samples (they compute with aclnn operators, which mdev does not provide) and
-12_cross_server_physical_memory_sharing_withoutpid (two hosts; its scripts prompt for a
-port and an address).
+Each project builds its own kernel images (run.sh removes build/ first).  The two model_ri
+samples compute with aclnn operators (libopapi.so, the per-op headers aclnnop/aclnn_add.h,
+aclnn_mul.h) inside model run instances.  Not run: 12_cross_server_physical_memory_sharing_withoutpid
+(two hosts; its scripts prompt for a port and an address).
 """
 
 from __future__ import annotations
@@ -61,6 +61,19 @@ SAMPLES = {
         [r"(?:Hello World\n){8}", r"\[SUCCESS\]: Launch kernels under resource limits successfully\."],
     "2_advanced_features/notify/0_ipc_notify_withpid":
         [r"Destination data: 123", r"\[SUCCESS\] IPC notify .* equal: 123\n"],
+    # a built model: H2D copies from pageable memory, aclnnAdd, aclrtSwitchStream / aclrtActiveStream
+    "2_advanced_features/model_ri/2_model_switch":
+        [r"After executing, print data1\.\n.*is: (?:3\.4000  ){8}\n", r"print data2\.\n.*is: (?:0\.0000  ){8}\n",
+         r"print data3\.\n.*is: (?:5\.4000  ){8}\n", r"After second execution, print data1\.\n.*is: (?:3\.4000  ){8}\n",
+         r"print data2\.\n.*is: (?:4\.4000  ){8}\n"],
+    # conditional tasks; ASSIGN_DEFAULT resets each condition to 0 at every execution, so the IF
+    # runs its false branch and the SWITCH case 0 each time (the README's figures); its WHILE
+    # body never runs: the README's figures for it are the IF's, left in reused device memory
+    "2_advanced_features/model_ri/3_cond_model":
+        [r"IF true branch result:\n.*is: 1\.2500  2\.5000  3\.7500  5\.0000  6\.2500  7\.5000  8\.7500  10\.0000",
+         r"IF false branch result:\n.*is: 1\.2500  2\.5000 ", r"IF condition PASSED", r"WHILE condition PASSED",
+         r"SWITCH case 0 result:\n.*is: 1\.5000  3\.0000  4\.5000  6\.0000  7\.5000  9\.0000  10\.5000  12\.0000",
+         r"SWITCH case 2 result:\n.*is: 1\.5000  3\.0000 ", r"SWITCH condition PASSED", r"All tests PASSED"],
     "3_memory_advanced/managed_memory/0_uvm_allocate":
         [r"\[INFO\]  Run the uvm_allocate sample successfully\.", r"\[SUCCESS\] result correct"],
 }

@@ -13,6 +13,7 @@ import pytest
 
 from async_util import ok, out
 from mdev import ops
+from mdev.runtime.core import RUNTIME as rt
 
 F32 = 11             # NPY_FLOAT32 for acl.util.ptr_to_numpy
 GLOBAL, THREAD_LOCAL, RELAXED = 0, 1, 2
@@ -181,6 +182,100 @@ def test_build_two_streams_events_and_activation(dev):
     for s in (s1, s2, s3, plain):
         ok(acl, acl.rt.destroy_stream(s))
     ok(acl, acl.rt.destroy_event(ev))
+
+
+def test_switch_stream_starts_its_stream_and_stops_the_switching_one(dev):
+    """aclrtSwitchStream: when *left cond *right holds (read at each execution) the true
+    stream runs and the switching stream's later tasks do not; else the switching stream
+    goes on (the model_ri/2_model_switch sample's pattern)."""
+    acl, n = dev, 16
+    after, branch = dev_floats(acl, n), dev_floats(acl, n)
+    one = dev_floats(acl, n, 1.0)
+    left = out(acl, acl.rt.malloc(8, 0))
+    right = out(acl, acl.rt.malloc(8, 0))
+    ok(acl, acl.rt.memcpy(right, 8, acl.util.numpy_to_ptr(np.array([5, 0], np.int32)), 8, H2D))
+    s1, s2 = (out(acl, acl.rt.create_stream_with_config(0, acl.ACL_STREAM_PERSISTENT)) for _ in range(2))
+    model = out(acl, acl.mdl.ri_build_begin(0))
+    ok(acl, acl.mdl.ri_bind_stream(model, s1, acl.ACL_MODEL_STREAM_FLAG_HEAD))
+    ok(acl, acl.mdl.ri_bind_stream(model, s2, acl.ACL_MODEL_STREAM_FLAG_DEFAULT))
+    assert acl.rt.switch_stream(left, 9, right, acl.ACL_RT_SWITCH_INT32, s2, None, s1) == acl.ACL_ERROR_INVALID_PARAM
+    plain = out(acl, acl.rt.create_stream())
+    assert acl.rt.switch_stream(left, acl.ACL_RT_EQUAL, right, acl.ACL_RT_SWITCH_INT32, plain, None, s1) == \
+        acl.ACL_ERROR_RT_STREAM_MODEL
+    ok(acl, acl.rt.switch_stream(left, acl.ACL_RT_GREATER_OR_EQUAL, right, acl.ACL_RT_SWITCH_INT32, s2, None, s1))
+    ok(acl, ops.axpy[1, s1](after, one, after, 1.0, n))          # after += 1, when no switch
+    ok(acl, ops.axpy[1, s2](branch, one, branch, 1.0, n))        # branch += 1, when switched
+    for s in (s1, s2):
+        ok(acl, acl.mdl.ri_end_task(model, s))
+    ok(acl, acl.mdl.ri_build_end(model, None))
+    for value, expected in ((4, (1, 0)), (5, (1, 1)), (6, (1, 2))):     # 4 >= 5 no; 5 >= 5, 6 >= 5 yes
+        ok(acl, acl.rt.memcpy(left, 8, acl.util.numpy_to_ptr(np.array([value, 0], np.int32)), 8, H2D))
+        ok(acl, acl.mdl.ri_execute(model, -1))
+        assert (read_floats(acl, after, n)[0], read_floats(acl, branch, n)[0]) == expected
+    ok(acl, acl.mdl.ri_destroy(model))
+    for s in (s1, s2, plain):
+        ok(acl, acl.rt.destroy_stream(s))
+
+
+def test_conditional_tasks_if_while_switch(dev):
+    """aclmdlRIAddCondTask in a capture: child models captured on another stream run when the
+    condition (device memory, read at each execution) picks them; ASSIGN_DEFAULT resets it at
+    each execution's start; the children and the condition go with the parent."""
+    acl, n = dev, 16
+    IF, WHILE, SWITCH = acl.ACL_MODEL_RI_COND_TYPE_IF, acl.ACL_MODEL_RI_COND_TYPE_WHILE, acl.ACL_MODEL_RI_COND_TYPE_SWITCH
+    acc, one = dev_floats(acl, n), dev_floats(acl, n, 1.0)
+    zero = dev_floats(acl, 2)                  # 8 zero bytes: a WHILE body clears its condition with them
+    s, sub = out(acl, acl.rt.create_stream()), out(acl, acl.rt.create_stream())
+
+    def capture(kind, count, default, flag, bodies):
+        ok(acl, acl.mdl.ri_capture_begin(s, GLOBAL))
+        _, parent = info(acl, s)
+        cond = out(acl, acl.mdl.ri_cond_handle_create(parent, default, flag))
+        ptr = out(acl, acl.mdl.ri_cond_handle_get_cond_ptr(cond))
+        children = out(acl, acl.mdl.ri_add_cond_task(cond, kind, count, s, 0))
+        assert len(children) == count
+        for child, scale in zip(children, bodies):
+            ok(acl, acl.mdl.ri_capture_to_model_ri_begin(sub, child, GLOBAL))
+            ok(acl, ops.axpy[1, sub](acc, one, acc, scale, n))           # acc += scale
+            if kind == WHILE:
+                ok(acl, acl.rt.memcpy_async(ptr, 8, zero, 8, acl.ACL_MEMCPY_DEVICE_TO_DEVICE, sub))
+            out(acl, acl.mdl.ri_capture_end(sub))
+        return out(acl, acl.mdl.ri_capture_end(s)), ptr
+
+    def run(model, ptr, value) -> float:
+        ok(acl, acl.rt.memset(acc, n * 4, 0, n * 4))
+        ok(acl, acl.rt.memcpy(ptr, 8, acl.util.numpy_to_ptr(np.array([value], np.uint64)), 8, H2D))
+        ok(acl, acl.mdl.ri_execute(model, -1))
+        return float(read_floats(acl, acc, n)[0])
+
+    model, ptr = capture(IF, 2, 0, 0, (1.0, 10.0))
+    assert [run(model, ptr, v) for v in (1, 0, 7)] == [1.0, 10.0, 1.0]
+    assert acl.rt.free(ptr) == acl.ACL_ERROR_RT_PARAM_INVALID            # the model's, not the user's
+    ok(acl, acl.mdl.ri_destroy(model))
+    model, ptr = capture(SWITCH, 3, 0, 0, (1.0, 2.0, 3.0))
+    assert [run(model, ptr, v) for v in (0, 1, 2, 3)] == [1.0, 2.0, 3.0, 0.0]
+    ok(acl, acl.mdl.ri_destroy(model))
+    model, ptr = capture(WHILE, 1, 0, 0, (5.0,))
+    assert [run(model, ptr, v) for v in (1, 0)] == [5.0, 0.0]           # the body clears the condition
+    ok(acl, acl.mdl.ri_destroy(model))
+    # ASSIGN_DEFAULT: the launch value wins over what the host wrote before the execution
+    model, ptr = capture(SWITCH, 2, 1, acl.ACL_MODEL_RI_COND_HANDLE_ASSIGN_DEFAULT, (1.0, 2.0))
+    assert [run(model, ptr, v) for v in (0, 1)] == [2.0, 2.0]
+    ok(acl, acl.mdl.ri_destroy(model))
+    # misuse: outside a capture, a wrong type or size
+    ok(acl, acl.mdl.ri_capture_begin(s, GLOBAL))
+    _, parent = info(acl, s)
+    cond = out(acl, acl.mdl.ri_cond_handle_create(parent, 0, 0))
+    assert acl.mdl.ri_add_cond_task(cond, 7, 1, s, 0)[1] == acl.ACL_ERROR_INVALID_PARAM
+    assert acl.mdl.ri_add_cond_task(cond, IF, 3, s, 0)[1] == acl.ACL_ERROR_INVALID_PARAM
+    assert acl.mdl.ri_add_cond_task(cond, IF, 1, sub, 0)[1] == acl.ACL_ERROR_RT_STREAM_NOT_CAPTURED
+    # a child never captured: the parent's capture fails, and its condition is freed with it
+    ptr = out(acl, acl.mdl.ri_cond_handle_get_cond_ptr(cond))
+    out(acl, acl.mdl.ri_add_cond_task(cond, IF, 1, s, 0))
+    assert acl.mdl.ri_capture_end(s)[1] == acl.ACL_ERROR_RT_MODEL_EXECUTE
+    assert rt.memory.get(ptr) is None
+    for x in (s, sub):
+        ok(acl, acl.rt.destroy_stream(x))
 
 
 def _blocking_model(acl, flag_dev):
@@ -480,6 +575,32 @@ def test_async_copies_with_pageable_memory(dev):
     ok(acl, acl.mdl.ri_destroy(model))
     for x in (s, other):
         ok(acl, acl.rt.destroy_stream(x))
+
+
+def test_built_model_stores_a_copy_from_pageable_memory(dev):
+    """A built model (persistent streams) stores an H2D copy from pageable memory with the
+    bytes of the call (the model_ri samples upload their inputs so); a copy into pageable
+    memory cannot be stored (107000)."""
+    acl, n = dev, 16
+    dst = dev_floats(acl, n)
+    host = np.full(n, 3.0, np.float32)
+    s = out(acl, acl.rt.create_stream_with_config(0, acl.ACL_STREAM_PERSISTENT))
+    model = out(acl, acl.mdl.ri_build_begin(0))
+    ok(acl, acl.mdl.ri_bind_stream(model, s, acl.ACL_MODEL_STREAM_FLAG_HEAD))
+    ok(acl, acl.rt.memcpy_async(dst, n * 4, acl.util.numpy_to_ptr(host), n * 4, H2D, s))
+    assert acl.rt.memcpy_async(acl.util.numpy_to_ptr(host), n * 4, dst, n * 4, D2H, s) == \
+        acl.ACL_ERROR_RT_PARAM_INVALID
+    assert (read_floats(acl, dst, n) == 0).all()        # stored, not run
+    host[:] = 7.0                                       # later changes are not the copy's
+    ok(acl, acl.mdl.ri_end_task(model, s))
+    ok(acl, acl.mdl.ri_build_end(model, None))
+    ok(acl, acl.mdl.ri_execute(model, -1))
+    assert (read_floats(acl, dst, n) == 3).all()
+    ok(acl, acl.rt.memset(dst, n * 4, 0, n * 4))
+    ok(acl, acl.mdl.ri_execute(model, -1))              # each execution copies again
+    assert (read_floats(acl, dst, n) == 3).all()
+    ok(acl, acl.mdl.ri_destroy(model))                  # frees the staged bytes (the suite checks /dev/shm)
+    ok(acl, acl.rt.destroy_stream(s))
 
 
 def test_default_stream_during_capture(dev):

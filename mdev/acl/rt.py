@@ -43,6 +43,7 @@ peek_at_last_error = boundary.peek_at_last_error
 
 # model streams: aclrtActiveStream starts a non-head stream of a model being built
 active_stream = boundary.bind(_graph_model.active_stream)
+switch_stream = boundary.bind(_graph_model.switch_stream)
 
 boundary.publish(globals())
 

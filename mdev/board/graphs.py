@@ -1,6 +1,7 @@
 """Stored graphs inside a device process, and the task that replays one.
 
-    store_graph (request)   lanes: [(stream id, head, [(op, args), ...]), ...] -> graph id
+    store_graph (request)   lanes: [(stream id, head, [(op, args), ...]), ...], defaults:
+                            [(location, value)] written at each replay's start -> graph id
     run_graph   (task)      replay: lane 0 on the executing stream's worker, every other head
                             lane on a thread of its own; the task completes when all lanes have
     update_graph (task)     a task group's replacement tasks (ordered on the updating stream)
@@ -12,13 +13,18 @@ lanes, ``graph_record`` / ``graph_wait`` markers (local to one replay) order the
 captured events did, so a forked lane really runs beside the origin until it joins back.
 ``graph_label`` marks a place, ``graph_switch`` reads a uint32 index from device memory and
 continues at the place of the label it picks (on its own lane, or that lane's stream takes
-over from the label while the switching one stops).
+over from the label while the switching one stops).  ``graph_stream_switch`` compares two
+integers in device memory and, when the condition holds, starts another lane and stops its own.
+``graph_cond`` reads a uint64 condition and runs child graphs inline on its lane: IF child 0
+when it is not 0 (else child 1, if any), WHILE child 0 as long as it is not 0, SWITCH child
+[value] (none past the last).
 The first failing inner task stops the replay and fails ``run_graph`` with its code.
 """
 
 from __future__ import annotations
 
 import itertools
+import operator
 import threading
 from typing import TYPE_CHECKING
 
@@ -35,12 +41,18 @@ import numpy as np
 
 RECORD, WAIT, ACTIVATE = protocol.GRAPH_RECORD, protocol.GRAPH_WAIT, protocol.GRAPH_ACTIVATE
 LABEL, SWITCH = protocol.GRAPH_LABEL, protocol.GRAPH_SWITCH
+STREAM_SWITCH, COND = protocol.GRAPH_STREAM_SWITCH, protocol.GRAPH_COND
+COND_IF, COND_WHILE, COND_SWITCH = 0, 1, 2        # aclmdlRICondTaskType
+# aclrtCondition (ACL_RT_EQUAL .. ACL_RT_LESS_OR_EQUAL) -> the comparison of left with right
+_CONDITIONS = (operator.eq, operator.ne, operator.gt, operator.ge, operator.lt, operator.le)
+_COMPARED = {4: np.int32, 8: np.int64}      # ACL_RT_SWITCH_INT32 / INT64, by their size
 _gids = itertools.count(1)
 
 
 class Graph:
-    def __init__(self, client: int, lanes: list) -> None:
+    def __init__(self, client: int, lanes: list, defaults: list = ()) -> None:
         self.client = client
+        self.defaults = [(where, int(value)) for where, value in defaults]
         self.stream_ids = [sid for sid, _, _ in lanes]
         self.heads = [i for i, (_, head, _) in enumerate(lanes) if head]
         self.lanes = [list(tasks) for _, _, tasks in lanes]
@@ -54,13 +66,13 @@ def _graphs(device: "Device") -> dict:
 
 
 @request
-def store_graph(device: "Device", conn, lanes: list) -> int:
+def store_graph(device: "Device", conn, lanes: list, defaults: list = ()) -> int:
     graphs = _graphs(device)
     with device.lock:
         for gid in [g for g, graph in graphs.items() if graph.client not in device.clients]:
             del graphs[gid]          # graphs of processes that detached
         gid = next(_gids)
-        graphs[gid] = Graph(conn.client, lanes)
+        graphs[gid] = Graph(conn.client, lanes, defaults)
     return gid
 
 
@@ -135,6 +147,39 @@ class Run:
         self.start(*target)
         return None
 
+    def _holds(self, args: tuple) -> bool:
+        """A stream switch's condition, on the values in device memory now."""
+        _, left, right, cond, nbytes = args
+        a, b = (int(self.device.memory.view(where, nbytes, self.outer).view(_COMPARED[nbytes])[0])
+                for where in (left, right))
+        return _CONDITIONS[cond](a, b)
+
+    def _conditional(self, args: tuple) -> None:
+        """A conditional task: its child graph(s), run here, each to its end."""
+        where, kind, gids = args
+        if kind not in (COND_IF, COND_WHILE, COND_SWITCH) or not gids:
+            raise TaskFault(E.ACL_ERROR_RT_MODEL_EXECUTE, f"conditional task of type {kind!r} with {len(gids)} models")
+
+        def value() -> int:
+            return int(self.device.memory.view(where, 8, self.outer).view(np.uint64)[0])
+        if kind == COND_WHILE:
+            while self.fault is None and value():
+                if self.outer.interrupted:
+                    raise TaskFault(E.ACL_ERROR_RT_STREAM_ABORT, "the stream was aborted during a model execution")
+                self._child(gids[0])
+            return
+        picked = value()
+        if kind == COND_IF:
+            picked = 0 if picked else 1
+        if picked < len(gids):
+            self._child(gids[picked])
+
+    def _child(self, gid: int) -> None:
+        run = Run(self.device, _own_graph(self.device, self.outer, gid), self.outer)
+        run.run()
+        if run.fault is not None:
+            raise TaskFault(*run.fault)
+
     def lane(self, index: int, at: int = 0) -> None:
         tasks = self.graph.lanes[index]
         stream = LaneStream(self.outer, self)
@@ -152,6 +197,12 @@ class Run:
                     self._wait(args[0])
                 elif name == ACTIVATE:
                     self.start(args[0])
+                elif name == COND:
+                    self._conditional(args)
+                elif name == STREAM_SWITCH:
+                    if self._holds(args):
+                        self.start(args[0])
+                        return
                 elif name == SWITCH:
                     k = self._branch(index, k, args)
                     if k is None:
@@ -184,6 +235,8 @@ class Run:
                 self.cond.wait(self.POLL_S)
 
     def run(self) -> None:
+        for where, value in self.graph.defaults:      # the conditions' launch values
+            self.device.memory.view(where, 8, self.outer, write=True).view(np.uint64)[0] = value
         heads = self.graph.heads
         if not heads:
             return

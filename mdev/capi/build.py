@@ -147,6 +147,7 @@ def build(lib_dir: Path, src_dir: Path) -> bool:
                 ([cc, *CLIENT_FLAGS, f"-I{src_dir}", str(src_dir / "mdev_client.c"), "-o", str(lib_dir / CLIENT),
                   f"-Wl,-soname,{CLIENT}", "-ldl", "-lpthread"], CLIENT)]
     sources[opapi.HEADER] = opapi.header()
+    sources.update(opapi.op_headers())
     sources[opapi.MISSING_HEADER] = opapi.missing_header()
     for library in LIBRARIES:
         files, link = [], []

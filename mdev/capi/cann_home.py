@@ -3,7 +3,8 @@
     <home>/include/acl/...                      mdev's own CANN headers (mdev/capi/include)
     <home>/include/hccl/...                     HCCL's (hccl.h, hccl_comm.h, hccl_types.h)
     <home>/include/aclnn/acl_meta.h             the operator library's descriptors
-    <home>/include/aclnnop/aclnn_ops.h          its operators (generated from mdev/operators.py)
+    <home>/include/aclnnop/aclnn_<op>.h         its operators, a header per op family as CANN's
+                                                (generated from mdev/operators.py; aclnn_ops.h: all)
     <home>/lib64/libascendcl.so                 the C library (see build)
            libacl_rt.so, libacl_rt_impl.so      the same library under the other names
            libhccl.so                           HCCL's C library (the same loader and runtime)
@@ -89,7 +90,8 @@ def make(home: Path | None = None, log=print) -> Path:
     names = ", ".join(lib.name + (f" ({', '.join(lib.aliases)})" if lib.aliases else "") for lib in build.LIBRARIES)
     log(f"mdev cann-home: {'built' if built else 'up to date:'} {home / 'lib64'}: {names}; Python {sys.executable}")
     (home / "include" / opapi.HEADER).parent.mkdir(exist_ok=True)
-    shutil.copy2(home / "src" / opapi.HEADER, home / "include" / opapi.HEADER)
+    for header in (opapi.HEADER, *opapi.op_headers()):
+        shutil.copy2(home / "src" / header, home / "include" / header)
     for package in PACKAGE_FOLDERS:
         (home / package).mkdir(exist_ok=True)
     (home / "bin").mkdir(exist_ok=True)

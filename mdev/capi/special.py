@@ -187,6 +187,36 @@ def _active_stream(fn, impl):
     return boundary.bind(models.active_stream)     # a model's function under an aclrt name
 
 
+@adapts("aclrtSwitchStream")
+def _switch_stream(fn, impl):
+    return boundary.bind(models.switch_stream)     # likewise
+
+
+@adapts("aclmdlRICondHandleGetCondPtr")
+def _cond_ptr(fn, impl):
+    """The device address of the condition, into the caller's ``uint64_t*``."""
+    return writes_out(fn, impl, "ptr", lambda handle, ptr: (handle,), _word)
+
+
+_COND_PARAMS = struct.Struct("<QIIQ")      # aclmdlRICondTaskParams: handle, type, size, modelRIArray
+
+
+@adapts("aclmdlRIAddCondTask")
+def _add_cond_task(fn, impl):
+    """The structure's fields in; the child models' handles out, into params.modelRIArray."""
+    def make(add):
+        def call(params, stream, flags):
+            handle, kind, count, array = _COND_PARAMS.unpack_from(bytes(params))
+            if not array:
+                return null_output(fn, "params.modelRIArray")
+            children, ret = add(handle, kind, count, stream, flags)
+            if ret == E.ACL_SUCCESS:
+                cmemory.write(array, struct.pack(f"<{len(children)}Q", *children))
+            return ret
+        return call
+    return needs(impl, fn, make)
+
+
 # C functions returning a value (no aclError): (runtime module, function); a failure is 0
 VALUE_FUNCTIONS = {"aclDataTypeSize": ("devices.sysinfo", "data_type_size"),
                    "aclrtAllocatorCreateDesc": ("memory.allocators", "allocator_create_desc"),

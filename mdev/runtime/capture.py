@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 
 RECORD, WAIT, ACTIVATE = protocol.GRAPH_RECORD, protocol.GRAPH_WAIT, protocol.GRAPH_ACTIVATE
 LABEL, SWITCH = protocol.GRAPH_LABEL, protocol.GRAPH_SWITCH        # mdev.runtime.execution.labels
+STREAM_SWITCH = protocol.GRAPH_STREAM_SWITCH                        # aclrtSwitchStream (mdev.runtime.execution.models)
+COND = protocol.GRAPH_COND                                          # aclmdlRIAddCondTask (likewise)
 GROUP_OPS = KERNEL_OPS      # a task group holds launches on the AI Core / Vector Core only
 ACTIVE, INVALIDATED = C.ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE, C.ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED
 GLOBAL, THREAD_LOCAL, RELAXED = (C.ACL_MODEL_RI_CAPTURE_MODE_GLOBAL, C.ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL,
@@ -183,6 +185,7 @@ class Build(Recorder):
     def __init__(self, model=None) -> None:
         super().__init__()
         self.model = model
+        self.staged: list = []      # pinned Allocations its copies from pageable memory read
 
     def absorb(self, other: "Build") -> None:
         """Bind: a persistent stream's tasks so far (and its events) join the model's."""
@@ -190,6 +193,24 @@ class Build(Recorder):
             self.lanes.update(other.lanes)
             self.events.update(other.events)
             self.external_records.extend(other.external_records)
+            self.staged.extend(other.staged)
+            other.staged.clear()
+
+    def stage(self, nbytes: int):
+        """Pinned memory for a stored copy from pageable host memory: the bytes are taken at
+        the call (the program's buffer may be gone when the model runs), as the CANN runtime
+        does for an asynchronous copy from pageable memory; freed with the model."""
+        buffer = rt.memory.new_pinned(nbytes)
+        buffer.held_by = "a model's stored copy"
+        with self.lock:
+            self.staged.append(buffer)
+        return buffer
+
+    def release_staged(self) -> None:
+        with self.lock:
+            staged, self.staged = self.staged, []
+        for buffer in staged:
+            rt.memory.release_pinned(buffer)
 
 
 class Capture(Recorder):
@@ -500,7 +521,8 @@ def check_unsafe(what: str) -> None:
 
 def check_pageable(stream, what: str) -> None:
     """An async copy with pageable host memory (it runs synchronously): on a recording
-    stream it cannot be stored (107000); elsewhere the capture modes apply (107041)."""
+    stream it cannot be stored (107000; memcpy_async stages an H2D one of a built model
+    first: Build.stage); elsewhere the capture modes apply (107041)."""
     rec = stream.recorder
     if isinstance(rec, Capture):
         raise rec.fail(E.ACL_ERROR_RT_PARAM_INVALID, f"{what} on a capturing stream needs pinned host memory "

@@ -328,6 +328,8 @@ def release(stream: Stream, drain: bool) -> None:
                 drained = False
     stream.destroyed = True
     held.launched.pop(stream, None)
+    if isinstance(stream.recorder, _graph.Build) and stream.recorder.model is None:
+        stream.recorder.release_staged()     # a lone persistent stream's copies from pageable memory
     if hooks.checker is not None:
         hooks.checker.stream_dropped(stream)
     with rt.lock:

@@ -292,7 +292,7 @@ class Sanitizer:
                         outside[i] = outside[i] or marks[args[0]][1]
                     elif op == R.RECORD:
                         marks[args[0]] = (dict(clock), outside[i])
-                    elif op == R.ACTIVATE:
+                    elif op in (R.ACTIVATE, R.STREAM_SWITCH):     # a switch may start its stream
                         j = index.get(args[0])
                         if j is not None and j not in pos:
                             clocks[j], pos[j], outside[j] = dict(clock), 0, outside[i]

@@ -6,6 +6,10 @@
              -> ri_capture_end(stream)                           (graph shipped to the device)
     run      ri_execute_async(ri, stream): ONE ``run_graph`` task on the stream, however many
              tasks the graph holds; ri_execute(ri, timeout): on the default stream, waited for
+    cond     during a capture: ri_cond_handle_create (a uint64 in device memory the model owns),
+             ri_add_cond_task(IF / WHILE / SWITCH on it) -> empty child models, each filled by
+             ri_capture_to_model_ri_begin(other stream, child) .. ri_capture_end; a replay runs
+             the child(ren) the value picks, inline on the lane
     update   ri_capture_task_grp_begin/end during capture marks kernel launches as a group;
              ri_capture_task_update_begin/end on another stream replaces them (an async
              ``update_graph`` task on that stream, ordered with its other work)
@@ -28,6 +32,8 @@ from mdev.runtime.boundary import api
 from mdev.runtime import capture as R
 from mdev.runtime import hooks, streams, trace
 from mdev.runtime.core import RUNTIME as rt
+from mdev.runtime.memory import memops
+from mdev.runtime.memtable import DEVICE
 from mdev.runtime.validate import as_int, file_path, timeout_ms
 from mdev.taskspec import KERNEL_OPS, SPECS
 
@@ -38,6 +44,11 @@ held = rt.family(models=dict)
 MODEL_HANDLES = 0x3D_0000_0000
 GROUP_HANDLES = 0x36_0000_0000
 BUILDING, CAPTURING, READY = "building", "capturing", "ready"
+PENDING = "pending"              # a conditional task's child model, not captured yet
+COND_HANDLES = 0x3C_0000_0000
+# aclmdlRICondTaskType -> the child models it takes (at least, at most)
+_COND_SIZES = {C.ACL_MODEL_RI_COND_TYPE_IF: (1, 2), C.ACL_MODEL_RI_COND_TYPE_WHILE: (1, 1),
+               C.ACL_MODEL_RI_COND_TYPE_SWITCH: (1, 1 << 16)}
 _STREAM_FLAGS = {C.ACL_MODEL_STREAM_FLAG_HEAD: True, C.ACL_MODEL_STREAM_FLAG_DEFAULT: False}
 
 
@@ -58,6 +69,20 @@ class Model:
     collectives: list = field(default_factory=list)        # (operation, bytes, ranks, algorithm, number) captured
     replays: int = 0                                        # ri_execute_async / ri_execute calls so far
     destroyed: bool = False
+    conds: list = field(default_factory=list, repr=False)      # its CondHandles
+    children: list = field(default_factory=list, repr=False)   # the child Models of its conditional tasks
+    parent: "Model | None" = field(default=None, repr=False)
+
+
+@dataclass(eq=False)
+class CondHandle:
+    handle: int
+    model: Model
+    value: object            # the uint64's device Allocation (freed with the model)
+    default: int | None      # assigned at the start of each execution (ASSIGN_DEFAULT), else None
+
+    def location(self) -> tuple:
+        return rt.memory.operand(self.value.ptr, 8, write=True, what="condition").location()
 
 
 @dataclass(eq=False)
@@ -101,13 +126,21 @@ def _store(model: Model) -> None:
     for lane in model.lanes:
         tasks = lane.frozen()
         for i, (op, args) in enumerate(tasks):
-            if op == R.ACTIVATE:
+            if op in (R.ACTIVATE, R.STREAM_SWITCH):
                 if args[0] not in index:
                     raise AclError(E.ACL_ERROR_RT_STREAM_MODEL, f"stream {args[0].stream_id} activated by the "
                                    "model is not bound to it")
-                tasks[i] = (op, (index[args[0]],))
+                tasks[i] = (op, (index[args[0]], *args[1:]))
+            elif op == R.COND:
+                where, kind, children = args
+                pending = [k for k, child in enumerate(children) if child.gid is None]
+                if pending:
+                    raise AclError(E.ACL_ERROR_RT_MODEL_EXECUTE, f"child model(s) {pending} of a conditional task "
+                                   "were not captured (ri_capture_to_model_ri_begin .. ri_capture_end)")
+                tasks[i] = (op, (where, kind, [child.gid for child in children]))
         lanes.append((lane.stream.stream_id, lane.head, tasks))
-    model.gid = rt.link(model.device).request("store_graph", lanes)
+    defaults = [(c.location(), c.default) for c in model.conds if c.default is not None]
+    model.gid = rt.link(model.device).request("store_graph", lanes, defaults)
 
 
 def _forget(model: Model) -> None:
@@ -219,6 +252,40 @@ def active_stream(active, stream) -> None:
     rec.record(st, R.ACTIVATE, (target,))
 
 
+_CONDITIONS = (C.ACL_RT_EQUAL, C.ACL_RT_NOT_EQUAL, C.ACL_RT_GREATER, C.ACL_RT_GREATER_OR_EQUAL, C.ACL_RT_LESS,
+               C.ACL_RT_LESS_OR_EQUAL)
+_COMPARED_BYTES = {C.ACL_RT_SWITCH_INT32: 4, C.ACL_RT_SWITCH_INT64: 8}
+
+
+def switch_stream(left, cond: int, right, data_type: int, true_stream, false_stream, stream) -> None:
+    """aclrtSwitchStream: a task on ``stream`` that compares the integers at ``left`` and
+    ``right`` (device memory, read when it runs) and, when ``cond`` holds, starts
+    ``true_stream`` (a non-head stream of the same model) while ``stream`` stops there."""
+    cond, data_type = as_int(cond, "cond"), as_int(data_type, "dataType")
+    if cond not in _CONDITIONS:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"cond must be an aclrtCondition (0..5), got {cond}")
+    if data_type not in _COMPARED_BYTES:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, "dataType must be ACL_RT_SWITCH_INT32 or ACL_RT_SWITCH_INT64, "
+                       f"got {data_type}")
+    if false_stream not in (None, 0):
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, "falseStream is reserved: pass NULL")
+    st = _explicit_stream(stream, "stream")
+    target = _explicit_stream(true_stream, "trueStream")
+    rec = st.recorder
+    if not isinstance(rec, R.Build) or rec.model is None or target.recorder is not rec:
+        raise AclError(E.ACL_ERROR_RT_STREAM_MODEL, "stream and trueStream must be bound to the same model")
+    nbytes = _COMPARED_BYTES[data_type]
+    where = []
+    for ptr, what in ((left, "leftValue"), (right, "rightValue")):
+        if ptr is None or ptr == 0:
+            raise AclError(E.ACL_ERROR_INVALID_PARAM, f"{what} is NULL")
+        operand = rt.memory.operand(ptr, nbytes, write=False, what=what)
+        if operand.kind != DEVICE or operand.device != st.device:
+            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{what} must be device memory of the stream's device")
+        where.append(operand.location())
+    rec.record(st, R.STREAM_SWITCH, (target, *where, cond, nbytes))
+
+
 # ---------------------------------------------------------------------------- execution
 @api()
 def execute_async(model_ri, stream) -> None:
@@ -281,6 +348,29 @@ def destroy(model_ri) -> None:
             rt.link(model.device).request("drop_graph", model.gid)
         except AclError:
             pass   # the device is gone, and the graph with it
+    if isinstance(model.recorder, R.Build):
+        model.recorder.release_staged()
+    _release_conditionals(model)
+
+
+def _release_conditionals(model: Model) -> None:
+    """A model's child models and condition values go with it."""
+    for child in model.children:
+        if not child.destroyed:
+            _forget(child)
+            if child.gid is not None:
+                try:
+                    rt.link(child.device).request("drop_graph", child.gid)
+                except AclError:
+                    pass
+            _release_conditionals(child)
+    for cond in model.conds:
+        with rt.lock:
+            held.models.pop(cond.handle, None)
+        try:
+            memops.release(cond.value)
+        except AclError:
+            pass    # the device is gone, and the memory with it
 
 
 # ---------------------------------------------------------------------------- capture
@@ -299,11 +389,107 @@ def capture_begin(stream, mode: int) -> None:
         raise AclError(E.ACL_ERROR_STREAM_TASK_GROUP_STATUS, f"stream {st.stream_id} is updating a task group")
     if rec is not None:
         raise AclError(E.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "a persistent stream cannot be captured")
-    model = _new_model(st.context, "capture", CAPTURING)
+    _capture_into(_new_model(st.context, "capture", CAPTURING), st, mode)
+
+
+def _capture_into(model: Model, st, mode: int) -> None:
+    model.state = CAPTURING
     capture = model.recorder = R.Capture(st, mode, model)
     with rt.lock:
         R.held.captures.append(capture)
     st.recorder = capture
+
+
+@api()
+def capture_to_model_ri_begin(stream, model_ri, mode: int) -> None:
+    """Capture ``stream`` into an existing, empty model: a conditional task's child."""
+    mode = as_int(mode, "mode")
+    if mode not in R.MODE_NAMES:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"capture mode must be GLOBAL, THREAD_LOCAL or RELAXED, got {mode}")
+    model = _model(model_ri)
+    if model.state != PENDING:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "the model must be a conditional task's child model not "
+                       "captured yet (ri_add_cond_task makes them)")
+    st = rt.stream_in_context(stream)
+    if st.is_default:
+        raise AclError(E.ACL_ERROR_RT_STREAM_CAPTURE_IMPLICIT, "the default stream cannot be captured")
+    if st.recorder is not None:
+        raise AclError(E.ACL_ERROR_RT_STREAM_CAPTURED, f"stream {st.stream_id} is capturing or persistent")
+    if st.device != model.device:
+        raise AclError(E.ACL_ERROR_RT_MODEL_CONTEXT, f"the model belongs to device {model.device}, the stream "
+                       f"to device {st.device}")
+    _capture_into(model, st, mode)
+
+
+# ---------------------------------------------------------------------------- conditional tasks
+def _capturing_model(model_ri) -> Model:
+    model = _model(model_ri)
+    if model.state != CAPTURING:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "the model must be being captured (ri_capture_begin)")
+    return model
+
+
+@api(1)
+def cond_handle_create(model_ri, default_launch_value: int, flag: int) -> int:
+    model = _capturing_model(model_ri)
+    default = as_int(default_launch_value, "defaultLaunchValue")
+    flag = as_int(flag, "flag")
+    if flag not in (0, C.ACL_MODEL_RI_COND_HANDLE_ASSIGN_DEFAULT):
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"flag must be 0 or ACL_MODEL_RI_COND_HANDLE_ASSIGN_DEFAULT, got {flag}")
+    if not 0 <= default < 1 << 32:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"defaultLaunchValue must be a uint32, got {default}")
+    if rt.current_context().device != model.device:
+        raise AclError(E.ACL_ERROR_RT_MODEL_CONTEXT, f"the model belongs to device {model.device}, the current "
+                       f"context to device {rt.current_context().device}")
+    value = memops.allocate(8, C.ACL_MEM_MALLOC_HUGE_FIRST, held_by=f"model {model.handle:#x}'s condition")
+    cond = CondHandle(rt.new_handle(COND_HANDLES), model, value, default if flag else None)
+    model.conds.append(cond)
+    with rt.lock:
+        held.models[cond.handle] = cond
+    return cond.handle
+
+
+def _cond(handle) -> CondHandle:
+    if handle is None or handle == 0:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, "handle is NULL")
+    cond = held.models.get(handle) if isinstance(handle, int) else None
+    if not isinstance(cond, CondHandle) or cond.model.destroyed:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{handle!r} is not a live condition handle")
+    return cond
+
+
+@api(1)
+def cond_handle_get_cond_ptr(handle) -> int:
+    return _cond(handle).value.ptr
+
+
+@api(1)
+def add_cond_task(handle, kind: int, size_: int, stream, flags: int = 0) -> list:
+    """A conditional task on a capturing stream: IF runs child 0 when the value is not 0, else
+    child 1 (if any); WHILE runs child 0 while it is not 0; SWITCH runs child [value] (none
+    past the last).  Returns the children's handles (empty models to capture)."""
+    cond = _cond(handle)
+    kind, count = as_int(kind, "type"), as_int(size_, "size")
+    if as_int(flags, "flags") != 0:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"flags must be 0, got {flags}")
+    if kind not in _COND_SIZES:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"type must be an aclmdlRICondTaskType (IF, WHILE, SWITCH), got {kind}")
+    low, high = _COND_SIZES[kind]
+    if not low <= count <= high:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"a condition of type {kind} takes {low} to {high} models, got {count}")
+    st = rt.stream_in_context(stream)
+    capture = R.capturing(st)
+    if capture is None:
+        raise AclError(E.ACL_ERROR_RT_STREAM_NOT_CAPTURED, f"stream {st.stream_id} is not capturing")
+    if capture.model is not cond.model:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "the condition handle belongs to another model than the "
+                       "stream's capture")
+    children = [_new_model(st.context, "capture", PENDING) for _ in range(count)]
+    for child in children:
+        child.parent = cond.model
+    cond.model.children.extend(children)
+    streams.submit(st, R.COND, cond.location(), kind, children)
+    return [child.handle for child in children]
 
 
 @api(1)
@@ -335,6 +521,7 @@ def capture_end(stream) -> int:
         except AclError:
             capture.terminate()
             _forget(model)
+            _release_conditionals(model)
             raise
         capture.terminate()
     model.lanes = list(capture.lanes.values())
@@ -345,6 +532,7 @@ def capture_end(stream) -> int:
         _store(model)
     except AclError:
         _forget(model)
+        _release_conditionals(model)
         raise
     model.state = READY
     return model.handle
@@ -466,6 +654,7 @@ _MARKERS = {
     R.WAIT: (C.ACL_MODEL_RI_TASK_EVENT_WAIT, "EVENT_WAIT"),
     R.ACTIVATE: (C.ACL_MODEL_RI_TASK_DEFAULT, "STREAM_ACTIVE"), R.LABEL: (C.ACL_MODEL_RI_TASK_DEFAULT, "LABEL_SET"),
     R.SWITCH: (C.ACL_MODEL_RI_TASK_DEFAULT, "LABEL_SWITCH_BY_INDEX"),
+    R.STREAM_SWITCH: (C.ACL_MODEL_RI_TASK_DEFAULT, "STREAM_SWITCH"),
 }
 
 
@@ -504,7 +693,7 @@ def _graph(model: Model) -> list[dict]:
                 waits = [(lj, tj) for lj, other in enumerate(lanes) for tj, (o, a) in enumerate(other.frozen())
                          if o == R.WAIT and a[0] == args[0]]
                 detail = ", ".join(f"-> stream {lanes[lj].stream.stream_id} task {tj}" for lj, tj in waits)
-            elif op == R.ACTIVATE:
+            elif op in (R.ACTIVATE, R.STREAM_SWITCH):
                 target = args[0] if isinstance(args[0], int) else next(
                     (i for i, other in enumerate(lanes) if other.stream is args[0]), -1)
                 detail = f"starts stream {lanes[target].stream.stream_id}" if target >= 0 else ""

@@ -156,6 +156,9 @@ def free(dev_ptr: int) -> None:
         rt.memory.release_pinned(managed)
         return
     alloc = to_free(dev_ptr, DEVICE, "devPtr", "device allocation")
+    if alloc.held_by is not None:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{dev_ptr:#x} belongs to {alloc.held_by}: the runtime "
+                       "frees it with its owner")
     if alloc.ipc_key is not None:
         raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{dev_ptr:#x} was imported over IPC: "
                        "release it with ipc_mem_close, not free")
@@ -326,11 +329,23 @@ def memcpy_async(dst: int, dest_max: int, src: int, count: int, kind: int, strea
     if PAGEABLE in (d.kind, s.kind):
         # documented: with pageable host memory the call returns after the copy is done
         check_reach(st.device, d, s)
+        if s.kind == PAGEABLE and d.kind != PAGEABLE and isinstance(st.recorder, _graph.Build):
+            submit_copy(st, d, _staged(st.recorder, s))
+            return
         _graph.check_pageable(st, "memcpy_async")
         streams.wait([st])
         _copy_here(d, s)
         return
     submit_copy(st, d, s)
+
+
+def _staged(recorder, s: Operand) -> Operand:
+    """A stored copy from pageable memory (a built model's stream) copies from pinned memory
+    the model owns, holding the source's bytes as they are now."""
+    buffer = recorder.stage(s.nbytes)
+    staging = rt.memory.operand(buffer.ptr, s.nbytes, write=True, what="staging")
+    _copy_here(staging, s)
+    return staging
 
 
 def submit_copy(st, d: Operand, s: Operand) -> None:

@@ -1,8 +1,9 @@
 /*
  * mdev -- emulated Ascend NPU boards behind the CANN Runtime API.
  *
- * acl/acl_mdl.h: empty, as in the runtime package (kept so that acl.h / acl_base.h
- * include the same files); the aclmdl* (offline model) declarations come with other CANN packages.
+ * acl/acl_mdl.h: the aclmdl* (offline model) declarations come with other CANN packages; of them,
+ * only the two stream flags aclmdlRIBindStream (acl_rt.h) takes, which programs of model runtime
+ * instances name (the model_ri samples).
  *
  * Written by the mdev project from the published CANN Runtime API (API version 1.17.0):
  * every name, type, structure layout, enumerator value, constant and prototype follows the
@@ -12,5 +13,9 @@
 
 #ifndef MDEV_ACL_MDL_H
 #define MDEV_ACL_MDL_H
+
+/* aclmdlRIBindStream: a stream that runs from the model's start, or one activated later */
+#define ACL_MODEL_STREAM_FLAG_HEAD 0x00000000U
+#define ACL_MODEL_STREAM_FLAG_DEFAULT 0x7FFFFFFFU
 
 #endif /* MDEV_ACL_MDL_H */
