@@ -79,6 +79,25 @@ _RESERVED = (("HCCL_E_RESERVED", 1042), ("HCCL_REDUCE_RESERVED", 255), ("HCCL_DA
 
 _SEND_RECV = (("HCCL_SEND", 0), ("HCCL_RECV", 1))
 
+# HcclConfig (HcclSetConfig / HcclGetConfig), HcclCommConfigCapability (fields of HcclCommConfig)
+_CONFIGS = (("HCCL_DETERMINISTIC", 0), ("HCCL_CONFIG_RESERVED", 1))
+_CAPABILITIES = (("HCCL_COMM_CONFIG_BUFFER_SIZE", 0), ("HCCL_COMM_CONFIG_DETERMINISTIC", 1),
+                 ("HCCL_COMM_CONFIG_COMM_NAME", 2), ("HCCL_COMM_CONFIG_OP_EXPANSION_MODE", 3),
+                 ("HCCL_COMM_CONFIG_SUPPORT_INIT_BY_ENV", 4), ("HCCL_COMM_CONFIG_WORLD_RANKID", 5),
+                 ("HCCL_COMM_CONFIG_JOBID", 6), ("HCCL_COMM_CONFIG_ACLGRAPH_ZEROCOPY_ENABLE", 7),
+                 ("HCCL_COMM_CONFIG_EXEC_TIMEOUT", 8), ("HCCL_COMM_CONFIG_ALGO", 9), ("HCCL_COMM_CONFIG_RETRY", 10),
+                 ("HCCL_COMM_CONFIG_BUFFER_NAME", 11), ("HCCL_COMM_CONFIG_RESERVED", 12))
+# HcclCommConfig: sizes of its text fields, its header, the "not set" values HcclCommConfigInit writes
+_COMM_CONFIG = (("COMM_NAME_MAX_LENGTH", 128), ("BUFFER_NAME_MAX_LENGTH", 128), ("UDI_MAX_LENGTH", 128),
+                ("HCCL_COMM_ALGO_MAX_LENGTH", 1600), ("HCCL_COMM_RETRY_ENABLE_MAX_LENGTH", 50),
+                ("HCCL_COMM_RETRY_PARAMS_MAX_LENGTH", 128), ("HCCL_COMM_CONFIG_INFO_BYTES", 24),
+                ("HCCL_COMM_CONFIG_MAGIC_WORD", 0xF0F0F0F0), ("HCCL_COMM_CONFIG_VERSION", 10),
+                ("HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET", 0xFFFFFFFF), ("HCCL_COMM_DEFAULT_DETERMINISTIC", 0),
+                ("HCCL_COMM_DETERMINISTIC_CONFIG_NOT_SET", 0xFFFFFFFF), ("HCCL_COMM_DEFAULT_OP_EXPANSION_MODE", 0),
+                ("HCCL_COMM_TRAFFIC_CLASS_CONFIG_NOT_SET", 0xFFFFFFFF),
+                ("HCCL_COMM_SERVICE_LEVEL_CONFIG_NOT_SET", 0xFFFFFFFF), ("HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET", -1),
+                ("HCCL_COMM_QOS_CONFIG_NOT_SET", 0xFFFFFFFF), ("HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE", 16))
+
 HCCL_ROOT_INFO_BYTES = 4108               # the HcclRootInfo blob
 HCCL_COMM_DEFAULT_BUFFSIZE = 200          # MB, the HCCL_BUFFSIZE default
 HCCL_CONNECT_TIMEOUT_DEFAULT = 120        # s (hccl_env/HCCL_CONNECT_TIMEOUT.md)
@@ -89,6 +108,19 @@ globals().update({name: value for name, value, _ in _DATA_TYPES})
 globals().update(dict(_REDUCE_OPS))
 globals().update(dict(_SEND_RECV))
 globals().update(dict(_RESERVED))
+globals().update(dict(_CONFIGS))
+globals().update(dict(_CAPABILITIES))
+globals().update(dict(_COMM_CONFIG))
+
+
+def comm_config() -> dict:
+    """HcclCommConfigInit's configuration as a dict of HcclCommConfig's field names: every
+    field "not set" (the communicator takes the environment's or mdev's default)."""
+    return {"hcclBufferSize": 0xFFFFFFFF, "hcclDeterministic": 0xFFFFFFFF, "hcclCommName": "", "hcclUdi": "",
+            "hcclOpExpansionMode": 0, "hcclRdmaTrafficClass": 0xFFFFFFFF, "hcclRdmaServiceLevel": 0xFFFFFFFF,
+            "hcclWorldRankID": 0, "hcclJobID": 0, "aclGraphZeroCopyEnable": 0, "hcclExecTimeOut": -1,
+            "hcclAlgo": "", "hcclRetryEnable": "", "hcclRetryParams": "", "hcclBufferName": "",
+            "hcclQos": 0xFFFFFFFF, "hcclSymWinMaxMemSizePerRank": 16}
 
 
 def result_name(code: int) -> str:
@@ -132,4 +164,5 @@ def from_acl(code: int) -> int:
 
 __all__ = ([name for name, _, _ in _RESULTS] + [name for name, _, _ in _DATA_TYPES]
            + [name for name, _ in _REDUCE_OPS] + [name for name, _ in _SEND_RECV] + [name for name, _ in _RESERVED]
+           + [name for group in (_CONFIGS, _CAPABILITIES, _COMM_CONFIG) for name, _ in group]
            + ["HCCL_ROOT_INFO_BYTES", "HCCL_COMM_DEFAULT_BUFFSIZE", "HcclError"])

@@ -34,6 +34,9 @@ CORPORA = {c.name: c for c in (
     Corpus("hccl-examples", "MDEV_HCCL_EXAMPLES", "examples",
            "HCCL's examples: https://github.com/hicann/hccl, folders examples/01_point_to_point and "
            "examples/02_collectives at commit 09300b70df9a, kept under examples/"),
+    Corpus("hccl-test", "MDEV_HCCL_TEST", "src/hccl_test/Makefile",
+           "hccl_test (Apache-2.0): https://github.com/hicann/oam-tools, folder src/hccl_test at commit "
+           "ea0ce91e3a32, kept under src/hccl_test"),
 )}
 
 

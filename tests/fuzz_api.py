@@ -46,7 +46,7 @@ EXCLUDED = {"finalize", "finalize_reference", "process_report", "synchronize_dev
             "synchronize_event", "reset_device", "reset_device_force", "app_log"}
 # Value-returning functions (no error code in their result), whose wrong-type argument is a TypeError.
 VALUE_FUNCTIONS = {"data_type_size", "float16_to_float", "float_to_float16", "get_soc_name", "get_recent_err_msg",
-                   "get_version"}
+                   "get_version", "comm_config_init"}
 ENDS = ("free", "destroy", "release", "unmap", "unregister", "comm_destroy", "set_device", "set_context",
         "set_current_context", "create_context", "stream_abort", "stream_stop")
 PINNING = {"malloc_host", "malloc_host_with_cfg"}      # page-locked: a size they grant costs that much RAM

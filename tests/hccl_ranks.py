@@ -1,6 +1,7 @@
 """Helpers of the collectives tests (not a test module): ranks as threads, and numpy's answers.
 
     run_ranks(acl, devices, body)      one thread per rank: set_device, a stream, body(rank, stream)
+    device_alloc(acl, nbytes)          device memory of the thread's current device
     every_operation(...)               one rank's part of each operation (a thread's or a process's)
     check_every_operation(...)         those results against numpy
     reduce_in_order(xs, op, order)     the reduction HCCL's algorithms compute, in their order
@@ -28,6 +29,13 @@ DTYPES = {value: (np.dtype(np.uint16) if name == "bfloat16" else np.dtype(name))
 BF16 = H.HCCL_DATA_TYPE_BFP16
 _OPS = {H.HCCL_REDUCE_SUM: np.add, H.HCCL_REDUCE_PROD: np.multiply, H.HCCL_REDUCE_MAX: np.maximum,
         H.HCCL_REDUCE_MIN: np.minimum}
+
+
+def device_alloc(acl, nbytes: int) -> int:
+    """``nbytes`` (at least 1) of the current device's memory."""
+    ptr, ret = acl.rt.malloc(max(nbytes, 1), 0)
+    assert ret == 0, acl.get_recent_err_msg()
+    return ptr
 
 
 def run_ranks(acl, devices: list[int], body, timeout: float = 120.0) -> list:

@@ -51,6 +51,7 @@ def compile_ok(compiler: str, flags: list[str], source: Path, *extra: str, cwd: 
 USES = """
 #include "acl/acl.h"
 #include "acl/acl_rt_allocator.h"
+#include "acl/acl_prof.h"
 #include "hccl/hccl.h"
 
 aclError (*use_malloc)(void**, size_t, aclrtMemMallocPolicy) = aclrtMalloc;
@@ -67,6 +68,15 @@ HcclResult (*use_all_reduce)(void*, void*, uint64_t, HcclDataType, HcclReduceOp,
 HcclResult (*use_init)(uint32_t, const HcclRootInfo*, uint32_t, HcclComm*) = HcclCommInitRootInfo;
 HcclResult (*use_init_all)(uint32_t, int32_t*, HcclComm*) = HcclCommInitAll;
 const char* (*use_error_string)(HcclResult) = HcclGetErrorString;
+HcclResult (*use_init_config)(uint32_t, const HcclRootInfo*, uint32_t, const HcclCommConfig*, HcclComm*) =
+    HcclCommInitRootInfoConfig;
+HcclResult (*use_sub_comm)(HcclComm*, uint32_t, uint32_t*, uint64_t, uint32_t, HcclCommConfig*, HcclComm*) =
+    HcclCreateSubCommConfig;
+HcclResult (*use_set_config)(HcclConfig, HcclConfigValue) = HcclSetConfig;
+uint32_t (*use_capability)(void) = HcclGetCommConfigCapability;
+void (*use_config_init)(HcclCommConfig*) = HcclCommConfigInit;
+aclprofConfig* (*use_prof_config)(uint32_t*, uint32_t, aclprofAicoreMetrics, const aclprofAicoreEvents*, uint64_t) =
+    aclprofCreateConfig;
 """
 
 
@@ -108,6 +118,7 @@ SIZES = {
     "aclrtTaskUpdateInfo": 48, "aclmdlRIKernelTaskParams": 88, "aclmdlRITaskParams": 200,
     "aclmdlRICondTaskParams": 24, "aclCANNPackageVersion": 512, "aclrtSnapShotBackupArgs": 64,
     "HcclResult": 4, "HcclComm": 8, "HcclDataType": 4, "HcclRootInfo": 4108, "HcclSendRecvItem": 32,
+    "HcclCommConfig": 2240, "HcclConfigValue": 4, "HcclCommSymWindow": 8,
 }
 OFFSETS = {
     ("aclrtRandomNumTaskInfo", "randomParaAddr"): 40, ("aclrtRandomNumTaskInfo", "randomSeed"): 64,
@@ -115,6 +126,13 @@ OFFSETS = {
     ("aclmdlRITaskParams", "kernelTaskParams"): 72, ("aclrtErrorInfo", "detail"): 8,
     ("HcclSendRecvItem", "buf"): 8, ("HcclSendRecvItem", "count"): 16, ("HcclSendRecvItem", "dataType"): 24,
     ("HcclSendRecvItem", "remoteRank"): 28,
+    # hcomm's hccl_types.h: 24 header bytes, then the fields in order (hccl_test writes several)
+    ("HcclCommConfig", "hcclBufferSize"): 24, ("HcclCommConfig", "hcclCommName"): 32,
+    ("HcclCommConfig", "hcclOpExpansionMode"): 288, ("HcclCommConfig", "hcclWorldRankID"): 300,
+    ("HcclCommConfig", "hcclJobID"): 304, ("HcclCommConfig", "aclGraphZeroCopyEnable"): 312,
+    ("HcclCommConfig", "hcclExecTimeOut"): 316, ("HcclCommConfig", "hcclAlgo"): 320,
+    ("HcclCommConfig", "hcclBufferName"): 2098, ("HcclCommConfig", "hcclQos"): 2228,
+    ("HcclCommConfig", "hcclSymWinMaxMemSizePerRank"): 2232,
 }
 # Names that must be defined by both the headers and mdev's Python modules (so the
 # cross-check below cannot pass by comparing nothing).
@@ -169,7 +187,7 @@ def compiled_values(tmp_path_factory) -> dict[str, int]:
     probes += [f'P("offsetof {t}.{f}", offsetof({t}, {f}));' for t, f in OFFSETS]
     source = work / "values.c"
     source.write_text('#include "acl/acl.h"\n#include "acl/acl_rt_allocator.h"\n#include "hccl/hccl.h"\n'
-                      '#include "acl/acl_op_compiler.h"\n#include "aclnn/acl_meta.h"\n'
+                      '#include "acl/acl_op_compiler.h"\n#include "aclnn/acl_meta.h"\n#include "acl/acl_prof.h"\n'
                       '#include <stdio.h>\n'
                       '#define P(name, value) printf("%s=%lld\\n", name, (long long)(value))\n'
                       "int main(void) {\n" + "\n".join(probes) + "\nreturn 0;\n}\n")
@@ -229,15 +247,16 @@ def test_inventory_counts_and_shape():
     for row in rows:
         per_header[row[3]] = per_header.get(row[3], 0) + 1
     assert per_header == {"acl/acl_base.h": 10, "acl/acl_base_rt.h": 14, "acl/acl_op.h": 11,
-                          "acl/acl_op_compiler.h": 8, "acl/acl_rt.h": 373, "acl/acl_rt_allocator.h": 10,
-                          "aclnn/acl_meta.h": 16, "hccl/hccl.h": 14, "hccl/hccl_comm.h": 16}
+                          "acl/acl_op_compiler.h": 8, "acl/acl_prof.h": 6, "acl/acl_rt.h": 373,
+                          "acl/acl_rt_allocator.h": 10, "aclnn/acl_meta.h": 16, "hccl/hccl.h": 14,
+                          "hccl/hccl_comm.h": 32}
 
 
 def test_every_inventoried_function_is_declared(tmp_path):
     names = [line.split("\t")[0] for line in functions_tsv().read_text().splitlines()]
     source = tmp_path / "all.c"
     source.write_text('#include "acl/acl.h"\n#include "acl/acl_rt_allocator.h"\n#include "hccl/hccl.h"\n'
-                      '#include "acl/acl_op_compiler.h"\n#include "aclnn/acl_meta.h"\n'
+                      '#include "acl/acl_op_compiler.h"\n#include "aclnn/acl_meta.h"\n#include "acl/acl_prof.h"\n'
                       "void probe(const void* p);\nvoid all(void) {\n"
                       + "".join(f"    probe((const void*)(size_t)&{n});\n" for n in names) + "}\n")
     compile_ok("gcc", C11 + ["-Wno-deprecated-declarations"], source, "-fsyntax-only")

@@ -29,7 +29,7 @@ from capi_helpers import ROOT, basic_on_demand, board_env, compile_c
 from conftest import PREFIX
 from helpers import extra_board
 from mdev import ops
-from mdev.capi import adapter, failures, prototypes
+from mdev.capi import adapter, build, failures, prototypes
 from mdev.capi.cann_home import make
 from mdev.runtime import registry
 
@@ -165,14 +165,18 @@ def test_every_declared_function_has_an_entry_point():
     """Each of the 426 functions of libascendcl.so and libacl_op_compiler.so either reaches an
     implementation or says it is unsupported; none is left unresolved, and the unsupported ones
     name themselves (libhccl.so's: tests/test_capi_hccl.py).  libnnopbase.so's executor functions
-    reach the runtime (its descriptors are C: tests/test_torch_npu.py)."""
-    entries = {fn.name: adapter.build(fn.name) for fn in prototypes.declared_in("acl")}
+    reach the runtime (its descriptors are C: tests/test_torch_npu.py); libmsprofiler.so's six
+    (acl/acl_prof.h) are all implemented."""
+    entries = {fn.name: adapter.build(fn.name) for fn in prototypes.declared_in("acl")
+               if fn.header != build.PROFILER}
     assert len(entries) == 426
     executors = [adapter.build(fn.name) for fn in prototypes.declared_in("aclnn") if "Executor" in fn.name]
     assert len(executors) == 2 and not any(hasattr(e, "mdev_unsupported") for e in executors)
     for name, entry in entries.items():
         message = getattr(entry, "mdev_unsupported", None)
         assert message is None or message.startswith(f"{name} is not supported by mdev ("), message
+    profiler = {fn.name: adapter.build(fn.name) for fn in prototypes.functions() if fn.header == build.PROFILER}
+    assert len(profiler) == 6 and not [n for n, e in profiler.items() if hasattr(e, "mdev_unsupported")]
 
 
 def test_marshalled_outputs_match_the_implementations():

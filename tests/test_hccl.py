@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import mdev.hccl as hccl
-from hccl_ranks import (BF16, DTYPES, all_reduce_expected, check_every_operation, every_operation, inputs,
-                        mesh_order, ring_order, run_ranks)
+from hccl_ranks import (BF16, DTYPES, all_reduce_expected, check_every_operation, device_alloc, every_operation,
+                        inputs, mesh_order, ring_order, run_ranks)
 from helpers import extra_board, from_device, to_device
 from mdev import hccl_types as H
 from mdev.naming import runtime_dir
@@ -31,12 +31,6 @@ def _small_buffer(monkeypatch):
     monkeypatch.setenv("HCCL_BUFFSIZE", "4")          # MB: fits the small test boards
     monkeypatch.setenv("HCCL_EXEC_TIMEOUT", "60")
     monkeypatch.delenv("HCCL_ALGO", raising=False)
-
-
-def _alloc(acl, nbytes: int) -> int:
-    ptr, ret = acl.rt.malloc(max(nbytes, 1), 0)
-    assert ret == 0, acl.get_recent_err_msg()
-    return ptr
 
 
 def _comms(acl, devices):
@@ -75,7 +69,7 @@ def _all_reduce_every(acl, devices, cases, count):
         bufs = {}
         for (dtype, op), xs in data.items():
             n = xs[r].nbytes
-            send, recv = _alloc(acl, n), _alloc(acl, n)
+            send, recv = device_alloc(acl, n), device_alloc(acl, n)
             to_device(acl, send, xs[r])
             assert hccl.all_reduce(send, recv, count, dtype, op, comms[r], stream) == 0, acl.get_recent_err_msg()
             bufs[dtype, op] = (send, recv, n)
@@ -205,7 +199,7 @@ def test_islands_run_hierarchical_with_staged_transfers_between_them(acl_islands
 
     def body(r, stream):
         n = count * 4
-        send, recv, gathered, scattered = _alloc(acl, n), _alloc(acl, n), _alloc(acl, p * n), _alloc(acl, n // p)
+        send, recv, gathered, scattered = (device_alloc(acl, size) for size in (n, n, p * n, n // p))
         to_device(acl, send, xs[r])
         assert hccl.all_reduce(send, recv, count, dtype, 0, comms[r], stream) == 0
         assert hccl.all_gather(send, gathered, count, dtype, comms[r], stream) == 0
@@ -360,7 +354,7 @@ def test_bad_arguments_get_their_hcclresult_and_a_message(acl):
 
     def body(r, stream):
         c = comms[r]
-        buf = _alloc(acl, 4096)
+        buf = device_alloc(acl, 4096)
         host = np.zeros(1024, np.float32)
         out = {
             "negative count": hccl.all_reduce(buf, buf, -1, 4, 0, c, stream),
@@ -410,7 +404,7 @@ def test_disagreeing_data_types_between_threads(acl):
     comms = _comms(acl, [0, 1, 2])
 
     def body(r, stream):
-        buf = _alloc(acl, 4096)
+        buf = device_alloc(acl, 4096)
         dtype = H.HCCL_DATA_TYPE_FP32 if r else H.HCCL_DATA_TYPE_INT32
         assert hccl.all_reduce(buf, buf, 64, dtype, 0, comms[r], stream) == 0
         return acl.rt.synchronize_stream(stream), acl.get_recent_err_msg(), hccl.get_comm_async_error(comms[r])
@@ -603,7 +597,7 @@ def test_the_sanitizer_sees_a_collectives_tasks(acl):
     comms = _comms(acl, [0, 1])
 
     def body(r, stream, early):
-        buf = _alloc(acl, 4096)
+        buf = device_alloc(acl, 4096)
         host = np.zeros(1024, np.float32)
         assert hccl.all_reduce(buf, buf, 1024, hccl.HCCL_DATA_TYPE_FP32, 0, comms[r], stream) == 0
         if not early:
@@ -673,7 +667,7 @@ def test_a_rank_table_file_makes_the_communicator(acl, board, tmp_path):
         comm, ret = hccl.comm_init_cluster_info(str(path), r)
         assert ret == 0, acl.get_recent_err_msg()
         comms[r] = comm
-        buf = _alloc(acl, 64)
+        buf = device_alloc(acl, 64)
         to_device(acl, buf, np.full(16, r + 1, np.int32))
         assert hccl.all_reduce(buf, buf, 16, hccl.HCCL_DATA_TYPE_INT32, 0, comm, stream) == 0
         assert acl.rt.synchronize_stream(stream) == 0
@@ -694,7 +688,7 @@ def test_a_peer_waiting_for_a_destroyed_communicator_gives_up(acl):
     assert hccl.comm_destroy(comms[0]) == 0
 
     def body(r, stream):
-        buf = _alloc(acl, 4096)
+        buf = device_alloc(acl, 4096)
         assert hccl.all_reduce(buf, buf, 1024, hccl.HCCL_DATA_TYPE_FP32, 0, comms[1], stream) == 0
         return acl.rt.synchronize_stream(stream), acl.get_recent_err_msg(), hccl.get_comm_async_error(comms[1])
 

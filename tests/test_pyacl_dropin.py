@@ -227,7 +227,7 @@ def test_unsupported_function_returns_200001_with_message():
         assert (a, b, c, ret) == (None, None, None, 200001)
         assert acl.himpi.vpc_resize(1, 2, 3) == 200001
         assert acl.op.execute_v2(0) == 200001 and acl.blas.gemm_ex() == 200001
-        assert acl.prof.init("/tmp") == 200001 and acl.fv.search() == 200001
+        assert acl.prof.model_subscribe(1, 0) == 200001 and acl.fv.search() == 200001
     stub = unsupported.make_stub("mdl", "unload", "r")
     with pytest.warns(unsupported.MdevUnsupportedWarning, match="acl.mdl.unload is not supported"):
         assert stub(1) == 200001

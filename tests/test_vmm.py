@@ -122,7 +122,9 @@ def test_reserve_and_release(dev):
     big = reserve(acl, 1 << 30)
     assert big % (1 << 30) == 0                  # >= 1 GiB: 1 GiB aligned
     assert acl.rt.reserve_mem_address(G2M, 4096, 0, 0)[1] == E_INVALID     # alignment must be 0
-    assert acl.rt.reserve_mem_address(G2M, 0, 0, 1)[1] == E_INVALID        # flags must be 0
+    assert acl.rt.reserve_mem_address(G2M, 0, 0, 2)[1] == E_INVALID        # flags: 0 normal, 1 huge pages
+    huge, ret = acl.rt.reserve_mem_address(G2M, 0, 0, 1)                       # as hccl_test -z / -m reserve
+    assert ret == 0 and acl.rt.release_mem_address(huge) == 0
     assert acl.rt.reserve_mem_address(0, 0, 0, 0)[1] == E_INVALID
     # a requested address: honoured when free and aligned, refused otherwise
     want = VMM_END - 64 * MiB

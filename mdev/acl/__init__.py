@@ -18,7 +18,7 @@ import sys
 import numpy as np
 
 from mdev import sanitizer as _sanitizer  # noqa: F401  (MDEV_SANITIZE turns it on at attach / init)
-from mdev.acl import constants, errors, mdl, media, rt, unsupported, util
+from mdev.acl import constants, errors, mdl, media, prof, rt, unsupported, util
 from mdev.runtime import boundary, registry
 from mdev.constants import *  # noqa: F401,F403  (pyACL programs use these names)
 from mdev.errors import *  # noqa: F401,F403

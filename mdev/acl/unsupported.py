@@ -73,10 +73,10 @@ FUNCTIONS: dict[str, dict[str, tuple[str, str]]] = {
 }
 
 #: submodules mdev makes as small stub modules (every function unsupported)
-STUB_MODULES = ("op", "blas", "prof", "himpi", "fv")
+STUB_MODULES = ("op", "blas", "himpi", "fv")
 
 #: submodules mdev defines in part (the rest of pyACL's names resolve to stubs)
-PARTIAL_MODULES = ("media",)
+PARTIAL_MODULES = ("media", "prof")
 
 # ----------------------------------------------------------------------------- why not
 FAMILY = {
@@ -84,7 +84,7 @@ FAMILY = {
     "himpi": "DVPP (hi_mpi) media processing is not emulated",
     "op": "single-operator compile and execution are not emulated",
     "blas": "CBLAS operators are not emulated",
-    "prof": "the profiler is not emulated",
+    "prof": "mdev's profiler collects its timeline trace only (init, configs, start, stop, finalize)",
     "fv": "feature-vector retrieval is not emulated",
 }
 

@@ -276,12 +276,12 @@ class Recorder:
             if model_origin_ns is not None and client not in self.models:
                 self.models[client] = DeviceModel(self.device, client, model_origin_ns)
 
-    def collect(self, client: int, stop: bool) -> dict:
+    def collect(self, client: int, stop: bool, keep_model: bool = False) -> dict:
         with self._lock:
             records = self.records.pop(client, []) if stop else self.records.get(client, [])
             if not stop:
                 self.records[client] = []
-            else:
+            elif not keep_model:
                 self.models.pop(client, None)
             dropped = self.dropped.pop(client, 0)
         return {"device": self.device.index, "records": records, "dropped": dropped}
@@ -520,13 +520,14 @@ def trace_start(device: "Device", conn, client: int, keep: bool = True, model_or
 
 
 @request
-def trace_collect(device: "Device", conn, client: int, stop: bool = True) -> dict:
-    """The records of ``client``'s tasks since trace_start (or the last collect)."""
+def trace_collect(device: "Device", conn, client: int, stop: bool = True, keep_model: bool = False) -> dict:
+    """The records of ``client``'s tasks since trace_start (or the last collect); ``stop``
+    ends the recording (and the modelled clocks, unless ``keep_model``)."""
     own_client(conn, client)
     recorder = device.trace
     if recorder is None:
         return {"device": device.index, "records": [], "dropped": 0}
-    result = recorder.collect(client, stop)
+    result = recorder.collect(client, stop, bool(keep_model))
     with device.lock:
         if stop and not recorder.records and not recorder.models:
             device.trace = None

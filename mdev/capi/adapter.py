@@ -21,7 +21,8 @@ argument takes the conversion mdev.capi.special names for it.  Functions that ne
 with neither returns ACL_ERROR_API_NOT_SUPPORT (200001) -- an HCCL one HCCL_E_NOT_SUPPORT (5)
 -- and a message naming it.  Failures are in the codes of the function's library
 (mdev.capi.failures.codes_of); libhccl.so's hand-written adapters are mdev.capi.hccl_special,
-libnnopbase.so's mdev.capi.nnopbase; libopapi.so's functions are mdev.capi.opapi's.
+libnnopbase.so's mdev.capi.nnopbase, libmsprofiler.so's mdev.capi.prof_special; libopapi.so's
+functions are mdev.capi.opapi's.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import inspect
 from typing import Callable
 
 from mdev import sanitizer as _sanitizer  # noqa: F401  (MDEV_SANITIZE turns it on at attach / init)
-from mdev.capi import hccl_special, nnopbase, op_compiler, opapi, special  # noqa: F401  (they register adapters)
+from mdev.capi import hccl_special, nnopbase, op_compiler, opapi, prof_special, special  # noqa: F401  (adapters)
 from mdev.capi.failures import codes_of, null_output, returns_status, unsupported
 from mdev.capi.prototypes import CFunction, Param, by_name
 from mdev.runtime import boundary, names, registry

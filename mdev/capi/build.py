@@ -9,7 +9,9 @@
     functions.tsv --generate--> src/acl_entries.c --------------> lib64/libascendcl.so
                                                                     libacl_rt.so, libacl_rt_impl.so
                   (acl/acl_op_compiler.h) ----------------------> lib64/libacl_op_compiler.so
+                  (acl/acl_prof.h) src/prof_entries.c ----------> lib64/libmsprofiler.so (aclprof*)
                   (hccl/ functions) src/hccl_entries.c ---------> lib64/libhccl.so
+    csrc/mdev_empty.c, needing libhccl.so ----------------------> lib64/libhcomm.so
     csrc/mdev_nnopbase.c (descriptors) + (aclnn/ executor functions) --> lib64/libnnopbase.so
     mdev/operators.py --opapi--> src/opapi_entries.c -----------> lib64/libopapi.so (the operators)
     csrc/mdev_profapi.c, mdev_rts.c ----------------------------> lib64/libprofapi.so, libruntime.so
@@ -19,10 +21,11 @@
 
 Each library depends (NEEDED) on the libraries that hold what programs look up through its
 handle, as CANN's do: torch_npu dlsyms aclrtGetSysParamOpt through libacl_op_compiler.so's
-handle, and links Msprof* and rt* symbols that CANN's libascendcl.so reaches through
-libprofapi.so and libruntime.so.  One library answers to the three names CANN programs link
-libascendcl.so by (its SONAME is libascendcl.so, so a program linking any of them loads it
-once).  Everything is compiled with ``-Wall -Wextra -Werror``; the generated C is written
+handle, HcclGroupStart / HcclGroupEnd through libhcomm.so's and aclprof* through
+libascendcl.so's (which needs libmsprofiler.so), and links Msprof* and rt* symbols that
+CANN's libascendcl.so reaches through libprofapi.so and libruntime.so.  One library answers
+to the three names CANN programs link libascendcl.so by (its SONAME is libascendcl.so, so a
+program linking any of them loads it once).  Everything is compiled with ``-Wall -Wextra -Werror``; the generated C is written
 next to the libraries (``src/``), never into the source tree.  A build whose inputs
 (sources, interpreter, flags) have not changed is skipped, so refreshing a tree is quick.
 """
@@ -65,8 +68,13 @@ def _declared(*headers: str) -> tuple[prototypes.CFunction, ...]:
 
 
 _OP_COMPILER = "acl/acl_op_compiler.h"
-_ACL = tuple(f for f in prototypes.declared_in("acl") if f.header != _OP_COMPILER)
+PROFILER = "acl/acl_prof.h"          # libmsprofiler.so's, not libascendcl.so's
+_ACL = tuple(f for f in prototypes.declared_in("acl") if f.header not in (_OP_COMPILER, PROFILER))
 _EMPTY = "mdev_empty.c"
+# HCCL's companions: the profiling API hccl_test links (-lmsprofiler), and the library torch_npu
+# looks HcclGroupStart / HcclGroupEnd up in
+_PROFILER = Library("libmsprofiler.so", generate.Face("prof", "mdev.capi.adapter", (PROFILER,), _declared(PROFILER)))
+_HCOMM = Library("libhcomm.so", source=_EMPTY, needs=("libhccl.so",))
 
 # every face goes through the one libmdev_client.so of the process (one host agent, or one
 # embedded interpreter), so HCCL's and the operators' calls see the devices, memory and
@@ -74,11 +82,14 @@ _EMPTY = "mdev_empty.c"
 LIBRARIES = (
     Library("libprofapi.so", source="mdev_profapi.c"),
     Library("libruntime.so", source="mdev_rts.c"),
+    _PROFILER,
     Library("libascendcl.so", generate.Face("acl", "mdev.capi.adapter", ("acl/acl.h", "acl/acl_rt_allocator.h"), _ACL),
-            aliases=("libacl_rt.so", "libacl_rt_impl.so"), needs=("libprofapi.so", "libruntime.so")),
+            aliases=("libacl_rt.so", "libacl_rt_impl.so"),
+            needs=("libprofapi.so", "libruntime.so", "libmsprofiler.so")),
     Library("libacl_op_compiler.so", generate.Face("op_compiler", "mdev.capi.adapter", (_OP_COMPILER,),
                                                    _declared(_OP_COMPILER)), needs=("libascendcl.so",)),
     Library("libhccl.so", generate.Face("hccl", "mdev.capi.adapter", ("hccl/hccl.h",), prototypes.declared_in("hccl"))),
+    _HCOMM,
     Library("libnnopbase.so", generate.Face("nnopbase", "mdev.capi.adapter", ("aclnn/acl_meta.h",),
                                             tuple(f for f in prototypes.declared_in("aclnn") if "Executor" in f.name)),
             source="mdev_nnopbase.c"),

@@ -7,6 +7,8 @@
     <home>/lib64/libascendcl.so                 the C library (see build)
            libacl_rt.so, libacl_rt_impl.so      the same library under the other names
            libhccl.so                           HCCL's C library (the same loader and runtime)
+           libhcomm.so                          needs libhccl.so (its handle finds HcclGroupStart / End)
+           libmsprofiler.so                     aclprof* (acl/acl_prof.h): the timeline trace
            libopapi.so, libnnopbase.so          the operator library (aclnn): operators, descriptors
            libacl_op_compiler.so, libge_runner.so, libgraph.so, libacl_tdt_channel.so, libatb.so,
            libprofapi.so, libruntime.so         the other libraries frameworks (torch_npu) load

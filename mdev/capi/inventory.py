@@ -1,13 +1,14 @@
 """Inventory of the C functions declared by mdev's CANN headers.
 
-Scans every header under ``mdev/capi/include/`` for ``ACL_FUNC_VISIBILITY`` (acl/) and
-``HCCL_FUNC_VISIBILITY`` (hccl/) declarations and writes ``functions.tsv`` next to this
+Scans every header under ``mdev/capi/include/`` for ``ACL_FUNC_VISIBILITY`` (acl/),
+``MSVP_PROF_API`` (acl/acl_prof.h) and ``HCCL_FUNC_VISIBILITY`` (hccl/) declarations and writes ``functions.tsv`` next to this
 file, one line per function, in header order::
 
     name <TAB> return type <TAB> parameter list as declared <TAB> header (e.g. acl/acl_rt.h)
 
 The shared libraries behind the headers are written from this list, each from the functions
-of its headers' directory (libascendcl.so: acl/, libhccl.so: hccl/).  Usage::
+of its headers (libascendcl.so: acl/ but acl_prof.h, libmsprofiler.so: acl/acl_prof.h,
+libhccl.so: hccl/).  Usage::
 
     python -m mdev.capi.inventory           # rewrite functions.tsv
     python -m mdev.capi.inventory --check   # exit status 1 if functions.tsv is out of date
@@ -22,8 +23,8 @@ from pathlib import Path
 from mdev.capi import functions_tsv, include_dir
 
 _COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
-# ACL_FUNC_VISIBILITY (or HCCL_) <return type> <name>(<parameters>);  -- possibly over several lines
-_DECL = re.compile(r"\b(?:ACL|HCCL)_FUNC_VISIBILITY\s+([^;{}()]*?)\s*\b(\w+)\s*\(([^;{}]*)\)\s*;")
+# ACL_FUNC_VISIBILITY (or HCCL_, MSVP_PROF_API) <return type> <name>(<parameters>);  -- possibly over several lines
+_DECL = re.compile(r"\b(?:(?:ACL|HCCL)_FUNC_VISIBILITY|MSVP_PROF_API)\s+([^;{}()]*?)\s*\b(\w+)\s*\(([^;{}]*)\)\s*;")
 
 
 def _squash(text: str) -> str:

@@ -5,6 +5,9 @@
     root, ret = hccl.get_root_info()                             bytes, HCCL_ROOT_INFO_BYTES long
     comm, ret = hccl.comm_init_root_info(nranks, root, rank)     this thread's device is the rank's
     ret = hccl.all_reduce(send, recv, count, dtype, op, comm, stream)   asynchronous on the stream
+    cfg = hccl.comm_config_init(); cfg["hcclBufferSize"] = 64           HcclCommConfig as a dict
+    comm, ret = hccl.comm_init_root_info_config(nranks, root, rank, cfg)
+    sub, ret = hccl.create_sub_comm_config(comm, [0, 2], 1, my_index, cfg)   None outside [0, 2]
 
 Names are HCCL's in snake_case (HcclAllReduce -> all_reduce, HcclCommInitAll ->
 comm_init_all, HcclGetRankSize -> get_rank_size), outputs first and the HcclResult ``ret``
@@ -22,6 +25,13 @@ from mdev.runtime import boundary as _boundary
 from mdev.runtime import registry as _registry
 
 globals().update(_registry.bound("hccl", codes=_boundary.HCCL))
+
+
+def comm_config_init() -> dict:
+    """HcclCommConfigInit: a configuration (a dict of HcclCommConfig's field names) with every
+    field "not set"; change the fields wanted, pass it to comm_init_root_info_config,
+    comm_init_cluster_info_config or create_sub_comm_config."""
+    return _types.comm_config()
 
 
 def get_error_string(code: int) -> str:

@@ -7,7 +7,7 @@
         ("hccl", "all_reduce")                                          HcclAllReduce
 
 A group is the prefix family: "" for ``acl*``/``aclsys*``, "rt" for ``aclrt*``, "mdl" for
-``aclmdl*`` (model run instances take "ri_"), "hccl" for HCCL's ``Hccl*``.  The pyACL face names its functions by the
+``aclmdl*`` (model run instances take "ri_"), "prof" for ``aclprof*``, "hccl" for HCCL's ``Hccl*``.  The pyACL face names its functions by the
 same rule (``acl.rt.memcpy2d_async``) and the C face finds the implementation of a C entry
 point through it, so the exceptions to the rule are listed once, here.
 """
@@ -36,7 +36,7 @@ OVERRIDES = {
     ("hccl", "all_to_all_vc"): "HcclAlltoAllVC",
 }
 _BY_C_NAME = {c: key for key, c in OVERRIDES.items()}
-_PREFIXES = {"": "acl", "rt": "aclrt", "mdl": "aclmdl", "hccl": "Hccl"}
+_PREFIXES = {"": "acl", "rt": "aclrt", "mdl": "aclmdl", "prof": "aclprof", "hccl": "Hccl"}
 # a word boundary inside CamelCase: fooBar, foo2Bar, PCIBus (an acronym before a word)
 _BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
@@ -62,6 +62,7 @@ def snake_name(c: str) -> tuple[str, str]:
     if c in _BY_C_NAME:
         return _BY_C_NAME[c]
     for prefix, group, lead in (("aclmdlRI", "mdl", "ri_"), ("aclmdl", "mdl", ""), ("aclrt", "rt", ""),
+                                ("aclprof", "prof", ""),
                                 ("aclsys", "", ""), ("acl", "", ""), ("Hccl", "hccl", "")):
         if c.startswith(prefix):
             return group, lead + snake(c[len(prefix):])

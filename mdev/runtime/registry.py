@@ -28,6 +28,7 @@ PLACES = {
     "mdev.runtime.memory.dvpp": ("acl.media", "rt", ""),
     "mdev.runtime.devices.threads": ("acl.util", "rt", ""),
     "mdev.runtime.collectives.api": ("hccl", "hccl", ""),
+    "mdev.runtime.profiling": ("acl.prof", "prof", ""),
     "mdev.runtime.execution.operators": ("aclnn", "", ""),
 }
 DEFAULT_PLACE = ("acl.rt", "rt", "")

@@ -34,6 +34,10 @@ Under MDEV_MODEL_TIME each thread keeps a host clock: it moves on to the modelle
 what a synchronisation waited for and by the link time of each synchronous copy; a task
 submitted after it moved starts no earlier (``before_submit`` tells the task's device).
 
+The profiling API (mdev.runtime.profiling: aclprofStart / aclprofStop) records the same
+way into a file it names (``record_into`` / ``stop_recording``), for the devices of its
+configuration, while MDEV_TRACE is not recording.
+
 Records of several init / finalize cycles of one process accumulate; the file is rewritten
 at each collection.  A child process (fork, multiprocessing) that traces too writes
 ``file.<pid>.json`` next to it instead of overwriting its parent's file.
@@ -52,6 +56,7 @@ from typing import Callable
 
 from mdev import timemodel
 from mdev import status as S
+from mdev import errors as E
 from mdev.errors import AclError
 from mdev.runtime import hooks
 from mdev.runtime.core import RUNTIME as rt
@@ -77,12 +82,14 @@ _topology = None
 host_on = False           # True while synchronous memory operations are recorded or modelled
 _keep = False             # ... recorded (MDEV_TRACE)
 _clock: dict | None = None   # ... modelled (MDEV_MODEL_TIME): origin and client (clocks: _HostThread)
+_profile: tuple[str, list] | None = None   # (file, board devices) the profiling API records into
 
 
 def _forget_after_fork() -> None:
     """A forked child traces (if at all) its own tasks, into its own file."""
-    global _records, _host, _marks, _holds, _collectives, _dropped, _lock, host_on, _keep, _clock, _thread
+    global _records, _host, _marks, _holds, _collectives, _dropped, _lock, host_on, _keep, _clock, _thread, _profile
     _records, _host, _marks, _holds, _collectives, _dropped, _lock = [], [], [], [], [], 0, threading.Lock()
+    _profile = None
     host_on, _keep, _clock, _thread = False, False, None, _HostThread()
 
 
@@ -91,6 +98,8 @@ os.register_at_fork(after_in_child=_forget_after_fork)
 
 def target() -> str | None:
     """The file this process writes its trace to, or None when tracing is off."""
+    if _profile is not None:
+        return _profile[0]
     path = os.environ.get("MDEV_TRACE")
     if not path:
         return None
@@ -109,22 +118,67 @@ def modelling() -> bool:
 def on_attach(board) -> None:
     """Called once the process attached to a board: ask every device to record this process's
     tasks (MDEV_TRACE) and/or keep modelled clocks for them (MDEV_MODEL_TIME=1)."""
-    global _registered
     keep = target() is not None
     origin = time.monotonic_ns() if modelling() else None
     if not keep and origin is None:
         return
     try:
-        for device in board.devices:        # this process's tasks run on its node's devices only
-            board.link(device).request("trace_start", board.client_id, keep, origin)
+        _start(board, board.devices, keep, origin)   # this process's tasks run on its node's devices only
     except Exception as exc:   # tracing must never stop the program
         print(f"mdev: MDEV_TRACE / MDEV_MODEL_TIME: cannot start: {exc}", file=sys.stderr)
-        return
+
+
+def record_into(path: str, board, devices: list[int]) -> None:
+    """Record this process's tasks on board ``devices`` from now on, into ``path`` (the
+    profiling API's aclprofStart), until :func:`stop_recording`."""
+    global _profile
+    if _keep:
+        raise AclError(E.ACL_ERROR_PROF_API_CONFLICT, f"this process's tasks are already recorded into "
+                       f"{target()} (MDEV_TRACE or an aclprofStart not stopped)")
+    _profile = (path, list(devices))
+    try:
+        _start(board, devices, True, None)
+    except Exception:
+        _profile = None
+        raise
+
+
+def stop_recording(board) -> str | None:
+    """Collect what :func:`record_into` recorded and write its file (modelled clocks go on);
+    the file, or None when nothing was recording."""
+    global _profile, _keep, host_on, _marks, _host
+    if _profile is None:
+        return None
+    path, devices = _profile
+    with _lock:
+        collected, _host, _keep, host_on = _host, [], False, _clock is not None
+        marks, _marks = _marks, []
+    dropped = 0
+    try:
+        if board is not None and getattr(board, "tracing", False):
+            for device in devices:
+                reply = board.link(device).request("trace_collect", board.client_id, True, True, timeout=30)
+                collected += reply["records"]
+                dropped += reply["dropped"]
+            board.tracing = _clock is not None
+        _add(collected, dropped, marks)
+    finally:
+        _profile = None
+    return path
+
+
+def _start(board, devices: list[int], keep: bool, origin: int | None) -> None:
+    """Ask ``devices`` to record this process's tasks (``keep``) and/or keep modelled clocks
+    for them from host time ``origin``."""
+    global _registered
+    for device in devices:
+        board.link(device).request("trace_start", board.client_id, keep, origin)
     global _topology, host_on, _keep, _clock
     with _lock:
         topo = _topology = board.topology
-        host_on, _keep = keep or origin is not None, keep
-        _clock = None if origin is None else {"origin": origin, "client": board.client_id}
+        host_on, _keep = keep or origin is not None or _clock is not None, keep
+        if origin is not None:
+            _clock = {"origin": origin, "client": board.client_id}
         _meta.update(board=board.paths.name, topology=topo.name, devices=topo.device_count,
                      node=board.node.index,
                      links={l.id: {"type": l.type, "a": l.a, "b": l.b, "gbps": l.effective_gbps,

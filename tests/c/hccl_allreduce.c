@@ -11,22 +11,10 @@
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdlib.h>
-#include "check.h"
-#include "hccl/hccl.h"
+#include "hccl_check.h"
 
 #define MAX_RANKS 8
 #define COUNT 65536
-
-#define EXPECT_HCCL(call, code)                                                        \
-    do {                                                                               \
-        HcclResult r_ = (call);                                                        \
-        if (r_ != (code)) {                                                            \
-            const char* msg_ = aclGetRecentErrMsg();                                   \
-            printf("FAILED %s:%d: %s returned %d, expected %d (%s)\n", __FILE__, __LINE__, \
-                   #call, (int)r_, (int)(code), msg_ ? msg_ : "no message");           \
-            failures++;                                                                \
-        }                                                                              \
-    } while (0)
 
 static int nranks;
 static int by_root;

@@ -8,11 +8,22 @@ buffers are device memory of the communicator's device and large enough, that th
 belongs to that device), then queues its whole schedule and returns: as in HCCL, an
 operation is asynchronous on its stream.  Inside group_start / group_end, send and recv
 calls are gathered and issued at group_end as one batch_send_recv per communicator and
-stream (their transfers run at once); other operations run when called.
+stream (their transfers run at once); other operations run when called (they are
+asynchronous already); making a communicator inside a group is refused (HCCL_E_NOT_SUPPORT:
+mdev cannot defer it, and one thread making the ranks of several devices would wait for
+itself).
+
+Communicators take an HcclCommConfig (a dict, mdev.hccl_types.comm_config; comm.settings);
+sub-communicators of a set of ranks meet in a rendezvous derived from their parent's
+(create_sub_comm_config).  The V variants exchange blocks pairwise: all_gather_v and
+all_to_all_vc as all_to_all does, reduce_scatter_v as the mesh reduce-scatter does.
+Memory ranges, activated memory and symmetric windows are checked and kept: mdev's
+operations read and write any device memory of the rank's device, so they need no more.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -21,9 +32,9 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from mdev.hccl_types import (DATA_TYPE_NAMES, DATA_TYPE_NUMPY, DATA_TYPE_SIZE, HCCL_CONNECT_TIMEOUT_DEFAULT,
-                             HCCL_E_NOT_SUPPORT, HCCL_E_PARA, HCCL_E_PTR, HCCL_RECV, HCCL_SEND, REDUCE_OP_NAMES,
-                             HcclError)
+from mdev.hccl_types import (DATA_TYPE_NAMES, DATA_TYPE_NUMPY, DATA_TYPE_SIZE, HCCL_COMM_CONFIG_RETRY,
+                             HCCL_CONNECT_TIMEOUT_DEFAULT, HCCL_DETERMINISTIC, HCCL_E_NOT_SUPPORT, HCCL_E_PARA,
+                             HCCL_E_PTR, HCCL_RECV, HCCL_SEND, REDUCE_OP_NAMES, HcclError)
 from mdev.runtime.boundary import api
 from mdev.runtime.collectives import algorithms as A
 from mdev.runtime import trace
@@ -36,10 +47,15 @@ from mdev.runtime.core import Stream
 from mdev.taskspec import COMM_LEFT
 from mdev.runtime.memtable import DEVICE, Operand
 from mdev.runtime.validate import read_regular
+from mdev.runtime.memory import vmm
 
 MAX_RANK_TABLE_BYTES = 16 << 20    # HCCL's rank table JSON: a line or two per device
 _forming: dict[str, dict[int, comms.Comm]] = {}      # rendezvous id -> ranks of this process being made
 _forming_lock = threading.Lock()
+_seen: dict[str, int] = {}                            # rendezvous id -> its ranks here that saw the others
+_process = {"deterministic": 0}                       # HcclSetConfig's settings
+SYM_WINDOWS = 0xC5_0000_0000
+_windows: dict[int, tuple[int, int, int]] = {}        # window / registration handle -> (comm, address, size)
 
 
 class _Group(threading.local):
@@ -130,11 +146,13 @@ def comm_init_all(ndev, devices) -> list[int]:
     if len(set(devices)) != ndev:
         raise HcclError(HCCL_E_PARA, f"devices {devices} repeats a device")
     devices = [rt.check_device(d) for d in devices]          # board indices from here on
+    _not_in_group("HcclCommInitAll")
     rv = LocalRendezvous(ndev)
+    rid = os.urandom(16).hex()                               # what sub-communicators derive theirs from
     made: list[comms.Comm] = []
     try:
         for rank, dev in enumerate(devices):
-            comm, card = comms.prepare(rank, ndev, dev)
+            comm, card = comms.prepare(rank, ndev, dev, rid)
             made.append(comm)
             rv.publish("join", rank, card)
         joined = rv.gather("join")
@@ -160,20 +178,44 @@ def get_root_info() -> bytes:
 @api(1)
 def comm_init_root_info(nranks, root_info_blob, rank) -> int:
     """This thread's rank (its current device) of a communicator of ``nranks`` ranks."""
+    return _init_root_info(nranks, root_info_blob, rank, None)
+
+
+@api(1)
+def comm_init_root_info_config(nranks, root_info_blob, rank, config) -> int:
+    """comm_init_root_info with an HcclCommConfig (a dict of its fields, None for none)."""
+    return _init_root_info(nranks, root_info_blob, rank, config)
+
+
+def _init_root_info(nranks, root_info_blob, rank, config) -> int:
     nranks, rank = _count(nranks, "nRanks"), _count(rank, "rank")
+    settings = comms.settings(config)
+    _not_in_group("HcclCommInitRootInfo")
     if nranks < 1 or rank >= nranks:
         raise HcclError(HCCL_E_PARA, f"rank {rank} is not a rank of a communicator of {nranks}")
     devices = rt.attach().topology.device_count
     if nranks > devices:
         raise HcclError(HCCL_E_PARA, f"nRanks {nranks}: a rank is a device, and the board has {devices}")
     board = rt.attach().paths.name
-    return _join(parse_root_info(root_info_blob, board), nranks, rank, rt.current_context().device)
+    return _join(parse_root_info(root_info_blob, board), nranks, rank, rt.current_context().device, settings)
 
 
 @api(1)
 def comm_init_cluster_info(cluster_info, rank) -> int:
     """This thread's rank of the communicator a rank table file (HCCL's JSON) describes."""
+    return _init_cluster_info(cluster_info, rank, None)
+
+
+@api(1)
+def comm_init_cluster_info_config(cluster_info, rank, config) -> int:
+    """comm_init_cluster_info with an HcclCommConfig (a dict of its fields)."""
+    return _init_cluster_info(cluster_info, rank, config)
+
+
+def _init_cluster_info(cluster_info, rank, config) -> int:
     rank = _count(rank, "rank")
+    settings = comms.settings(config)
+    _not_in_group("HcclCommInitClusterInfo")
     devices, rid = _rank_table(cluster_info)
     if rank >= len(devices):
         raise HcclError(HCCL_E_PARA, f"rank {rank} is not in {cluster_info} ({len(devices)} ranks)")
@@ -181,7 +223,7 @@ def comm_init_cluster_info(cluster_info, rank) -> int:
     if rt.check_device(devices[rank]) != current:
         raise HcclError(HCCL_E_PARA, f"{cluster_info} puts rank {rank} on device {devices[rank]}; this thread's "
                         f"device is {rt.local_device(current)} (set_device it first)")
-    return _join(rid, len(devices), rank, current)
+    return _join(rid, len(devices), rank, current, settings)
 
 
 def _rank_table(path) -> tuple[list[int], str]:
@@ -204,9 +246,9 @@ def _rank_table(path) -> tuple[list[int], str]:
     return [d for _, d in ranks], rid
 
 
-def _join(rid: str, nranks: int, rank: int, device: int) -> int:
+def _join(rid: str, nranks: int, rank: int, device: int, settings: comms.Settings = comms.Settings()) -> int:
     rv = FileRendezvous(rt.attach().paths.name, rid, nranks, _timeout())
-    comm, card = comms.prepare(rank, nranks, device)
+    comm, card = comms.prepare(rank, nranks, device, rid, settings)
     try:
         rv.open()
         with _forming_lock:
@@ -220,6 +262,12 @@ def _join(rid: str, nranks: int, rank: int, device: int) -> int:
         keyed = rv.gather("keys", joined)
         with _forming_lock:
             here = {q: c for q, c in _forming.get(rid, {}).items() if joined[q]["pid"] == os.getpid()}
+            # every rank of this process has joined (their keys are out): once each has seen the
+            # others, the rendezvous is forgotten -- a rank that finished and destroyed its
+            # communicator meanwhile must still be seen by the slower ones
+            _seen[rid] = _seen.get(rid, 0) + 1
+            if _seen[rid] == len(here):
+                del _forming[rid], _seen[rid]
         comms.connect(comm, joined, keyed, here)
         rv.done(rank)
     except BaseException:
@@ -231,19 +279,192 @@ def _join(rid: str, nranks: int, rank: int, device: int) -> int:
 
 
 def _forget(comm: comms.Comm) -> None:
+    """A rank that failed to join leaves its rendezvous's ranks of this process."""
     with _forming_lock:
         for rid, ranks in list(_forming.items()):
             if ranks.get(comm.rank) is comm:
                 del ranks[comm.rank]
                 if not ranks:
                     del _forming[rid]
+                    _seen.pop(rid, None)
 
 
 @api()
 def comm_destroy(comm) -> None:
     c = comms.lookup(comm)
-    _forget(c)
+    with _forming_lock:
+        for handle in [h for h, (owner, _, _) in _windows.items() if owner == c.handle]:
+            del _windows[handle]
     comms.destroy(c)
+
+
+@api(1, failed=None)
+def create_sub_comm_config(comm, rank_ids, sub_comm_id, sub_comm_rank_id, config) -> int | None:
+    """This rank's communicator of the ranks ``rank_ids`` (ascending ranks of the global
+    communicator ``comm``; this rank is ``rank_ids[sub_comm_rank_id]``), numbered
+    ``sub_comm_id`` among its sub-communicators.  A rank outside it passes ``rank_ids`` None
+    and gets None.  Its ranks meet in a rendezvous named from the parent's (no root info)."""
+    parent = comms.lookup(comm)
+    if rank_ids is None:
+        return None
+    if parent.parent:
+        raise HcclError(HCCL_E_NOT_SUPPORT, "a sub-communicator cannot be split again (only the global one)")
+    ranks = _ints(rank_ids, "rankIds")
+    sub_id, me = _count(sub_comm_id, "subCommId"), _count(sub_comm_rank_id, "subCommRankId")
+    if not ranks or ranks != sorted(set(ranks)) or ranks[-1] >= parent.nranks:
+        raise HcclError(HCCL_E_PARA, f"rankIds {ranks[:16]} must be ascending ranks of the communicator "
+                        f"(0..{parent.nranks - 1}), each once")
+    if me >= len(ranks) or ranks[me] != parent.rank:
+        raise HcclError(HCCL_E_PARA, f"subCommRankId {me} must be this rank's index in rankIds (rank {parent.rank})")
+    settings = comms.settings(config)
+    _not_in_group("HcclCreateSubCommConfig")
+    key = f"{parent.rid}/{settings.name or sub_id}/{','.join(map(str, ranks))}"
+    rid = hashlib.sha256(key.encode()).hexdigest()[:32]
+    if not settings.name:
+        settings = dataclasses.replace(settings, name=f"{parent.name}_sub_{sub_id}")
+    handle = _join(rid, len(ranks), me, parent.device, settings)
+    comms.held.comms[handle].parent = parent.handle
+    return handle
+
+
+def _not_in_group(what: str) -> None:
+    if _group.depth:
+        raise HcclError(HCCL_E_NOT_SUPPORT, f"{what} inside HcclGroupStart / HcclGroupEnd: mdev makes a "
+                        "communicator when called (one thread per rank), not at HcclGroupEnd")
+
+
+@api(1)
+def get_comm_name(comm) -> str:
+    """The communicator's name (hcclCommName, or one mdev made; every rank has the same)."""
+    return comms.lookup(comm).name
+
+
+@api(1, failed=0)
+def get_comm_config_capability() -> int:
+    """HcclCommConfigCapability values below the answer are configurable: buffer size,
+    deterministic, name, exec timeout and algorithm are honoured; expansion mode, world rank,
+    job id and graph zero copy are accepted (mdev runs every operation one way)."""
+    return HCCL_COMM_CONFIG_RETRY
+
+
+@api()
+def set_config(config, value) -> None:
+    """HcclSetConfig: HCCL_DETERMINISTIC 0, 1 or 2 (mdev reduces in a fixed order always,
+    so every setting gives the same, reproducible results)."""
+    if _count(config, "config") != HCCL_DETERMINISTIC:
+        raise HcclError(HCCL_E_PARA, f"config {config}: only HCCL_DETERMINISTIC (0) can be set")
+    if isinstance(value, bool) or not isinstance(value, int) or value not in (0, 1, 2):
+        raise HcclError(HCCL_E_PARA, f"HCCL_DETERMINISTIC must be 0, 1 or 2, got {value!r}")
+    _process["deterministic"] = value
+
+
+@api(1)
+def get_config(config) -> int:
+    if _count(config, "config") != HCCL_DETERMINISTIC:
+        raise HcclError(HCCL_E_PARA, f"config {config}: only HCCL_DETERMINISTIC (0) can be read")
+    return _process["deterministic"]
+
+
+@api()
+def comm_set_memory_range(comm, base_vir_ptr, size, alignment, flags) -> None:
+    """A reserved address range (aclrtReserveMemAddress, whole) the communicator may see mapped."""
+    c = comms.lookup(comm)
+    base, size = _count(base_vir_ptr, "baseVirPtr"), _count(size, "size")
+    if _count(alignment, "alignment") or _count(flags, "flags"):
+        raise HcclError(HCCL_E_PARA, "alignment and flags must be 0")
+    res = vmm.space().reservations.get(base)
+    if res is None or size == 0 or size > res.size:
+        raise HcclError(HCCL_E_PARA, f"{base:#x} (+{size} bytes) is not a range this process reserved "
+                        "(aclrtReserveMemAddress)")
+    if base in c.ranges:
+        raise HcclError(HCCL_E_PARA, f"the range at {base:#x} is set already")
+    c.ranges[base] = size
+
+
+@api()
+def comm_unset_memory_range(comm, base_vir_ptr) -> None:
+    c = comms.lookup(comm)
+    base = _count(base_vir_ptr, "baseVirPtr")
+    if base not in c.ranges:
+        raise HcclError(HCCL_E_PARA, f"{base:#x} is not a range set by HcclCommSetMemoryRange")
+    if any(base <= a < base + c.ranges[base] for a in c.active):
+        raise HcclError(HCCL_E_PARA, f"the range at {base:#x} still has activated memory")
+    del c.ranges[base]
+
+
+@api()
+def comm_activate_comm_memory(comm, vir_ptr, size, offset, handle, flags) -> None:
+    """Memory mapped (aclrtMapMem of ``handle``) inside a range set before, for the
+    communicator's operations."""
+    c = comms.lookup(comm)
+    ptr, size = _count(vir_ptr, "virPtr"), _count(size, "size")
+    if _count(offset, "offset") or _count(flags, "flags"):
+        raise HcclError(HCCL_E_PARA, "offset and flags must be 0")
+    if not handle:
+        raise HcclError(HCCL_E_PTR, "handle is NULL")
+    if not any(b <= ptr and ptr + size <= b + n for b, n in c.ranges.items()):
+        raise HcclError(HCCL_E_PARA, f"{ptr:#x} (+{size} bytes) is not inside a range of HcclCommSetMemoryRange")
+    if ptr in c.active:
+        raise HcclError(HCCL_E_PARA, f"{ptr:#x} is activated already")
+    _buffer(c, ptr, size, True, "virPtr")              # mapped, and of the rank's device
+    c.active[ptr] = size
+
+
+@api()
+def comm_deactivate_comm_memory(comm, vir_ptr) -> None:
+    c = comms.lookup(comm)
+    if c.active.pop(_count(vir_ptr, "virPtr"), None) is None:
+        raise HcclError(HCCL_E_PARA, f"{vir_ptr:#x} is not memory activated by HcclCommActivateCommMemory")
+
+
+@api(1, failed=0)
+def comm_sym_win_register(comm, addr, size, flag) -> int:
+    """A symmetric window over device memory of the rank's device (at most the configuration's
+    hcclSymWinMaxMemSizePerRank); ``flag`` must be 1."""
+    c = comms.lookup(comm)
+    if _count(flag, "flag") != 1:
+        raise HcclError(HCCL_E_PARA, f"flag {flag}: only 1 is supported")
+    return _window(c, addr, size, c.settings.window_bytes, "hcclSymWinMaxMemSizePerRank")
+
+
+@api()
+def comm_sym_win_deregister(win_handle) -> None:
+    _unwindow(None, win_handle, "a registered symmetric window")
+
+
+@api(1, failed=0)
+def comm_register(comm, addr, size, flag) -> int:
+    """Device memory of the rank's device registered with the communicator; ``flag`` is
+    reserved (0)."""
+    c = comms.lookup(comm)
+    if _count(flag, "flag"):
+        raise HcclError(HCCL_E_PARA, f"flag {flag}: reserved, must be 0")
+    return _window(c, addr, size, 1 << 63, "")
+
+
+@api()
+def comm_deregister(comm, handle) -> None:
+    _unwindow(comms.lookup(comm), handle, "memory this communicator registered")
+
+
+def _window(c: comms.Comm, addr, size, limit: int, what: str) -> int:
+    """A handle for ``size`` bytes of the rank's device memory at ``addr`` (at most ``limit``)."""
+    addr, size = _count(addr, "addr"), _count(size, "size")
+    if not size or size > limit:
+        raise HcclError(HCCL_E_PARA, f"size {size}: 1 byte to {what} ({limit >> 30} GB)")
+    _buffer(c, addr, size, True, "addr")
+    with _forming_lock:
+        handle = rt.new_handle(SYM_WINDOWS)
+        _windows[handle] = (c.handle, addr, size)
+    return handle
+
+
+def _unwindow(c: comms.Comm | None, handle, what: str) -> None:
+    with _forming_lock:
+        window = _windows.get(handle) if isinstance(handle, int) else None
+        if window is None or (c is not None and window[0] != c.handle):
+            raise HcclError(HCCL_E_PARA, f"{handle!r} is not {what}")
+        del _windows[handle]
 
 
 @api(1)
@@ -409,7 +630,7 @@ def _counts(c: comms.Comm, values, what: str) -> list[int]:
 
 
 def _all_to_all(c: comms.Comm, stream, send_buf, scounts, sdispls, stype, recv_buf, rcounts, rdispls, rtype,
-                check_count: int) -> None:
+                check_count: int, kind: str = "all_to_all") -> None:
     (_, item), (_, ritem) = _dtype(stype), _dtype(rtype)
     sbytes = max((d + n for d, n in zip(sdispls, scounts)), default=0) * item
     rbytes = max((d + n for d, n in zip(rdispls, rcounts)), default=0) * ritem
@@ -418,9 +639,66 @@ def _all_to_all(c: comms.Comm, stream, send_buf, scounts, sdispls, stype, recv_b
     outs = [send.slice(d * item, n * item) for d, n in zip(sdispls, scounts)]
     ins = [recv.slice(d * ritem, n * ritem) for d, n in zip(rdispls, rcounts)]
     with _operation(c, stream, _dtype(stype)[0]) as plan:
-        plan.collective("all_to_all", check_count, algorithm="pairwise",
-                        nbytes=sum(o.nbytes for o in outs))
+        plan.collective(kind, check_count, algorithm="pairwise", nbytes=sum(o.nbytes for o in outs))
         A.all_to_all(plan, plan.main, outs, ins)
+
+
+@api()
+def all_gather_v(send_buf, send_count, recv_buf, recv_counts, recv_displs, data_type, comm, stream) -> None:
+    """Rank q's ``recv_counts[q]`` elements land at ``recv_displs[q]`` (elements) of every
+    rank's recv_buf; this rank sends ``send_count`` (its own entry of recv_counts)."""
+    c = comms.lookup(comm)
+    sc, (dtype, item) = _count(send_count, "sendCount"), _dtype(data_type)
+    counts, displs = _counts(c, recv_counts, "recvCounts"), _counts(c, recv_displs, "recvDispls")
+    if counts[c.rank] != sc:
+        raise HcclError(HCCL_E_PARA, f"sendCount {sc} differs from this rank's recvCounts entry {counts[c.rank]}")
+    _all_to_all(c, stream, send_buf, counts[c.rank:c.rank + 1] * c.nranks, [0] * c.nranks, dtype, recv_buf, counts,
+                displs, dtype, 0, "all_gather_v")
+
+
+@api()
+def reduce_scatter_v(send_buf, send_counts, send_displs, recv_buf, recv_count, data_type, op, comm, stream) -> None:
+    """This rank's ``recv_buf`` = op over the ranks of their block ``send_displs[me]``
+    (``send_counts[me]`` elements, the same on every rank) of send_buf; ``recv_count`` is
+    ``send_counts[me]``.  Summed in the mesh reduce-scatter's order (algorithms' docstring)."""
+    c = comms.lookup(comm)
+    rc, (dtype, item), op = _count(recv_count, "recvCount"), _dtype(data_type), _op(op)
+    counts, displs = _counts(c, send_counts, "sendCounts"), _counts(c, send_displs, "sendDispls")
+    if counts[c.rank] != rc:
+        raise HcclError(HCCL_E_PARA, f"recvCount {rc} differs from this rank's sendCounts entry {counts[c.rank]}")
+    send = _buffer(c, send_buf, max((d + n for d, n in zip(displs, counts)), default=0) * item, False,
+                   "sendBuf") or _none(c)
+    recv = _buffer(c, recv_buf, rc * item, True, "recvBuf") or _none(c)
+    parts = -(-max(counts) * item // c.slot_bytes) or 1       # every block in as many parts, each fitting a slot
+    pieces = [A.split(n, parts) for n in counts]
+    with _operation(c, stream, dtype, op) as plan:
+        plan.collective("reduce_scatter_v", 0, algorithm="mesh", nbytes=sum(counts) * item)
+        for k in range(parts):
+            blocks = [send.slice((d + pieces[q][k][0]) * item, pieces[q][k][1] * item) for q, d in enumerate(displs)]
+            o, n = pieces[c.rank][k]
+            A.mesh_reduce_scatter(plan, plan.main, list(range(c.nranks)), c.rank, blocks,
+                                  recv.slice(o * item, n * item))
+
+
+@api()
+def all_to_all_vc(send_buf, send_count_matrix, send_type, recv_buf, recv_type, comm, stream) -> None:
+    """``send_count_matrix[i * n + j]``: the elements rank i sends rank j; blocks lie in rank
+    order, packed, in both buffers."""
+    c = comms.lookup(comm)
+    n = c.nranks
+    matrix = _ints(send_count_matrix, "sendCountMatrix")
+    if len(matrix) != n * n:
+        raise HcclError(HCCL_E_PARA, f"sendCountMatrix has {len(matrix)} entries; {n} ranks need {n * n}")
+    _dtype(send_type), _dtype(recv_type)
+    scounts = matrix[c.rank * n:(c.rank + 1) * n]
+    rcounts = [matrix[q * n + c.rank] for q in range(n)]
+    _all_to_all(c, stream, send_buf, scounts, _packed(scounts), send_type, recv_buf, rcounts, _packed(rcounts),
+                recv_type, 0, "all_to_all_vc")
+
+
+def _packed(counts: list[int]) -> list[int]:
+    """Displacements of blocks of ``counts`` laid one after another."""
+    return [sum(counts[:q]) for q in range(len(counts))]
 
 
 @api()

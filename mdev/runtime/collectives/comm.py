@@ -1,5 +1,7 @@
 """A rank's communicator: its scratch buffer, notifies, channels to its peers, side streams.
 
+    config (HcclCommConfig as a dict, mdev.hccl_types.comm_config): Settings -- buffer size,
+      exec timeout, name, deterministic, algorithm; the rest is checked and kept
     init (every rank, through a rendezvous):
       prepare   scratch (HCCL buffer) + notifies + pinned staging  --> "join" card
       share     IPC keys for the peers' processes (pid-checked)    --> "keys" card
@@ -16,8 +18,9 @@ Scratch layout (device memory of the rank's device, shared with every peer):
     [128, 128 + 32 p)   point-to-point descriptors with each peer: our send to it, our receive from it
     [HEADER, ...)       landing slots: SLOTS per peer (in rank order), ``slot_bytes`` each
 
-``slot_bytes`` comes from HCCL_BUFFSIZE (MB, default 200, capped at 1/8 of the device's HBM so
-that small emulated boards work): the buffer holds 2 slots per peer.  An operation whose
+``slot_bytes`` comes from the configuration's hcclBufferSize or HCCL_BUFFSIZE (MB, default 200,
+capped at 1/8 of the device's HBM so that small emulated boards work): the buffer holds 2
+slots per peer.  An operation whose
 transfers are larger than a slot runs in parts (as HCCL loops over its buffer).  Pairs
 without peer access get, in the receiver's process, pinned staging slots of the same size.
 """
@@ -33,8 +36,9 @@ import numpy as np
 
 from mdev import constants as C
 from mdev.errors import AclError
-from mdev.hccl_types import (HCCL_COMM_DEFAULT_BUFFSIZE, HCCL_E_PARA,
-                             HCCL_E_PTR, HCCL_EXEC_TIMEOUT_DEFAULT, HcclError)
+from mdev.hccl_types import (HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET, HCCL_COMM_DEFAULT_BUFFSIZE,
+                             HCCL_COMM_DETERMINISTIC_CONFIG_NOT_SET, HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET,
+                             HCCL_E_PARA, HCCL_E_PTR, HCCL_EXEC_TIMEOUT_DEFAULT, HcclError, comm_config)
 from mdev.memory import address
 from mdev.runtime.devices import devices
 from mdev.runtime.sync import ipc, notify
@@ -70,8 +74,62 @@ def env_seconds(name: str, default: float) -> float:
     return seconds
 
 
-def buffsize(hbm_bytes: int) -> int:
-    """The HCCL buffer in bytes: HCCL_BUFFSIZE (MB), or the default capped for small boards."""
+@dataclass(frozen=True)
+class Settings:
+    """What a communicator takes from its HcclCommConfig (None: the environment's / default)."""
+    buffer_mb: int | None = None
+    timeout_s: float | None = None
+    name: str = ""
+    deterministic: int = 0
+    algo: str | None = None
+    window_bytes: int = 16 << 30               # hcclSymWinMaxMemSizePerRank (GB) per symmetric window
+
+
+_TEXTS = {"hcclCommName": 128, "hcclUdi": 128, "hcclAlgo": 1600, "hcclRetryEnable": 50, "hcclRetryParams": 128,
+          "hcclBufferName": 128}
+
+
+def settings(config: dict | None) -> Settings:
+    """The Settings of an HcclCommConfig (a dict of its field names; None: no configuration).
+    Fields mdev cannot use (expansion mode, RDMA class and level, world rank, job, retry, QoS)
+    are checked for their type and kept by no one: mdev runs every operation one way."""
+    if config is None:
+        return Settings()
+    if not isinstance(config, dict):
+        raise HcclError(HCCL_E_PARA, f"config must be an HcclCommConfig (a dict), got {type(config).__name__}")
+    fields = comm_config()
+    unknown = sorted(set(config) - set(fields))
+    if unknown:
+        raise HcclError(HCCL_E_PARA, f"config has no field {unknown[0]!r} (HcclCommConfig: {', '.join(fields)})")
+    c = dict(fields, **config)
+    for name, limit in _TEXTS.items():
+        if not isinstance(c[name], str) or len(c[name].encode()) >= limit:
+            raise HcclError(HCCL_E_PARA, f"config {name} must be a string of fewer than {limit} bytes")
+    for name in set(fields) - set(_TEXTS):
+        if isinstance(c[name], bool) or not isinstance(c[name], int):
+            raise HcclError(HCCL_E_PARA, f"config {name} must be an integer, got {c[name]!r}")
+    size, det, timeout = c["hcclBufferSize"], c["hcclDeterministic"], c["hcclExecTimeOut"]
+    if size != HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET and size < 1:
+        raise HcclError(HCCL_E_PARA, f"config hcclBufferSize {size}: at least 1 (MB)")
+    if det != HCCL_COMM_DETERMINISTIC_CONFIG_NOT_SET and det not in (0, 1, 2):
+        raise HcclError(HCCL_E_PARA, f"config hcclDeterministic {det}: 0, 1 or 2")
+    if timeout != HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET and timeout <= 0:
+        raise HcclError(HCCL_E_PARA, f"config hcclExecTimeOut {timeout}: a number of seconds above 0")
+    if c["hcclAlgo"]:
+        select.parse_algo(c["hcclAlgo"])            # refused now, not once the peers are connected
+    if c["hcclSymWinMaxMemSizePerRank"] < 1:
+        raise HcclError(HCCL_E_PARA, "config hcclSymWinMaxMemSizePerRank: at least 1 (GB)")
+    return Settings(None if size == HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET else size,
+                    None if timeout == HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET else float(timeout),
+                    c["hcclCommName"], 0 if det == HCCL_COMM_DETERMINISTIC_CONFIG_NOT_SET else det,
+                    c["hcclAlgo"] or None, c["hcclSymWinMaxMemSizePerRank"] << 30)
+
+
+def buffsize(hbm_bytes: int, configured_mb: int | None = None) -> int:
+    """The HCCL buffer in bytes: the configuration's, HCCL_BUFFSIZE (MB), or the default
+    capped for small boards."""
+    if configured_mb is not None:
+        return configured_mb << 20
     value = os.environ.get("HCCL_BUFFSIZE", "").strip()
     if value:
         if not value.isdigit() or int(value) < 1:
@@ -125,6 +183,12 @@ class Comm:
     queued: dict[int, tuple[Stream, int]] = field(default_factory=dict)   # caller's stream handle -> (it, the
                                                                           # seq of its latest operation's last task)
     family: list = field(default_factory=list)  # the ranks of this communicator made in this process (itself too)
+    name: str = ""                              # hcclCommName, or made from the rendezvous
+    rid: str = ""                               # the rendezvous its ranks met in (sub-communicators derive theirs)
+    parent: int = 0                             # the global communicator of a sub-communicator
+    settings: Settings = field(default_factory=Settings)
+    ranges: dict[int, int] = field(default_factory=dict)        # HcclCommSetMemoryRange: base -> size
+    active: dict[int, int] = field(default_factory=dict)        # HcclCommActivateCommMemory: address -> size
     destroyed: bool = False
     freed: bool = False
 
@@ -187,11 +251,12 @@ def lookup(handle) -> Comm:
 
 
 # ---------------------------------------------------------------------------- init
-def prepare(rank: int, nranks: int, device: int) -> tuple[Comm, dict]:
+def prepare(rank: int, nranks: int, device: int, rid: str = "", config: Settings = Settings()) -> tuple[Comm, dict]:
     """This rank's own resources on board device ``device`` (a board index: ranks of other
-    cluster nodes name theirs in the cards); returns the communicator and its "join" card."""
+    cluster nodes name theirs in the cards), for rendezvous ``rid``; returns the
+    communicator and its "join" card."""
     topo = rt.attach().topology
-    slot_bytes = _slot_bytes(buffsize(topo.device(device).hbm_bytes), nranks)
+    slot_bytes = _slot_bytes(buffsize(topo.device(device).hbm_bytes, config.buffer_mb), nranks)
     header = address.align_up(P2P_DESC + 32 * nranks, PAGE)
     nbytes = header + SLOTS * max(nranks - 1, 0) * slot_bytes
     previous = rt.thread.context
@@ -206,8 +271,10 @@ def prepare(rank: int, nranks: int, device: int) -> tuple[Comm, dict]:
         if previous is not None and not previous.destroyed:
             rt.thread.context = previous
     scratch = rt.memory.operand(ptr, nbytes, write=True, what="HCCL buffer")
-    comm = Comm(rt.new_handle(COMM_HANDLES), rank, nranks, device, ctx, os.getpid(),
-                env_seconds("HCCL_EXEC_TIMEOUT", HCCL_EXEC_TIMEOUT_DEFAULT), slot_bytes, scratch, header)
+    timeout = config.timeout_s if config.timeout_s is not None else env_seconds("HCCL_EXEC_TIMEOUT",
+                                                                                 HCCL_EXEC_TIMEOUT_DEFAULT)
+    comm = Comm(rt.new_handle(COMM_HANDLES), rank, nranks, device, ctx, os.getpid(), timeout, slot_bytes, scratch,
+                header, name=config.name or f"hccl_comm_{rid[:16]}", rid=rid, settings=config)
     for peer in range(nranks):
         if peer != rank:
             comm.ready_in[peer] = [comm._notify() for _ in range(SLOTS)]
@@ -288,7 +355,7 @@ def connect(comm: Comm, joined: list[dict], keyed: list[dict], local: dict[int, 
     this process, whose objects are used as they are)."""
     topo = rt.attach().topology
     comm.levels = select.levels(topo, comm.devices)
-    comm.choice = select.parse_algo(os.environ.get("HCCL_ALGO"))
+    comm.choice = select.parse_algo(comm.settings.algo or os.environ.get("HCCL_ALGO"))
     me = comm.rank
     for q in range(comm.nranks):
         if q == me:

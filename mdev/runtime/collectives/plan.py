@@ -32,7 +32,7 @@ from mdev.taskspec import REDUCE_PROD
 
 # operations as the descriptor numbers them
 KINDS = ("all_reduce", "broadcast", "all_gather", "reduce_scatter", "reduce", "scatter", "all_to_all",
-         "barrier", "send/recv")
+         "barrier", "send/recv", "all_gather_v", "reduce_scatter_v", "all_to_all_vc")
 _DTYPE_LABELS = tuple(DATA_TYPE_NAMES.get(i, str(i)) for i in range(max(DATA_TYPE_NAMES) + 1))
 _REDOP_LABELS = tuple(REDUCE_OP_NAMES[i] for i in range(len(REDUCE_OP_NAMES)))
 # (name, word, shift, bits, labels) of the descriptor fields (mdev.board.collectives.coll_check)

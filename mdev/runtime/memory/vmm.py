@@ -351,7 +351,8 @@ def mem_get_allocation_properties_from_handle(handle) -> dict:
 def reserve_mem_address(size_: int, alignment: int, expect_ptr, flags: int) -> int:
     nbytes = size(size_, positive=True)
     _zero(alignment, "alignment")
-    _zero(flags, "flags")
+    if as_int(flags, "flags") not in (0, 1):      # normal or huge pages: mdev's are alike
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"flags must be 0 (normal pages) or 1 (huge pages), got {flags}")
     expect = 0 if expect_ptr is None else as_int(expect_ptr, "expectPtr")
     align = GiB if nbytes >= GiB else 2 * MiB
     span = address.align_up(nbytes, align)

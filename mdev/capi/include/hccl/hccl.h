@@ -5,8 +5,8 @@
  * operations (asynchronous tasks on the caller's aclrtStream), and hccl_comm.h.
  *
  * Written by the mdev project from the published HCCL API: names and prototypes follow it.
- * The V variants mdev does not emulate (ReduceScatterV, AllGatherV, AlltoAllVC) are
- * declared and return HCCL_E_NOT_SUPPORT with a message.
+ * The V variants take per-rank counts and displacements in elements (uint64_t arrays of
+ * one entry per rank; AlltoAllVC a rank x rank matrix of counts).
  */
 
 #ifndef MDEV_HCCL_H

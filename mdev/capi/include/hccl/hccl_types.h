@@ -2,7 +2,8 @@
  * mdev -- emulated Ascend NPU boards behind the CANN Runtime API.
  *
  * hccl/hccl_types.h: HCCL's result codes, handles, reduce operations, data types, the root
- * info blob and the batched send/recv item.
+ * info blob, the batched send/recv item, the communicator configuration (HcclCommConfig,
+ * filled by HcclCommConfigInit of hccl_comm.h) and the process-wide HcclConfig settings.
  *
  * Written by the mdev project from the published HCCL API (the hccl_types.h facts of the
  * HCCL data-type reference): every name, enumerator value, constant and structure layout
@@ -13,6 +14,7 @@
 #ifndef MDEV_HCCL_TYPES_H
 #define MDEV_HCCL_TYPES_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Exported-symbol marker on every HCCL declaration (a program may define its own first). */
@@ -62,6 +64,7 @@ typedef enum {
 /* Opaque handles */
 typedef void* HcclComm;
 typedef void* HcclConn;
+typedef void* HcclCommSymWindow;    /* a registered symmetric memory window */
 
 typedef enum {
     HCCL_REDUCE_SUM = 0,
@@ -102,6 +105,76 @@ typedef enum {
 typedef struct HcclRootInfoDef {
     char internal[HCCL_ROOT_INFO_BYTES];
 } HcclRootInfo;
+
+/* Process-wide settings (HcclSetConfig / HcclGetConfig) */
+typedef enum {
+    HCCL_DETERMINISTIC = 0,         /* 0 not deterministic, 1 deterministic, 2 strict (order-preserving) */
+    HCCL_CONFIG_RESERVED
+} HcclConfig;
+
+typedef union HcclConfigValue {
+    int32_t value;
+} HcclConfigValue;
+
+/* Communicator configuration (HcclCommInitRootInfoConfig, HcclCreateSubCommConfig) */
+#define COMM_NAME_MAX_LENGTH 128U
+#define BUFFER_NAME_MAX_LENGTH 128U
+#define UDI_MAX_LENGTH 128U
+#define HCCL_COMM_ALGO_MAX_LENGTH 1600U
+#define HCCL_COMM_RETRY_ENABLE_MAX_LENGTH 50U
+#define HCCL_COMM_RETRY_PARAMS_MAX_LENGTH 128U
+#define HCCL_COMM_CONFIG_INFO_BYTES 24U
+#define HCCL_COMM_CONFIG_MAGIC_WORD 0xf0f0f0f0U
+#define HCCL_COMM_CONFIG_VERSION 10U
+#define HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET 0xffffffffU
+#define HCCL_COMM_DEFAULT_DETERMINISTIC 0U
+#define HCCL_COMM_DETERMINISTIC_CONFIG_NOT_SET 0xffffffffU
+#define HCCL_COMM_DEFAULT_OP_EXPANSION_MODE 0U
+#define HCCL_COMM_TRAFFIC_CLASS_CONFIG_NOT_SET 0xffffffffU
+#define HCCL_COMM_SERVICE_LEVEL_CONFIG_NOT_SET 0xffffffffU
+#define HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET (-1)
+#define HCCL_COMM_QOS_CONFIG_NOT_SET 0xffffffffU
+#define HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE 16ULL
+
+/* The first HCCL_COMM_CONFIG_INFO_BYTES bytes: size, magic word, version (HcclCommConfigInit) */
+typedef struct HcclCommConfigDef {
+    char reserved[HCCL_COMM_CONFIG_INFO_BYTES];
+    uint32_t hcclBufferSize;                /* MB */
+    uint32_t hcclDeterministic;
+    char hcclCommName[COMM_NAME_MAX_LENGTH];
+    char hcclUdi[UDI_MAX_LENGTH];
+    uint32_t hcclOpExpansionMode;
+    uint32_t hcclRdmaTrafficClass;
+    uint32_t hcclRdmaServiceLevel;
+    uint32_t hcclWorldRankID;
+    uint64_t hcclJobID;
+    uint8_t aclGraphZeroCopyEnable;
+    int32_t hcclExecTimeOut;                /* s */
+    char hcclAlgo[HCCL_COMM_ALGO_MAX_LENGTH];
+    char hcclRetryEnable[HCCL_COMM_RETRY_ENABLE_MAX_LENGTH];
+    char hcclRetryParams[HCCL_COMM_RETRY_PARAMS_MAX_LENGTH];
+    char hcclBufferName[BUFFER_NAME_MAX_LENGTH];
+    uint32_t hcclQos;
+    uint64_t hcclSymWinMaxMemSizePerRank;   /* GB of address space reserved for symmetric windows */
+} HcclCommConfig;
+
+/* What HcclGetCommConfigCapability's answer is compared with: a field is configurable when
+   the answer is greater than its value */
+typedef enum {
+    HCCL_COMM_CONFIG_BUFFER_SIZE = 0,
+    HCCL_COMM_CONFIG_DETERMINISTIC = 1,
+    HCCL_COMM_CONFIG_COMM_NAME = 2,
+    HCCL_COMM_CONFIG_OP_EXPANSION_MODE = 3,
+    HCCL_COMM_CONFIG_SUPPORT_INIT_BY_ENV = 4,
+    HCCL_COMM_CONFIG_WORLD_RANKID = 5,
+    HCCL_COMM_CONFIG_JOBID = 6,
+    HCCL_COMM_CONFIG_ACLGRAPH_ZEROCOPY_ENABLE = 7,
+    HCCL_COMM_CONFIG_EXEC_TIMEOUT = 8,
+    HCCL_COMM_CONFIG_ALGO = 9,
+    HCCL_COMM_CONFIG_RETRY = 10,
+    HCCL_COMM_CONFIG_BUFFER_NAME = 11,
+    HCCL_COMM_CONFIG_RESERVED
+} HcclCommConfigCapability;
 
 /* Batched point-to-point transfers (HcclBatchSendRecv) */
 typedef enum {
