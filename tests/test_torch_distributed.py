@@ -11,6 +11,7 @@ Without torch_npu the tests skip with one reason (CI=true: they fail instead).
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import subprocess
@@ -75,6 +76,42 @@ def work(rank, world):
     r = torch.empty(2, device=dev)
     dist.reduce_scatter(r, [torch.full((2,), float(j * (rank + 1)), device=dev) for j in range(world)])
     got["reduce_scatter"] = r.cpu().tolist()
+    for dtype in ("float16", "bfloat16", "int32", "int64"):
+        t = torch.tensor([rank + 1, 2, 3], device=dev).to(getattr(torch, dtype))
+        dist.all_reduce(t)
+        got[f"sum_{dtype}"] = t.cpu().float().tolist()
+    for op in ("MIN", "PRODUCT", "AVG"):
+        t = torch.tensor([rank + 1, 2, 3], dtype=torch.float32, device=dev)
+        dist.all_reduce(t, op=getattr(dist.ReduceOp, op))
+        got[op.lower()] = t.cpu().tolist()
+    t = torch.tensor([rank + 1.0], device=dev)
+    pending = dist.all_reduce(t, async_op=True)
+    pending.wait()
+    got["async"] = t.cpu().tolist()
+    t = torch.tensor([rank + 1.0], device=dev)
+    dist.reduce(t, dst=0)
+    got["reduce"] = t.cpu().tolist()
+    a = torch.empty(world, device=dev)
+    dist.all_to_all_single(a, torch.arange(world, dtype=torch.float32, device=dev) + 10 * rank)
+    got["all_to_all_single"] = a.cpu().tolist()
+    a = torch.empty(world * (rank + 1), device=dev)  # to rank k: k + 1 values 10 rank + k
+    dist.all_to_all_single(a, torch.cat([torch.full((k + 1,), 10.0 * rank + k, device=dev) for k in range(world)]),
+                           [rank + 1] * world, [k + 1 for k in range(world)])
+    got["all_to_all_uneven"] = a.cpu().tolist()
+    t = torch.tensor([rank + 1.0], device=dev)
+    into = [torch.empty(1, device=dev) for _ in range(world)] if rank == 0 else None
+    dist.gather(t, into, dst=0)
+    if rank == 0:
+        got["gather"] = [x.cpu().item() for x in into]
+    t = torch.empty(1, device=dev)
+    dist.scatter(t, [torch.tensor([float(k)], device=dev) for k in range(world)] if rank == 0 else None, src=0)
+    got["scatter"] = t.cpu().tolist()
+    objects = [None] * world
+    dist.all_gather_object(objects, {"rank": rank})
+    got["all_gather_object"] = objects
+    objects = [5 * rank]
+    dist.broadcast_object_list(objects, src=world - 1)
+    got["broadcast_object_list"] = objects
     dist.barrier()
     ring = torch.empty(3, device=dev)            # each rank sends to the next, receives from the previous
     ops = [dist.P2POp(dist.isend, torch.full((3,), 100.0 + rank, device=dev), (rank + 1) % world),
@@ -156,13 +193,26 @@ def check(ranks: list[dict]) -> None:
             "reduce_scatter_tensor": (np.arange(2 * world) * total)[2 * rank:2 * rank + 2],
             "reduce_scatter": [rank * total] * 2,
             "ring": [100 + (rank - 1) % world] * 3,
+            **{f"sum_{dtype}": [total, 2 * world, 3 * world] for dtype in ("float16", "bfloat16", "int32", "int64")},
+            "min": [1, 2, 3],
+            "product": [math.factorial(world), 2 ** world, 3 ** world],
+            "avg": [total / world, 2, 3],
+            "async": [total],
+            "all_to_all_single": [10 * k + rank for k in range(world)],
+            "all_to_all_uneven": np.repeat([10 * k + rank for k in range(world)], rank + 1),
+            "scatter": [rank],
         }
+        if rank == 0:
+            expect["reduce"] = [total]
+            expect["gather"] = list(range(1, world + 1))
         if rank == world - 1:
             expect["recv"] = [7, 7]
         if rank % 2:
             expect["odd_all_reduce"] = [sum(odd)] * 2
         for name, value in expect.items():
             np.testing.assert_array_equal(np.asarray(got[name]), np.asarray(value, np.float32), err_msg=f"{rank}:{name}")
+        assert got["all_gather_object"] == [{"rank": k} for k in range(world)]
+        assert got["broadcast_object_list"] == [5 * (world - 1)]
     reference = ranks[0]
     for rank, got in enumerate(ranks):                         # DDP: as one CPU process on the whole batch
         assert abs(got["ddp_loss"] - reference["cpu_loss"]) <= 1e-5, (rank, got["ddp_loss"], reference["cpu_loss"])
@@ -173,9 +223,11 @@ def check(ranks: list[dict]) -> None:
 
 @needs_torch_npu
 def test_two_ranks_with_spawn(dist_env, tmp_path):
-    """mp.spawn on 2 devices: all_reduce (sum, max), broadcast, all_gather(_into_tensor),
-    reduce_scatter(_tensor), barrier, batched isend/irecv and send/recv, a new_group, and
-    3 DDP steps of an MLP equal to the single CPU process on the whole batch."""
+    """mp.spawn on 2 devices: all_reduce (sum in float32/float16/bfloat16/int32/int64, max, min,
+    product, avg, async), reduce, broadcast, all_gather(_into_tensor), reduce_scatter(_tensor),
+    all_to_all_single (even and uneven), gather, scatter, the object collectives, barrier,
+    batched isend/irecv and send/recv, a new_group, and 3 DDP steps of an MLP equal to the
+    single CPU process on the whole batch."""
     ranks = run_ranks(dist_env, tmp_path, lambda script, out: [sys.executable, script, out, str(free_port()), "2"], 2)
     check(ranks)
 
