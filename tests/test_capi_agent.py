@@ -6,6 +6,7 @@
     gil_host.cpp  a C++ program embedding Python holds the GIL while joining a std::thread
                 that calls the API
     fork.c      the child of fork() has a session of its own; the parent carries on
+    linger.c    an exit that goes on after the library's exit function: no "agent is gone"
     lost.c      a device SIGKILLed under the program: 507901 from then on; then the
                 supervisor: failures, and a normal exit (no SIGPIPE)
     stale.c     host memory unmapped or made read-only after a first copy: 107000
@@ -149,6 +150,14 @@ def test_agent_leaves_no_process_behind(tmp_path, cann_home, agent_board):
     assert agents_then == 1
     agents = subprocess.run(["pgrep", "-f", pattern % pid], capture_output=True, text=True)
     assert agents.stdout == "", f"agent of {pid} still running: {agents.stdout}"
+
+
+def test_exit_that_outlasts_the_agent_is_quiet(tmp_path, cann_home, agent_board):
+    """linger.c: the program's exit goes on after the library's let the agent go (C++ static
+    destructors do): no "host agent is gone" on stderr, which is for an agent lost mid-run."""
+    proc = run(compile_c(cann_home, "linger.c", tmp_path / "linger"), agent_board)
+    assert proc.stdout.split()[0] == "0"
+    assert "is gone" not in proc.stderr, proc.stderr
 
 
 def test_killed_agent_fails_calls_at_once(cann_home, agent_board):

@@ -177,7 +177,9 @@ static int agent_alive(void)
     struct pollfd p = {S.pidfd, POLLIN, 0};
     if (S.pidfd >= 0 && poll(&p, 1, 0) == 1) {
         S.dead = 1;
-        fprintf(stderr, "mdev: the host agent (pid %d) is gone: API calls fail from now on\n", (int)S.agent);
+        if (S.lifeline >= 0) {     /* not when this process's exit let it go (its threads still look) */
+            fprintf(stderr, "mdev: the host agent (pid %d) is gone: API calls fail from now on\n", (int)S.agent);
+        }
     }
     return !S.dead;
 }
@@ -305,8 +307,9 @@ static void at_exit(void)
     if (S.area == NULL || S.owner != getpid() || S.dead) {
         return;
     }
-    close(S.lifeline);                       /* the agent releases this process's resources... */
+    int lifeline = S.lifeline;
     S.lifeline = -1;
+    close(lifeline);                         /* the agent releases this process's resources... */
     struct pollfd p = {S.pidfd, POLLIN, 0};
     while (poll(&p, 1, 60000) < 0 && errno == EINTR) {
     }                                        /* ...and is waited for: its reports are written */
