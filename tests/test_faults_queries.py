@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import select
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -21,6 +23,7 @@ from helpers import MiB, attached, extra_board, wait_until
 from mdev.board import launcher
 from mdev.naming import BoardPaths
 from mdev.procfs import process_gone
+from mdev.runtime.board_client import ExitWatch
 
 LOST = 507901          # ACL_ERROR_RT_SOCKET_CLOSE
 AT_ONCE_S = 2.0        # no call waits out its 5 s timeout (a loaded host may take a while for any call)
@@ -108,3 +111,32 @@ def test_queries_of_a_killed_device_say_device_lost_at_once(monkeypatch, busy):
         assert acl.rt.stream_query(again) == (acl.ACL_STREAM_STATUS_COMPLETE, 0)
         ok(acl, acl.rt.destroy_stream(again))
         ok(acl, acl.rt.reset_device(0))
+
+
+# a process whose main thread has exited while another still runs, as a SIGKILLed device
+# process is while its doorbell's and streams' threads finish dying
+HALF_DEAD = """
+import ctypes, threading, time
+threading.Thread(target=time.sleep, args=(30,)).start()
+ctypes.CDLL(None).pthread_exit(None)
+"""
+
+
+def test_a_zombie_main_thread_is_dead_to_reset_and_restart():
+    """Its pidfd does not read yet (the cheap check still says alive), but the check that
+    decides a reset or a restart (DeviceLink.dead) must call it gone, as the supervisor's
+    restart does: else reset_device_force right after a kill neither restarts the device
+    nor lets the next call do it."""
+    child = subprocess.Popen([sys.executable, "-c", HALF_DEAD])
+    try:
+        assert wait_until(lambda: process_gone(child.pid), timeout=10)
+        watch = ExitWatch(child.pid)
+        try:
+            assert not watch()                # the last thread has not exited
+            assert watch(zombie=True)
+            assert watch()                    # remembered
+        finally:
+            watch.close()
+    finally:
+        child.kill()
+        child.wait(10)

@@ -52,7 +52,13 @@ def _command_line() -> str:
 
 class ExitWatch:
     """Calling it says whether process ``pid`` has exited: a poll of its pidfd (well under a
-    microsecond), or a look at /proc where pidfds are missing (ten times that)."""
+    microsecond), or a look at /proc where pidfds are missing (ten times that).
+
+    A pidfd reads only once the process's last thread has exited.  A SIGKILLed device
+    process's main thread is a zombie at once, but its other threads (the doorbell's, the
+    streams' workers) may take a while to finish dying on a loaded host: ``zombie=True``
+    counts that zombie as exited too (a look at /proc), for the calls that decide what to do
+    about a dead device (reset, restart), which must agree with the supervisor's view."""
 
     def __init__(self, pid: int) -> None:
         self.pid, self.fd, self._poller = pid, -1, None
@@ -65,13 +71,15 @@ class ExitWatch:
         self._poller = select.poll()
         self._poller.register(self.fd, select.POLLIN)
 
-    def __call__(self) -> bool:
+    def __call__(self, zombie: bool = False) -> bool:
         if not self._exited:
             if self._poller is None:
                 self._exited = process_gone(self.pid)
             else:
                 with self._lock:
                     self._exited = bool(self._poller.poll(0))
+                if zombie and not self._exited:
+                    self._exited = process_gone(self.pid)
         return self._exited
 
     def close(self) -> None:
@@ -261,8 +269,9 @@ class DeviceLink:
 
     def dead(self) -> bool:
         """The device process of this link is gone (killed, crashed, or its board stopped),
-        even before the supervisor marked its control page FAULTED."""
-        gone = self.control.state != S.STATE_ALIVE or self._reader_done or self._gone or self._exit()
+        even before the supervisor marked its control page FAULTED, or dying (its main
+        thread a zombie, see ExitWatch)."""
+        gone = self.control.state != S.STATE_ALIVE or self._reader_done or self._gone or self._exit(zombie=True)
         if gone:
             self._drop_hbm()
         return gone
