@@ -94,7 +94,12 @@ BATCH_FRAMES = 256
 # ... or this many after a stream or event made or destroyed: the device frees slots in
 # time for their reuse (SlotLease) without a write per message
 POST_FRAMES = 16
-_gathering = threading.local()     # .links: where this thread's gathered tasks wait for its own flush
+class _Gathering(threading.local):
+    links: set | None = None       # where this thread's gathered tasks wait for its own flush
+
+
+# a class default, not getattr(..., None): a missing attribute costs an exception per task
+_gathering = _Gathering()
 
 
 @contextlib.contextmanager
@@ -327,7 +332,7 @@ class DeviceLink:
             out.append(frame)
             if len(out) >= (BATCH_FRAMES if start else POST_FRAMES):
                 self._send_gathered()
-            elif (links := getattr(_gathering, "links", None)) is not None:
+            elif (links := _gathering.links) is not None:
                 links.add(self)
             elif not self._kicked:
                 self._kicked = True
