@@ -450,12 +450,17 @@ def cond_handle_create(model_ri, default_launch_value: int, flag: int) -> int:
 
 
 def _cond(handle) -> CondHandle:
+    return _of_live_model(handle, CondHandle, "a live condition handle")
+
+
+def _of_live_model(handle, kind: type, what: str):
+    """The object of ``kind`` (a condition, a task group) ``handle`` names, if its model lives."""
     if handle is None or handle == 0:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, "handle is NULL")
-    cond = held.models.get(handle) if isinstance(handle, int) else None
-    if not isinstance(cond, CondHandle) or cond.model.destroyed:
-        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{handle!r} is not a live condition handle")
-    return cond
+    found = held.models.get(handle) if isinstance(handle, int) else None
+    if not isinstance(found, kind) or found.model.destroyed:
+        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{handle!r} is not {what}")
+    return found
 
 
 @api(1)
@@ -598,12 +603,7 @@ def capture_task_grp_end(stream) -> int:
 
 
 def _group(handle) -> TaskGroup:
-    if handle is None or handle == 0:
-        raise AclError(E.ACL_ERROR_INVALID_PARAM, "handle is NULL")
-    group = held.models.get(handle) if isinstance(handle, int) else None
-    if not isinstance(group, TaskGroup) or group.model.destroyed:
-        raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"{handle!r} is not a task group of a live model")
-    return group
+    return _of_live_model(handle, TaskGroup, "a task group of a live model")
 
 
 @api()
