@@ -174,7 +174,11 @@ def reap() -> None:
     """Free on the device the slots of destroyed events whose queued records and waits ran."""
     for item in list(held.dying_events):
         ev, pending = item
-        if all(s.destroyed or streams.is_done(s, seq) for s, seq in pending):
+        try:
+            ran = all(s.destroyed or streams.is_done(s, seq) for s, seq in pending)
+        except AclError:
+            ran = True        # the device is gone (a flush of its gathered tasks failed): nothing will run
+        if ran:
             try:
                 held.dying_events.remove(item)
             except ValueError:
