@@ -11,6 +11,7 @@ calls return in bounded time with the documented code:
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -68,9 +69,17 @@ def events_on(name: str, device: int) -> int:
 
 
 def kill(pid: int) -> None:
-    os.kill(pid, signal.SIGKILL)
-    assert wait_until(lambda: not psutil.pid_exists(pid) or
-                      psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, timeout=10)
+    """SIGKILL ``pid`` and return once the kernel says it has exited (its pidfd readable):
+    a device process has several threads, and its main thread is a zombie while the others
+    still exit -- the runtime sees the death when the process has exited, not before."""
+    pidfd = os.pidfd_open(pid)
+    try:
+        os.kill(pid, signal.SIGKILL)
+        death = select.poll()
+        death.register(pidfd, select.POLLIN)
+        assert death.poll(10_000), f"process {pid} did not exit within 10 s of SIGKILL"
+    finally:
+        os.close(pidfd)
 
 
 def hang(acl, stream) -> int:

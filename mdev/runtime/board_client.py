@@ -244,7 +244,7 @@ class DeviceLink:
         try:
             channel = protocol.connect(self.board.paths.device_socket(self.index), self.board.authkey,
                                        ("hello", self.board.client_id, self.board.seal, role, _command_line()))
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, protocol.ChannelClosed) as exc:     # ChannelClosed: the hello's write
             raise self.lost(exc) from exc
         self._sockets.append(channel.sock)
         return channel
