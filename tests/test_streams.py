@@ -398,6 +398,39 @@ def test_a_task_after_a_synchronisation_goes_out_at_once(dev):
     assert acl.rt.destroy_stream(s) == 0 and acl.rt.free(ptr) == 0
 
 
+def test_a_burst_looks_up_the_threads_gathering_once(dev, monkeypatch):
+    """A small task's host time is mostly Python: a task gathered while the link's flusher
+    is already kicked does not look up whether its thread gathers (mdev.runtime.board_client
+    .gathering; a thread-local the interpreter never specialises, ~2% of a small task).  Only
+    the task that would kick the flusher asks."""
+    import sys
+    from mdev.runtime import board_client
+    looked = []
+
+    class Counting:
+        @property
+        def links(self):
+            looked.append(1)
+            return None
+
+    acl = dev
+    ptr, _ = acl.rt.malloc(4096, 0)
+    s, _ = acl.rt.create_stream()
+    assert acl.rt.synchronize_stream(s) == 0
+    monkeypatch.setattr(board_client, "_gathering", Counting())
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(10.0)         # the flusher cannot take the interpreter meanwhile
+    try:
+        for i in range(200):            # fewer than BATCH_FRAMES: all but the first gathered
+            assert acl.rt.memset_async(ptr, 4, i & 0xFF, 4, s) == 0
+    finally:
+        sys.setswitchinterval(interval)
+    assert acl.rt.synchronize_stream(s) == 0
+    assert len(looked) <= 2, len(looked)
+    assert from_device(acl, ptr, 1)[0] == 199
+    assert acl.rt.destroy_stream(s) == 0 and acl.rt.free(ptr) == 0
+
+
 # ---------------------------------------------------------------------------- sync with timeout
 def test_synchronize_stream_with_timeout(dev):
     acl = dev

@@ -332,11 +332,14 @@ class DeviceLink:
             out.append(frame)
             if len(out) >= (BATCH_FRAMES if start else POST_FRAMES):
                 self._send_gathered()
-            elif (links := _gathering.links) is not None:
-                links.add(self)
             elif not self._kicked:
-                self._kicked = True
-                self._kick.release()
+                # a thread's gathering is looked up only here: once the flusher is kicked, it
+                # sends this frame anyway (a thread-local lookup per task cost 2% of a small task)
+                if (links := _gathering.links) is not None:
+                    links.add(self)
+                else:
+                    self._kicked = True
+                    self._kick.release()
         else:
             self._burst = True
             if out:
