@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
+import signal
 import time
 
 import numpy as np
@@ -73,6 +75,20 @@ def from_device(acl, ptr: int, nbytes: int, dtype=np.uint8) -> np.ndarray:
     ret = acl.rt.memcpy(acl.util.numpy_to_ptr(out), nbytes, ptr, nbytes, acl.ACL_MEMCPY_DEVICE_TO_HOST)
     assert ret == acl.ACL_SUCCESS, acl.get_recent_err_msg()
     return out.view(dtype)
+
+
+def kill(pid: int) -> None:
+    """SIGKILL ``pid`` and return once the kernel says it has exited (its pidfd readable):
+    a device process has several threads, and its main thread is a zombie while the others
+    still exit -- the runtime sees the death when the process has exited, not before."""
+    pidfd = os.pidfd_open(pid)
+    try:
+        os.kill(pid, signal.SIGKILL)
+        death = select.poll()
+        death.register(pidfd, select.POLLIN)
+        assert death.poll(10_000), f"process {pid} did not exit within 10 s of SIGKILL"
+    finally:
+        os.close(pidfd)
 
 
 def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02) -> bool:

@@ -11,8 +11,6 @@ calls return in bounded time with the documented code:
 from __future__ import annotations
 
 import os
-import select
-import signal
 import subprocess
 import sys
 import threading
@@ -22,7 +20,7 @@ import numpy as np
 import psutil
 
 from async_util import ok, out, stream_done
-from helpers import MiB, attached, extra_board, from_device, hbm_free, shm_entries, to_device, wait_until
+from helpers import MiB, attached, extra_board, from_device, hbm_free, kill, shm_entries, to_device, wait_until
 from mdev.board import launcher
 from mdev import status as S
 from mdev.naming import BoardPaths
@@ -66,20 +64,6 @@ def events_on(name: str, device: int) -> int:
         return int(page.header[S.H_EVENTS])
     finally:
         page.segment.close()
-
-
-def kill(pid: int) -> None:
-    """SIGKILL ``pid`` and return once the kernel says it has exited (its pidfd readable):
-    a device process has several threads, and its main thread is a zombie while the others
-    still exit -- the runtime sees the death when the process has exited, not before."""
-    pidfd = os.pidfd_open(pid)
-    try:
-        os.kill(pid, signal.SIGKILL)
-        death = select.poll()
-        death.register(pidfd, select.POLLIN)
-        assert death.poll(10_000), f"process {pid} did not exit within 10 s of SIGKILL"
-    finally:
-        os.close(pidfd)
 
 
 def hang(acl, stream) -> int:

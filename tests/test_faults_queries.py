@@ -10,8 +10,6 @@ queued: its page says "not ready") are killed for real.
 from __future__ import annotations
 
 import os
-import select
-import signal
 import subprocess
 import sys
 import time
@@ -19,7 +17,7 @@ import time
 import pytest
 
 from async_util import ok, out
-from helpers import MiB, attached, extra_board, wait_until
+from helpers import MiB, attached, extra_board, kill, wait_until
 from mdev.board import launcher
 from mdev.naming import BoardPaths
 from mdev.procfs import process_gone
@@ -64,15 +62,10 @@ def test_queries_of_a_killed_device_say_device_lost_at_once(monkeypatch, busy):
         assert _pinned_segments(name)
 
         pid = launcher.status(name)["devices"][0]["pid"]
-        pidfd = os.pidfd_open(pid)
-        death = select.poll()
-        death.register(pidfd, select.POLLIN)
-        os.kill(pid, signal.SIGKILL)
         # the process takes a while to die (its threads exit, its sockets close: milliseconds,
         # more on a loaded host); once the kernel says it has exited, the very first query
         # says so, whether or not this process's reader of its socket has run yet
-        assert death.poll(5000)
-        os.close(pidfd)
+        kill(pid)
         assert acl.rt.stream_query(stream)[1] == LOST
         assert wait_until(lambda: process_gone(pid), timeout=5)
         calls = {

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import threading
 import time
 
@@ -40,7 +39,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition, rule,
                                  run_state_machine_as_test)
 
-from helpers import MiB, attached, extra_board, shm_entries, wait_until
+from helpers import MiB, attached, extra_board, kill, shm_entries, wait_until
 from mdev.board import launcher
 from mdev.memory import address
 from peer import Peer
@@ -490,12 +489,6 @@ thread_ops = st.one_of(
 )
 
 
-def _kill(pid: int) -> None:
-    os.kill(pid, signal.SIGKILL)
-    assert wait_until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
-                      timeout=10), f"device process {pid} survived SIGKILL"
-
-
 class FaultMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
@@ -602,7 +595,7 @@ class FaultMachine(RuleBasedStateMachine):
 
     def kill(self, device: int) -> None:
         self.killed.add(device)
-        _kill(self.pids.pop(device))
+        kill(self.pids.pop(device))
         FAULT["kills"] = FAULT.get("kills", 0) + 1
 
     # -- rules
