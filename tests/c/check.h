@@ -16,17 +16,20 @@ static int failures;
         }                                                                              \
     } while (0)
 
-/* the call returns `code` (an aclError) */
-#define EXPECT_RET(call, code)                                                         \
+/* the call returns `code`, a value of `type` (aclError, HcclResult, ...) */
+#define EXPECT_CODE(type, call, code)                                                  \
     do {                                                                               \
-        aclError ret_ = (call);                                                        \
-        if (ret_ != (aclError)(code)) {                                                \
+        type ret_ = (call);                                                            \
+        if (ret_ != (type)(code)) {                                                    \
             const char* msg_ = aclGetRecentErrMsg();                                   \
             printf("FAILED %s:%d: %s returned %d, expected %d (%s)\n", __FILE__, __LINE__, \
                    #call, (int)ret_, (int)(code), msg_ ? msg_ : "no message");         \
             failures++;                                                                \
         }                                                                              \
     } while (0)
+
+/* the call returns `code` (an aclError) */
+#define EXPECT_RET(call, code) EXPECT_CODE(aclError, call, code)
 
 #define OK(call) EXPECT_RET(call, ACL_SUCCESS)
 

@@ -5,15 +5,6 @@
 #include "check.h"
 #include "hccl/hccl.h"
 
-#define EXPECT_HCCL(call, code)                                                        \
-    do {                                                                               \
-        HcclResult r_ = (call);                                                        \
-        if (r_ != (code)) {                                                            \
-            const char* msg_ = aclGetRecentErrMsg();                                   \
-            printf("FAILED %s:%d: %s returned %d, expected %d (%s)\n", __FILE__, __LINE__, \
-                   #call, (int)r_, (int)(code), msg_ ? msg_ : "no message");           \
-            failures++;                                                                \
-        }                                                                              \
-    } while (0)
+#define EXPECT_HCCL(call, code) EXPECT_CODE(HcclResult, call, code)
 
 #endif
