@@ -179,12 +179,9 @@ def subscribe_report(thread_id: int, stream) -> None:
 def unsubscribe_report(thread_id: int, stream) -> None:
     st, thread_id, h = _subscription(thread_id, stream, ("threadId", "stream"))
     with h.lock:
-        if h.subscribers.get(st.handle) != thread_id:
-            raise AclError(E.ACL_ERROR_RT_STREAM_SUBSCRIBE, "the thread is not subscribed to this stream")
-        del h.subscribers[st.handle]
+        stranded = _end_subscription(h.subscribers, h.reports, st, thread_id)
         if thread_id not in h.subscribers.values():
             h.thread_device.pop(thread_id, None)
-        stranded = _take_stream(h.reports.get(thread_id), st)
     # they fail as a callback reaching an unsubscribed stream does: a blocking one would hold
     # its stream for ever, waiting for a process_report that no longer serves it
     for cb in stranded:
@@ -229,10 +226,7 @@ def subscribe_host_func(host_func_thread_id: int, exe_stream) -> None:
 def unsubscribe_host_func(host_func_thread_id: int, exe_stream) -> None:
     st, thread_id, h = _subscription(host_func_thread_id, exe_stream, ("hostFuncThreadId", "exeStream"))
     with h.lock:
-        if h.host_func_threads.get(st.handle) != thread_id:
-            raise AclError(E.ACL_ERROR_RT_STREAM_SUBSCRIBE, "the thread is not subscribed to this stream")
-        del h.host_func_threads[st.handle]
-        stranded = _take_stream(h.host_func_queues.get(thread_id), st)
+        stranded = _end_subscription(h.host_func_threads, h.host_func_queues, st, thread_id)
     # host funcs the thread had not run yet go to the device's own host-func thread, in order,
     # as later ones of the stream will: nobody would run them any more
     if stranded:
@@ -241,8 +235,14 @@ def unsubscribe_host_func(host_func_thread_id: int, exe_stream) -> None:
             runner.put(cb)
 
 
-def _take_stream(callbacks: queue.SimpleQueue | None, st: Stream) -> list[Callback]:
-    """Remove ``st``'s callbacks from a thread's queue (the others stay, in order); returns them."""
+def _end_subscription(threads: dict, queues: dict, st: Stream, thread_id: int) -> list[Callback]:
+    """End thread ``thread_id``'s subscription to ``st`` in ``threads`` (stream handle ->
+    thread) and take ``st``'s callbacks out of the thread's queue in ``queues`` (the others
+    stay, in order); returns them.  Call with the hub's lock held."""
+    if threads.get(st.handle) != thread_id:
+        raise AclError(E.ACL_ERROR_RT_STREAM_SUBSCRIBE, "the thread is not subscribed to this stream")
+    del threads[st.handle]
+    callbacks = queues.get(thread_id)
     if callbacks is None:
         return []
     mine, others = [], []
