@@ -544,6 +544,18 @@ class Admission:
             ready, self._ready = list(self._ready), collections.deque()
         return ready
 
+    def holds(self, pid: int) -> bool:
+        """A connection of process ``pid`` is handshaking, or authenticated and not yet taken."""
+        with self._lock:
+            socks = list(self._pending) + list(self._ready)
+        for sock in socks:
+            try:
+                if peer_credentials(sock)[0] == pid:
+                    return True
+            except OSError:
+                pass        # closed meanwhile
+        return False
+
     def quiet(self) -> bool:
         """No connection is waiting on the listener, handshaking, or authenticated but not
         yet taken by the serving loop (a supervisor going idle would cut such a client off)."""

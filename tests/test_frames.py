@@ -476,3 +476,87 @@ def test_random_frames_kill_and_stall_nothing(target, acl, board):
     # the adversarial frames come back again and again in the stream, so a frame that stalls
     # the board slows many calls; one slow call alone is the machine's scheduling
     assert len(watch.slow_calls()) <= 1, watch.stall()
+
+
+class HeldHandshake:
+    """A connection to ``path`` through a relay that holds back the client's last word of
+    the handshake (its WELCOME, the third message it sends) and all that follows, until
+    ``release()``: the device side's handshake is still running when the client's returned."""
+
+    def __init__(self, path: str, key: bytes) -> None:
+        self.device = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.device.connect(path)
+        self.ours, self._relay = socket.socketpair()
+        self._released = threading.Event()
+        self._threads = [threading.Thread(target=self._up, daemon=True),
+                         threading.Thread(target=self._forward, args=(self.device, self._relay), daemon=True)]
+        for thread in self._threads:
+            thread.start()
+        protocol.handshake(self.ours, key, server=False)
+
+    def _recv_exactly(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = self._relay.recv(n - len(data))
+            if not chunk:
+                raise EOFError
+            data += chunk
+        return data
+
+    def _up(self) -> None:
+        try:
+            for _ in range(2):      # the digest it answers with, then its own challenge
+                header = self._recv_exactly(4)
+                self.device.sendall(header + self._recv_exactly(struct.unpack("!i", header)[0]))
+            self._released.wait()
+        except (EOFError, OSError):
+            return
+        self._forward(self._relay, self.device)
+
+    @staticmethod
+    def _forward(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while chunk := source.recv(65536):
+                sink.sendall(chunk)
+        except OSError:
+            pass
+
+    def release(self) -> None:
+        self._released.set()
+
+    def close(self) -> None:
+        self._released.set()
+        for sock in (self.ours, self._relay, self.device):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+        for thread in self._threads:
+            thread.join(5)
+
+
+def test_a_request_waits_for_its_task_socket_still_handshaking(acl, board):
+    """A host opens its task socket before any other, but its handshake ends with the host's
+    word: the device's handshake thread for it may end after the one of the host's next
+    socket, whose request then came before the task socket's hello and what followed it
+    (hccl_test's aclrtSetStreamFailureMode on a stream just made failed with 107017 so).
+    The request waits for the task socket: its process is a client when it is answered."""
+    paths = BoardPaths(board)
+    key = launcher.read_key(paths)
+    attached = rt.attach()
+    path = paths.device_socket(3)
+    main = HeldHandshake(path, key)
+    try:
+        protocol.Channel(main.ours).send(("hello", attached.client_id, attached.seal, "main", "held"))
+        rpc = protocol.connect(path, key, ("hello", attached.client_id, attached.seal, "rpc", "held"))
+        try:
+            threading.Timer(0.3, main.release).start()
+            rpc.send(("r", 1, "stats", ()))
+            _, req, code, stats = rpc.recv(timeout=10)
+        finally:
+            rpc.close()
+    finally:
+        main.close()
+    assert (req, code) == (1, 0)
+    assert attached.client_id in stats["clients"], stats

@@ -105,6 +105,7 @@ class Server:
 
     HOUSEKEEPING_S = 0.5     # how often the serving loop expires handshakes and looks for its parent
     READ_SIZE = 1 << 18
+    MAIN_WAIT_S = protocol.HANDSHAKE_TIMEOUT    # how long a request waits for its task socket's handshake
 
     def __init__(self, device: Device, authkey: bytes, supervisor: int) -> None:
         self.device = device
@@ -149,7 +150,7 @@ class Server:
         # a small task's round trip pays in full
         self._poll = select.epoll()
         self._watched: dict[int, object] = {}      # fd -> listener / admission / ClientConn
-        admission = protocol.Admission(listener, self.authkey)
+        admission = self._admission = protocol.Admission(listener, self.authkey)
         self._watch(listener, listener)
         self._watch(admission.waker, admission)
         device.control.header[S.H_STATE] = S.STATE_ALIVE
@@ -170,8 +171,7 @@ class Server:
                     elif what is listener:
                         admission.admit()
                     elif what is admission:
-                        for sock in admission.admitted():
-                            self._watch(sock, ClientConn(sock, self.buffers))
+                        self._take_admitted()
                 now = time.monotonic()
                 if now >= housekeeping:
                     housekeeping = now + self.HOUSEKEEPING_S
@@ -202,6 +202,10 @@ class Server:
     def _watch(self, sock: socket.socket, what: object) -> None:
         self._watched[sock.fileno()] = what
         self._poll.register(sock.fileno(), select.EPOLLIN)
+
+    def _take_admitted(self) -> None:
+        for sock in self._admission.admitted():
+            self._watch(sock, ClientConn(sock, self.buffers))
 
     def _read(self, conn: ClientConn) -> bool:
         """Handle the messages readable on ``conn`` now; False if there were none (or it closed)."""
@@ -236,16 +240,34 @@ class Server:
                 self.complete(stream, stream.deferred_seq, 0, "", count)
         return True
 
-    def _catch_up(self, client: int) -> None:
+    def _catch_up(self, conn: ClientConn) -> None:
         """Handle what the client sent on its task socket before this request: a host sends
         its tasks (and its stream and event creations) there without waiting, flushes them
         before every request, and its request must find them done -- the two sockets are
         read in whatever order epoll reports them.  A sent frame is in our receive queue
         once the host's send returned (AF_UNIX), so reading until it is empty is enough."""
-        main = self.main_conns.get(client)
+        main = self.main_conns.get(conn.client) or self._main_arriving(conn)
         for _ in range(16):          # more than a socket buffer holds
             if main is None or self._watched.get(main.sock.fileno()) is not main or not self._read(main):
                 return
+
+    def _main_arriving(self, conn: ClientConn) -> ClientConn | None:
+        """The task socket of ``conn``'s process when its hello is not read yet.  A host opens
+        it before any other socket, but the handshake ends with the host's last word: its
+        other socket's handshake, in another thread here, may end first and its request be
+        read while the task socket is still handshaking, or taken with its hello unread.
+        So read that process's new sockets (waiting for their handshakes, within
+        MAIN_WAIT_S) until its task socket said hello; None if it has none."""
+        deadline = time.monotonic() + self.MAIN_WAIT_S
+        while True:
+            self._take_admitted()
+            for other in [w for w in self._watched.values()
+                          if type(w) is ClientConn and w.client < 0 and w.pid == conn.pid]:
+                self._read(other)
+            main = self.main_conns.get(conn.client)
+            if main is not None or not self._admission.holds(conn.pid) or time.monotonic() > deadline:
+                return main
+            time.sleep(0.0005)
 
     def _dispatch(self, conn: ClientConn, message: tuple, deferred: list) -> None:
         """One message of a host's connection (shape errors raise).  A task run here that
@@ -276,7 +298,7 @@ class Server:
             self.close_event(conn.client, message[1], message[2])
         elif kind == "r":
             if conn.role != "main":
-                self._catch_up(conn.client)
+                self._catch_up(conn)
                 if conn.gone:
                     return           # its task socket closed meanwhile: the process is gone
             self._request(conn, message[1], message[2], message[3])
