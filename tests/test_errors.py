@@ -12,6 +12,7 @@ import numpy as np
 from conftest import SMALL_HBM
 from helpers import MiB, from_device, to_device
 from mdev.board import launcher
+from mdev.kernel import kernel
 from mdev.memory import address
 
 
@@ -202,6 +203,36 @@ def test_async_fault_reported_at_sync(dev, board):
     assert acl.rt.synchronize_stream(s) == 0
     assert from_device(acl, big, 1)[0] == 3
     assert [d["state"] for d in launcher.status(board)["devices"]] == ["ok"] * 4
+
+
+@kernel(vectorized=True)
+def nap(ctx, seconds: float):
+    time.sleep(seconds)
+
+
+@kernel(vectorized=True)
+def copy_bytes(ctx, src, dst, n):
+    ctx.gm(dst, np.uint8, n)[:] = ctx.gm(src, np.uint8, n)
+
+
+def test_free_comes_after_the_kernel_launched_before(dev):
+    """A free right after a launch that reads the memory: on an NPU the short kernel is done
+    by then (the CANN samples free so); mdev's free lets this process's launches end first,
+    for LAUNCH_GRACE_MS at most (rule 15 stands for what is still queued after that, as
+    test_async_fault_reported_at_sync shows)."""
+    acl = dev
+    src, _ = acl.rt.malloc(4096, 0)
+    dst, _ = acl.rt.malloc(4096, 0)
+    data = np.arange(4096, dtype=np.uint8)
+    to_device(acl, src, data)
+    s, _ = acl.rt.create_stream()
+    assert nap[1, s](0.1) == 0       # a busy host: the free is sent before the copy starts
+    assert copy_bytes[1, s](src, dst, 4096) == 0
+    assert acl.rt.free(src) == 0
+    assert acl.rt.synchronize_stream(s) == 0, acl.get_recent_err_msg()
+    assert (from_device(acl, dst, 4096) == data).all()
+    assert acl.rt.free(dst) == 0
+    assert acl.rt.destroy_stream(s) == 0
 
 
 def test_errors_do_not_leak_into_other_process_state(dev, board, run_py):

@@ -12,6 +12,7 @@ the processes act is exactly the one written in the test.
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 import numpy as np
@@ -198,6 +199,32 @@ def test_writes_visible_after_stream_sync(acl, board):
     assert acl.rt.free(ptr) == 0
     assert acl.rt.free_host(pinned) == 0
     assert acl.rt.destroy_stream(stream) == 0
+
+
+def test_importer_close_comes_after_the_kernel_it_launched_before(acl, board):
+    """10_ipc_memory_withpid: the importer launches a kernel that reads the shared memory and
+    closes it at once, with no synchronisation between.  On an NPU the short kernel is done
+    by then; mdev's close lets the launches this process made end first (for
+    LAUNCH_GRACE_MS at most), so a kernel that starts late still reads the memory."""
+    nbytes = 2 * MiB
+    _, key, data = exported(acl, nbytes)
+    with peer_on(board, 0) as b:
+        b.do("""
+            import hashlib
+            from mdev.kernel import kernel
+            @kernel(vectorized=True)
+            def late_copy(ctx, src, dst, n):
+                time.sleep(0.1)     # a busy host: the close is sent before the kernel reads
+                ctx.gm(dst, np.uint8, n)[:] = ctx.gm(src, np.uint8, n)
+            shared, ret = acl.rt.ipc_mem_import_by_key(key, 0); ok(ret)
+            mine, ret = acl.rt.malloc(n, 0); ok(ret)
+            s, ret = acl.rt.create_stream(); ok(ret)
+            ok(late_copy[1, s](shared, mine, n))
+            ok(acl.rt.ipc_mem_close(key))
+            ok(acl.rt.synchronize_stream(s), "the kernel launched before the close")
+        """, key=key, n=nbytes)
+        assert b.ev("hashlib.sha256(get(mine, n)).hexdigest()", n=nbytes) == hashlib.sha256(data).hexdigest()
+    assert acl.rt.ipc_mem_close(key) == 0
 
 
 def test_exporter_free_keeps_memory_alive_until_importers_close(acl, board):

@@ -213,12 +213,15 @@ def _wait_targets(targets: list[tuple[Stream, int]], timeout: int, consume: bool
             raise AclError(code, message or E.describe(code))
 
 
-# A synchronous copy or memset waits for no stream (as documented), yet on an NPU it comes
-# after a kernel launched just before it: the launch is on its cores within microseconds and
-# a short kernel done before the copy's own way through the driver is (5_d2d_sync_memory_copy
-# copies what its WriteDo wrote without a synchronisation between).  mdev's launch is a process
-# hop away and could lose that race, so the copy lets such launches end first -- but waits at
-# most LAUNCH_GRACE_MS for a stream's launches, and only once: a longer kernel is overtaken.
+# A synchronous copy or memset waits for no stream (as documented), nor does a free, an IPC
+# close or an unmap, yet on an NPU each comes after a kernel launched just before it: the
+# launch is on its cores within microseconds and a short kernel done before the call's own way
+# through the driver is (5_d2d_sync_memory_copy copies what its WriteDo wrote without a
+# synchronisation between; 10_ipc_memory_withpid's importer closes the memory its ReadDo
+# reads right after launching it).  mdev's launch is a process hop away and could lose that
+# race, so the call lets such launches end first -- but waits at most LAUNCH_GRACE_MS for a
+# stream's launches, and only once: a longer kernel is overtaken (and a task still queued on
+# freed memory fails, spec rule 15).
 LAUNCH_GRACE_MS = 500
 
 
@@ -229,7 +232,8 @@ def launched(stream: Stream, seq: int) -> None:
 
 def after_launches(devices: set[int]) -> None:
     """Let the kernel launches this process submitted to ``devices`` end before a synchronous
-    copy or memset there, for LAUNCH_GRACE_MS at most (see above)."""
+    copy or memset there, or memory there leaves this process, for LAUNCH_GRACE_MS at most
+    (see above)."""
     launched = held.launched
     if not launched:
         return

@@ -168,6 +168,7 @@ def free(dev_ptr: int) -> None:
 def release(alloc: Allocation) -> None:
     """Give a device allocation back to its device (which holds the range while a running
     task still uses it)."""
+    streams.after_launches({alloc.device})
     rt.memory.remove(alloc.ptr)
     close_exports(alloc)
     rt.link(alloc.device).request("free", alloc.ptr)

@@ -14,6 +14,7 @@ from mdev import constants as C
 from mdev import errors as E
 from mdev.errors import AclError
 from mdev.memory import address
+from mdev.runtime import streams
 from mdev.runtime.boundary import api
 from mdev.runtime.sync import events, notify
 from mdev.runtime.core import RUNTIME as rt
@@ -109,6 +110,8 @@ def ipc_mem_import_by_key(key: str, flags: int) -> int:
 def ipc_mem_close(key: str) -> None:
     key, board = _key(key), rt.attach()
     imported = next((a for a in rt.memory.allocations() if a.ipc_key == key), None)
+    if imported is not None:
+        streams.after_launches({imported.device})
     role = board.request("ipc_close", key)
     if role == "exporter":
         for alloc in rt.memory.allocations():
