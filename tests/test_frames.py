@@ -11,6 +11,7 @@ frames count against their sender process across all its connections.
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import pickle
@@ -80,11 +81,18 @@ def test_plain_messages_decode_as_the_pickler_wrote_them(protocol_version):
 
 @pytest.mark.parametrize("name", list(ADVERSARIAL))
 def test_the_decoder_refuses_each_adversarial_frame_at_once(name):
-    """Refused in a few milliseconds whatever the frame (bounded before it is built)."""
-    start = time.process_time()
-    with pytest.raises(frameshape.FrameError):
-        frameshape.decode(ADVERSARIAL[name])
-    assert time.process_time() - start < 0.05
+    """Refused in a few milliseconds whatever the frame (bounded before it is built).  The
+    decoding thread's own CPU time, the collector held off: the process's time counted the
+    suite's other threads and a collection of what earlier tests left (0.16 s once in CI)."""
+    gc.disable()
+    try:
+        start = time.thread_time()
+        with pytest.raises(frameshape.FrameError):
+            frameshape.decode(ADVERSARIAL[name])
+        spent = time.thread_time() - start
+    finally:
+        gc.enable()
+    assert spent < 0.05
 
 
 def test_message_shapes_are_checked_by_tag():
