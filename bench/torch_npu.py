@@ -51,33 +51,16 @@ def small_op(dev):
     sync()
     return ops / (time.perf_counter() - t0)
 
-def mlp_step(dev):
+def step_time(dev, widths, batch, optimizer, steps):
+    """seconds a training step of an MLP takes (ReLU between its Linear layers, MSE loss), after 2 warm-up steps"""
     torch.manual_seed(0)
     nn = torch.nn
-    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10)).to(dev)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    x, y = torch.randn(64, 64, device=dev), torch.randn(64, 10, device=dev)
-    sync = torch.npu.synchronize if dev != "cpu" else (lambda: None)
-    def step():
-        opt.zero_grad()
-        torch.nn.functional.mse_loss(model(x), y).backward()
-        opt.step()
-    for _ in range(3):
-        step()
-    sync()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    sync()
-    return (time.perf_counter() - t0) / steps
-
-def matmul_step(dev, optimizer):
-    torch.manual_seed(0)
-    nn = torch.nn
-    model = nn.Sequential(nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
-                          nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 1024)).to(dev)
+    layers = []
+    for a, b in zip(widths, widths[1:]):
+        layers += [nn.Linear(a, b), nn.ReLU()]
+    model = nn.Sequential(*layers[:-1]).to(dev)
     opt = getattr(torch.optim, optimizer)(model.parameters(), lr=1e-3)
-    x, y = torch.randn(256, 1024, device=dev), torch.randn(256, 1024, device=dev)
+    x, y = torch.randn(batch, widths[0], device=dev), torch.randn(batch, widths[-1], device=dev)
     sync = torch.npu.synchronize if dev != "cpu" else (lambda: None)
     def step():
         opt.zero_grad()
@@ -87,18 +70,20 @@ def matmul_step(dev, optimizer):
         step()
     sync()
     t0 = time.perf_counter()
-    for _ in range(matmul_steps):
+    for _ in range(steps):
         step()
     sync()
-    return (time.perf_counter() - t0) / matmul_steps
+    return (time.perf_counter() - t0) / steps
+
+MLP, MATMUL = (64, 256, 256, 10), (1024,) * 5
 
 got = {"npu_ops": small_op("npu:0"), "cpu_ops": small_op("cpu"),
-       "npu_step": mlp_step("npu:0"), "cpu_step": mlp_step("cpu")}
+       "npu_step": step_time("npu:0", MLP, 64, "SGD", steps), "cpu_step": step_time("cpu", MLP, 64, "SGD", steps)}
 for optimizer in ("SGD", "AdamW"):
     cpu, npu = [], []
     for _ in range(rounds):                  # alternating, so both see the same load
-        cpu.append(matmul_step("cpu", optimizer))
-        npu.append(matmul_step("npu:0", optimizer))
+        cpu.append(step_time("cpu", MATMUL, 256, optimizer, matmul_steps))
+        npu.append(step_time("npu:0", MATMUL, 256, optimizer, matmul_steps))
     got[f"cpu_{optimizer}"], got[f"npu_{optimizer}"] = min(cpu), min(npu)
 print(json.dumps(got))
 """

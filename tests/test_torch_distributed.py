@@ -22,14 +22,12 @@ import numpy as np
 import pytest
 from test_torch_npu import needs_torch_npu, npu_env  # noqa: F401  (npu_env: the fixture of set_env.sh's environment)
 
-RANKS = """
+# what the rank programs train: an MLP and its batch, 3 steps of an optimizer
+MLP_TRAINING = """
 import json, os, sys
 import torch, torch_npu
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from torch.nn.parallel import DistributedDataParallel as DDP
-
-OUT = sys.argv[1]
 
 
 def mlp_and_batch():
@@ -38,14 +36,20 @@ def mlp_and_batch():
     return model, torch.randn(16, 8), torch.randn(16, 4)
 
 
-def train3(model, x, y):
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+def train3(model, x, y, optimizer=torch.optim.SGD, lr=0.1):
+    opt = optimizer(model.parameters(), lr=lr)
     for _ in range(3):
         opt.zero_grad()
         loss = torch.nn.functional.mse_loss(model(x), y)
         loss.backward()
         opt.step()
     return loss.detach()
+"""
+
+RANKS = MLP_TRAINING + """
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+OUT = sys.argv[1]
 
 
 def work(rank, world):
@@ -297,28 +301,8 @@ def test_a_rank_killed_or_stalled_mid_step_makes_the_other_raise(dist_env, tmp_p
     assert got["seconds"] < 30 and (fault == "killed" or got["seconds"] >= 4.5), got
 
 
-FSDP2 = """
-import json, os, sys, torch, torch_npu
-import torch.distributed as dist
-import torch.multiprocessing as mp
+FSDP2 = MLP_TRAINING + """
 from torch.distributed.fsdp import fully_shard
-
-
-def mlp_and_batch():
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
-    g = torch.Generator().manual_seed(1)
-    return model, torch.randn(16, 8, generator=g), torch.randn(16, 4, generator=g)
-
-
-def train3(model, x, y):
-    opt = torch.optim.AdamW(model.parameters(), lr=0.01)
-    for _ in range(3):
-        opt.zero_grad()
-        loss = torch.nn.functional.mse_loss(model(x), y)
-        loss.backward()
-        opt.step()
-    return loss.detach()
 
 
 def work(rank, world, out):
@@ -332,7 +316,8 @@ def work(rank, world, out):
             fully_shard(layer)
     fully_shard(model)
     n = x.shape[0] // world
-    loss = train3(model, x[rank * n:(rank + 1) * n].to(dev), y[rank * n:(rank + 1) * n].to(dev))
+    loss = train3(model, x[rank * n:(rank + 1) * n].to(dev), y[rank * n:(rank + 1) * n].to(dev), torch.optim.AdamW,
+                  0.01)
     dist.all_reduce(loss)
     got = {"loss": float(loss.cpu()) / world,
            "params": [p.full_tensor().detach().cpu().flatten().tolist() for p in model.parameters()],
@@ -340,7 +325,7 @@ def work(rank, world, out):
     dist.destroy_process_group()
     if rank == 0:                                # the reference: one process, the whole batch, the CPU
         model, x, y = mlp_and_batch()
-        got["cpu_loss"] = float(train3(model, x, y))
+        got["cpu_loss"] = float(train3(model, x, y, torch.optim.AdamW, 0.01))
         got["cpu_params"] = [p.detach().flatten().tolist() for p in model.parameters()]
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
         json.dump(got, f)
