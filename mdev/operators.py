@@ -330,6 +330,13 @@ def _flash_attention_grad(t, query, keyIn, value, dy, pseShiftOptional, dropMask
                       keepProb, preTokens, nextTokens, headNum, inputLayout, sparseMode).backward(dy)
 
 
+def _index_put(t, selfRef, indices, values, accumulate, unsafe):
+    """selfRef[indices] = values (or += with accumulate); a 0-size index tensor stands for a
+    dimension left whole (torch_npu passes one where torch has None)."""
+    index = [None if i.numel() == 0 else i for i in indices]
+    return t.ops.aten._index_put_impl_(selfRef.clone(), index, values, accumulate, unsafe)
+
+
 def _with_scalar(t, fn: str, tensor, scalar):
     """torch's binary ``fn`` with a number for its other operand (maximum and minimum take
     tensors only: a number bounds from below or above)."""
@@ -454,6 +461,9 @@ _OPS = [
     Operator("Arange", "start:scalar, end:scalar, step:scalar, out:out", NUMERIC,
              lambda t, start, end, step: t.arange(start, end, step)),
     Operator("Cat", "tensors:tensors, dim:int, out:out", ALL, lambda t, tensors, dim: t.cat(tensors, dim)),
+    Operator("ChunkCat", "tensors:tensors, dim:int, numChunks:int, out:out", FLOATING,
+             lambda t, tensors, dim, numChunks: t._chunk_cat(tensors, dim, numChunks)),
+    Operator("IndexPutImpl", "selfRef:ref, indices:tensors, values, accumulate:bool, unsafe:bool", ALL, _index_put),
     Operator("Stack", "tensors:tensors, dim:int, out:out", ALL, lambda t, tensors, dim: t.stack(tensors, dim)),
     # ------------------------------------------------------------------ reductions
     Operator("ReduceSum", "self, dim:ints, keepDim:bool, dtype:dtype, out:out", ALL, _sum),
@@ -486,6 +496,9 @@ _OPS = [
              lambda t, self, dim, dtype: t.cumsum(self, dim, dtype=dtype)),
     Operator("Topk", "self, k:int, dim:int, largest:bool, sorted:bool, valuesOut:out, indicesOut:out", NUMERIC,
              lambda t, self, k, dim, largest, sorted: tuple(t.topk(self, k, dim, largest, sorted))),
+    Operator("TopkV2", "self, k:int, dim:int, largest:bool, sorted:bool, sortPolicy:int, valuesOut:out, "
+             "indicesOut:out", NUMERIC,      # sortPolicy picks the NPU's sort algorithm: the results are the same
+             lambda t, self, k, dim, largest, sorted, sortPolicy: tuple(t.topk(self, k, dim, largest, sorted))),
     Operator("Sort", "self, stable:bool, dim:int, descending:bool, valuesOut:out, indicesOut:out", NUMERIC,
              lambda t, self, stable, dim, descending: tuple(t.sort(self, stable=stable, dim=dim,
                                                                    descending=descending))),
@@ -592,6 +605,7 @@ _OPS = [
     Operator("ForeachLerpList", "x1:tensors, x2:tensors, weight:tensors, out:tensors_out", FLOATING,
              lambda t, x1, x2, weight: t._foreach_lerp(x1, x2, weight)),
     Operator("ForeachZeroInplace", "x:tensors_ref", ALL, lambda t, x: [t.zeros_like(v) for v in x]),
+    Operator("ForeachCopy", "x:tensors, out:tensors_out", ALL, lambda t, x: list(x)),
     Operator("ForeachAddListV2", "x1:tensors, x2:tensors, alpha:scalar, out:tensors_out", FLOATING,
              lambda t, x1, x2, alpha: t._foreach_add(x1, x2, alpha=alpha)),
     Operator("ForeachAddScalarV2", "x:tensors, scalar:scalar, out:tensors_out", FLOATING,

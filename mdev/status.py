@@ -209,6 +209,13 @@ class ControlPage:
         rows = self.grants[:int(self.header[H_GRANTS])]
         return bool(((rows[:, G_PID] == pid) & (rows[:, G_START] <= start) & (rows[:, G_END] >= end)).any())
 
+    def hbm_by_owner(self) -> dict[int, int]:
+        """Bytes of live allocations per owning client id (page_owner; whole pages, as the
+        allocator reserves them; memory whose owner let go while others import it is no one's)."""
+        owners = self.page_owner[self.page_owner > 0]
+        counts = np.bincount(owners) if owners.size else np.zeros(0, np.int64)
+        return {int(c): int(n) * PAGE for c, n in enumerate(counts) if n}
+
     def event_count(self, slot: int) -> int:
         """Records of the event in ``slot`` executed so far, by this device and by others."""
         return int(self.event_done[slot]) + int(self.event_remote[slot])

@@ -95,8 +95,13 @@ def test_cli_start_status_smi_stop():
             assert f"| mdev smi {mdev.__version__} " in smi.stdout
             assert row0.split()[4:8] == ["4", "/", "64", "2"], row0      # HBM used / total, streams
             assert row1.split()[4:8] == ["0", "/", "64", "0"], row1
-            proc_row = next(line for line in lines if line.startswith(f"| {proc.pid} "))
-            assert "-c" in proc_row                                     # the command line
+            # the process table, as npu-smi's: a row per process and device it holds HBM on
+            proc_rows = [line.split() for line in lines if line.split()[2:3] == [str(proc.pid)]]
+            assert [r[1:4] for r in proc_rows] == [["0", str(proc.pid), "4"]], proc_rows   # 4.75 MiB on npu 0
+            assert "-c" in proc_rows[0]                                 # the command line
+            assert info["clients"][0]["hbm"] == {}                      # only when asked
+            held = launcher.status(name, memory=True)["clients"][0]["hbm"]
+            assert held == {0: 4 * MiB + stack}, held
         finally:
             release(proc)
 

@@ -280,6 +280,17 @@ CASES = {
     "Cumsum": (NUMS, LAYOUTS, lambda dt, lo: {"self": R(S(lo), dt, lo), "dim": 1, "dtype": getattr(torch, dt)}),
     "Topk": (NUMS, ("strided",), lambda dt, lo: {"self": R((3, 6), dt, lo), "k": 3, "dim": 1, "largest": True,
                                                  "sorted": True}),
+    "TopkV2": (NUMS, ("strided",), lambda dt, lo: {"self": R((3, 6), dt, lo), "k": 2, "dim": 0, "largest": False,
+                                                   "sorted": True, "sortPolicy": 0}),
+    "ChunkCat": (FLOATS_, ("strided", "one"), lambda dt, lo: {      # chunks of 3 rows: 2 each, the last padded
+        "tensors": [R(S(lo), dt, lo), R(S(lo)[:1] + (2, 3), dt, lo)], "dim": 0, "numChunks": 2 if lo != "one" else 1}),
+    # x[rows] += v with a repeated row; x[:, mask] = v (a 0-size index: the dimension left whole, as torch_npu passes None)
+    "IndexPutImpl": (NUMS + ("bool",), ("strided", "one"), lambda dt, lo: {
+        "selfRef": R((5, 4), dt, lo), "indices": [torch.tensor([0, 3, 0])], "values": R((3, 4), dt),
+        "accumulate": dt != "bool", "unsafe": False} if lo == "strided" else {
+        "selfRef": R((3, 4), dt), "indices": [torch.empty(0, dtype=getattr(torch, dt)),
+                                              torch.tensor([True, False, True, False])],
+        "values": R((1,), dt), "accumulate": False, "unsafe": False}),
     "Sort": (FLOATS_ + ("int32",), ("strided",), lambda dt, lo: {"self": R((3, 6), dt, lo), "stable": True, "dim": 1,
                                                                  "descending": False}),
     "ScatterAdd": (NUMS, ("strided",), lambda dt, lo: {"self": R((3, 4), dt, lo), "dim": 1,

@@ -22,14 +22,12 @@ import numpy as np
 import pytest
 from test_torch_npu import needs_torch_npu, npu_env  # noqa: F401  (npu_env: the fixture of set_env.sh's environment)
 
-RANKS = """
+# what the rank programs train: an MLP and its batch, 3 steps of an optimizer
+MLP_TRAINING = """
 import json, os, sys
 import torch, torch_npu
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from torch.nn.parallel import DistributedDataParallel as DDP
-
-OUT = sys.argv[1]
 
 
 def mlp_and_batch():
@@ -38,14 +36,20 @@ def mlp_and_batch():
     return model, torch.randn(16, 8), torch.randn(16, 4)
 
 
-def train3(model, x, y):
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+def train3(model, x, y, optimizer=torch.optim.SGD, lr=0.1):
+    opt = optimizer(model.parameters(), lr=lr)
     for _ in range(3):
         opt.zero_grad()
         loss = torch.nn.functional.mse_loss(model(x), y)
         loss.backward()
         opt.step()
     return loss.detach()
+"""
+
+RANKS = MLP_TRAINING + """
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+OUT = sys.argv[1]
 
 
 def work(rank, world):
@@ -295,3 +299,63 @@ def test_a_rank_killed_or_stalled_mid_step_makes_the_other_raise(dist_env, tmp_p
     got = json.loads(first[0].strip().splitlines()[-1])
     assert code in got["outcome"] and said in got["outcome"], got["outcome"][:2000]
     assert got["seconds"] < 30 and (fault == "killed" or got["seconds"] >= 4.5), got
+
+
+FSDP2 = MLP_TRAINING + """
+from torch.distributed.fsdp import fully_shard
+
+
+def work(rank, world, out):
+    torch.npu.set_device(rank)
+    dev = f"npu:{rank}"
+    dist.init_process_group("hccl", rank=rank, world_size=world)
+    model, x, y = mlp_and_batch()
+    model = model.to(dev)
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer)
+    fully_shard(model)
+    n = x.shape[0] // world
+    loss = train3(model, x[rank * n:(rank + 1) * n].to(dev), y[rank * n:(rank + 1) * n].to(dev), torch.optim.AdamW,
+                  0.01)
+    dist.all_reduce(loss)
+    got = {"loss": float(loss.cpu()) / world,
+           "params": [p.full_tensor().detach().cpu().flatten().tolist() for p in model.parameters()],
+           "shards": [list(p.to_local().shape) for p in model.parameters()]}
+    dist.destroy_process_group()
+    if rank == 0:                                # the reference: one process, the whole batch, the CPU
+        model, x, y = mlp_and_batch()
+        got["cpu_loss"] = float(train3(model, x, y, torch.optim.AdamW, 0.01))
+        got["cpu_params"] = [p.detach().flatten().tolist() for p in model.parameters()]
+    with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
+        json.dump(got, f)
+
+
+if __name__ == "__main__":
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[2])
+    mp.spawn(work, args=(2, sys.argv[1]), nprocs=2)
+"""
+
+
+@needs_torch_npu
+def test_fsdp2_fully_shard_on_two_ranks_matches_the_cpu(dist_env, tmp_path):
+    """FSDP2 (fully_shard per Linear and on the whole model) on 2 ranks, 3 AdamW steps, each
+    rank half the batch: each rank holds half of each parameter (torch_npu's all-gather copy-in
+    is aclnnForeachCopy, its reduce-scatter copy-in aclnnChunkCat), and the gathered parameters
+    and the loss equal one CPU process on the whole batch."""
+    try:
+        from torch.distributed.fsdp import fully_shard  # noqa: F401
+    except ImportError:
+        pytest.skip("this torch has no FSDP2 (torch.distributed.fsdp.fully_shard)")
+    script = tmp_path / "fsdp2.py"
+    script.write_text(textwrap.dedent(FSDP2))
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path), str(free_port())], env=dist_env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=240, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{k}.json").read_text()) for k in range(2)]
+    cpu = ranks[0]
+    for rank, got in enumerate(ranks):
+        assert got["shards"] == [[8, 8], [8], [2, 16], [2]], got["shards"]
+        assert abs(got["loss"] - cpu["cpu_loss"]) <= 1e-5, (rank, got["loss"], cpu["cpu_loss"])
+        for mine, ref in zip(got["params"], cpu["cpu_params"]):
+            np.testing.assert_allclose(mine, ref, rtol=0, atol=1e-5, err_msg=f"rank {rank}")

@@ -265,10 +265,11 @@ def stop(name: str | None = None, timeout: float = 15.0) -> str:
     return STOPPED
 
 
-def status(name: str | None = None) -> dict:
+def status(name: str | None = None, memory: bool = False) -> dict:
+    """The board's status; ``memory``: each attached process's HBM per device too."""
     paths = BoardPaths(name)
     channel = connect(paths)
     try:
-        return request(channel, "status")
+        return request(channel, "status", memory) if memory else request(channel, "status")
     finally:
         channel.close()

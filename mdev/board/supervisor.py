@@ -334,14 +334,19 @@ class Supervisor:
     def rpc_unregister_segment(self, client: Client, name: str) -> None:
         client.segments.discard(name)
 
-    def rpc_status(self, client: Client) -> dict:
-        devices = []
+    def rpc_status(self, client: Client, memory: bool = False) -> dict:
+        """The board's devices and attached processes; with ``memory``, each process's HBM
+        in use per device too (``mdev smi``: it reads every device's page map)."""
+        devices, hbm = [], {}               # hbm: client id -> {device: bytes}
         for index, proc in enumerate(self.fleet.procs):
             h, state = None, "off"          # off: its node has no host yet
             if proc is not None:
                 try:
                     page = S.ControlPage(segment.Segment(self.paths.control(index)))
                     h = page.header.copy()
+                    if memory is True and h[S.H_HBM_USED]:
+                        for owner, nbytes in page.hbm_by_owner().items():
+                            hbm.setdefault(owner, {})[index] = nbytes
                     page.segment.close()
                     state = S.STATE_NAMES.get(int(h[S.H_STATE]), "?")
                 except Exception:
@@ -358,7 +363,7 @@ class Supervisor:
                 "streams": int(h[S.H_STREAMS]) if h is not None else 0,
                 "tasks_done": int(h[S.H_TASKS_DONE]) if h is not None else 0,
             })
-        clients = [{"id": c.id, "pid": c.pid, "command": c.command, "node": c.node}
+        clients = [{"id": c.id, "pid": c.pid, "command": c.command, "node": c.node, "hbm": hbm.get(c.id, {})}
                    for c in self.clients.values() if c.pid]
         return {"board": self.paths.name, "version": __version__, "topology": self.topo.name,
                 "nodes": self.topo.node_count,

@@ -71,10 +71,15 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return 0
 
 
-def _status(name: str | None) -> dict | None:
+def _status(name: str | None, memory: bool = False) -> dict | None:
     """The running board's status, or None (after saying why) when it cannot be had."""
     try:
-        return launcher.status(name)
+        try:
+            return launcher.status(name, memory)
+        except launcher.BoardError:
+            if not memory:
+                raise
+            return launcher.status(name)        # a supervisor of an older mdev: no memory per process
     except launcher.BoardError as exc:
         print(exc)
         return None
@@ -100,7 +105,7 @@ def _mb(n: int) -> str:
 
 
 def cmd_smi(args: argparse.Namespace) -> int:
-    info = _status(args.name)
+    info = _status(args.name, memory=True)
     if info is None:
         return 1
     node = args.node
@@ -126,11 +131,18 @@ def cmd_smi(args: argparse.Namespace) -> int:
         print(f"| {d['local']:<4}{d['soc']:<16}{d['state']:<9}{usage:<18}{d['streams']:<9}"
               f"{d['tasks_done']:<10}{d['pid']:<10}|")
     print(rule)
-    print(f"| {'Process id':<12}{'Command':<66}|")
+    # as npu-smi's process table: a row per process and device it holds memory on (a
+    # process holding none on this node: one row, NPU "-")
+    print(f"| {'NPU':<5}{'Process id':<12}{'Process memory(MB)':<20}{'Command':<41}|")
     print(rule)
+    local = {d["id"]: d["local"] for d in devices}
     clients = [c for c in info["clients"] if c["node"] == node]
-    for c in clients or [{"pid": "-", "command": "no processes attached"}]:
-        print(f"| {str(c['pid']):<12}{c['command'][:66]:<66}|")
+    for c in clients:
+        held = sorted((int(k), v) for k, v in c.get("hbm", {}).items() if int(k) in local)
+        for npu, mb in [(local[k], _mb(v)) for k, v in held] or [("-", "0" if "hbm" in c else "?")]:
+            print(f"| {npu!s:<5}{c['pid']!s:<12}{mb:<20}{c['command'][:41]:<41}|")
+    if not clients:
+        print(f"| {'-':<5}{'-':<12}{'-':<20}{'no processes attached':<41}|")
     print(rule)
     return 0
 
