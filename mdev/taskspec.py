@@ -63,13 +63,32 @@ class Span:
     extent: Callable[[tuple], int]
     fill: int | None = None
     word: int | None = None
+    traffic: Callable[[tuple], int] | None = None     # bytes moved, when not ``extent``
     direct = True          # the argument is a location (the device pins it while the task runs)
 
     def pieces(self, args: tuple) -> tuple:
         return ((args[self.at], self.extent(args)),)
 
     def moved(self, args: tuple) -> int:
-        return self.extent(args)
+        return self.extent(args) if self.traffic is None else self.traffic(args)
+
+
+@dataclass(frozen=True)
+class Spans:
+    """``extent(args)`` bytes from each location of the tuple in argument ``at`` (the
+    device pins and checks each as it runs, so they are no location arguments of their own)."""
+    at: int
+    role: str
+    extent: Callable[[tuple], int]
+    fill = word = None
+    direct = False
+
+    def pieces(self, args: tuple) -> tuple:
+        n = self.extent(args)
+        return tuple((location, n) for location in args[self.at])
+
+    def moved(self, args: tuple) -> int:
+        return self.extent(args) * len(args[self.at])
 
 
 @dataclass(frozen=True)
@@ -258,6 +277,7 @@ def _family(names: dict[str, tuple[str, ...]], **shared) -> list[OpSpec]:
 _EVENT_WAIT = (C.ACL_MODEL_RI_TASK_EVENT_WAIT, "EVENT_WAIT")
 _DEFAULT = C.ACL_MODEL_RI_TASK_DEFAULT
 _nbytes = lambda a: a[2]        # noqa: E731  (copy, memset, fill32, reduce: the byte count is args[2])
+_coll_nbytes = lambda a: a[3]   # noqa: E731  (coll_reduce)
 
 SPECS: dict[str, OpSpec] = {spec.name: spec for spec in [
     # ---------------------------------------------------------------- memory (mdev.board.tasks)
@@ -323,6 +343,13 @@ SPECS: dict[str, OpSpec] = {spec.name: spec for spec in [
     # its agreement check against a peer's (mdev.board.collectives)
     OpSpec("coll_enter", ("dst", "word", "count", "comm"), operands=(Span(0, WRITE, lambda a: 16),),
            text="operation word {word:#x}, count {count}, {dst:where}"),
+    # a reduce-scatter's step at a chunk's owner: its own chunk and every peer's (landed) chunk
+    # reduced in one task, in order; as much work for the time model as the copy and the chain
+    # of reduce tasks it stands for
+    OpSpec("coll_reduce", ("dst", "first", "rest", "nbytes", "kind", "data_type"), DMA, TRANSFER,
+           (Span(1, READ, _coll_nbytes), Spans(2, READ, _coll_nbytes),
+            Span(0, WRITE, _coll_nbytes, traffic=lambda a: a[3] * (len(a[2]) + (a[0] != a[1])))),
+           (_DEFAULT, "REDUCE_ASYNC"), "{nbytes} B each, {first:where} and the peers' chunks -> {dst:where}"),
     OpSpec("coll_check", ("mine", "peer", "fields", "guard"),
            operands=(Span(0, READ, lambda a: 8 + 8 * max(f[1] for f in a[2])),
                      Span(1, READ, lambda a: 8 + 8 * max(f[1] for f in a[2])))),

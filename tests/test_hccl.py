@@ -15,7 +15,7 @@ import pytest
 
 import mdev.hccl as hccl
 from hccl_ranks import (BF16, DTYPES, all_reduce_expected, check_every_operation, device_alloc, every_operation,
-                        inputs, mesh_order, ring_order, run_ranks)
+                        inputs, mesh_order, reduce_in_order, ring_order, run_ranks)
 from helpers import extra_board, from_device, to_device
 from mdev import hccl_types as H
 from mdev.naming import runtime_dir
@@ -107,6 +107,39 @@ def test_all_reduce_mesh_sums_each_chunk_from_its_owner(acl8):
         expect = all_reduce_expected(xs, *case, mesh_order)
         for got in results:
             np.testing.assert_array_equal(got[case], expect)
+
+
+def test_coll_reduce_task_reduces_in_order_like_the_chain_it_stands_for(acl):
+    """The mesh reduce-scatter's step at a chunk's owner (coll_reduce: its chunk and the
+    peers' landed chunks in one task) is bit-equal to reducing them one after another in
+    the data type, for every type and op, in place and not, over more than one of its
+    blocks (mdev.board.collectives.BLOCK)."""
+    from mdev.board.collectives import BLOCK
+    from mdev.runtime import streams
+    from mdev.runtime.collectives.plan import ACL_TYPES, REDUCE_KINDS
+    from mdev.runtime.core import RUNTIME as rt
+
+    acl.rt.set_device(0)
+    stream, _ = acl.rt.create_stream()
+    st = rt.stream_in_context(stream)
+    count = BLOCK // 2 + 37                            # elements: more than a block but for 1-byte types
+    for i, (dtype, op) in enumerate((d, o) for d in REDUCIBLE for o in OPS):
+        xs = inputs(dtype, 4, count, seed=i)
+        n = xs[0].nbytes
+        bufs = [device_alloc(acl, n) for _ in range(5)]
+        for ptr, x in zip(bufs, xs):
+            to_device(acl, ptr, x)
+        ops = [rt.memory.operand(ptr, n, write=True, what="test") for ptr in bufs]
+        dst = ops[0] if i % 2 else ops[4]             # in place (the first chunk) every other case
+        streams.submit(st, "coll_reduce", dst.location(), ops[0].location(), tuple(o.location() for o in ops[1:4]),
+                       n, REDUCE_KINDS[op], ACL_TYPES[dtype])
+        assert acl.rt.synchronize_stream(stream) == 0, acl.get_recent_err_msg()
+        got = from_device(acl, bufs[0] if i % 2 else bufs[4], n, DTYPES[dtype])
+        np.testing.assert_array_equal(got.view(np.uint8), reduce_in_order(xs, dtype, op, [0, 1, 2, 3]).view(np.uint8),
+                                      err_msg=f"{DTYPES[dtype]} op {op}")
+        for ptr in bufs:
+            acl.rt.free(ptr)
+    acl.rt.destroy_stream(stream)
 
 
 # ---------------------------------------------------------------------------- every operation

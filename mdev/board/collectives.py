@@ -1,5 +1,5 @@
 """Device-side support of collectives (mdev.runtime.collectives): a rank entering an
-operation, and the consistency check.
+operation, the consistency check, and a reduce-scatter's reduction in one task.
 
     rank q's stream:  coll_enter -> its own descriptor words (operation, count, ...)
                       ... first transfer to rank r ... record_notify(ready of rank r)
@@ -14,6 +14,12 @@ communicator error word (see mdev.board.tasks.CommGuard): its later collective t
 up too.  The check is bookkeeping of the emulator, not data movement: it takes no engine
 and no modelled time.
 
+A chunk's owner reduces its own chunk and the chunks its peers' transfers landed in one
+task (``coll_reduce``), in the order of the chain of reduce tasks it stands for and with
+that chain's rounding (each step in the data type), so results are bit-equal to it; it
+goes through the chunk a block at a time, reading each source once and writing the result
+once (a chain reads and writes the result once per peer).
+
 Entering is where a rank's operation begins in modelled time (mdev.board.trace.DeviceModel):
 no transfer into this rank's landing slots counts as started before it, as HCCL's
 algorithms begin each operation with a handshake (a peer sends only into a rank that
@@ -27,9 +33,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mdev import errors as E
+from mdev.board.systasks import reduce_into
 from mdev.board.tasks import CommGuard
 from mdev.board.tasktable import TaskFault, op
+from mdev.dtypes import itemsize
 from mdev.taskspec import COMM_PARA
+
+BLOCK = 256 << 10      # bytes of the result coll_reduce finishes at a time (stays in the CPU's cache)
 
 if TYPE_CHECKING:
     from mdev.board.device import Device
@@ -69,3 +79,30 @@ def _value(field: tuple, words: list[int]) -> int:
 def _label(field: tuple, words: list[int]) -> str:
     value, labels = _value(field, words), field[4]
     return labels[value] if value < len(labels) else str(value)
+
+
+@op()
+def coll_reduce(device: "Device", stream: "DeviceStream", dst: tuple, first: tuple, rest: tuple, nbytes: int,
+                kind: int, data_type: int) -> None:
+    """dst = op(...op(op(first, rest[0]), rest[1])..., rest[-1]) over ``nbytes`` of one data
+    type; ``dst`` may be ``first``.  ``rest``'s locations are checked and pinned here (the
+    dispatcher pins ``dst`` and ``first``)."""
+    n = nbytes // itemsize(data_type) * itemsize(data_type)
+    memory = device.memory
+    if type(rest) is not tuple or not all(type(r) is tuple and len(r) == 3 for r in rest):
+        raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"coll_reduce: {rest!r:.80} is no tuple of locations")
+    pinned = memory.pin([r[2] for r in rest if r[0] == "d" and r[1] == device.index])
+    try:
+        out = memory.view(dst, n, stream, write=True)
+        head = memory.view(first, n, stream)
+        sources = [memory.view(r, n, stream) for r in rest]
+        same = dst == first
+        for lo in range(0, n, BLOCK):
+            block = out[lo:lo + BLOCK]
+            if not same:
+                block[:] = head[lo:lo + BLOCK]
+            for src in sources:
+                reduce_into(block, src[lo:lo + BLOCK], kind, data_type)
+    finally:
+        memory.unpin(pinned)
+    device.wake()

@@ -140,8 +140,9 @@ def mesh_all_reduce(plan: Plan, st: Stream, group: list[int], me: int, src: list
 def _mesh_reduce_scatter(plan: Plan, st: Stream, sides: list, group: list[int], me: int, src: list[Operand],
                          out: Operand) -> None:
     """Each side puts our chunk for its peer; the caller's stream takes the peers' chunks
-    for us in order and reduces them -- a staged one is taken on its side (its copy in from
-    host memory runs beside the others), which signals the caller's stream."""
+    for us and reduces ours and theirs in order in one task (Plan.reduce_all), then frees
+    their landing slots -- a staged one is taken on its side (its copy in from host memory
+    runs beside the others), which signals the caller's stream."""
     m = len(group)
     landed = []
     for d, side in enumerate(sides, 1):
@@ -152,15 +153,14 @@ def _mesh_reduce_scatter(plan: Plan, st: Stream, sides: list, group: list[int], 
             plan.signal(side)
         else:
             landed.append(None)
-    plan.copy(st, out, src[me])
     for d, (side, slot) in enumerate(zip(sides, landed), 1):
-        q = group[(me + d) % m]
         if slot is None:
-            slot = plan.take(st, q, src[me].nbytes)
+            landed[d - 1] = plan.take(st, group[(me + d) % m], src[me].nbytes)
         else:
             plan.await_signal(side, st)
-        plan.reduce(st, out, slot)
-        plan.release(st, q)
+    plan.reduce_all(st, out, src[me], landed)
+    for d in range(1, m):
+        plan.release(st, group[(me + d) % m])
 
 
 def _mesh_all_gather(plan: Plan, sides: list, group: list[int], me: int, mine: Operand, outs: list[Operand]) -> None:

@@ -2,7 +2,8 @@
 
     caller's stream (main) ..... coll_enter (descriptor) -> fork ----------------> join
     side stream k                                              wait fork -> ... -> record join
-    tasks: put / take / release (mdev.runtime.collectives.transport), copy, reduce, check
+    tasks: put / take / release (mdev.runtime.collectives.transport), copy, reduce, check,
+           reduce_all (a chunk and the peers' landed chunks in one task)
 
 A Plan queues its tasks as the algorithm asks for them; nothing runs on the host after
 that.  Side streams give the concurrency HCCL gets from its slave streams (a mesh drives a
@@ -136,6 +137,19 @@ class Plan:
             if d.nbytes:
                 streams.submit(st, "reduce", d.location(), s.location(), d.nbytes, REDUCE_KINDS[self.op],
                                ACL_TYPES[self.dtype])
+
+    def reduce_all(self, st: Stream, dst: Operand, first: Operand, rest: list[Operand]) -> None:
+        """dst = op(...op(first, rest[0])..., rest[-1]): one task (coll_reduce) when every
+        operand is one piece of memory, else a copy and a chain of reduce tasks (same result)."""
+        if not dst.nbytes:
+            return
+        if all(len(o.parts()) == 1 for o in (dst, first, *rest)):
+            streams.submit(st, "coll_reduce", dst.location(), first.location(), tuple(r.location() for r in rest),
+                           dst.nbytes, REDUCE_KINDS[self.op], ACL_TYPES[self.dtype])
+            return
+        self.copy(st, dst, first)
+        for src in rest:
+            self.reduce(st, dst, src)
 
     # -- concurrency
     @contextmanager
