@@ -341,8 +341,16 @@ SPECS: dict[str, OpSpec] = {spec.name: spec for spec in [
     OpSpec("overflow_reset", ()),
     # a collective's descriptor words (operation, count), written as the rank enters it, and
     # its agreement check against a peer's (mdev.board.collectives)
-    OpSpec("coll_enter", ("dst", "word", "count", "comm"), operands=(Span(0, WRITE, lambda a: 16),),
-           text="operation word {word:#x}, count {count}, {dst:where}"),
+    OpSpec("coll_enter", ("dst", "word", "count", "comm", "window"),
+           operands=(Span(0, WRITE, lambda a: 16 + 8 * len(a[4])),),
+           text="operation word {word:#x}, count {count}, window {window}, {dst:where}"),
+    # an all-gather step of a communicator whose ranks read each other's buffers: a peer's
+    # chunk read where it lies, in the window its descriptor publishes (or, if it published
+    # none, from the landing slot it was put in), into ``dst``
+    OpSpec("coll_pull", ("dst", "peer", "mine", "slot", "offset", "nbytes", "guard"), DMA, TRANSFER,
+           (Span(1, READ, lambda a: 32), Span(2, READ, lambda a: 8), Span(3, READ, lambda a: a[5]),
+            Span(0, WRITE, lambda a: a[5])),
+           (_DEFAULT, "MEMCPY_ASYNC"), "{nbytes} B at {offset:#x} of the window of {peer:where} -> {dst:where}"),
     # a reduce-scatter's step at a chunk's owner: its own chunk and every peer's (landed) chunk
     # reduced in one task, in order; as much work for the time model as the copy and the chain
     # of reduce tasks it stands for

@@ -47,10 +47,13 @@ if TYPE_CHECKING:
 
 
 @op(quick=lambda args: True)
-def coll_enter(device: "Device", stream: "DeviceStream", dst: tuple, word: int, count: int, comm: tuple) -> None:
-    """Write the operation's two descriptor words; ``comm``: the communicator's error word
-    (its collective waits' guards name it), which the modelled clock keys the entry by."""
-    device.memory.view(dst, 16, stream, write=True).view(np.uint64)[:] = (word, count)
+def coll_enter(device: "Device", stream: "DeviceStream", dst: tuple, word: int, count: int, comm: tuple,
+               window: tuple = ()) -> None:
+    """Write the operation's two descriptor words, then ``window`` (a collective's: the
+    offset in this device's HBM and the bytes of the buffer its peers may read in place, or
+    (0, 0)); ``comm``: the communicator's error word (its collective waits' guards name it),
+    which the modelled clock keys the entry by."""
+    device.memory.view(dst, 16 + 8 * len(window), stream, write=True).view(np.uint64)[:] = (word, count, *window)
 
 
 @op(quick=lambda args: True)
@@ -69,6 +72,33 @@ def coll_check(device: "Device", stream: "DeviceStream", mine: tuple, peer: tupl
         guard.set(COMM_PARA, peer_rank)
         raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, "ranks disagree: " + ", ".join(
             f"{f[0]} {_label(f, there)} on rank {peer_rank}, {_label(f, here)} here" for f in differ))
+
+
+@op()
+def coll_pull(device: "Device", stream: "DeviceStream", dst: tuple, peer: tuple, mine: tuple, slot: tuple,
+              offset: int, nbytes: int, guard: tuple) -> None:
+    """``peer``: the peer's descriptor (4 words: operation, count, window offset and bytes),
+    ``mine``: ours, whose operation word it must carry (the window is this operation's);
+    ``offset``: where the bytes lie in its window; ``slot``: our landing slot, where they
+    are instead if it published no window; ``guard`` as for a collective's wait."""
+    guard = CommGuard(device, stream, *guard)
+    guard.ensure_intact()
+    words = [int(w) for w in device.memory.view(peer, 32, stream).view(np.uint64)]
+    if words[0] != int(device.memory.view(mine, 8, stream).view(np.uint64)[0]):
+        guard.set(COMM_PARA, guard.peer_rank)
+        raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"rank {guard.peer_rank}'s descriptor is not of this operation")
+    start, size = words[2], words[3]
+    if size and not (type(offset) is int and type(nbytes) is int and 0 <= offset and offset + nbytes <= size):
+        guard.set(COMM_PARA, guard.peer_rank)
+        raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"{nbytes!r:.20} bytes at {offset!r:.20} are outside the "
+                        f"{size}-byte window rank {guard.peer_rank} published")
+    src = ("d", peer[1], start + offset) if size else slot
+    try:
+        device.memory.view(dst, nbytes, stream, write=True)[:] = device.memory.view(src, nbytes, stream)
+    except TaskFault as fault:
+        guard.fail(fault)
+        raise
+    device.wake()
 
 
 def _value(field: tuple, words: list[int]) -> int:

@@ -4,7 +4,9 @@ Every phase works on a list of ranks in order (a ring, a group) and per-rank chu
 memory operands of this rank); operations combine phases (HCCL's coll_algo_intro):
 
     all_reduce       mesh: reduce-scatter + all-gather, each chunk's peers at once (one
-                     side stream per peer for both phases)
+                     side stream per peer for both phases); when the ranks may read each
+                     other's memory (Comm.zero_copy) the all-gather reads each peer's
+                     reduced chunk where it lies, one copy (no landing slot)
                      ring: reduce-scatter + all-gather around the ring, p-1 steps each
                      hierarchical: RS inside the group, all-reduce across groups (ring of
                      the ranks of one local index), AG inside the group
@@ -134,7 +136,7 @@ def mesh_all_reduce(plan: Plan, st: Stream, group: list[int], me: int, src: list
         _mesh_reduce_scatter(plan, st, sides, group, me, src, dst[me])
         for side in sides:
             plan.hand_over(side)
-        _mesh_all_gather(plan, sides, group, me, dst[me], dst)
+        _mesh_all_gather(plan, sides, group, me, dst[me], dst, in_place=plan.window is not None)
 
 
 def _mesh_reduce_scatter(plan: Plan, st: Stream, sides: list, group: list[int], me: int, src: list[Operand],
@@ -163,10 +165,18 @@ def _mesh_reduce_scatter(plan: Plan, st: Stream, sides: list, group: list[int], 
         plan.release(st, group[(me + d) % m])
 
 
-def _mesh_all_gather(plan: Plan, sides: list, group: list[int], me: int, mine: Operand, outs: list[Operand]) -> None:
+def _mesh_all_gather(plan: Plan, sides: list, group: list[int], me: int, mine: Operand, outs: list[Operand],
+                     in_place: bool = False) -> None:
+    """Each side sends our chunk to its peer and takes the peer's: ``in_place`` (``outs``
+    in the plan's window), the peers read each other's chunks where they lie, one copy
+    each (Plan.offer / pull); else through a landing slot, copied out."""
     m = len(group)
     for d, side in enumerate(sides, 1):
         q = (me + d) % m
+        if in_place:
+            plan.offer(side.stream, group[q], mine)
+            plan.pull(side.stream, group[q], outs[q])
+            continue
         plan.put(side.stream, group[q], mine)
         slot = plan.take(side.stream, group[q], outs[q].nbytes)
         plan.copy(side.stream, outs[q], slot)

@@ -511,7 +511,7 @@ def all_reduce(send_buf, recv_buf, count, data_type, op, comm, stream) -> None:
 def _all_reduce(c: comms.Comm, stream, send, recv, count: int, dtype: int, item: int, op: int, kind: str) -> None:
     lay = layout(c.levels, c.choice, "allreduce", c.rank, c.nranks)
     with _operation(c, stream, dtype, op) as plan:
-        plan.collective(kind, count, algorithm=lay.algorithm)
+        plan.collective(kind, count, algorithm=lay.algorithm, window=recv)
         for o, n in A.pieces(count, len(lay.group), item, c.slot_bytes):
             A.all_reduce(plan, plan.main, lay, send.slice(o * item, n * item) if send else _none(c),
                          recv.slice(o * item, n * item) if recv else _none(c), n, item)
