@@ -142,6 +142,94 @@ def test_coll_reduce_task_reduces_in_order_like_the_chain_it_stands_for(acl):
     acl.rt.destroy_stream(stream)
 
 
+IN_PLACE = """
+import json, sys, threading
+import numpy as np
+import mdev.acl as acl
+import mdev.hccl as hccl
+acl.init()
+comms, _ = hccl.comm_init_all(2, [0, 1])
+n, got = 1 << 16, {}
+
+def rank(r):
+    acl.rt.set_device(r)
+    s, _ = acl.rt.create_stream()
+    buf, _ = acl.rt.malloc(n * 4, 0)
+    x = np.arange(n, dtype=np.float32) * (r + 1)
+    acl.rt.memcpy(buf, n * 4, acl.util.numpy_to_ptr(x), n * 4, acl.ACL_MEMCPY_HOST_TO_DEVICE)
+    assert hccl.all_reduce(buf, buf, n, hccl.HCCL_DATA_TYPE_FP32, hccl.HCCL_REDUCE_SUM, comms[r], s) == 0
+    assert acl.rt.synchronize_stream(s) == 0, acl.get_recent_err_msg()
+    acl.rt.memcpy(acl.util.numpy_to_ptr(x), n * 4, buf, n * 4, acl.ACL_MEMCPY_DEVICE_TO_HOST)
+    got[r] = bool((x == np.arange(n, dtype=np.float32) * 3).all())
+    acl.rt.free(buf)
+    acl.rt.destroy_stream(s)
+
+threads = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
+[t.start() for t in threads]; [t.join() for t in threads]
+[hccl.comm_destroy(c) for c in comms]
+acl.finalize()
+print(json.dumps(got))
+"""
+
+
+def test_all_reduce_of_one_process_reads_the_peers_chunks_where_they_lie(board, run_py, tmp_path):
+    """Ranks of one process (their memory is each other's): the all-gather takes each peer's
+    reduced chunk from its receive buffer in one copy (coll_pull, over the link) -- only
+    the reduce-scatter's transfer goes through a landing slot."""
+    trace = tmp_path / "pull.json"
+    proc = run_py(IN_PLACE, board, timeout=120, env={"MDEV_TRACE": str(trace), "HCCL_BUFFSIZE": "4",
+                                                     "HCCL_ALGO": "level0:mesh"})
+    assert json.loads(proc.stdout.splitlines()[-1]) == {"0": True, "1": True}
+    tasks = [e["args"] for e in json.loads(trace.read_text())["traceEvents"] if e.get("cat") == "task"]
+    for dev in (0, 1):
+        kinds = [(a["kind"], a["route"]) for a in tasks if a["device"] == dev and a["bytes"]]
+        assert kinds.count(("copy", "P2P")) == 1, kinds            # the reduce-scatter's put
+        assert kinds.count(("coll_pull", "P2P")) == 1, kinds       # the all-gather's
+        assert ("copy", "D2D") not in kinds, kinds                 # nothing copied out of a slot
+
+
+def test_all_reduce_with_a_rank_whose_buffer_is_in_pieces(acl, monkeypatch):
+    """A rank whose receive buffer is two physical allocations behind one reservation (VMM)
+    publishes no window: it puts its chunk in the peer's landing slot, where the peer's
+    pull finds it; the other rank's chunk is read in place (mesh).  Both get the sums."""
+    monkeypatch.setenv("HCCL_ALGO", "level0:mesh")
+    comms = _comms(acl, [0, 1])
+    n = 3 << 18                                        # fp32: 3 MiB, the chunks straddle the two pieces
+    xs = inputs(H.HCCL_DATA_TYPE_FP32, 2, n, seed=5)
+    prop = {"handleType": 0, "allocationType": 0, "memAttr": 4, "location": {"type": 1, "id": 0}, "reserve": 0}
+
+    def body(r, stream):
+        if r == 0:
+            va, ret = acl.rt.reserve_mem_address(4 << 20, 0, 0, 1)
+            assert ret == 0, acl.get_recent_err_msg()
+            handles = [acl.rt.malloc_physical(2 << 20, prop, 0)[0] for _ in range(2)]
+            for i, h in enumerate(handles):
+                assert acl.rt.map_mem(va + (i << 21), 2 << 20, 0, h, 0) == 0, acl.get_recent_err_msg()
+        else:
+            va = device_alloc(acl, n * 4)
+        to_device(acl, va, xs[r])
+        assert hccl.all_reduce(va, va, n, H.HCCL_DATA_TYPE_FP32, H.HCCL_REDUCE_SUM, comms[r], stream) == 0, \
+            acl.get_recent_err_msg()
+        assert acl.rt.synchronize_stream(stream) == 0, acl.get_recent_err_msg()
+        out = from_device(acl, va, n * 4, np.float32)
+        if r == 0:
+            for i, h in enumerate(handles):
+                assert acl.rt.unmap_mem(va + (i << 21)) == 0
+                assert acl.rt.free_physical(h) == 0
+            assert acl.rt.release_mem_address(va) == 0
+        else:
+            acl.rt.free(va)
+        return out
+
+    try:
+        results = run_ranks(acl, [0, 1], body)
+    finally:
+        _destroy(comms)
+    for got in results:
+        np.testing.assert_array_equal(got, all_reduce_expected(xs, H.HCCL_DATA_TYPE_FP32, H.HCCL_REDUCE_SUM,
+                                                               mesh_order))
+
+
 # ---------------------------------------------------------------------------- every operation
 def _every_operation(acl, devices, order, count=1003, dtype=H.HCCL_DATA_TYPE_INT32):
     """Each operation once on every rank (thread per rank), checked against numpy (sums in
