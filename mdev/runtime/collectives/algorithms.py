@@ -128,15 +128,22 @@ def mesh_all_gather(plan: Plan, st: Stream, group: list[int], me: int, mine: Ope
 def mesh_all_reduce(plan: Plan, st: Stream, group: list[int], me: int, src: list[Operand], dst: list[Operand]) -> None:
     """mesh_reduce_scatter then mesh_all_gather on the same side streams, forked once: the
     caller's stream hands each side over (a notify) once our chunk is reduced, where a join
-    and a fork of every side would come between the phases."""
-    if len(group) == 1:
+    and a fork of every side would come between the phases -- or, when the peers read our
+    chunk where it lies, tells each peer itself that it is final (Plan.offer: a notify
+    record each) and the sides only pull theirs."""
+    m = len(group)
+    if m == 1:
         plan.copy(st, dst[0], src[0])
         return
-    with plan.parallel(len(group) - 1) as sides:
+    with plan.parallel(m - 1) as sides:
         _mesh_reduce_scatter(plan, st, sides, group, me, src, dst[me])
-        for side in sides:
-            plan.hand_over(side)
-        _mesh_all_gather(plan, sides, group, me, dst[me], dst, in_place=plan.window is not None)
+        offered = plan.published_at(dst[me])
+        for d, side in enumerate(sides, 1):
+            if offered:
+                plan.offer(st, group[(me + d) % m], dst[me])
+            else:
+                plan.hand_over(side)
+        _mesh_all_gather(plan, sides, group, me, dst[me], dst, in_place=plan.window is not None, offered=offered)
 
 
 def _mesh_reduce_scatter(plan: Plan, st: Stream, sides: list, group: list[int], me: int, src: list[Operand],
@@ -166,15 +173,17 @@ def _mesh_reduce_scatter(plan: Plan, st: Stream, sides: list, group: list[int], 
 
 
 def _mesh_all_gather(plan: Plan, sides: list, group: list[int], me: int, mine: Operand, outs: list[Operand],
-                     in_place: bool = False) -> None:
+                     in_place: bool = False, offered: bool = False) -> None:
     """Each side sends our chunk to its peer and takes the peer's: ``in_place`` (``outs``
     in the plan's window), the peers read each other's chunks where they lie, one copy
-    each (Plan.offer / pull); else through a landing slot, copied out."""
+    each (Plan.offer / pull; ``offered``: the caller's stream offered ours already);
+    else through a landing slot, copied out."""
     m = len(group)
     for d, side in enumerate(sides, 1):
         q = (me + d) % m
         if in_place:
-            plan.offer(side.stream, group[q], mine)
+            if not offered:
+                plan.offer(side.stream, group[q], mine)
             plan.pull(side.stream, group[q], outs[q])
             continue
         plan.put(side.stream, group[q], mine)

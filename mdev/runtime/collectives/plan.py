@@ -130,12 +130,15 @@ class Plan:
         check = self.checks.pop(peer, None)           # the first transfer from the peer
         return self.comm.inboxes[peer].take(st, nbytes, self._check(peer, *check) if check else None)
 
+    def published_at(self, data: Operand) -> bool:
+        """Peers can read ``data`` where it lies (it is in the window we published)."""
+        return self.published and self.window.ptr <= data.ptr and \
+            data.ptr + data.nbytes <= self.window.ptr + self.window.nbytes
+
     def offer(self, st: Stream, peer: int, data: Operand) -> None:
         """``data`` for ``peer``, which takes it with ``pull``: a signal that it is ready to be
         read in place where we published it, else a transfer into its landing slot."""
-        inside = self.published and self.window.ptr <= data.ptr and data.ptr + data.nbytes <= \
-            self.window.ptr + self.window.nbytes
-        self.put(st, peer, data.slice(0, 0) if inside else data)
+        self.put(st, peer, data.slice(0, 0) if self.published_at(data) else data)
 
     def pull(self, st: Stream, peer: int, out: Operand) -> None:
         """Take what ``peer`` offered into ``out``, which lies in our window where it lies in
