@@ -1,5 +1,6 @@
 """Device-side support of collectives (mdev.runtime.collectives): a rank entering an
-operation, the consistency check, and a reduce-scatter's reduction in one task.
+operation, the consistency check, a reduce-scatter's reduction in one task, and an
+all-gather's read of a peer's chunk where it lies.
 
     rank q's stream:  coll_enter -> its own descriptor words (operation, count, ...)
                       ... first transfer to rank r ... record_notify(ready of rank r)
@@ -19,6 +20,14 @@ task (``coll_reduce``), in the order of the chain of reduce tasks it stands for 
 that chain's rounding (each step in the data type), so results are bit-equal to it; it
 goes through the chunk a block at a time, reading each source once and writing the result
 once (a chain reads and writes the result once per peer).
+
+Ranks that may touch each other's memory (all of one process, with peer access) publish
+with their descriptor the window peers may read in place (their receive buffer); a peer's
+all-gather step then copies the chunk straight from it (``coll_pull``), once the owner's
+notify said it is final -- one copy where a transfer into a landing slot and a copy out
+were two.  The window is another process's word: the pull checks that the descriptor is of
+this operation and the range inside the window, and reads through the device's memory
+checks as any peer read does.
 
 Entering is where a rank's operation begins in modelled time (mdev.board.trace.DeviceModel):
 no transfer into this rank's landing slots counts as started before it, as HCCL's
