@@ -710,11 +710,14 @@ def test_modelled_time_meets_hccls_formula_across_cluster_nodes(tmp_path, monkey
 
 
 # ---------------------------------------------------------------------------- tools see the operations
-def test_the_sanitizer_sees_a_collectives_tasks(acl):
+@pytest.mark.parametrize("algo", [None, "level0:mesh"], ids=["ring", "mesh"])
+def test_the_sanitizer_sees_a_collectives_tasks(acl, monkeypatch, algo):
     """An all-reduce's copies, notifies and reduces are tasks the sanitizer orders like any
     others: reading the result before synchronising the stream is a race it names; reading
-    it after is clean."""
+    it after is clean (mesh: ranks of one process pull each other's chunks in place)."""
     from mdev import sanitizer
+    if algo:
+        monkeypatch.setenv("HCCL_ALGO", algo)
     comms = _comms(acl, [0, 1])
 
     def body(r, stream, early):
