@@ -157,10 +157,19 @@ def rank(r):
     buf, _ = acl.rt.malloc(n * 4, 0)
     x = np.arange(n, dtype=np.float32) * (r + 1)
     acl.rt.memcpy(buf, n * 4, acl.util.numpy_to_ptr(x), n * 4, acl.ACL_MEMCPY_HOST_TO_DEVICE)
-    assert hccl.all_reduce(buf, buf, n, hccl.HCCL_DATA_TYPE_FP32, hccl.HCCL_REDUCE_SUM, comms[r], s) == 0
+    if sys.argv[1] == "all_reduce":
+        assert hccl.all_reduce(buf, buf, n, hccl.HCCL_DATA_TYPE_FP32, hccl.HCCL_REDUCE_SUM, comms[r], s) == 0
+        expect = np.arange(n, dtype=np.float32) * 3
+    else:
+        out, _ = acl.rt.malloc(2 * n * 4, 0)
+        assert hccl.all_gather(buf, out, n, hccl.HCCL_DATA_TYPE_FP32, comms[r], s) == 0
+        assert acl.rt.synchronize_stream(s) == 0, acl.get_recent_err_msg()
+        acl.rt.free(buf)
+        buf, x = out, np.empty(2 * n, np.float32)
+        expect = np.concatenate([np.arange(n, dtype=np.float32), np.arange(n, dtype=np.float32) * 2])
     assert acl.rt.synchronize_stream(s) == 0, acl.get_recent_err_msg()
-    acl.rt.memcpy(acl.util.numpy_to_ptr(x), n * 4, buf, n * 4, acl.ACL_MEMCPY_DEVICE_TO_HOST)
-    got[r] = bool((x == np.arange(n, dtype=np.float32) * 3).all())
+    acl.rt.memcpy(acl.util.numpy_to_ptr(x), x.nbytes, buf, x.nbytes, acl.ACL_MEMCPY_DEVICE_TO_HOST)
+    got[r] = bool((x == expect).all())
     acl.rt.free(buf)
     acl.rt.destroy_stream(s)
 
@@ -172,20 +181,24 @@ print(json.dumps(got))
 """
 
 
-def test_all_reduce_of_one_process_reads_the_peers_chunks_where_they_lie(board, run_py, tmp_path):
-    """Ranks of one process (their memory is each other's): the all-gather takes each peer's
-    reduced chunk from its receive buffer in one copy (coll_pull, over the link) -- only
-    the reduce-scatter's transfer goes through a landing slot."""
+@pytest.mark.parametrize("op", ["all_reduce", "all_gather"])
+def test_ranks_of_one_process_read_the_peers_chunks_where_they_lie(board, run_py, tmp_path, op):
+    """Ranks of one process (their memory is each other's) on a mesh: an all-gather, and an
+    all_reduce's all-gather phase, take each peer's chunk from its buffer in one copy
+    (coll_pull, over the link) -- only the reduce-scatter's transfer goes through a landing
+    slot."""
     trace = tmp_path / "pull.json"
-    proc = run_py(IN_PLACE, board, timeout=120, env={"MDEV_TRACE": str(trace), "HCCL_BUFFSIZE": "4",
-                                                     "HCCL_ALGO": "level0:mesh"})
+    code = IN_PLACE.replace("import json, sys, threading", f"import json, sys, threading; sys.argv[1:] = [{op!r}]")
+    proc = run_py(code, board, timeout=120, env={"MDEV_TRACE": str(trace), "HCCL_BUFFSIZE": "4",
+                                                 "HCCL_ALGO": "level0:mesh"})
     assert json.loads(proc.stdout.splitlines()[-1]) == {"0": True, "1": True}
     tasks = [e["args"] for e in json.loads(trace.read_text())["traceEvents"] if e.get("cat") == "task"]
     for dev in (0, 1):
         kinds = [(a["kind"], a["route"]) for a in tasks if a["device"] == dev and a["bytes"]]
-        assert kinds.count(("copy", "P2P")) == 1, kinds            # the reduce-scatter's put
-        assert kinds.count(("coll_pull", "P2P")) == 1, kinds       # the all-gather's
-        assert ("copy", "D2D") not in kinds, kinds                 # nothing copied out of a slot
+        assert kinds.count(("copy", "P2P")) == (op == "all_reduce"), kinds     # the reduce-scatter's put
+        assert kinds.count(("coll_pull", "P2P")) == 1, kinds
+        if op == "all_reduce":
+            assert ("copy", "D2D") not in kinds, kinds                         # nothing copied out of a slot
 
 
 def test_all_reduce_with_a_rank_whose_buffer_is_in_pieces(acl, monkeypatch):

@@ -11,7 +11,8 @@ memory operands of this rank); operations combine phases (HCCL's coll_algo_intro
                      hierarchical: RS inside the group, all-reduce across groups (ring of
                      the ranks of one local index), AG inside the group
     reduce_scatter   hierarchical: RS across groups, then inside the group
-    all_gather       hierarchical: AG inside the group, then across groups
+    all_gather       mesh: each peer's block at once (in one process: read where it lies
+                     in the peer's send buffer); hierarchical: AG inside the group, then across
     broadcast        mesh: scatter + all-gather; otherwise a chain from the root
     reduce           a chain into the root;  scatter: the root to each rank
     all_to_all(_v)   every pair at once;      send / recv: one channel
@@ -116,12 +117,15 @@ def mesh_reduce_scatter(plan: Plan, st: Stream, group: list[int], me: int, src: 
         _mesh_reduce_scatter(plan, st, sides, group, me, src, out)
 
 
-def mesh_all_gather(plan: Plan, st: Stream, group: list[int], me: int, mine: Operand, outs: list[Operand]) -> None:
+def mesh_all_gather(plan: Plan, st: Stream, group: list[int], me: int, mine: Operand, outs: list[Operand],
+                    at: list[int] | None = None) -> None:
+    """``at``: where each rank's chunk lies in its window, when the ranks read each other's
+    chunks in place (see _mesh_all_gather)."""
     if len(group) == 1:
         plan.copy(st, outs[0], mine)
         return
     with plan.parallel(len(group) - 1) as sides:
-        _mesh_all_gather(plan, sides, group, me, mine, outs)
+        _mesh_all_gather(plan, sides, group, me, mine, outs, at)
         plan.copy(st, outs[me], mine)
 
 
@@ -143,7 +147,8 @@ def mesh_all_reduce(plan: Plan, st: Stream, group: list[int], me: int, src: list
                 plan.offer(st, group[(me + d) % m], dst[me])
             else:
                 plan.hand_over(side)
-        _mesh_all_gather(plan, sides, group, me, dst[me], dst, in_place=plan.window is not None, offered=offered)
+        at = [d.ptr - plan.window.ptr for d in dst] if plan.window is not None else None
+        _mesh_all_gather(plan, sides, group, me, dst[me], dst, at, offered)
 
 
 def _mesh_reduce_scatter(plan: Plan, st: Stream, sides: list, group: list[int], me: int, src: list[Operand],
@@ -173,18 +178,18 @@ def _mesh_reduce_scatter(plan: Plan, st: Stream, sides: list, group: list[int], 
 
 
 def _mesh_all_gather(plan: Plan, sides: list, group: list[int], me: int, mine: Operand, outs: list[Operand],
-                     in_place: bool = False, offered: bool = False) -> None:
-    """Each side sends our chunk to its peer and takes the peer's: ``in_place`` (``outs``
-    in the plan's window), the peers read each other's chunks where they lie, one copy
-    each (Plan.offer / pull; ``offered``: the caller's stream offered ours already);
-    else through a landing slot, copied out."""
+                     at: list[int] | None = None, offered: bool = False) -> None:
+    """Each side sends our chunk to its peer and takes the peer's: with ``at`` (where rank
+    j's chunk lies in its window: the plan has one, all ranks have), the peers read each
+    other's chunks where they lie, one copy each (Plan.offer / pull; ``offered``: the
+    caller's stream offered ours already); else through a landing slot, copied out."""
     m = len(group)
     for d, side in enumerate(sides, 1):
         q = (me + d) % m
-        if in_place:
+        if at is not None:
             if not offered:
                 plan.offer(side.stream, group[q], mine)
-            plan.pull(side.stream, group[q], outs[q])
+            plan.pull(side.stream, group[q], outs[q], at[q])
             continue
         plan.put(side.stream, group[q], mine)
         slot = plan.take(side.stream, group[q], outs[q].nbytes)
@@ -243,9 +248,12 @@ def all_gather(plan: Plan, st: Stream, lay: Layout, send: Operand, recv: Operand
     o, n = at
     block = lambda r: recv.slice((r * sc + o) * item, n * item)      # noqa: E731
     mine = send.slice(o * item, n * item)
-    _, ag = PHASES[lay.level0]
     group = list(lay.group)
-    ag(plan, st, group, group.index(plan.comm.rank), mine, [block(r) for r in group])
+    me, outs = group.index(plan.comm.rank), [block(r) for r in group]
+    if lay.level0 == MESH and plan.window is not None:     # each rank's part lies o items into its send buffer
+        mesh_all_gather(plan, st, group, me, mine, outs, [o * item] * len(group))
+    else:
+        PHASES[lay.level0][1](plan, st, group, me, mine, outs)
     if lay.across:                                  # inside our group first, then across the groups
         ring = list(lay.across)
         outs = [join([block(r) for r in g]) for g in _groups(lay, plan.comm.rank)]

@@ -548,7 +548,7 @@ def all_gather(send_buf, recv_buf, send_count, data_type, comm, stream) -> None:
     recv = _buffer(c, recv_buf, c.nranks * sc * item, True, "recvBuf") or _none(c)
     lay = layout(c.levels, c.choice, "allgather", c.rank, c.nranks)
     with _operation(c, stream, dtype) as plan:
-        plan.collective("all_gather", sc, algorithm=lay.algorithm)
+        plan.collective("all_gather", sc, algorithm=lay.algorithm, window=send)
         for at in _parts(c, lay, sc, item):
             A.all_gather(plan, plan.main, lay, send, recv, sc, item, at)
 

@@ -140,15 +140,14 @@ class Plan:
         read in place where we published it, else a transfer into its landing slot."""
         self.put(st, peer, data.slice(0, 0) if self.published_at(data) else data)
 
-    def pull(self, st: Stream, peer: int, out: Operand) -> None:
-        """Take what ``peer`` offered into ``out``, which lies in our window where it lies in
-        the peer's (the ranks' buffers have one layout), and release it."""
+    def pull(self, st: Stream, peer: int, out: Operand, at: int) -> None:
+        """Take what ``peer`` offered into ``out`` -- ``at`` bytes into its window if it
+        published one -- and release it."""
         slot = self.take(st, peer, out.nbytes)
         kind, dev, base = self.comm.peer_headers[peer]
         for o, piece in _pieces(out):
             streams.submit(st, "coll_pull", piece.location(), (kind, dev, base + self.desc), self.comm.loc(self.desc),
-                           slot.slice(o, piece.nbytes).location(), out.ptr - self.window.ptr + o, piece.nbytes,
-                           self.comm.guard(peer))
+                           slot.slice(o, piece.nbytes).location(), at + o, piece.nbytes, self.comm.guard(peer))
         self.release(st, peer)
 
     def staged(self, peer: int) -> bool:
