@@ -23,7 +23,9 @@ A task travels as ``(op name, args)``, a tuple of builtins (the wire names no cl
     sanitizer -----------------------> accesses (operands and roles)
     model dump (runtime.models) ------> ri, text
 
-Operand kinds: ``Span`` (a location and a byte count), ``Pitched`` (rows of a 2-D copy),
+Operand kinds: ``Span`` (a location and a byte count; ``traffic``: the bytes the time
+model charges, when not that count), ``Spans`` (a tuple of locations of one byte count),
+``Pitched`` (rows of a 2-D copy),
 ``Tensor`` (a location with shape, strides in elements and an aclDataType), ``Tensors``
 (an operator task's tensors, each as a Tensor carries them), ``Paras`` (parameters given by value or by address).  A
 location is ``("d", device, offset)`` or ``("p", segment, offset)``.  A family of ops shares
