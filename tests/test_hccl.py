@@ -22,6 +22,7 @@ from mdev.naming import runtime_dir
 from mdev.cli.trace import collective_times
 
 MiB = 1 << 20
+DESC_OF_OP0 = 64           # a communicator's first operation's descriptor (mdev.runtime.collectives.comm)
 REDUCIBLE = sorted(DTYPES)
 OPS = [H.HCCL_REDUCE_SUM, H.HCCL_REDUCE_PROD, H.HCCL_REDUCE_MAX, H.HCCL_REDUCE_MIN]
 
@@ -199,6 +200,46 @@ def test_ranks_of_one_process_read_the_peers_chunks_where_they_lie(board, run_py
         assert kinds.count(("coll_pull", "P2P")) == 1, kinds
         if op == "all_reduce":
             assert ("copy", "D2D") not in kinds, kinds                         # nothing copied out of a slot
+
+
+def test_a_pull_outside_the_window_a_peer_published_fails_the_communicator(acl, monkeypatch):
+    """The window is the peer's word: a pull past its end is refused with
+    ACL_ERROR_RT_PARAM_INVALID and breaks the communicator, as a disagreement does (the next
+    collective task fails at once); nothing is written."""
+    from mdev.runtime import streams
+    from mdev.runtime.collectives.comm import held as comm_state
+    from mdev.runtime.core import RUNTIME as rt
+    monkeypatch.setenv("HCCL_ALGO", "level0:mesh")
+    comms = _comms(acl, [0, 1])
+    n = 1024
+
+    def body(r, stream):
+        buf = device_alloc(acl, n * 4)
+        to_device(acl, buf, np.ones(n, np.float32))
+        assert hccl.all_reduce(buf, buf, n, H.HCCL_DATA_TYPE_FP32, H.HCCL_REDUCE_SUM, comms[r], stream) == 0
+        assert acl.rt.synchronize_stream(stream) == 0, acl.get_recent_err_msg()
+        return buf
+
+    try:
+        bufs = run_ranks(acl, [0, 1], body)
+        c = comm_state.comms[comms[0]]
+        assert acl.rt.set_device(0) == 0
+        stream, _ = acl.rt.create_stream()
+        kind, dev, base = c.peer_headers[1]
+        target = rt.memory.operand(bufs[0], 64, write=True, what="test")
+        for offset, why in ((n * 4 - 32, "64 bytes at 4064 are outside the 4096-byte window rank 1 published"),
+                            (0, "the communicator failed earlier")):       # broken by the first
+            streams.submit(rt.stream_in_context(stream), "coll_pull", target.location(), (kind, dev, base + DESC_OF_OP0),
+                           c.loc(DESC_OF_OP0), c.at(c.slot_offset(1, 0), 64).location(), offset, 64, c.guard(1))
+            assert acl.rt.synchronize_stream(stream) == acl.ACL_ERROR_RT_PARAM_INVALID
+            assert why in acl.get_recent_err_msg(), acl.get_recent_err_msg()
+        assert from_device(acl, bufs[0], n * 4, np.float32).tolist() == [2.0] * n
+        acl.rt.destroy_stream(stream)
+        for r, buf in enumerate(bufs):
+            assert acl.rt.set_device(r) == 0
+            acl.rt.free(buf)
+    finally:
+        _destroy(comms)
 
 
 def test_all_reduce_with_a_rank_whose_buffer_is_in_pieces(acl, monkeypatch):

@@ -92,6 +92,8 @@ def coll_pull(device: "Device", stream: "DeviceStream", dst: tuple, peer: tuple,
     are instead if it published no window; ``guard`` as for a collective's wait."""
     guard = CommGuard(device, stream, *guard)
     guard.ensure_intact()
+    if peer[0] != "d" or type(peer[1]) is not int:
+        raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"coll_pull: {peer!r:.80} is no peer's device memory")
     words = [int(w) for w in device.memory.view(peer, 32, stream).view(np.uint64)]
     if words[0] != int(device.memory.view(mine, 8, stream).view(np.uint64)[0]):
         guard.set(COMM_PARA, guard.peer_rank)
