@@ -53,6 +53,7 @@ REQ_LOAD, REQ_RUN, REQ_UNLOAD = 1, 2, 3
 POLL_S = 0.05            # a stop reaches a thread waiting for its runner within this
 STOP_GRACE_S = 0.2       # how long a stopped launch may still take to end by itself
 READ_AHEAD = 65536       # what one receive of replies asks for
+REPLY = struct.Struct("<8I3Q")   # a launch's reply, before its message and printf text
 DONE_SKIPPED = 3         # the runner's status for a launch it skipped (Runner.skip)
 _build_lock = threading.Lock()
 _runner_path: Path | None = None
@@ -219,17 +220,18 @@ class Runner:
 
     def launch_reply(self) -> tuple | None:
         """The next launch reply if all of it is in: (status, block, ns, message, printf text,
-        cut, (bad address, bytes)); None if not yet."""
+        cut, (bad address, bytes), when it ended (time.monotonic)); None if not yet."""
         got = self._got
-        if len(got) < 48:
+        if len(got) < REPLY.size:
             return None
-        status, block, lo, hi, mlen, olen, cut, _, bad, bad_bytes = struct.unpack_from("<8I2Q", got)
-        if len(got) < 48 + mlen + olen:
+        status, block, lo, hi, mlen, olen, cut, _, bad, bad_bytes, ended = REPLY.unpack_from(got)
+        end = REPLY.size + mlen + olen
+        if len(got) < end:
             return None
-        message = got[48:48 + mlen].decode(errors="replace")
-        output = got[48 + mlen:48 + mlen + olen].decode(errors="replace")
-        del got[:48 + mlen + olen]
-        return status, block, lo | hi << 32, message, output, bool(cut), (bad, bad_bytes)
+        message = got[REPLY.size:REPLY.size + mlen].decode(errors="replace") if mlen else ""
+        output = got[REPLY.size + mlen:end].decode(errors="replace") if olen else ""
+        del got[:end]
+        return status, block, lo | hi << 32, message, output, bool(cut), (bad, bad_bytes), ended / 1e9
 
     def unload(self, image_id: int) -> None:
         self.send(REQ_UNLOAD, struct.pack("<I", image_id))
@@ -375,7 +377,7 @@ class NativeKernel(Kernel):
     def report(self, launch: Launch, reply: tuple) -> KernelFault | None:
         """A launch's reply: its printf text to the launching host, its fault if it had one
         (and a bad GlobalTensor access for memcheck)."""
-        status, block, _, message, output, cut, (bad, bad_bytes) = reply
+        status, block, _, message, output, cut, (bad, bad_bytes), _ = reply
         if output:
             launch.print(output + ("[mdev: kernel printf output cut at 4 MiB]\n" if cut else ""))
         if not status or status == DONE_SKIPPED:
@@ -427,9 +429,9 @@ class _Handed(Launch):
         super().stop_after(seconds, code, why)
         self.ahead.skip()
 
-    def time_out(self, seconds: float, core: str) -> None:
-        """From now on (it runs now), the execute timeout stops it after ``seconds``."""
-        self.started = time.monotonic()
+    def time_out(self, seconds: float, core: str, started: float) -> None:
+        """The execute timeout stops it ``seconds`` after it ``started`` (time.monotonic)."""
+        self.started = started
         self.timeout = (TIMEOUT_CODES[core], f"kernel {self.name} ran longer than its {seconds} s execute timeout")
         Launch.stop_after(self, seconds, *self.timeout)
 
@@ -447,6 +449,7 @@ class Ahead:
     behind it are sent again to a fresh runner, unless they were dropped."""
 
     DEPTH = 64       # launches out at once: the rest wait for the oldest
+    BATCH = 16       # launches out before a look for replies while more come (one receive, one completion)
 
     def __init__(self, device: "Device", stream: "DeviceStream") -> None:
         self.device, self.stream = device, stream
@@ -497,7 +500,7 @@ class Ahead:
                 self.collect(0)          # (its reply would come behind theirs)
                 self.runner.load(kernel.image)
             if not self.flight:
-                launch.time_out(timeout_s, kernel.core)
+                launch.time_out(timeout_s, kernel.core, time.monotonic())
             self.runner.send_run(*run)
         except RunnerDied as exc:
             launch.close()
@@ -510,37 +513,55 @@ class Ahead:
             raise
         self.flight.append((seq, launch, kernel, timeout_s, run))
         self.handed = seq
-        self.collect(1)
+        if len(self.flight) >= self.BATCH:
+            self.collect(1, wait=False)
 
-    def collect(self, keep: int) -> None:
-        """Complete the launches whose replies are in, waiting for more while over ``keep``
-        are out (the newest is left for a later look: its completion, the last of a run,
-        then comes after the tasks discarded behind it)."""
+    def collect(self, keep: int, wait: bool = True) -> None:
+        """Complete launches in order while over ``keep`` are out: those whose replies are in,
+        and with ``wait`` the ones still running too.  (A launch just handed on is left for a
+        later look: the completion of a run's last launch, made when nothing else of the
+        stream is left, counts the tasks an abort discarded behind it.)"""
+        done, ran = 0, 0          # completions not told yet: the last one's seq, how many
         completed = False
-        while self.flight:
+        while len(self.flight) > keep:
             runner = self.runner
             try:
                 reply = runner.launch_reply()
                 if reply is None:
-                    if len(self.flight) <= keep:
+                    if not wait:
                         if runner.pull(0):
                             continue
                         break
                     head = self.flight[0][1]
                     if head.stopped is not None and time.monotonic() >= head.stopped_at + STOP_GRACE_S:
-                        self._lose(None)
+                        reply = runner
                     else:
                         runner.pull(POLL_S)
-                    continue
+                        continue
             except RunnerDied as exc:
-                self._lose(exc)
+                reply = exc
+            if not isinstance(reply, tuple):     # the runner goes (stopped past its grace, or died)
+                if ran:
+                    self.stream.finish(done, 0, "", ran)
+                    done, ran = 0, 0
+                self._lose(reply if isinstance(reply, RunnerDied) else None)
                 continue
-            self._complete(reply)
+            seq, code, message = self._complete(reply)
             completed = True
+            if code:
+                if ran:
+                    self.stream.finish(done, 0, "", ran)
+                    done, ran = 0, 0
+                self.stream.finish(seq, code, message)
+            else:
+                done, ran = seq, ran + 1
+        if ran:
+            self.stream.finish(done, 0, "", ran)
         if completed:
             self.device.wake()
 
-    def _complete(self, reply: tuple) -> None:
+    def _complete(self, reply: tuple) -> tuple[int, int, str]:
+        """A launch's reply taken: its (seq, code, message); the next launch runs from its end."""
         seq, launch, kernel, _, _ = self.flight.popleft()
         fault = kernel.report(launch, reply)
         if reply[0] == DONE_SKIPPED:
@@ -552,8 +573,8 @@ class Ahead:
         launch.close()
         if self.flight:
             _, following, kernel, timeout_s, _ = self.flight[0]
-            following.time_out(timeout_s, kernel.core)
-        self.stream.finish(seq, code, message)
+            following.time_out(timeout_s, kernel.core, max(following.started, reply[-1]))
+        return seq, code, message
 
     def _lose(self, died: RunnerDied | None) -> None:
         """The runner goes with the launch it runs (stopped past its grace, or the runner died);
@@ -575,7 +596,7 @@ class Ahead:
                     self.runner.load(image)
                 for entry in behind:
                     self.runner.send_run(*entry[4])
-                behind[0][1].time_out(behind[0][3], behind[0][2].core)
+                behind[0][1].time_out(behind[0][3], behind[0][2].core, time.monotonic())
                 self.flight = behind
                 behind = collections.deque()
             except RunnerDied as exc:

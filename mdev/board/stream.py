@@ -247,12 +247,12 @@ class DeviceStream:
             if ahead is None or ahead.handed != seq:     # a launch handed on is completed by its Ahead
                 self.finish(seq, code, message)
 
-    def finish(self, seq: int, code: int, message: str) -> None:
-        """Task ``seq`` is done; once nothing of the stream is left, the tasks an abort
-        discarded count as done with it."""
+    def finish(self, seq: int, code: int, message: str, count: int = 1) -> None:
+        """Tasks up to ``seq`` are done (``count`` of them ran), the last with ``code``; once
+        nothing of the stream is left, the tasks an abort discarded count as done with it."""
         with self._cond:
             idle = not self._queue and self.running_task is None and not (self.ahead is not None and self.ahead.busy)
             done = max(seq, self.drop_upto) if idle else seq
             if idle:
                 self.aborting = False
-        self.device.complete(self, done, code, message)
+        self.device.complete(self, done, code, message, count)

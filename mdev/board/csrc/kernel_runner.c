@@ -547,12 +547,12 @@ static void unload(const unsigned char* p, size_t len) {
 }
 
 /* the reply: status, block, ns, message and output lengths, output cut, the bad access (device
- * address, bytes), message, output */
+ * address, bytes), when it ended (CLOCK_MONOTONIC ns: the next launch's start), message, output */
 static void done(int status, int64_t block, uint64_t ns, const char* message, uint64_t bad, uint64_t bad_bytes) {
     uint32_t mlen = (uint32_t)strlen(message);
     uint32_t head[8] = {(uint32_t)status, (uint32_t)block, (uint32_t)ns, (uint32_t)(ns >> 32), mlen,
                         (uint32_t)L.output_len, (uint32_t)L.output_cut, 0};
-    uint64_t where[2] = {bad, bad_bytes};
+    uint64_t where[3] = {bad, bad_bytes, (uint64_t)now_ns()};
     /* one write for the common reply (the device reads it with one call; two writes could
      * wake it twice) */
     unsigned char small[sizeof head + sizeof where + 1024];
