@@ -124,13 +124,19 @@ class Runner:
 
     def send(self, kind: int, payload: bytes, fds: list[int] = ()) -> None:
         header = struct.pack("<II", kind, len(payload))
+        if not fds:
+            return self.send_requests(header + payload)
         try:
-            if fds:
-                self._wait_writable()
-                socket.send_fds(self.sock, [header], list(fds))
-                data = memoryview(payload)
-            else:
-                data = memoryview(header + payload)
+            self._wait_writable()
+            socket.send_fds(self.sock, [header], list(fds))
+        except OSError as exc:
+            raise RunnerDied(f"the kernel runner is gone ({exc})") from None
+        self.send_requests(payload)
+
+    def send_requests(self, requests: bytes) -> None:
+        """Bytes of whole requests (several at once: one wake-up of the runner for them)."""
+        data = memoryview(requests)
+        try:
             while data:
                 try:
                     data = data[self.sock.send(data):]
@@ -203,17 +209,9 @@ class Runner:
                 return None
         return reply
 
-    def send_run(self, image: "Image", index: int, blocks: int, slots: list[int], maps: list) -> None:
-        payload = [struct.pack("<5I", image.id, index, blocks, len(slots), len(maps)),
-                   struct.pack(f"<{len(slots)}Q", *slots)]
-        for slot, name, offset, extent in maps:
-            raw = name.encode()
-            payload.append(struct.pack("<IIQQ", slot, len(raw), offset, extent) + raw)
-        self.send(REQ_RUN, b"".join(payload))
-
     def run(self, image: "Image", index: int, blocks: int, slots: list[int], maps: list) -> tuple:
         self.load(image)
-        self.send_run(image, index, blocks, slots, maps)
+        self.send_requests(run_request(image, index, blocks, slots, maps))
         while (reply := self.launch_reply()) is None:
             self.pull(POLL_S)
         return reply
@@ -258,6 +256,17 @@ class Runner:
             pass
         self.proc.wait()
         self.sock.close()
+
+
+def run_request(image: "Image", index: int, blocks: int, slots: list[int], maps: list) -> bytes:
+    """A launch as the runner reads it: kernel, blocks, argument slots, pointer translations."""
+    payload = [struct.pack("<5I", image.id, index, blocks, len(slots), len(maps)),
+               struct.pack(f"<{len(slots)}Q", *slots)]
+    for slot, name, offset, extent in maps:
+        raw = name.encode()
+        payload.append(struct.pack("<IIQQ", slot, len(raw), offset, extent) + raw)
+    body = b"".join(payload)
+    return struct.pack("<II", REQ_RUN, len(body)) + body
 
 
 class Runners:
@@ -456,6 +465,7 @@ class Ahead:
         self.runner: Runner | None = None
         self.flight: collections.deque = collections.deque()    # (seq, launch, kernel, timeout_s, run)
         self.handed = 0           # seq of the last launch handed on
+        self.outbox: list[bytes] = []     # requests of launches in flight not sent yet
         self.engine = None
         self.cores = 0
 
@@ -478,11 +488,14 @@ class Ahead:
         engine = device.engines[kernel.engine]
         width = max(1, min(num_blocks, limit, engine.slots))
         runner = self.runner
+        behind = bool(self.flight)
         if runner is not None and (runner.skipping or engine is not self.engine or width > self.cores
                                    or engine.waiters):
             self.settle()        # (a stream waiting for the cores gets them between runs)
         elif len(self.flight) >= self.DEPTH:
             self.collect(self.DEPTH - 1)
+        if behind and seq <= stream.drop_upto:
+            return               # an abort or forced destroy dropped it while it waited its turn
         if self.runner is None:
             engine.acquire(stream.priority, width)
             self.engine, self.cores = engine, width
@@ -495,13 +508,17 @@ class Ahead:
         launch.ahead = self
         launch.start(values)
         try:
-            run = (kernel.image, kernel.index, num_blocks, list(values), kernel.maps(launch, values))
+            request = run_request(kernel.image, kernel.index, num_blocks, list(values), kernel.maps(launch, values))
             if kernel.image.id not in self.runner.loaded:
                 self.collect(0)          # (its reply would come behind theirs)
                 self.runner.load(kernel.image)
-            if not self.flight:
+            if not self.flight:          # the runner is idle: it starts at once
                 launch.time_out(timeout_s, kernel.core, time.monotonic())
-            self.runner.send_run(*run)
+                self.runner.send_requests(request)
+            else:
+                self.outbox.append(request)
+                if len(self.outbox) >= self.BATCH:
+                    self.flush()
         except RunnerDied as exc:
             launch.close()
             self.collect(0)              # (lost with the runner, or sent again to a fresh one)
@@ -511,7 +528,7 @@ class Ahead:
             launch.close()
             self.collect(0)              # the launches out end before this one's failure counts
             raise
-        self.flight.append((seq, launch, kernel, timeout_s, run))
+        self.flight.append((seq, launch, kernel, timeout_s, request))
         self.handed = seq
         if len(self.flight) >= self.BATCH:
             self.collect(1, wait=False)
@@ -521,6 +538,8 @@ class Ahead:
         and with ``wait`` the ones still running too.  (A launch just handed on is left for a
         later look: the completion of a run's last launch, made when nothing else of the
         stream is left, counts the tasks an abort discarded behind it.)"""
+        if wait:
+            self.flush()
         done, ran = 0, 0          # completions not told yet: the last one's seq, how many
         completed = False
         while len(self.flight) > keep:
@@ -576,11 +595,27 @@ class Ahead:
             following.time_out(timeout_s, kernel.core, max(following.started, reply[-1]))
         return seq, code, message
 
+    def flush(self) -> None:
+        """Send the launches held back (the runner is busy with those before them)."""
+        if self.outbox:
+            requests, self.outbox = b"".join(self.outbox), []
+            self.runner.send_requests(requests)
+
+    def idle(self) -> None:
+        """The stream has no other task: launches held back go, and the next reply is waited
+        for (the worker then looks at its queue again); with none out, the runner and the
+        cores go back."""
+        if self.flight:
+            self.collect(len(self.flight) - 1)
+        else:
+            self.settle()
+
     def _lose(self, died: RunnerDied | None) -> None:
         """The runner goes with the launch it runs (stopped past its grace, or the runner died);
         the launches behind it are dropped if a stop skipped them, else sent to a fresh runner."""
         runner, self.runner = self.runner, None
         runners(self.device).drop(runner)
+        self.outbox = []                 # (each launch out keeps its request)
         seq, launch, kernel, _, _ = self.flight.popleft()
         if died is not None and launch.stopped is None:
             fault = KernelFault(f"kernel {kernel.name}: {died}", kernel.core)
@@ -592,10 +627,9 @@ class Ahead:
         if behind and not runner.skipping:
             try:
                 self.runner = runners(self.device).take()
-                for image in {id(r[4][0]): r[4][0] for r in behind}.values():
+                for image in {id(r[2].image): r[2].image for r in behind}.values():
                     self.runner.load(image)
-                for entry in behind:
-                    self.runner.send_run(*entry[4])
+                self.runner.send_requests(b"".join(entry[4] for entry in behind))
                 behind[0][1].time_out(behind[0][3], behind[0][2].core, time.monotonic())
                 self.flight = behind
                 behind = collections.deque()

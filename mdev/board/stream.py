@@ -164,7 +164,10 @@ class DeviceStream:
         start, after which it is stopped with ``code``; a wait is interrupted."""
         with self._cond:
             self.drop_upto = max(self.drop_upto, upto)
-            head = 1 if self.running_task is None and self._queue else 0
+            # launches out at the runner hold the head (one that ended unseen ended as the
+            # destroy came: the host has not seen it end)
+            running = self.running_task is not None or (self.ahead is not None and len(self.ahead) > 0)
+            head = 1 if not running and self._queue else 0
             self._queue = collections.deque(t for i, t in enumerate(self._queue) if i < head or t[0] > upto)
             self.ending = (END_GRACE_S, code, why)
             self.aborting = True
@@ -235,10 +238,11 @@ class DeviceStream:
                 task = self._queue.popleft() if self._queue else None
                 self.running_task = task
             ahead = self.ahead
-            if task is None or (ahead is not None and ahead.busy and task[1] != "native_kernel"):
-                ahead.settle()          # nothing else to do, or a task that must come after them
-                if task is None:
-                    continue
+            if task is None:
+                ahead.idle()            # nothing else to do: the next of its launches out ends
+                continue
+            if ahead is not None and ahead.busy and task[1] != "native_kernel":
+                ahead.settle()          # a task that must come after them
             seq, op, args = task
             code, message = device.run_task(self, op, args)
             with self._cond:
@@ -251,7 +255,7 @@ class DeviceStream:
         """Tasks up to ``seq`` are done (``count`` of them ran), the last with ``code``; once
         nothing of the stream is left, the tasks an abort discarded count as done with it."""
         with self._cond:
-            idle = not self._queue and self.running_task is None and not (self.ahead is not None and self.ahead.busy)
+            idle = not self._queue and self.running_task is None and not (self.ahead is not None and len(self.ahead))
             done = max(seq, self.drop_upto) if idle else seq
             if idle:
                 self.aborting = False
