@@ -418,7 +418,8 @@ class NativeKernel(Kernel):
 class _Handed(Launch):
     """A launch handed to its stream's runner ahead of its end (Ahead).  A stop other than its
     execute timeout drops the stream's launches behind it, which have not started: the
-    runner skips them.  Its execute timeout counts from when the launch before it ended."""
+    runner skips them.  Its execute timeout counts from when the launch before it ended
+    (armed once it is the first launch out; ``timeout`` is set then)."""
 
     ahead: "Ahead"
     timeout: tuple = ()
@@ -466,6 +467,7 @@ class Ahead:
         self.flight: collections.deque = collections.deque()    # (seq, launch, kernel, timeout_s, run)
         self.handed = 0           # seq of the last launch handed on
         self.outbox: list[bytes] = []     # requests of launches in flight not sent yet
+        self.ended = 0.0                  # when the last launch taken ended (time.monotonic)
         self.engine = None
         self.cores = 0
 
@@ -551,6 +553,7 @@ class Ahead:
                         if runner.pull(0):
                             continue
                         break
+                    self._arm()
                     head = self.flight[0][1]
                     if head.stopped is not None and time.monotonic() >= head.stopped_at + STOP_GRACE_S:
                         reply = runner
@@ -577,6 +580,7 @@ class Ahead:
         if ran:
             self.stream.finish(done, 0, "", ran)
         if completed:
+            self._arm()
             self.device.wake()
 
     def _complete(self, reply: tuple) -> tuple[int, int, str]:
@@ -590,10 +594,15 @@ class Ahead:
         else:
             code, message = (fault.code, fault.message) if fault is not None else (0, "")
         launch.close()
-        if self.flight:
-            _, following, kernel, timeout_s, _ = self.flight[0]
-            following.time_out(timeout_s, kernel.core, max(following.started, reply[-1]))
+        self.ended = reply[-1]
         return seq, code, message
+
+    def _arm(self) -> None:
+        """The execute timeout of the launch now at the head, from the end of the one before
+        (armed once the replies in are taken: not for launches that have ended already)."""
+        if self.flight and not self.flight[0][1].timeout:
+            _, head, kernel, timeout_s, _ = self.flight[0]
+            head.time_out(timeout_s, kernel.core, max(head.started, self.ended))
 
     def flush(self) -> None:
         """Send the launches held back (the runner is busy with those before them)."""
