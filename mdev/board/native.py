@@ -9,17 +9,22 @@
     a stop (stream abort, forced destroy, device reset, execute timeout) --> the runner
         running it is killed; the next launch gets a fresh one
 
+A stream's launches are pipelined (Ahead): its worker hands each to the stream's runner and
+goes to its next task, the runner runs them in order, and their replies complete them in
+batches; any other task of the stream waits until they have ended.
+
 The runner (csrc/kernel_runner.c) is a native process of this device process, compiled with
 the system C compiler on first use into a per-user cache.  Device addresses live above 2^48,
 which this CPU cannot map, so only pointer arguments are translated: an address a kernel reads
-from device memory (a pointer inside a tiling struct) reaches nothing.  Runners are pooled,
-one per launch running at once, so stopping one launch never stops another.
+from device memory (a pointer inside a tiling struct) reaches nothing.  Runners are pooled: a
+stream with launches out holds one, a launch run the plain way takes one, so stopping one
+stream's launches never stops another's.
 """
 
 from __future__ import annotations
 
-import hashlib
 import collections
+import hashlib
 import os
 import select
 import shutil
@@ -449,11 +454,12 @@ class _Handed(Launch):
 class Ahead:
     """A stream's native launches handed to one kernel runner ahead of their ends.
 
-    The stream's worker sends a launch and goes on to its next task: a run of launches
-    streams into the runner, which runs them in order while the worker sends the next, and
-    their replies complete them (DeviceStream.finish) as the worker comes by: after each
-    send, for what is in, and all of them before it runs any other task or waits for one
-    (``settle``).  The run holds its runner and its engine's cores until it is settled.
+    The stream's worker hands a launch on and goes to its next task: a run of launches
+    streams into the runner, which runs them in order (those behind a running one are sent
+    BATCH at a time), and their replies complete them (DeviceStream.finish) as the worker
+    comes by: every BATCH launches for the replies in, the next one when it has nothing else
+    to do (``idle``), all of them before any other task of the stream (``settle``).  The run
+    holds its runner and its engine's cores until it is settled.
     A stop drops the launches not started (the runner skips them); a runner lost with a
     launch running (stopped past its grace, or died) takes that launch with it and the ones
     behind it are sent again to a fresh runner, unless they were dropped."""
