@@ -46,11 +46,11 @@ class Kernels:
         self.stream, ret = acl.rt.create_stream()
         assert ret == 0
 
-    def launch(self, name: str, blocks: int, *slots: int, stream=None) -> int:
+    def launch(self, name: str, blocks: int, *slots: int, stream=None, cfg=None) -> int:
         fn, ret = self.acl.rt.binary_get_function(self.binary, name)
         assert ret == 0, self.acl.get_recent_err_msg()
         args = struct.pack(f"<{len(slots)}Q", *(s & (1 << 64) - 1 for s in slots))
-        return self.acl.rt.launch_kernel_with_host_args(fn, blocks, stream or self.stream, None, args, len(args),
+        return self.acl.rt.launch_kernel_with_host_args(fn, blocks, stream or self.stream, cfg, args, len(args),
                                                         None, 0)
 
     def run(self, name: str, blocks: int, *slots: int) -> int:
@@ -211,6 +211,63 @@ def test_forced_destroy_stops_a_spinning_kernel_after_a_grace(kernels):
     np.testing.assert_array_equal(kernels.get(out, np.int32, 2), [0, 0])
     kernels.stream, _ = acl.rt.create_stream()
     assert kernels.run("empty", 1) == 0, acl.get_recent_err_msg()
+
+
+def test_a_run_of_launches_keeps_the_stream_order(kernels):
+    """Launches handed to the runner ahead of their ends run one after another, and a copy
+    behind them on the stream waits for all of them: a = x + 40 y through 40 chained adds."""
+    acl = kernels.acl
+    x = np.arange(N, dtype=np.float32)
+    y = np.full(N, 0.5, np.float32)
+    a, b, py = kernels.put(x), kernels.put(np.zeros(N, np.float32)), kernels.put(y)
+    for i in range(20):
+        assert kernels.launch("compute_float", 1, a, py, b, 0) == 0
+        assert kernels.launch("compute_float", 1, b, py, a, 0) == 0
+    host = np.zeros(N, np.float32)
+    assert acl.rt.memcpy_async(host.ctypes.data, host.nbytes, a, host.nbytes, 2, kernels.stream) == 0
+    assert acl.rt.synchronize_stream(kernels.stream) == 0, acl.get_recent_err_msg()
+    np.testing.assert_array_equal(host, x + 20)
+
+
+def test_a_fault_in_a_run_of_launches_is_its_own(kernels, capsys):
+    """A launch that faults among launches handed on: the stream reports 507035, the
+    launches behind it still run (continue-on-failure), printf comes in launch order."""
+    first, last = kernels.put(np.zeros(2, np.int32)), kernels.put(np.zeros(2, np.int32))
+    assert kernels.launch("talk", 1, first, 1) == 0
+    assert kernels.launch("wild", 1, 16) == 0
+    assert kernels.launch("talk", 2, last, 1) == 0
+    assert kernels.acl.rt.synchronize_stream(kernels.stream) == FAULT
+    assert capsys.readouterr().out.splitlines() == ["block 0 line 0", "block 0 line 0", "block 1 line 0"]
+    np.testing.assert_array_equal(kernels.get(last, np.int32, 2), [1, 2])
+
+
+def test_abort_drops_the_launches_handed_on_behind_the_head(kernels):
+    acl = kernels.acl
+    flag, out = kernels.put(np.zeros(8, np.int32)), kernels.put(np.zeros(2, np.int32))
+    assert kernels.launch("spin", 1, flag) == 0
+    for _ in range(3):
+        assert kernels.launch("talk", 2, out, 0) == 0
+    time.sleep(0.3)                          # all handed on to the runner by now
+    assert acl.rt.stream_abort(kernels.stream) == 0, acl.get_recent_err_msg()
+    acl.rt.synchronize_stream(kernels.stream)
+    time.sleep(0.2)
+    np.testing.assert_array_equal(kernels.get(out, np.int32, 2), [0, 0])
+    assert kernels.run("talk", 2, out, 0) == 0, acl.get_recent_err_msg()
+    np.testing.assert_array_equal(kernels.get(out, np.int32, 2), [1, 2])
+
+
+def test_a_launch_behind_one_timed_out_still_runs(kernels):
+    """The execute timeout stops only its launch: the one handed on behind it runs (on a
+    fresh runner), and its own timeout counts from its start."""
+    acl = kernels.acl
+    flag, out = kernels.put(np.zeros(8, np.int32)), kernels.put(np.zeros(2, np.int32))
+    short = {acl.ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT_US: {"timeoutLow": 300_000, "timeoutHigh": 0}}
+    assert kernels.launch("spin", 1, flag, cfg=short) == 0
+    assert kernels.launch("talk", 2, out, 0, cfg=short) == 0
+    start = time.monotonic()
+    assert acl.rt.synchronize_stream(kernels.stream) == acl.ACL_ERROR_RT_VECTOR_CORE_TIMEOUT
+    assert time.monotonic() - start < 5
+    np.testing.assert_array_equal(kernels.get(out, np.int32, 2), [1, 2])
 
 
 def test_synchronous_copy_comes_after_a_kernel_launched_before_it(kernels):

@@ -60,7 +60,7 @@ def _pool(device: "Device") -> concurrent.futures.ThreadPoolExecutor:
         sum(e.slots for name, e in device.engines.items() if name != "dma"), "block"))
 
 
-def _arguments(device: "Device", stream: "DeviceStream", kernel, args_kind: str, args, placeholders: list,
+def arguments(device: "Device", stream: "DeviceStream", kernel, args_kind: str, args, placeholders: list,
                scratch: list) -> list:
     if args_kind == "values":
         return list(args)
@@ -117,7 +117,7 @@ def kernel(device: "Device", stream: "DeviceStream", fid: int, num_blocks: int, 
     launch = None
     try:
         try:
-            values = _arguments(device, stream, kernel, args_kind, args, placeholders, scratch)
+            values = arguments(device, stream, kernel, args_kind, args, placeholders, scratch)
         except ValueError as exc:
             raise KernelFault(f"kernel {kernel.name}: {exc}", kernel.core) from None
         launch = Launch(device, stream, num_blocks, pinned, stream.client, kernel.name, deadline,

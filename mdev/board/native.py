@@ -9,29 +9,38 @@
     a stop (stream abort, forced destroy, device reset, execute timeout) --> the runner
         running it is killed; the next launch gets a fresh one
 
+A stream's launches are pipelined (Ahead): its worker hands each to the stream's runner and
+goes to its next task, the runner runs them in order, and their replies complete them in
+batches; any other task of the stream waits until they have ended.
+
 The runner (csrc/kernel_runner.c) is a native process of this device process, compiled with
 the system C compiler on first use into a per-user cache.  Device addresses live above 2^48,
 which this CPU cannot map, so only pointer arguments are translated: an address a kernel reads
-from device memory (a pointer inside a tiling struct) reaches nothing.  Runners are pooled,
-one per launch running at once, so stopping one launch never stops another.
+from device memory (a pointer inside a tiling struct) reaches nothing.  Runners are pooled: a
+stream with launches out holds one, a launch run the plain way takes one, so stopping one
+stream's launches never stops another's.
 """
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import os
+import select
 import shutil
+import signal
 import socket
 import struct
 import subprocess
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mdev import errors as E
 from mdev.board import sanitize
-from mdev.board.block import KernelFault, KernelStopped
+from mdev.board.block import TIMEOUT_CODES, KernelFault, KernelStopped, Launch
 from mdev.board import kernels
 from mdev.board.kernels import per_device
 from mdev.board.tasktable import TaskFault, op, request
@@ -48,7 +57,9 @@ ELF_MAGIC = b"\x7fELF"
 REQ_LOAD, REQ_RUN, REQ_UNLOAD = 1, 2, 3
 POLL_S = 0.05            # a stop reaches a thread waiting for its runner within this
 STOP_GRACE_S = 0.2       # how long a stopped launch may still take to end by itself
-READ_AHEAD = 4096        # what one receive of a reply asks for
+READ_AHEAD = 65536       # what one receive of replies asks for
+REPLY = struct.Struct("<8I3Q")   # a launch's reply, before its message and printf text
+DONE_SKIPPED = 3         # the runner's status for a launch it skipped (Runner.skip)
 _build_lock = threading.Lock()
 _runner_path: Path | None = None
 
@@ -96,7 +107,10 @@ class RunnerDied(Exception):
 
 
 class Runner:
-    """One kernel runner process and the images it has loaded."""
+    """One kernel runner process and the images it has loaded.  Its socket is non-blocking:
+    what the runner wrote is pulled into ``_got`` whenever it is there (replies of launches
+    sent ahead pile up in it), and a send that would block pulls meanwhile, so neither side
+    can wait on the other with full buffers."""
 
     def __init__(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -106,42 +120,70 @@ class Runner:
         finally:
             theirs.close()
         self.sock = ours
-        self.sock.settimeout(POLL_S)
+        self.sock.setblocking(False)
+        self._poll = select.poll()
+        self._poll.register(ours, select.POLLIN)
         self.loaded: set[int] = set()
-        self._got = b""          # bytes of the reply received beyond what was read so far
+        self.skipping = False     # told to skip the launches it has not started: retired after them
+        self._got = bytearray()   # bytes the runner wrote, not parsed yet
 
     def send(self, kind: int, payload: bytes, fds: list[int] = ()) -> None:
         header = struct.pack("<II", kind, len(payload))
+        if not fds:
+            return self.send_requests(header + payload)
         try:
-            if fds:
-                socket.send_fds(self.sock, [header], list(fds))
-                self.sock.sendall(payload)
-            else:
-                self.sock.sendall(header + payload)
+            self._wait_writable()
+            socket.send_fds(self.sock, [header], list(fds))
+        except OSError as exc:
+            raise RunnerDied(f"the kernel runner is gone ({exc})") from None
+        self.send_requests(payload)
+
+    def send_requests(self, requests: bytes) -> None:
+        """Bytes of whole requests (several at once: one wake-up of the runner for them)."""
+        data = memoryview(requests)
+        try:
+            while data:
+                try:
+                    data = data[self.sock.send(data):]
+                except BlockingIOError:
+                    self._wait_writable()
         except OSError as exc:
             raise RunnerDied(f"the kernel runner is gone ({exc})") from None
 
-    def read(self, n: int) -> bytes:
-        """n bytes of the reply, waiting in POLL_S steps (a stop interrupts between them).
-        A receive takes what is there, up to READ_AHEAD (the runner writes a short reply
-        at once): the rest of the reply is then read without another call."""
-        while len(self._got) < n:
-            try:
-                chunk = self.sock.recv(max(n - len(self._got), READ_AHEAD))
-            except socket.timeout:
-                continue
-            except OSError as exc:
-                raise RunnerDied(f"the kernel runner is gone ({exc})") from None
-            if not chunk:
-                code = self.proc.poll()
-                raise RunnerDied(f"the kernel runner ended (exit status {code})")
-            self._got += chunk       # kept at once: a stop may interrupt, finish() reads on
-        got, self._got = self._got[:n], self._got[n:]
+    def _wait_writable(self) -> None:
+        """Until the socket takes more, pulling the runner's replies (it may wait to write them)."""
+        poll = select.poll()
+        poll.register(self.sock, select.POLLIN | select.POLLOUT)
+        while not any(ev & select.POLLOUT for _, ev in poll.poll(POLL_S * 1000)):
+            self.pull(0)
+
+    def pull(self, wait_s: float) -> bool:
+        """Take in what the runner wrote, waiting up to ``wait_s`` for it; False if nothing came."""
+        if wait_s and not self._poll.poll(wait_s * 1000):
+            return False
+        try:
+            chunk = self.sock.recv(READ_AHEAD)
+        except BlockingIOError:
+            return False
+        except OSError as exc:
+            raise RunnerDied(f"the kernel runner is gone ({exc})") from None
+        if not chunk:
+            code = self.proc.poll()
+            raise RunnerDied(f"the kernel runner ended (exit status {code})")
+        self._got += chunk       # kept at once: a stop may interrupt, finish() reads on
+        return True
+
+    def _take(self, n: int) -> bytes:
+        got = bytes(self._got[:n])
+        del self._got[:n]
         return got
 
     def reply(self) -> tuple[int, bytes]:
-        status, length = struct.unpack("<II", self.read(8))
-        return status, self.read(length)
+        """The reply of a load or unload, waiting in POLL_S steps (a stop interrupts between them)."""
+        while len(self._got) < 8 or len(self._got) < 8 + struct.unpack_from("<I", self._got, 4)[0]:
+            self.pull(POLL_S)
+        status, length = struct.unpack("<II", self._take(8))
+        return status, self._take(length)
 
     def load(self, image: "Image") -> None:
         if image.id in self.loaded:
@@ -161,37 +203,56 @@ class Runner:
 
     def finish(self, grace_s: float) -> tuple | None:
         """The reply of the launch running, if it comes within ``grace_s``; None if not."""
-        if self._got:
-            return self._done()
-        self.sock.settimeout(grace_s)
-        try:
-            ready = self.sock.recv(1, socket.MSG_PEEK)
-        except OSError:
-            return None
-        finally:
-            self.sock.settimeout(POLL_S)
-        return self._done() if ready else None
+        deadline = time.monotonic() + grace_s
+        while (reply := self.launch_reply()) is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            try:
+                self.pull(min(left, POLL_S))
+            except RunnerDied:
+                return None
+        return reply
 
     def run(self, image: "Image", index: int, blocks: int, slots: list[int], maps: list) -> tuple:
         self.load(image)
-        payload = [struct.pack("<5I", image.id, index, blocks, len(slots), len(maps)),
-                   struct.pack(f"<{len(slots)}Q", *slots)]
-        for slot, name, offset, extent in maps:
-            raw = name.encode()
-            payload.append(struct.pack("<IIQQ", slot, len(raw), offset, extent) + raw)
-        self.send(REQ_RUN, b"".join(payload))
-        return self._done()
+        self.send_requests(run_request(image, index, blocks, slots, maps))
+        while (reply := self.launch_reply()) is None:
+            self.pull(POLL_S)
+        return reply
 
-    def _done(self) -> tuple:
-        status, block, lo, hi, mlen, olen, cut, _, bad, bad_bytes = struct.unpack("<8I2Q", self.read(48))
-        message = self.read(mlen).decode(errors="replace")
-        output = self.read(olen).decode(errors="replace")
-        return status, block, lo | hi << 32, message, output, bool(cut), (bad, bad_bytes)
+    def launch_reply(self) -> tuple | None:
+        """The next launch reply if all of it is in: (status, block, ns, message, printf text,
+        cut, (bad address, bytes), when it ended (time.monotonic)); None if not yet."""
+        got = self._got
+        if len(got) < REPLY.size:
+            return None
+        status, block, lo, hi, mlen, olen, cut, _, bad, bad_bytes, ended = REPLY.unpack_from(got)
+        end = REPLY.size + mlen + olen
+        if len(got) < end:
+            return None
+        message = got[REPLY.size:REPLY.size + mlen].decode(errors="replace") if mlen else ""
+        output = got[REPLY.size + mlen:end].decode(errors="replace") if olen else ""
+        del got[:end]
+        return status, block, lo | hi << 32, message, output, bool(cut), (bad, bad_bytes), ended / 1e9
 
     def unload(self, image_id: int) -> None:
         self.send(REQ_UNLOAD, struct.pack("<I", image_id))
         self.reply()
         self.loaded.discard(image_id)
+
+    def skip(self) -> None:
+        """Skip the launches behind the one running, or else the next (SIGUSR1): each is
+        answered DONE_SKIPPED.  Before its first reply (a load's) the runner may not handle
+        the signal yet, and it has no launch to skip."""
+        if not self.skipping:
+            self.skipping = True
+            if not self.loaded:
+                return
+            try:
+                self.proc.send_signal(signal.SIGUSR1)
+            except OSError:
+                pass
 
     def kill(self) -> None:
         try:
@@ -200,6 +261,17 @@ class Runner:
             pass
         self.proc.wait()
         self.sock.close()
+
+
+def run_request(image: "Image", index: int, blocks: int, slots: list[int], maps: list) -> bytes:
+    """A launch as the runner reads it: kernel, blocks, argument slots, pointer translations."""
+    payload = [struct.pack("<5I", image.id, index, blocks, len(slots), len(maps)),
+               struct.pack(f"<{len(slots)}Q", *slots)]
+    for slot, name, offset, extent in maps:
+        raw = name.encode()
+        payload.append(struct.pack("<IIQQ", slot, len(raw), offset, extent) + raw)
+    body = b"".join(payload)
+    return struct.pack("<II", REQ_RUN, len(body)) + body
 
 
 class Runners:
@@ -286,10 +358,7 @@ class NativeKernel(Kernel):
 
     def _launch(self, ctx, *slots) -> None:
         launch = ctx._launch
-        maps = []
-        for i, value in enumerate(slots):
-            if value and self.pointers >> i & 1:
-                maps.append((i, *self._translate(launch, value)))
+        maps = self.maps(launch, slots)
         pool = runners(self.device)
         runner = stop = None
         try:     # a stop may come at any instruction: a runner taken is given back or dropped
@@ -313,15 +382,28 @@ class NativeKernel(Kernel):
             pool.drop(runner)
             raise stop
         pool.give(runner)
-        status, block, _, message, output, cut, (bad, bad_bytes) = reply
-        if output:
-            launch.print(output + ("[mdev: kernel printf output cut at 4 MiB]\n" if cut else ""))
+        fault = self.report(launch, reply)
         if stop is not None:
             raise stop
-        if status:
-            if bad and launch.accesses is not None and launch.fault is None:     # memcheck's report
-                launch.fault = (bad, bad_bytes, f"a {bad_bytes}-byte GlobalTensor access of kernel {self.name}")
-            raise KernelFault(f"kernel {self.name} block {block}: {message}", self.core)
+        if fault is not None:
+            raise fault
+
+    def report(self, launch: Launch, reply: tuple) -> KernelFault | None:
+        """A launch's reply: its printf text to the launching host, its fault if it had one
+        (and a bad GlobalTensor access for memcheck)."""
+        status, block, _, message, output, cut, (bad, bad_bytes), _ = reply
+        if output:
+            launch.print(output + ("[mdev: kernel printf output cut at 4 MiB]\n" if cut else ""))
+        if not status or status == DONE_SKIPPED:
+            return None
+        if bad and launch.accesses is not None and launch.fault is None:     # memcheck's report
+            launch.fault = (bad, bad_bytes, f"a {bad_bytes}-byte GlobalTensor access of kernel {self.name}")
+        return KernelFault(f"kernel {self.name} block {block}: {message}", self.core)
+
+    def maps(self, launch: Launch, slots) -> list[tuple]:
+        """(slot, segment, offset, bytes reachable) of each pointer argument."""
+        return [(i, *self._translate(launch, value)) for i, value in enumerate(slots)
+                if value and self.pointers >> i & 1]
 
     def _translate(self, launch, value: int) -> tuple[str, int, int]:
         """(segment, offset, bytes reachable) of a pointer argument, as this launch may use it."""
@@ -338,13 +420,298 @@ class NativeKernel(Kernel):
         return seg.name, offset, seg.size - offset      # a peer's HBM: its allocations are not known here
 
 
+class _Handed(Launch):
+    """A launch handed to its stream's runner ahead of its end (Ahead).  A stop other than its
+    execute timeout drops the stream's launches behind it, which have not started: the
+    runner skips them.  Its execute timeout counts from when the launch before it ended
+    (armed once it is the first launch out; ``timeout`` is set then)."""
+
+    ahead: "Ahead"
+    timeout: tuple = ()
+    stopped_at = 0.0
+
+    def stop(self, code: int, why: str) -> None:
+        first = self.stopped is None
+        super().stop(code, why)
+        if first and self.stopped is not None:
+            self.stopped_at = time.monotonic()
+            if self.stopped != self.timeout:
+                self.ahead.skip()
+
+    def stop_after(self, seconds: float, code: int, why: str) -> None:
+        """A forced destroy: this launch runs on until ``seconds`` after it started, the ones
+        behind it are dropped at once."""
+        super().stop_after(seconds, code, why)
+        self.ahead.skip()
+
+    def time_out(self, seconds: float, core: str, started: float) -> None:
+        """The execute timeout stops it ``seconds`` after it ``started`` (time.monotonic)."""
+        self.started = started
+        self.timeout = (TIMEOUT_CODES[core], f"kernel {self.name} ran longer than its {seconds} s execute timeout")
+        Launch.stop_after(self, seconds, *self.timeout)
+
+
+class Ahead:
+    """A stream's native launches handed to one kernel runner ahead of their ends.
+
+    The stream's worker hands a launch on and goes to its next task: a run of launches
+    streams into the runner, which runs them in order (those behind a running one are sent
+    BATCH at a time), and their replies complete them (DeviceStream.finish) as the worker
+    comes by: every BATCH launches for the replies in, the next one when it has nothing else
+    to do (``idle``), all of them before any other task of the stream (``settle``).  The run
+    holds its runner and its engine's cores until it is settled.
+    A stop drops the launches not started (the runner skips them); a runner lost with a
+    launch running (stopped past its grace, or died) takes that launch with it and the ones
+    behind it are sent again to a fresh runner, unless they were dropped."""
+
+    DEPTH = 64       # launches out at once: the rest wait for the oldest
+    BATCH = 16       # launches out before a look for replies while more come (one receive, one completion)
+
+    def __init__(self, device: "Device", stream: "DeviceStream") -> None:
+        self.device, self.stream = device, stream
+        self.runner: Runner | None = None
+        self.flight: collections.deque = collections.deque()    # (seq, launch, kernel, timeout_s, run)
+        self.handed = 0           # seq of the last launch handed on
+        self.outbox: list[bytes] = []     # requests of launches in flight not sent yet
+        self.ended = 0.0                  # when the last launch taken ended (time.monotonic)
+        self.engine = None
+        self.cores = 0
+
+    def __len__(self) -> int:
+        return len(self.flight)
+
+    @property
+    def busy(self) -> bool:
+        """Launches out, or a runner and cores still held for the next."""
+        return self.runner is not None or bool(self.flight)
+
+    def skip(self) -> None:
+        runner = self.runner
+        if runner is not None:
+            runner.skip()
+
+    def hand(self, seq: int, kernel: NativeKernel, num_blocks: int, values: list, limit: int, pinned: tuple,
+             timeout_s: float) -> None:
+        device, stream = self.device, self.stream
+        engine = device.engines[kernel.engine]
+        width = max(1, min(num_blocks, limit, engine.slots))
+        runner = self.runner
+        behind = bool(self.flight)
+        if runner is not None and (runner.skipping or engine is not self.engine or width > self.cores
+                                   or engine.waiters):
+            self.settle()        # (a stream waiting for the cores gets them between runs)
+        elif len(self.flight) >= self.DEPTH:
+            self.collect(self.DEPTH - 1)
+        if behind and seq <= stream.drop_upto:
+            return               # an abort or forced destroy dropped it while it waited its turn
+        if self.runner is None:
+            engine.acquire(stream.priority, width)
+            self.engine, self.cores = engine, width
+            try:
+                self.runner = runners(device).take()
+            except RunnerDied as exc:
+                self._release(None)
+                raise KernelFault(f"kernel {kernel.name}: {exc}", kernel.core) from None
+        launch = _Handed(device, stream, num_blocks, pinned, stream.client, kernel.name, None, core=kernel.core)
+        launch.ahead = self
+        launch.start(values)
+        try:
+            request = run_request(kernel.image, kernel.index, num_blocks, list(values), kernel.maps(launch, values))
+            if kernel.image.id not in self.runner.loaded:
+                self.collect(0)          # (its reply would come behind theirs)
+                self.runner.load(kernel.image)
+            if not self.flight:          # the runner is idle: it starts at once
+                launch.time_out(timeout_s, kernel.core, time.monotonic())
+                self.runner.send_requests(request)
+            else:
+                self.outbox.append(request)
+                if len(self.outbox) >= self.BATCH:
+                    self.flush()
+        except RunnerDied as exc:
+            launch.close()
+            self.collect(0)              # (lost with the runner, or sent again to a fresh one)
+            self._release(self.runner)
+            raise KernelFault(f"kernel {kernel.name}: {exc}", kernel.core) from None
+        except BaseException:
+            launch.close()
+            self.collect(0)              # the launches out end before this one's failure counts
+            raise
+        self.flight.append((seq, launch, kernel, timeout_s, request))
+        self.handed = seq
+        if len(self.flight) >= self.BATCH:
+            self.collect(1, wait=False)
+
+    def collect(self, keep: int, wait: bool = True) -> None:
+        """Complete launches in order while over ``keep`` are out: those whose replies are in,
+        and with ``wait`` the ones still running too.  (A launch just handed on is left for a
+        later look: the completion of a run's last launch, made when nothing else of the
+        stream is left, counts the tasks an abort discarded behind it.)"""
+        if wait:
+            self.flush()
+        done, ran = 0, 0          # completions not told yet: the last one's seq, how many
+        completed = False
+        while len(self.flight) > keep:
+            runner = self.runner
+            try:
+                reply = runner.launch_reply()
+                if reply is None:
+                    if not wait:
+                        if runner.pull(0):
+                            continue
+                        break
+                    self._arm()
+                    head = self.flight[0][1]
+                    if head.stopped is not None and time.monotonic() >= head.stopped_at + STOP_GRACE_S:
+                        reply = runner
+                    else:
+                        runner.pull(POLL_S)
+                        continue
+            except RunnerDied as exc:
+                reply = exc
+            if not isinstance(reply, tuple):     # the runner goes (stopped past its grace, or died)
+                if ran:
+                    self.stream.finish(done, 0, "", ran)
+                    done, ran = 0, 0
+                self._lose(reply if isinstance(reply, RunnerDied) else None)
+                continue
+            seq, code, message = self._complete(reply)
+            completed = True
+            if code:
+                if ran:
+                    self.stream.finish(done, 0, "", ran)
+                    done, ran = 0, 0
+                self.stream.finish(seq, code, message)
+            else:
+                done, ran = seq, ran + 1
+        if ran:
+            self.stream.finish(done, 0, "", ran)
+        if completed:
+            self._arm()
+            self.device.wake()
+
+    def _complete(self, reply: tuple) -> tuple[int, int, str]:
+        """A launch's reply taken: its (seq, code, message); the next launch runs from its end."""
+        seq, launch, kernel, _, _ = self.flight.popleft()
+        fault = kernel.report(launch, reply)
+        if reply[0] == DONE_SKIPPED:
+            code, message = 0, ""                    # dropped by a stop before it started
+        elif launch.stopped is not None:
+            code, message = launch.stopped if launch.stopped[0] else (0, "")
+        else:
+            code, message = (fault.code, fault.message) if fault is not None else (0, "")
+        launch.close()
+        self.ended = reply[-1]
+        return seq, code, message
+
+    def _arm(self) -> None:
+        """The execute timeout of the launch now at the head, from the end of the one before
+        (armed once the replies in are taken: not for launches that have ended already)."""
+        if self.flight and not self.flight[0][1].timeout:
+            _, head, kernel, timeout_s, _ = self.flight[0]
+            head.time_out(timeout_s, kernel.core, max(head.started, self.ended))
+
+    def flush(self) -> None:
+        """Send the launches held back (the runner is busy with those before them)."""
+        if self.outbox:
+            requests, self.outbox = b"".join(self.outbox), []
+            self.runner.send_requests(requests)
+
+    def idle(self) -> None:
+        """The stream has no other task: launches held back go, and the next reply is waited
+        for (the worker then looks at its queue again); with none out, the runner and the
+        cores go back."""
+        if self.flight:
+            self.collect(len(self.flight) - 1)
+        else:
+            self.settle()
+
+    def _lose(self, died: RunnerDied | None) -> None:
+        """The runner goes with the launch it runs (stopped past its grace, or the runner died);
+        the launches behind it are dropped if a stop skipped them, else sent to a fresh runner."""
+        runner, self.runner = self.runner, None
+        runners(self.device).drop(runner)
+        self.outbox = []                 # (each launch out keeps its request)
+        seq, launch, kernel, _, _ = self.flight.popleft()
+        if died is not None and launch.stopped is None:
+            fault = KernelFault(f"kernel {kernel.name}: {died}", kernel.core)
+            code, message = fault.code, fault.message
+        else:
+            code, message = launch.stopped if launch.stopped[0] else (0, "")
+        launch.close()
+        behind, self.flight = self.flight, collections.deque()
+        if behind and not runner.skipping:
+            try:
+                self.runner = runners(self.device).take()
+                for image in {id(r[2].image): r[2].image for r in behind}.values():
+                    self.runner.load(image)
+                self.runner.send_requests(b"".join(entry[4] for entry in behind))
+                behind[0][1].time_out(behind[0][3], behind[0][2].core, time.monotonic())
+                self.flight = behind
+                behind = collections.deque()
+            except RunnerDied as exc:
+                died = exc
+        self.stream.finish(seq, code, message)
+        for seq, launch, kernel, _, _ in behind:     # dropped, or no runner to run them
+            launch.close()
+            if runner.skipping or died is None:
+                self.stream.finish(seq, 0, "")
+            else:
+                fault = KernelFault(f"kernel {kernel.name}: {died}", kernel.core)
+                self.stream.finish(seq, fault.code, fault.message)
+
+    def settle(self) -> None:
+        """Every launch out done and completed; the runner and the cores given back."""
+        while self.flight:
+            self.collect(0)
+        self._release(self.runner if self.runner is not None and self.runner.skipping else None)
+
+    def _release(self, lost: Runner | None) -> None:
+        """Give the runner back (drop it if it is ``lost``: dead, or skipping) and the cores."""
+        runner, self.runner = self.runner, None
+        if runner is lost and runner is not None:
+            runners(self.device).drop(runner)
+        elif runner is not None:
+            runners(self.device).give(runner)
+        if self.cores:
+            self.engine.release(self.cores)
+            self.cores = 0
+
+
+def _ahead(device: "Device", stream: "DeviceStream", placeholders: list) -> Ahead | None:
+    """The stream's Ahead if this launch may be handed on: run by the stream's worker as its
+    task (not a graph's lane), with nothing that needs the launch's own course (placeholder
+    memory, tracing, memcheck, a forced destroy or abort under way, a context that stops on
+    the first failure, which must not let the next launch start)."""
+    task = stream.running_task
+    if (task is None or task[1] != "native_kernel" or not stream.on_worker() or placeholders
+            or device.trace is not None or stream.ending is not None or stream.aborting
+            or stream.context.stop_on_failure or sanitize.watching(device, stream.client)):
+        return None
+    if stream.ahead is None:
+        stream.ahead = Ahead(device, stream)
+    return stream.ahead
+
+
 @op()
 def native_kernel(device: "Device", stream: "DeviceStream", fid: int, num_blocks: int, args_kind: str, args,
                   placeholders: list, limit: int, pinned: tuple, timeout_s: float) -> None:
-    """A launch of a native kernel: the "kernel" op's course (waves, faults, stops, timeouts,
-    the sanitizer's report) with a NativeKernel, whose one call runs every block."""
-    if not isinstance(device.kernels.get(fid), NativeKernel):
+    """A launch of a native kernel: handed to the stream's runner ahead of its end (Ahead), or
+    else the "kernel" op's course (waves, faults, stops, timeouts, the sanitizer's report)
+    with a NativeKernel, whose one call runs every block."""
+    kernel = device.kernels.get(fid)
+    if not isinstance(kernel, NativeKernel):
         raise TaskFault(E.ACL_ERROR_RT_KERNEL_LOOKUP, f"function {fid} is not a native kernel of device {device.index}")
+    ahead = _ahead(device, stream, placeholders)
+    if ahead is not None:
+        try:
+            values = kernels.arguments(device, stream, kernel, args_kind, args, [], [])
+        except ValueError as exc:
+            ahead.collect(0)        # the launches out end before this one's failure counts
+            raise KernelFault(f"kernel {kernel.name}: {exc}", kernel.core) from None
+        ahead.hand(stream.running_task[0], kernel, num_blocks, values, limit, pinned, timeout_s)
+        return
+    if getattr(stream, "ahead", None) is not None and stream.ahead.busy:
+        stream.ahead.settle()
     kernels.kernel(device, stream, fid, num_blocks, args_kind, args, placeholders, limit, pinned, timeout_s)
 
 

@@ -11,6 +11,11 @@ memory mappings of its running kernel launches (mdev.board.windows): from then o
 write nowhere.  Destroying also waits for its running copies, memsets and other
 non-kernel tasks, which end within a chunk of work or notice the stream is gone.
 
+Native kernel launches may be handed to their kernel runner ahead of their ends
+(mdev.board.native.Ahead, the stream's ``ahead``): the worker sends the next launch while one
+runs and completes them as their replies come; any other task waits until they are all done,
+so the stream's order holds, and the stream counts as busy while one is out.
+
 A forced destroy (``end``) first drops what is queued behind the stream's head task and
 lets that one end: on an NPU it is on its core by the time the destroy takes effect, and a
 short kernel is done (the CANN samples print what a kernel launched just before
@@ -98,6 +103,7 @@ class DeviceStream:
         self._thread: threading.Thread | None = None
         self.running_task = None
         self.launches: set = set()   # kernel launches running for this stream (graph lanes too)
+        self.ahead = None            # its native launches out at a kernel runner (mdev.board.native.Ahead)
         self._writers = 0            # its other running tasks (copies, memsets, waits, ...)
         self._writers_done = _LockCondition(threading.Lock())
 
@@ -112,7 +118,7 @@ class DeviceStream:
             self.received = seq
             dropped = seq <= self.drop_upto
             if not dropped:
-                if self._queue or self.running_task is not None:
+                if self._queue or self.running_task is not None or (self.ahead is not None and self.ahead.busy):
                     self._enqueue(seq, op, args)
                     return False
                 self.running_task = (seq, op, args)    # idle stream: try the fast path
@@ -158,7 +164,10 @@ class DeviceStream:
         start, after which it is stopped with ``code``; a wait is interrupted."""
         with self._cond:
             self.drop_upto = max(self.drop_upto, upto)
-            head = 1 if self.running_task is None and self._queue else 0
+            # launches out at the runner hold the head (one that ended unseen ended as the
+            # destroy came: the host has not seen it end)
+            running = self.running_task is not None or (self.ahead is not None and len(self.ahead) > 0)
+            head = 1 if not running and self._queue else 0
             self._queue = collections.deque(t for i, t in enumerate(self._queue) if i < head or t[0] > upto)
             self.ending = (END_GRACE_S, code, why)
             self.aborting = True
@@ -203,9 +212,13 @@ class DeviceStream:
             with self._writers_done:
                 self._writers_done.wait_for(lambda: not self._writers)
 
+    def on_worker(self) -> bool:
+        """Whether the caller is the stream's worker (running the task in ``running_task``)."""
+        return threading.current_thread() is self._thread
+
     def pending(self) -> int:
         with self._cond:
-            return len(self._queue) + (self.running_task is not None)
+            return len(self._queue) + (self.running_task is not None) + (len(self.ahead) if self.ahead else 0)
 
     def close(self) -> None:
         with self._cond:
@@ -218,18 +231,32 @@ class DeviceStream:
         device = self.device
         while True:
             with self._cond:
-                while not self._queue:
+                while not self._queue and not (self.ahead is not None and self.ahead.busy):
                     if self._closed:
                         return
                     self._cond.wait()
-                task = self._queue.popleft()
+                task = self._queue.popleft() if self._queue else None
                 self.running_task = task
+            ahead = self.ahead
+            if task is None:
+                ahead.idle()            # nothing else to do: the next of its launches out ends
+                continue
+            if ahead is not None and ahead.busy and task[1] != "native_kernel":
+                ahead.settle()          # a task that must come after them
             seq, op, args = task
             code, message = device.run_task(self, op, args)
             with self._cond:
                 self.running_task = None
-                # tasks discarded by an abort count as done once the queue is empty
-                done = max(seq, self.drop_upto) if not self._queue else seq
-                if not self._queue:
-                    self.aborting = False
-            device.complete(self, done, code, message)
+            ahead = self.ahead           # (made by the first launch handed on)
+            if ahead is None or ahead.handed != seq:     # a launch handed on is completed by its Ahead
+                self.finish(seq, code, message)
+
+    def finish(self, seq: int, code: int, message: str, count: int = 1) -> None:
+        """Tasks up to ``seq`` are done (``count`` of them ran), the last with ``code``; once
+        nothing of the stream is left, the tasks an abort discarded count as done with it."""
+        with self._cond:
+            idle = not self._queue and self.running_task is None and not (self.ahead is not None and len(self.ahead))
+            done = max(seq, self.drop_upto) if idle else seq
+            if idle:
+                self.aborting = False
+        self.device.complete(self, done, code, message, count)

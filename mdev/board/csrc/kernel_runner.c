@@ -7,7 +7,11 @@
  *                  --UNLOAD image id------------------------> dlclose
  *
  * Started by the device process (mdev/board/native.py) with the socket as argument 1; it ends
- * when the socket closes.  The device process kills it to stop a running kernel (stream abort,
+ * when the socket closes.  Launches may come ahead of their turn (a stream's next launches are
+ * sent while one runs): they run in the order they came, one reply each, and the requests are
+ * read in large gulps so a queue of them costs no system call apiece.  SIGUSR1 (a stream
+ * aborted or destroyed) makes it skip the launches behind the stream's head (the one running,
+ * or else the next): it replies SKIPPED for them, and the device process retires it.  The device process kills it to stop a running kernel (stream abort,
  * forced stream destroy or device reset); a kernel's wild pointer (SIGSEGV, SIGBUS, ...), a
  * fault its API calls report, or a trap ends only its block: the launch then fails.
  *
@@ -37,7 +41,7 @@
 #include "mdev_ascendc_abi.h"
 
 enum { REQ_LOAD = 1, REQ_RUN = 2, REQ_UNLOAD = 3 };
-enum { DONE_OK = 0, DONE_FAULT = 1, DONE_TRAP = 2 };
+enum { DONE_OK = 0, DONE_FAULT = 1, DONE_TRAP = 2, DONE_SKIPPED = 3 };
 #define MAX_IMAGES 1024
 #define MAX_OUTPUT (4u << 20)
 #define ALT_STACK (64 * 1024)
@@ -424,16 +428,49 @@ static int run_blocks(int64_t blocks) {
 }
 
 /* ------------------------------------------------------------------ the wire */
-static int read_all(void* buf, size_t len) {
-    unsigned char* p = buf;
-    while (len > 0) {
-        ssize_t n = read(sock, p, len);
-        if (n <= 0) {
-            if (n < 0 && errno == EINTR) continue;
-            return -1;
+/* Requests are read into a buffer as much as the socket holds, so launches sent ahead cost one
+ * read for many; a descriptor passed with a load is kept until the load takes it. */
+static unsigned char* inbuf;
+static size_t in_start, in_end, in_cap;
+static int passed_fd = -1;
+static volatile sig_atomic_t skipping, spare, launch_running;
+
+/* the stream's head launch runs on: the one running, or else the next to come */
+static void on_skip(int sig) {
+    (void)sig;
+    if (!skipping) spare = !launch_running;
+    skipping = 1;
+}
+
+/* at least ``need`` unread bytes in the buffer (-1: the socket closed) */
+static int fill(size_t need) {
+    while (in_end - in_start < need) {
+        if (in_start > 0) {
+            memmove(inbuf, inbuf + in_start, in_end - in_start);
+            in_end -= in_start;
+            in_start = 0;
         }
-        p += n;
-        len -= (size_t)n;
+        if (in_cap - in_end < 65536 || in_cap < need) {
+            size_t cap = in_cap ? in_cap : 65536;
+            while (cap < need || cap - in_end < 65536) cap *= 2;
+            unsigned char* grown = realloc(inbuf, cap);
+            if (grown == NULL) return -1;
+            inbuf = grown;
+            in_cap = cap;
+        }
+        char control[CMSG_SPACE(sizeof(int))];
+        struct iovec iov = {inbuf + in_end, in_cap - in_end};
+        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+                             .msg_controllen = sizeof control};
+        ssize_t n;
+        do n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC); while (n < 0 && errno == EINTR);
+        if (n <= 0) return -1;
+        for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c))
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+                if (passed_fd >= 0) close(passed_fd);
+                memcpy(&passed_fd, CMSG_DATA(c), sizeof(int));
+            }
+        in_end += (size_t)n;
     }
     return 0;
 }
@@ -449,22 +486,6 @@ static void write_all(const void* buf, size_t len) {
         p += n;
         len -= (size_t)n;
     }
-}
-
-/* the request header [kind, length], and a descriptor passed with it */
-static int read_header(uint32_t header[2], int* fd) {
-    char control[CMSG_SPACE(sizeof(int))];
-    struct iovec iov = {header, 8};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
-                         .msg_controllen = sizeof control};
-    ssize_t n;
-    do n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC); while (n < 0 && errno == EINTR);
-    if (n <= 0) return -1;
-    *fd = -1;
-    for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) memcpy(fd, CMSG_DATA(c), sizeof(int));
-    if (n < 8 && read_all((char*)header + n, (size_t)(8 - n)) != 0) return -1;
-    return 0;
 }
 
 static void reply(uint32_t status, const char* text, size_t len) {
@@ -526,12 +547,12 @@ static void unload(const unsigned char* p, size_t len) {
 }
 
 /* the reply: status, block, ns, message and output lengths, output cut, the bad access (device
- * address, bytes), message, output */
+ * address, bytes), when it ended (CLOCK_MONOTONIC ns: the next launch's start), message, output */
 static void done(int status, int64_t block, uint64_t ns, const char* message, uint64_t bad, uint64_t bad_bytes) {
     uint32_t mlen = (uint32_t)strlen(message);
     uint32_t head[8] = {(uint32_t)status, (uint32_t)block, (uint32_t)ns, (uint32_t)(ns >> 32), mlen,
                         (uint32_t)L.output_len, (uint32_t)L.output_cut, 0};
-    uint64_t where[2] = {bad, bad_bytes};
+    uint64_t where[3] = {bad, bad_bytes, (uint64_t)now_ns()};
     /* one write for the common reply (the device reads it with one call; two writes could
      * wake it twice) */
     unsigned char small[sizeof head + sizeof where + 1024];
@@ -666,19 +687,36 @@ int main(int argc, char** argv) {
     int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT};
     for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++) sigaction(faults[i], &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    struct sigaction skip;
+    memset(&skip, 0, sizeof skip);
+    skip.sa_handler = on_skip;
+    skip.sa_flags = SA_RESTART;
+    sigemptyset(&skip.sa_mask);
+    sigaction(SIGUSR1, &skip, NULL);
     for (;;) {
         uint32_t header[2];
-        int fd = -1;
-        if (read_header(header, &fd) != 0) return 0;
-        unsigned char* payload = malloc(header[1] + 1u);
-        if (payload == NULL || read_all(payload, header[1]) != 0) return 1;
+        if (fill(8) != 0) return 0;
+        memcpy(header, inbuf + in_start, 8);
+        if (fill(8 + (size_t)header[1]) != 0) return 1;
+        const unsigned char* payload = inbuf + in_start + 8;
+        in_start += 8 + (size_t)header[1];      /* the buffer moves only in the next fill() */
+        int fd = passed_fd;
+        passed_fd = -1;
         if (header[0] == REQ_LOAD) load(payload, header[1], fd);
-        else if (header[0] == REQ_RUN) run(payload, header[1]);
-        else if (header[0] == REQ_UNLOAD) unload(payload, header[1]);
-        else {
-            if (fd >= 0) close(fd);
+        else if (header[0] == REQ_RUN && (!skipping || spare)) {
+            spare = 0;
+            launch_running = 1;
+            run(payload, header[1]);
+            launch_running = 0;
+        } else if (header[0] == REQ_RUN) {
+            L.output_len = 0;
+            L.output_cut = 0;
+            done(DONE_SKIPPED, 0, 0, "", 0, 0);
+        } else if (header[0] == REQ_UNLOAD) {
+            unload(payload, header[1]);
+        } else {
             reply(1, "unknown request", 15);
         }
-        free(payload);
+        if (fd >= 0 && header[0] != REQ_LOAD) close(fd);     /* a descriptor nothing asked for */
     }
 }
