@@ -180,6 +180,10 @@ def test_spinning_kernel_stopped_by_stream_abort(kernels):
     stream, _ = kernels.acl.rt.create_stream()
     kernels.stream = stream
     assert kernels.run("empty", 1) == 0, kernels.acl.get_recent_err_msg()
+    # the stopped launch's cores went back with its runner: a launch wanting every core runs
+    # (it waited for ever when the aborted stream's run kept them)
+    assert kernels.launch("empty", 4096) == 0, kernels.acl.get_recent_err_msg()
+    assert kernels.acl.rt.synchronize_stream_with_timeout(stream, 10000) == 0, kernels.acl.get_recent_err_msg()
 
 
 def test_forced_destroy_lets_the_kernel_at_its_head_end(kernels, capsys):

@@ -658,6 +658,8 @@ class Ahead:
             else:
                 fault = KernelFault(f"kernel {kernel.name}: {died}", kernel.core)
                 self.stream.finish(seq, fault.code, fault.message)
+        if self.runner is None:
+            self._release(None)      # no run left: its cores go back (the stream is not busy now)
 
     def settle(self) -> None:
         """Every launch out done and completed; the runner and the cores given back."""
