@@ -53,8 +53,8 @@ from __future__ import annotations
 from mdev import constants as C
 from mdev.capi import channel
 from mdev.capi.channel import G_WAIT
-from mdev.runtime import capture, hooks
 from mdev.operators import OPERATORS
+from mdev.runtime import capture, hooks
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.execution import operators
 from mdev.runtime.memtable import DEVICE
@@ -156,8 +156,11 @@ def grants(spec: str, args: list) -> tuple[list, list, list] | None:
 
 def executor_device(executor: int) -> int | None:
     """After aclnnXGetWorkspaceSize made ``executor`` on this (agent) thread: the device a
-    run of it may be queued for (its stream's grant says the rest), or None."""
-    if capture.held.captures or hooks.checker is not None:
+    run of it may be queued for (its stream's grant says the rest), or None.  Not without a
+    current context, nor while it stops on failure: no stream of it is granted, and locating
+    the tensors would cost the call ~10 us for nothing (torch_npu's streams stop on failure)."""
+    context = rt.thread.context
+    if capture.held.captures or hooks.checker is not None or context is None or context.stop_on_failure:
         return None
     return operators.run_device(executor)
 
