@@ -49,7 +49,7 @@ _local = threading.local()         # .slot: the slot whose call this thread is r
 # within microseconds of the last answer, so a slot's thread watches its word that long before
 # sleeping (yielding the CPU after the first microseconds), and says when it sleeps (the C
 # side then wakes it); the same for the C side
-_wait_change = _post = None
+_wait_change = _post = _grant_executor = None
 SPIN_NS = 200_000
 
 
@@ -283,7 +283,8 @@ class Function:
         self.name, self.fmt, self.outputs = name, fmt, outputs
         self.call = _entry(name)
         self.plain = _plain(fmt)
-        self.spec = asynchronous.SPECS.get(name) if not outputs else None
+        self.spec = asynchronous.spec(name) if not outputs else None
+        self.makes_executor = name.startswith("aclnn") and name.endswith("GetWorkspaceSize")
         self.harmless = asynchronous.harmless(name)
         self.thread_local = name in asynchronous.THREAD_LOCAL
         self.unordered = name in asynchronous.UNORDERED
@@ -309,6 +310,17 @@ def function(slot: Slot, face: int, index: int) -> Function:
                                                         slot.text(ch.S_FORMAT, ch.FORMAT_BYTES),
                                                         slot.text(ch.S_OUTPUTS, ch.OUTPUTS_BYTES))
     return fn
+
+
+def grant_executor(executor: int, epoch: int) -> None:
+    """Grant the executor an aclnnXGetWorkspaceSize just made to whichever thread queues its run
+    (mdev.capi.asynchronous), stamped with ``epoch``, read before the call."""
+    try:
+        device = asynchronous.executor_device(executor)
+    except AclError:
+        return
+    if device is not None:
+        _grant_executor(AREA.address, executor, device, epoch)
 
 
 def advance_epoch() -> None:
@@ -400,6 +412,7 @@ class Calls:
             args = _arguments(mm, base, fn.fmt)
             if len(AREA.callers) > 1 and not fn.unordered:
                 self.others_drained()
+            epoch = AREA.epoch.value      # before the call: a change meanwhile voids its grants
             if fn.thread_local:
                 self.void_grants()
             elif not fn.harmless:
@@ -416,6 +429,8 @@ class Calls:
                 ret = value
             if ret == 0 and fn.spec is not None:
                 self.grant(fn.spec, args)
+            if ret == 0 and fn.makes_executor and stored:
+                grant_executor(values[-1], epoch)
             if ret == 0 and fn.synchronises and self.failure:
                 ret, self.failure = self.failure, 0
             _U64.pack_into(mm, base + ch.S_RET, _word_of(ret, "i"))
@@ -492,7 +507,7 @@ AREA: Area | None = None
 
 
 def main() -> None:
-    global AREA, _wait_change, _post, _entry
+    global AREA, _wait_change, _post, _grant_executor, _entry
     root, client, library = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     header = None
     try:
@@ -507,6 +522,9 @@ def main() -> None:
         _post = ctypes.PyDLL(library).mdev_post                       # PyDLL: quick, the GIL kept
         _post.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p]
         _post.restype = None
+        _grant_executor = ctypes.PyDLL(library).mdev_grant_executor               # quick too
+        _grant_executor.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint32]
+        _grant_executor.restype = ctypes.c_int
         AREA = Area(3)
         header = AREA.mm
         program = ClientProgram(client, AREA)

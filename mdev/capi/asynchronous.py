@@ -18,6 +18,9 @@ A spec has two characters per parameter, a role and an argument index ('.' none)
     mN  a bound: argument N <= this one
     k.  a copy kind the runtime takes without looking further (host/device in any
         direction, or DEFAULT: memory of the stream's own device makes it device to device)
+    x.  an operator's executor granted for the stream's device (any thread's grant: torch_npu
+        makes it on one thread, runs it on another); queueing the run takes the grant, which
+        the run uses up (mdev.runtime.execution.operators.run_device says what it holds)
     ..  anything
 
 The checks are exactly the runtime's for such arguments (mdev.runtime.memory.memops.memset_async,
@@ -33,7 +36,14 @@ a device dying meanwhile): that failure is the thread's last error and the answe
 next synchronisation (``aclrtSynchronize*``), as a task failure is.  Order: a call other
 than an UNORDERED one first waits until every thread's queued calls have run.
 
-A new asynchronous function (an aclnn launch, say) needs only its SPEC here (and a call
+An aclnnX(workspace, workspaceSize, executor, stream) of mdev's operator library is
+asynchronous too (OPERATOR_RUN): when aclnnXGetWorkspaceSize succeeds the agent grants its
+executor (area-wide, stamped with the epoch) if every tensor lies where operator_run would
+take it; the C side takes that grant when it queues the run, so a second run of the same
+executor, a repeatable one (aclSetAclOpExecutorRepeatable advances the epoch) or a destroyed
+one is called synchronously and gets the runtime's code.
+
+A new asynchronous function needs only its SPEC here (and a call
 that frees or destroys nothing belongs in HARMLESS, or it voids every grant); the C entry
 points carry the specs (mdev.capi.generate).
 """
@@ -43,8 +53,10 @@ from __future__ import annotations
 from mdev import constants as C
 from mdev.capi import channel
 from mdev.capi.channel import G_WAIT
+from mdev.operators import OPERATORS
 from mdev.runtime import capture, hooks
 from mdev.runtime.core import RUNTIME as rt
+from mdev.runtime.execution import operators
 from mdev.runtime.memtable import DEVICE
 from mdev.runtime.streams import NON_EXECUTING
 from mdev.runtime.sync import events
@@ -55,6 +67,8 @@ SPECS = {
     "aclrtRecordEvent": "e.s.",
     "aclrtStreamWaitEvent": "s.w.",
 }
+# aclnnX(workspace, workspaceSize, executor, stream): operator_run looks at neither workspace argument
+OPERATOR_RUN = "....x.s."
 
 # the copy kinds memcpy_async takes at once between memory of the stream's own device
 PLAIN_KINDS = (C.ACL_MEMCPY_HOST_TO_HOST, C.ACL_MEMCPY_HOST_TO_DEVICE, C.ACL_MEMCPY_DEVICE_TO_HOST,
@@ -77,6 +91,13 @@ HARMLESS = frozenset(SPECS) | frozenset((
 ))
 
 
+def spec(name: str) -> str | None:
+    """The spec of C function ``name``, or None when it is always called synchronously."""
+    if name in SPECS:
+        return SPECS[name]
+    return OPERATOR_RUN if name.startswith("aclnn") and name[len("aclnn"):] in OPERATORS else None
+
+
 def harmless(name: str) -> bool:
     """Whether a call cannot make a grant false: one of HARMLESS, or an operator library
     call (aclnnXGetWorkspaceSize makes an executor, aclnnX runs one: neither frees memory
@@ -97,10 +118,10 @@ UNORDERED = frozenset(("aclrtGetDevice", "aclrtGetCurrentContext", "aclrtGetLast
 
 def checked(spec: str, params: int) -> str:
     """``spec`` after checking it names a role and an index for each of ``params`` parameters,
-    one stream among them (the C side reads it without looking twice)."""
+    one stream among them (the C side reads it without looking twice), at most one executor."""
     pairs = [spec[k:k + 2] for k in range(0, len(spec), 2)]
-    if len(spec) != 2 * params or spec[::2].count("s") != 1 or any(
-            not (role in "sewk." and index == "." or role in "dm" and index.isdigit() and int(index) < params)
+    if len(spec) != 2 * params or spec[::2].count("s") != 1 or spec[::2].count("x") > 1 or any(
+            not (role in "sewkx." and index == "." or role in "dm" and index.isdigit() and int(index) < params)
             for role, index in pairs):
         raise ValueError(f"an asynchronous spec has a role and an index per parameter, one stream: {spec!r}")
     return spec
@@ -131,4 +152,15 @@ def grants(spec: str, args: list) -> tuple[list, list, list] | None:
                 return None
             evs.append((args[k], device, G_WAIT if ev.can_wait else 0))
     return [(args[roles.index("s")], device, rt.link(device).pid)], ranges, evs
+
+
+def executor_device(executor: int) -> int | None:
+    """After aclnnXGetWorkspaceSize made ``executor`` on this (agent) thread: the device a
+    run of it may be queued for (its stream's grant says the rest), or None.  Not without a
+    current context, nor while it stops on failure: no stream of it is granted, and locating
+    the tensors would cost the call ~10 us for nothing (torch_npu's streams stop on failure)."""
+    context = rt.thread.context
+    if capture.held.captures or hooks.checker is not None or context is None or context.stop_on_failure:
+        return None
+    return operators.run_device(executor)
 

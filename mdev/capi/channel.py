@@ -50,6 +50,12 @@ H_CLIENT_AREA = 32      # u64: where the C side maps this area
 H_EPOCH = 40            # u32: grants stamped with another value are void
 H_ERROR = 64            # char[1024]
 ERROR_BYTES = 1024
+# executors granted by any thread's aclnnXGetWorkspaceSize, taken by the C thread queueing
+# their run: {u64 handle (0 none, EXECUTOR_WRITING while the agent writes it), u32 device + 1,
+# u32 the epoch it holds for}; the agent changes an entry only after taking it over by its
+# handle, so a C thread that took the handle it saw has read the entry whole
+H_EXECUTORS, EXECUTOR_GRANTS = 2048, 64
+EXECUTOR_WRITING = 1
 
 SLOTS = 256
 S_STATE, S_ROLE, S_OK, S_STORED = 0, 4, 8, 12           # u32 each

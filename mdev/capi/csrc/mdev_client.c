@@ -12,6 +12,7 @@
  *   an asynchronous call (its face's spec, mdev.capi.asynchronous) whose arguments pass the
  *   spec's checks against the grants the agent wrote into the slot: appended to the slot's
  *   ring and answered ACL_SUCCESS at once; the agent runs the ring before the next CALL.
+ *   An aclnn operator's run also takes its executor's grant (the area's table: any thread's).
  *   MDEV_CAPI=embedded, or a Python program running mdev's runtime itself (mdev.acl
  *   imported: MDEV_RUNTIME_PID is its pid): libmdev_embed.so runs the calls in that
  *   interpreter (or one it starts), sharing the program's runtime.
@@ -761,6 +762,48 @@ static int granted_event(const unsigned char* slot, uint64_t handle, int device,
     return 0;
 }
 
+#define EXECUTOR(area, i) ((area) + MDEV_CH_H_EXECUTORS + 16 * (size_t)(i))
+
+/* The agent's grant of executor ``handle`` for ``device`` at ``epoch`` (mdev.capi.channel),
+ * written into an entry that is empty or holds another epoch's grant: 0 when every entry holds
+ * one of this epoch.  Called by the agent (its own mapping of the area), which has no CAS. */
+__attribute__((visibility("default"))) int mdev_grant_executor(unsigned char* area, uint64_t handle, uint32_t device,
+                                                               uint32_t epoch)
+{
+    for (int i = 0; i < (int)MDEV_CH_EXECUTOR_GRANTS; i++) {
+        unsigned char* g = EXECUTOR(area, i);
+        _Atomic uint64_t* held = (_Atomic uint64_t*)g;
+        uint64_t seen = atomic_load(held);
+        if (seen == MDEV_CH_EXECUTOR_WRITING || (seen != 0 && atomic_load(U32(g, 12)) == epoch)
+            || !atomic_compare_exchange_strong(held, &seen, MDEV_CH_EXECUTOR_WRITING)) {
+            continue;
+        }
+        atomic_store(U32(g, 8), device + 1);
+        atomic_store(U32(g, 12), epoch);
+        atomic_store(held, handle);
+        return 1;
+    }
+    return 0;
+}
+
+/* executor ``handle`` is granted for ``device`` in this epoch: its grant taken (the run this
+ * thread queues uses the executor up); handles are never reused, so the entry read under it
+ * is the one taken */
+static int take_executor(uint64_t handle, int device)
+{
+    uint32_t epoch = atomic_load(U32(S.area, MDEV_CH_H_EPOCH));
+    for (int i = 0; handle > MDEV_CH_EXECUTOR_WRITING && i < (int)MDEV_CH_EXECUTOR_GRANTS; i++) {
+        unsigned char* g = EXECUTOR(S.area, i);
+        _Atomic uint64_t* held = (_Atomic uint64_t*)g;
+        if (atomic_load(held) == handle) {
+            uint64_t seen = handle;
+            return atomic_load(U32(g, 8)) == (uint32_t)device + 1 && atomic_load(U32(g, 12)) == epoch
+                   && atomic_compare_exchange_strong(held, &seen, 0);
+        }
+    }
+    return 0;
+}
+
 /* the arguments pass every check of ``spec`` (mdev.capi.asynchronous) against the slot's grants */
 static int granted(const unsigned char* slot, const char* spec, const uint64_t* a)
 {
@@ -800,7 +843,15 @@ static int granted(const unsigned char* slot, const char* spec, const uint64_t* 
             return 0;
         }
     }
-    return device >= 0 && both_alive(device, pid);
+    if (device < 0 || !both_alive(device, pid)) {
+        return 0;
+    }
+    for (int k = 0; spec[2 * k]; k++) {       /* last: taking the grant uses it up */
+        if (spec[2 * k] == 'x' && !take_executor(a[k], device)) {
+            return 0;
+        }
+    }
+    return 1;
 }
 
 /* The call appended to this thread's ring if its spec's checks pass and the ring has room

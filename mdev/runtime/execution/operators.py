@@ -454,6 +454,31 @@ def operator_run(workspace, workspace_size: int, executor, stream) -> None:
     streams.submit(st, "operator", op.name, inputs, outputs, attrs)
 
 
+def run_device(executor) -> int | None:
+    """The device an aclnnX of ``executor`` would run on now without its tensors being refused
+    (each one, located as operator_run locates it, in one device allocation of this process,
+    not imported, all on one device), or None (gone, repeatable, no tensor, or refused): what
+    the host agent grants it for (mdev.capi.asynchronous)."""
+    ex = _objects.get(executor)
+    if type(ex) is not Executor or ex.repeatable:
+        return None
+    found = set()
+    for param, write in [*((p, False) for p, _ in ex.op.reads), *((p, True) for p, _ in ex.op.writes)]:
+        value = ex.values[param]
+        for desc in () if value is None else value if isinstance(value, tuple) else (value,):
+            nbytes = tensor_extent(desc.shape, desc.strides, desc.dtype)
+            if nbytes == 0:
+                continue
+            try:
+                operand = rt.memory.operand(desc.data + desc.offset * dtypes.itemsize(desc.dtype), nbytes, write=write)
+            except AclError:
+                return None
+            if operand.kind != DEVICE or operand.pieces or operand.allocation.ipc_key is not None:
+                return None
+            found.add(operand.device)
+    return found.pop() if len(found) == 1 else None
+
+
 # ---------------------------------------------------------------------------- compile options
 COMPILE_OPTIONS = 17            # aclCompileOpt: ACL_PRECISION_MODE (0) .. ACL_OP_DEBUG_OPTION (16)
 AUTO_TUNE_MODE, JIT_COMPILE, DEBUG_OPTION = 2, 10, 16
