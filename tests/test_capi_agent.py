@@ -228,24 +228,29 @@ def needs_torch() -> None:
         pytest.skip("torch is not installed (pip install '.[torch]'): the operator library computes with it")
 
 
+@pytest.mark.parametrize("failure_mode", ["continue", "stop"])
 @pytest.mark.parametrize("mode", ["embedded", "agent"])
-def test_aclnn_runs_answer_as_the_runtime(mode, tmp_path, cann_home, agent_board):
+def test_aclnn_runs_answer_as_the_runtime(mode, failure_mode, tmp_path, cann_home, agent_board):
     """aclnn_async.c straight through: the sum of queued runs after the synchronisation, and
-    used-up, destroyed, repeatable and NULL executors answered as the synchronous runtime does."""
+    used-up, destroyed, repeatable and NULL executors answered as the synchronous runtime does;
+    on a stop-on-failure stream, a run on a stream granted before its context stopped is
+    refused with the failure code (the C side reads the stream's failure word)."""
     needs_torch()
     binary = compile_c(cann_home, "aclnn_async.c", tmp_path / "aclnn_async", libs=OPERATOR_LIBS)
-    proc = subprocess.run([str(binary)], env=board_env(agent_board, MDEV_CAPI=mode), capture_output=True, check=False,
-                          text=True, timeout=120)
+    proc = subprocess.run([str(binary), "-", failure_mode], env=board_env(agent_board, MDEV_CAPI=mode),
+                          capture_output=True, check=False, text=True, timeout=120)
     assert proc.returncode == 0 and "aclnn_async: 0 failures" in proc.stdout, proc.stdout + proc.stderr
 
 
-def test_aclnn_runs_return_before_the_agent_runs_them(tmp_path, cann_home, agent_board):
+@pytest.mark.parametrize("failure_mode", ["continue", "stop"])
+def test_aclnn_runs_return_before_the_agent_runs_them(failure_mode, tmp_path, cann_home, agent_board):
     """With the agent stopped (SIGSTOP) after GetWorkspaceSize made the executors (one on
     another thread), their runs still return ACLNN_SUCCESS: the C side queued them on the
-    executor's and the stream's grants; once the agent goes on, the sum is right."""
+    executor's and the stream's grants; once the agent goes on, the sum is right.  Also on
+    a stream that stops on failure (torch_npu's streams do)."""
     needs_torch()
     binary = compile_c(cann_home, "aclnn_async.c", tmp_path / "aclnn_async", libs=OPERATOR_LIBS)
-    proc = subprocess.Popen([str(binary), "stopped"], env=board_env(agent_board, **AGENT), stdin=subprocess.PIPE,
+    proc = subprocess.Popen([str(binary), "stopped", failure_mode], env=board_env(agent_board, **AGENT), stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()

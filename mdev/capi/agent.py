@@ -183,6 +183,7 @@ class ClientProgram(ProgramMemory):
             raise OSError(f"cannot reserve the program's address window at {self.window:#x}")
         self._free = [(self.window, self.window_size)]          # (start, size), first fit
         self._lock = threading.Lock()
+        self._views: dict[str, int] = {}
 
     def _place(self, size: int) -> int:
         size = -(-size // mmap.PAGESIZE) * mmap.PAGESIZE
@@ -212,6 +213,15 @@ class ClientProgram(ProgramMemory):
         finally:
             with self._lock:
                 self._free.append((at, size))
+
+    def view(self, seg, size: int) -> int:
+        """Where the program sees the first ``size`` bytes of segment ``seg`` (mapped there
+        once, for as long as it runs: a device's control page, whose words it reads)."""
+        at = self._views.get(seg.name)
+        if at is None:
+            at = self._views[seg.name] = self._place(size)
+            self._ask(ch.K_MAP, at, -(-size // mmap.PAGESIZE) * mmap.PAGESIZE, seg.name)
+        return at
 
     def map_over(self, seg, at: int) -> None:
         self._ask(ch.K_MAP, at, seg.size, seg.name)
@@ -469,12 +479,24 @@ class Calls:
                 k = table.index(None) if None in table else hash(item) % count     # full: one makes room
                 table[k] = item
                 layout.pack_into(mm, base + at + size * k, *item[:-2], item[-2] + 1, item[-1])
+                if at == ch.S_STREAMS:
+                    _U64.pack_into(mm, base + ch.S_STOPS + 8 * k, _stop_address(item[0]))
         _U32.pack_into(mm, base + ch.S_GRANT_EPOCH, epoch)
         self.granted_at = epoch
 
 
 # the slot's grant tables (mdev.capi.channel): where, entry size, entries, entry layout
 # (an item's last two values are its device, stored + 1, and its flags)
+def _stop_address(stream: int) -> int:
+    """Where the program reads granted ``stream``'s failure word (0: its context does not
+    stop on failure; mdev.capi.asynchronous.stop_word)."""
+    found = asynchronous.stop_word(stream)
+    if found is None:
+        return 0
+    segment, offset = found
+    return PROGRAM.view(segment, offset + 8) + offset
+
+
 _GRANT_TABLES = ((ch.S_STREAMS, 16, ch.STREAM_GRANTS, struct.Struct("<QII")),
                  (ch.S_RANGES, 24, ch.RANGE_GRANTS, struct.Struct("<QQII")),
                  (ch.S_EVENTS, 16, ch.EVENT_GRANTS, struct.Struct("<QII")))
@@ -504,10 +526,11 @@ def _control() -> None:
 
 
 AREA: Area | None = None
+PROGRAM: ClientProgram | None = None
 
 
 def main() -> None:
-    global AREA, _wait_change, _post, _grant_executor, _entry
+    global AREA, PROGRAM, _wait_change, _post, _grant_executor, _entry
     root, client, library = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     header = None
     try:
@@ -527,8 +550,8 @@ def main() -> None:
         _grant_executor.restype = ctypes.c_int
         AREA = Area(3)
         header = AREA.mm
-        program = ClientProgram(client, AREA)
-        serve(program)
+        PROGRAM = ClientProgram(client, AREA)
+        serve(PROGRAM)
         from mdev.capi import adapter, cmemory
         cmemory.serve(AREA, c_function)
         _entry = adapter.entry

@@ -28,8 +28,10 @@ memcpy_async, sync.events.record_event, stream_wait_event): a call passing them 
 synchronously, so the caller loses nothing by not waiting.  Grants are void once anything
 could have made them false: the agent advances the area's epoch around every call not in
 HARMLESS (mdev.capi.channel; a THREAD_LOCAL call voids only its thread's grants), and
-grants nothing while a capture, a checking tool or a stop-on-failure context could refuse
-a task; and the C side calls synchronously once the stream's device process is gone (its
+grants nothing while a capture or a checking tool could refuse a task; a stream of a
+stop-on-failure context is granted with the address of its failure word in the device's
+control page (mapped into the program), which the C side reads before queueing as the
+runtime reads it before submitting (a stopped context refuses with its failure code); and the C side calls synchronously once the stream's device process is gone (its
 pidfd, polled with the agent's: 507901 at once).  What can still fail after the C side
 returned is a race the program made itself (another thread freeing the memory meanwhile,
 a device dying meanwhile): that failure is the thread's last error and the answer of its
@@ -136,7 +138,7 @@ def grants(spec: str, args: list) -> tuple[list, list, list] | None:
         return None
     roles = spec[::2]
     stream = rt.stream_in_context(args[roles.index("s")])
-    if stream.recorder is not None or stream.flags & NON_EXECUTING or stream.context.stop_on_failure:
+    if stream.recorder is not None or stream.flags & NON_EXECUTING:
         return None
     device = stream.device
     ranges, evs = [], []
@@ -154,13 +156,26 @@ def grants(spec: str, args: list) -> tuple[list, list, list] | None:
     return [(args[roles.index("s")], device, rt.link(device).pid)], ranges, evs
 
 
+def stop_word(handle: int) -> tuple[object, int] | None:
+    """Where granted stream ``handle``'s failure word lies when its context stops on failure
+    -- (the device's control segment, the word's byte offset in it) -- else None.  The C side
+    reads the word before queueing a call for the stream, as streams.submit reads it before
+    submitting: once a failed task stopped the context, its calls go the synchronous way and
+    get the runtime's refusal with the failure code."""
+    stream = rt.stream_in_context(handle)
+    if not stream.context.stop_on_failure:
+        return None
+    control = rt.link(stream.device).control
+    word = control.stream_err[stream.slot:].__array_interface__["data"][0]
+    return control.segment, word - control.segment.address
+
+
 def executor_device(executor: int) -> int | None:
     """After aclnnXGetWorkspaceSize made ``executor`` on this (agent) thread: the device a
     run of it may be queued for (its stream's grant says the rest), or None.  Not without a
-    current context, nor while it stops on failure: no stream of it is granted, and locating
-    the tensors would cost the call ~10 us for nothing (torch_npu's streams stop on failure)."""
-    context = rt.thread.context
-    if capture.held.captures or hooks.checker is not None or context is None or context.stop_on_failure:
+    current context: no stream of it is granted, and locating the tensors would cost the
+    call ~10 us for nothing."""
+    if capture.held.captures or hooks.checker is not None or rt.thread.context is None:
         return None
     return operators.run_device(executor)
 

@@ -82,6 +82,9 @@ S_FACE = 65560                                            # u64: its face (the C
 S_STREAMS, STREAM_GRANTS = 65600, 8                       # {u64 handle, u32 device + 1, u32 its pid}
 S_RANGES, RANGE_GRANTS = 65728, 16                        # {u64 start, u64 end, u32 device + 1, u32 -}
 S_EVENTS, EVENT_GRANTS = 66112, 16                        # {u64 handle, u32 device + 1, u32 flags}
+# for stream grant k: where the C side reads its stream's failure word (the device's control
+# page, mapped into the program) when its context stops on failure, else 0 (u64 each)
+S_STOPS = 66368
 G_WAIT = 1                                                # event flag: a stream may wait on it
 PLAIN_KINDS = 5                                           # copy kinds 0..4 (mdev.capi.asynchronous)
 DEVICE_FDS = 64                                           # devices whose process the C side watches
@@ -90,6 +93,7 @@ RING_ARGS = 8
 ENTRY_BYTES = 16 + 8 * RING_ARGS                          # {u64 face, u32 index, u32 -, u64 args[8]}
 RING_ENTRIES = 512
 SLOT_BYTES = S_RING + RING_ENTRIES * ENTRY_BYTES
+assert S_EVENTS + 16 * EVENT_GRANTS <= S_STOPS and S_STOPS + 8 * STREAM_GRANTS <= S_RING
 
 KEPT_BYTES = 1 << 20
 AREA_BYTES = HEADER_BYTES + SLOTS * SLOT_BYTES + KEPT_BYTES

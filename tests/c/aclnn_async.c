@@ -7,7 +7,11 @@
  *           "ready" and the next input line, so the launches can only return if they did not
  *           wait for it; the sum is right after the synchronisation
  *   codes   a used-up executor run again, a destroyed one, NULL: the runtime's codes;
- *           a repeatable one runs each time */
+ *           a repeatable one runs each time
+ *   stop    with the argument "stop" (after "stopped" or "-"), the streams stop on failure
+ *           (ACL_STOP_ON_FAILURE, as torch_npu's): the runs still return early; then a copy
+ *           whose source is freed while it waits fails on one stream, and a run on the other
+ *           stream, granted before the failure, is refused with the failure code */
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -54,13 +58,47 @@ static float first(void* dev)
     return host[0];
 }
 
+/* A D2D copy on its own stream of the context, held by a wait until its source is freed,
+ * fails and stops the context; ``granted`` (the stream of the runs, granted again by a run
+ * after the free, which voided every grant) then refuses a run with the failure code. */
+static void stop_after_failure(aclrtStream granted, void* dev)
+{
+    aclrtStream failing = NULL;
+    OK(aclrtCreateStream(&failing));
+    void *hold = NULL, *src = NULL, *dst = NULL;
+    OK(aclrtMalloc(&hold, 8, ACL_MEM_MALLOC_HUGE_FIRST));
+    OK(aclrtMalloc(&src, 4096, ACL_MEM_MALLOC_HUGE_FIRST));
+    OK(aclrtMalloc(&dst, 4096, ACL_MEM_MALLOC_HUGE_FIRST));
+    OK(aclrtMemset(hold, 8, 0, 8));
+    OK(aclrtValueWait(hold, 1, ACL_STREAM_WAIT_VALUE_EQ, failing));
+    OK(aclrtMemcpyAsync(dst, 4096, src, 4096, ACL_MEMCPY_DEVICE_TO_DEVICE, failing));
+    OK(aclrtFree(src));
+    OK(aclnnInplaceAdds(NULL, 0, add_one(), granted));
+    OK(aclrtSynchronizeStream(granted));
+    EXPECT(first(dev) == 5.0f + RUNS);
+    uint64_t go = 1;
+    OK(aclrtMemcpy(hold, 8, &go, 8, ACL_MEMCPY_HOST_TO_DEVICE));
+    aclError code = aclrtSynchronizeStream(failing);
+    EXPECT(code != ACL_SUCCESS);
+    EXPECT_RET(aclnnInplaceAdds(NULL, 0, add_one(), granted), code);
+    EXPECT_RET(aclrtSynchronizeStream(granted), code);
+    EXPECT(first(dev) == 5.0f + RUNS);
+    OK(aclrtFree(hold));
+    OK(aclrtFree(dst));
+    OK(aclrtDestroyStream(failing));
+}
+
 int main(int argc, char** argv)
 {
     int stopped = argc > 1 && strcmp(argv[1], "stopped") == 0;
+    int stop = argc > 2 && strcmp(argv[2], "stop") == 0;
     OK(aclInit(NULL));
     OK(aclrtSetDevice(0));
     aclrtStream stream = NULL;
     OK(aclrtCreateStream(&stream));
+    if (stop) {
+        OK(aclrtSetStreamFailureMode(stream, ACL_STOP_ON_FAILURE));
+    }
     void* dev = NULL;
     OK(aclrtMalloc(&dev, N * sizeof(float), ACL_MEM_MALLOC_HUGE_FIRST));
     OK(aclrtMemset(dev, N * sizeof(float), 0, N * sizeof(float)));
@@ -108,6 +146,9 @@ int main(int argc, char** argv)
     EXPECT_RET(aclnnInplaceAdds(NULL, 0, again, stream), ACLNN_ERR_PARAM_INVALID);
     OK(aclrtSynchronizeStream(stream));
     EXPECT(first(dev) == 4.0f + RUNS);
+    if (stop) {
+        stop_after_failure(stream, dev);
+    }
 
     OK(aclDestroyTensor(z));
     OK(aclDestroyScalar(one));

@@ -666,15 +666,19 @@ static void agent_call(mdev_face* face, int index, mdev_result* result, const ch
 }
 
 /* ------------------------------------------------------------------ asynchronous calls */
-/* the device of the granted stream ``handle`` (its process: *pid), or -1 */
+/* the device of the granted stream ``handle`` (its process: *pid), or -1; -1 too when its
+ * context stops on failure and a failed task stopped it (the failure word the device writes
+ * into its control page, which streams.submit reads too): the synchronous call is refused
+ * with the failure code */
 static int granted_stream(const unsigned char* slot, uint64_t handle, pid_t* pid)
 {
     for (int i = 0; i < (int)MDEV_CH_STREAM_GRANTS; i++) {
         const unsigned char* g = slot + MDEV_CH_S_STREAMS + 16 * i;
         uint32_t device = *(const uint32_t*)(g + 8);
         if (device && *(const uint64_t*)g == handle) {
+            const _Atomic int64_t* stop = (const _Atomic int64_t*)(uintptr_t)*U64(slot, MDEV_CH_S_STOPS + 8 * i);
             *pid = (pid_t)*(const uint32_t*)(g + 12);
-            return (int)device - 1;
+            return stop != NULL && atomic_load(stop) != 0 ? -1 : (int)device - 1;
         }
     }
     return -1;
