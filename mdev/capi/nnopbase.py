@@ -37,6 +37,8 @@ from mdev.runtime.execution.operators import ArrayDesc, ScalarDesc
 _TENSOR = struct.Struct("<IiiIIIqQ8q8q8q")
 _SCALAR = struct.Struct("<Ii8s")
 _ARRAY = struct.Struct("<I4xQQ")
+TENSOR_BYTES, SCALAR_BYTES = _TENSOR.size, _SCALAR.size
+TENSOR_DATA_AT = struct.calcsize("<IiiIIIq")      # a tensor's data address in its structure
 MAGICS = {"tensor": 0x544E444D, "scalar": 0x534E444D, INTS: 0x494E444D, FLOATS: 0x464E444D, BOOLS: 0x424E444D,
           "tensors": 0x4C4E444D, SCALARS: 0x514E444D}
 _ITEMS = {INTS: "q", FLOATS: "f", BOOLS: "?", "tensors": "Q", SCALARS: "Q"}

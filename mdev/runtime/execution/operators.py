@@ -284,6 +284,19 @@ def operator_get_workspace_size(name: str, *params) -> tuple[int, int]:
     return 0, _keep(Executor(op, values))
 
 
+def executor_values(executor) -> tuple[Operator, dict] | None:
+    """The op and the checked parameters of live executor ``executor``, or None."""
+    ex = _objects.get(executor)
+    return (ex.op, ex.values) if type(ex) is Executor else None
+
+
+def repeat_executor(op: Operator, values: dict) -> int:
+    """A new executor of ``op`` with ``values`` that differ from an earlier executor's only in
+    their tensors' data addresses, which no check of phase 1 looks at (mdev.capi.signatures):
+    checking them again would refuse nothing it passed."""
+    return _keep(Executor(op, values))
+
+
 def _resolve(where: str, param: str, kind: str, arg):
     """A parameter's handle as the descriptor (a tuple of them for lists), or its value."""
     if arg is None or arg == 0 and kind not in (INT, FLOAT, BOOL, DTYPE, STR):
