@@ -16,8 +16,10 @@
     drill.c     the C-ABI drill: NULL outputs (18), destroyed and garbage handles, two
                 threads synchronising a stream a third destroys
                 (these four through the agent and the embedded library alike)
-    aclnn_async.c  aclnn runs queued on their executors' grants: they return with the agent
-                stopped; used-up, destroyed and NULL executors get the runtime's codes (both ways)
+    aclnn_async.c  aclnn runs queued on their executors' grants, GetWorkspaceSize of a known
+                signature answered by the C side: they return with the agent stopped; used-up,
+                destroyed and NULL executors get the runtime's codes (both ways); a stopped
+                stop-on-failure context refuses a run with its failure code
     (Python)    the agent ends with the program; a killed agent fails calls at once
     basic.c     run with another Python environment's PYTHONPATH / PYTHONHOME / VIRTUAL_ENV
                 and no board running: the agent starts one and the program works
@@ -246,8 +248,9 @@ def test_aclnn_runs_answer_as_the_runtime(mode, failure_mode, tmp_path, cann_hom
 def test_aclnn_runs_return_before_the_agent_runs_them(failure_mode, tmp_path, cann_home, agent_board):
     """With the agent stopped (SIGSTOP) after GetWorkspaceSize made the executors (one on
     another thread), their runs still return ACLNN_SUCCESS: the C side queued them on the
-    executor's and the stream's grants; once the agent goes on, the sum is right.  Also on
-    a stream that stops on failure (torch_npu's streams do)."""
+    executor's and the stream's grants; so do GetWorkspaceSize calls of a signature the agent
+    checked before and their runs (the C side answers them: mdev.capi.local); once the agent
+    goes on, the sum is right.  Also on a stream that stops on failure (torch_npu's do)."""
     needs_torch()
     binary = compile_c(cann_home, "aclnn_async.c", tmp_path / "aclnn_async", libs=OPERATOR_LIBS)
     proc = subprocess.Popen([str(binary), "stopped", failure_mode], env=board_env(agent_board, **AGENT), stdin=subprocess.PIPE,

@@ -32,7 +32,7 @@ import time
 import traceback
 
 from mdev import errors as E
-from mdev.capi import asynchronous, embedding
+from mdev.capi import asynchronous, embedding, local, signatures
 from mdev.capi import channel as ch
 from mdev.errors import AclError
 from mdev.memory import futex
@@ -127,7 +127,7 @@ class Area:
         """``data`` where the program can read it for as long as it runs: its address there."""
         with self._kept_lock:
             at = self._kept
-            if at + len(data) > ch.AREA_BYTES:
+            if at + len(data) > ch.LOCAL_AT:
                 raise MemoryError("the agent's area for kept strings is full")
             self._kept = at + (len(data) + 7) // 8 * 8
         self.mm[at:at + len(data)] = data
@@ -326,11 +326,13 @@ def grant_executor(executor: int, epoch: int) -> None:
     """Grant the executor an aclnnXGetWorkspaceSize just made to whichever thread queues its run
     (mdev.capi.asynchronous), stamped with ``epoch``, read before the call."""
     try:
-        device = asynchronous.executor_device(executor)
+        found = asynchronous.executor_device(executor)
     except AclError:
         return
-    if device is not None:
+    if found is not None:
+        device, allocations = found
         _grant_executor(AREA.address, executor, device, epoch)
+        local.grant_allocations(allocations, device, epoch)
 
 
 def advance_epoch() -> None:
@@ -439,8 +441,11 @@ class Calls:
                 ret = value
             if ret == 0 and fn.spec is not None:
                 self.grant(fn.spec, args)
-            if ret == 0 and fn.makes_executor and stored:
-                grant_executor(values[-1], epoch)
+            if fn.makes_executor:
+                signed = ret == 0 and stored and signatures.signed(values[-1])
+                _U32.pack_into(mm, base + ch.S_SIGNED, signed)
+                if ret == 0 and stored:
+                    grant_executor(values[-1], epoch)
             if ret == 0 and fn.synchronises and self.failure:
                 ret, self.failure = self.failure, 0
             _U64.pack_into(mm, base + ch.S_RET, _word_of(ret, "i"))
@@ -554,6 +559,7 @@ def main() -> None:
         serve(PROGRAM)
         from mdev.capi import adapter, cmemory
         cmemory.serve(AREA, c_function)
+        local.serve(AREA.mm, lambda face, index: _functions[face, index])
         _entry = adapter.entry
         threading.Thread(target=_control, daemon=True, name="mdev-agent-control").start()
     except BaseException:

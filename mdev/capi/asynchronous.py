@@ -71,6 +71,9 @@ SPECS = {
 }
 # aclnnX(workspace, workspaceSize, executor, stream): operator_run looks at neither workspace argument
 OPERATOR_RUN = "....x.s."
+# aclnnXGetWorkspaceSize: the C side answers a signature the agent said passed (mdev.capi.local)
+MADE_HERE = "G"
+_WORKSPACE = "GetWorkspaceSize"
 
 # the copy kinds memcpy_async takes at once between memory of the stream's own device
 PLAIN_KINDS = (C.ACL_MEMCPY_HOST_TO_HOST, C.ACL_MEMCPY_HOST_TO_DEVICE, C.ACL_MEMCPY_DEVICE_TO_HOST,
@@ -98,6 +101,16 @@ def spec(name: str) -> str | None:
     if name in SPECS:
         return SPECS[name]
     return OPERATOR_RUN if name.startswith("aclnn") and name[len("aclnn"):] in OPERATORS else None
+
+
+def table_spec(name: str, params: int, outputs: bool) -> str | None:
+    """What the C entry point of ``name`` carries in its face's table: its checked spec, MADE_HERE
+    for an aclnnXGetWorkspaceSize (mdev.capi.local), or None."""
+    if outputs:
+        op = name[len("aclnn"):-len(_WORKSPACE)] if name.startswith("aclnn") and name.endswith(_WORKSPACE) else None
+        return MADE_HERE if op in OPERATORS else None
+    found = spec(name)
+    return checked(found, params) if found else None
 
 
 def harmless(name: str) -> bool:
@@ -170,11 +183,11 @@ def stop_word(handle: int) -> tuple[object, int] | None:
     return control.segment, word - control.segment.address
 
 
-def executor_device(executor: int) -> int | None:
+def executor_device(executor: int) -> tuple[int, set[tuple[int, int]]] | None:
     """After aclnnXGetWorkspaceSize made ``executor`` on this (agent) thread: the device a
-    run of it may be queued for (its stream's grant says the rest), or None.  Not without a
-    current context: no stream of it is granted, and locating the tensors would cost the
-    call ~10 us for nothing."""
+    run of it may be queued for (its stream's grant says the rest) and the device allocations
+    its tensors lie in, or None.  Not without a current context: no stream of it is granted,
+    and locating the tensors would cost the call ~10 us for nothing."""
     if capture.held.captures or hooks.checker is not None or rt.thread.context is None:
         return None
     return operators.run_device(executor)

@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from mdev.capi import nnopbase, signatures, special
+from mdev.capi import local, nnopbase, signatures, special
 from mdev.capi.failures import null_output, unsupported
 from mdev.capi.prototypes import CFunction, Param, parse_type
 from mdev.operators import BOOL, DTYPE, FLOAT, INT, OPERATORS, STR, Operator
@@ -202,7 +202,11 @@ def _workspace_size(fn: CFunction, op: Operator) -> Callable:
 
 @functools.cache
 def _run() -> Callable:
-    return boundary.bind(operators.operator_run, *operators.operator_run.api_shape, boundary.ACLNN)
+    run = boundary.bind(operators.operator_run, *operators.operator_run.api_shape, boundary.ACLNN)
+
+    def call(workspace, workspace_size, executor, stream):
+        return run(workspace, workspace_size, local.executor(executor), stream)
+    return call
 
 
 def adapter(cname: str) -> Callable:

@@ -21,6 +21,7 @@ other than tensors and scalars (arrays, lists) always take the runtime's way.
 from __future__ import annotations
 
 import struct
+import threading
 
 from mdev.capi import nnopbase
 from mdev.operators import STR, Operator
@@ -36,6 +37,13 @@ MAX_SIGNATURES = 4096
 
 # signature -> (op, its checked parameters, [(tensor parameter, where its data address is in the copy)])
 _seen: dict[tuple, tuple[Operator, dict, list[tuple[str, int]]]] = {}
+_last = threading.local()      # .executor: the last one this thread made by a known signature
+
+
+def signed(executor: int) -> bool:
+    """Whether this thread's last GetWorkspaceSize made ``executor`` from a signature that
+    passes from now on (the C side may then answer it: mdev.capi.local)."""
+    return getattr(_last, "executor", None) == executor
 
 
 def _data_fields(packed: bytes) -> list[int] | None:
@@ -82,7 +90,8 @@ def repeat(op: Operator, name: str, params: tuple, described: frozenset, packed:
         t = values[param]
         values[param] = TensorDesc(t.shape, t.dtype, t.strides, t.offset, t.format, t.storage,
                                    _ADDRESS.unpack_from(packed, at)[0])
-    return 0, operators.repeat_executor(op, values), 0
+    _last.executor = made = operators.repeat_executor(op, values)
+    return 0, made, 0
 
 
 def remember(op: Operator, name: str, params: tuple, described: frozenset, packed: bytes, executor: int) -> None:
@@ -100,3 +109,4 @@ def remember(op: Operator, name: str, params: tuple, described: frozenset, packe
     if len(_seen) >= MAX_SIGNATURES:
         _seen.clear()
     _seen[key] = (made[0], made[1], tensors)
+    _last.executor = executor

@@ -3,9 +3,11 @@
  * queueing its run takes the grant).  Every answer must still be the runtime's own: the
  * program passes through the embedded library too, which runs every call synchronously.
  *   early   RUNS executors made first (one on another thread, as torch_npu makes them), then
- *           launched; with the argument "stopped" the test stops the agent (SIGSTOP) between
- *           "ready" and the next input line, so the launches can only return if they did not
- *           wait for it; the sum is right after the synchronisation
+ *           launched, then RUNS more made and launched one by one (a signature the agent
+ *           checked before: GetWorkspaceSize is answered by the C side, mdev.capi.local);
+ *           with the argument "stopped" the test stops the agent (SIGSTOP) between "ready"
+ *           and the next input line, so the calls can only return if they did not wait for
+ *           it; the sum is right after the synchronisation
  *   codes   a used-up executor run again, a destroyed one, NULL: the runtime's codes;
  *           a repeatable one runs each time
  *   stop    with the argument "stop" (after "stopped" or "-"), the streams stop on failure
@@ -75,14 +77,14 @@ static void stop_after_failure(aclrtStream granted, void* dev)
     OK(aclrtFree(src));
     OK(aclnnInplaceAdds(NULL, 0, add_one(), granted));
     OK(aclrtSynchronizeStream(granted));
-    EXPECT(first(dev) == 5.0f + RUNS);
+    EXPECT(first(dev) == 5.0f + 2 * RUNS);
     uint64_t go = 1;
     OK(aclrtMemcpy(hold, 8, &go, 8, ACL_MEMCPY_HOST_TO_DEVICE));
     aclError code = aclrtSynchronizeStream(failing);
     EXPECT(code != ACL_SUCCESS);
     EXPECT_RET(aclnnInplaceAdds(NULL, 0, add_one(), granted), code);
     EXPECT_RET(aclrtSynchronizeStream(granted), code);
-    EXPECT(first(dev) == 5.0f + RUNS);
+    EXPECT(first(dev) == 5.0f + 2 * RUNS);
     OK(aclrtFree(hold));
     OK(aclrtFree(dst));
     OK(aclrtDestroyStream(failing));
@@ -125,11 +127,14 @@ int main(int argc, char** argv)
     for (int i = 0; i < RUNS; i++) {
         OK(aclnnInplaceAdds(NULL, 0, executors[i], stream));
     }
+    for (int i = 0; i < RUNS; i++) {           /* a signature already checked: answered by the C side */
+        OK(aclnnInplaceAdds(NULL, 0, add_one(), stream));
+    }
     printf("launched\n");
     fflush(stdout);
     wait_line(stopped);
     OK(aclrtSynchronizeStream(stream));
-    EXPECT(first(dev) == 1.0f + RUNS);
+    EXPECT(first(dev) == 1.0f + 2 * RUNS);
 
     /* codes: what the synchronous runtime answers */
     EXPECT_RET(aclnnInplaceAdds(NULL, 0, executors[0], stream), ACLNN_ERR_PARAM_INVALID);      /* used up */
@@ -145,7 +150,7 @@ int main(int argc, char** argv)
     OK(aclDestroyAclOpExecutor(again));
     EXPECT_RET(aclnnInplaceAdds(NULL, 0, again, stream), ACLNN_ERR_PARAM_INVALID);
     OK(aclrtSynchronizeStream(stream));
-    EXPECT(first(dev) == 4.0f + RUNS);
+    EXPECT(first(dev) == 4.0f + 2 * RUNS);
     if (stop) {
         stop_after_failure(stream, dev);
     }

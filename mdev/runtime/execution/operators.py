@@ -467,15 +467,16 @@ def operator_run(workspace, workspace_size: int, executor, stream) -> None:
     streams.submit(st, "operator", op.name, inputs, outputs, attrs)
 
 
-def run_device(executor) -> int | None:
+def run_device(executor) -> tuple[int, set[tuple[int, int]]] | None:
     """The device an aclnnX of ``executor`` would run on now without its tensors being refused
     (each one, located as operator_run locates it, in one device allocation of this process,
-    not imported, all on one device), or None (gone, repeatable, no tensor, or refused): what
-    the host agent grants it for (mdev.capi.asynchronous)."""
+    not imported, all on one device) and those allocations' [start, end), or None (gone,
+    repeatable, no tensor, or refused): what the host agent grants it for
+    (mdev.capi.asynchronous)."""
     ex = _objects.get(executor)
     if type(ex) is not Executor or ex.repeatable:
         return None
-    found = set()
+    found, allocations = set(), set()
     for param, write in [*((p, False) for p, _ in ex.op.reads), *((p, True) for p, _ in ex.op.writes)]:
         value = ex.values[param]
         for desc in () if value is None else value if isinstance(value, tuple) else (value,):
@@ -486,10 +487,22 @@ def run_device(executor) -> int | None:
                 operand = rt.memory.operand(desc.data + desc.offset * dtypes.itemsize(desc.dtype), nbytes, write=write)
             except AclError:
                 return None
-            if operand.kind != DEVICE or operand.pieces or operand.allocation.ipc_key is not None:
+            allocation = operand.allocation
+            if operand.kind != DEVICE or operand.pieces or allocation.ipc_key is not None:
                 return None
             found.add(operand.device)
-    return found.pop() if len(found) == 1 else None
+            if rt.memory.containing(operand.ptr) is allocation:       # not a VMM mapping's
+                allocations.add((allocation.ptr, allocation.end))
+    return (found.pop(), allocations) if len(found) == 1 else None
+
+
+def rename_executor(executor, handle: int) -> None:
+    """Live ``executor`` is known as ``handle`` from now on (the host agent adopts an executor
+    the C side answered GetWorkspaceSize with: mdev.capi.local)."""
+    with _lock:
+        ex = _objects.pop(executor, None)
+        if ex is not None:
+            _objects[handle] = ex
 
 
 # ---------------------------------------------------------------------------- compile options
