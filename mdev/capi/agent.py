@@ -559,7 +559,7 @@ def main() -> None:
         serve(PROGRAM)
         from mdev.capi import adapter, cmemory
         cmemory.serve(AREA, c_function)
-        local.serve(AREA.mm, lambda face, index: _functions[face, index])
+        local.serve(AREA.mm, lambda face, index: _functions.get((face, index)))
         _entry = adapter.entry
         threading.Thread(target=_control, daemon=True, name="mdev-agent-control").start()
     except BaseException:

@@ -18,6 +18,7 @@ runtime answers it as it answers any stale handle.
 
 from __future__ import annotations
 
+import functools
 import struct
 import threading
 from collections.abc import Callable
@@ -32,7 +33,7 @@ _SCALARS = {"i": "q", "u": "Q", "p": "Q", "f": "d"}
 
 _lock = threading.Lock()
 _mm = None
-_function: Callable | None = None       # (face, index) -> the agent's Function of the call
+_function: Callable | None = None       # (face, index) -> the agent's Function of the call, or None
 _next_alloc = 0
 
 
@@ -52,22 +53,32 @@ def executor(handle) -> int:
 
 
 def _adopt(handle: int) -> None:
-    base = ch.LOCAL_AT + (handle & 0xFFFF) * ch.LOCAL_BYTES
     if handle & 0xFFFF >= ch.LOCAL_RECORDS:
         return
+    base = ch.LOCAL_AT + (handle & 0xFFFF) * ch.LOCAL_BYTES
     with _lock:
         held, state, index, face, words, size = _HEAD.unpack_from(_mm, base)
         if held != handle or state not in (ch.LOCAL_READY, ch.LOCAL_TAKEN):
             return           # gone: the runtime refuses the handle
-        fn = _function(face, index)
-        values = struct.unpack_from(f"<{words}Q", _mm, base + ch.L_ARGS)
+        fn = _function(face, index)     # the program's words: a record it scribbled on names nothing
+        layout = _words(fn.fmt) if fn is not None and fn.makes_executor and fn.fmt.endswith("b") else None
+        if layout is None or layout.size != 8 * words or size > ch.LOCAL_BYTES - ch.L_PACKED:
+            return
+        args = layout.unpack_from(_mm, base + ch.L_ARGS)
         packed = bytes(_mm[base + ch.L_PACKED:base + ch.L_PACKED + size])
         _HEAD.pack_into(_mm, base, 0, ch.LOCAL_FREE, 0, 0, 0, 0)
-    args = [struct.unpack("<" + _SCALARS[letter], struct.pack("<Q", word))[0]
-            for letter, word in zip(fn.fmt, values)]
     made = fn.call(*args, packed)
     if made[-1] == 0:
         operators.rename_executor(made[1], handle)
+
+
+@functools.cache
+def _words(fmt: str) -> struct.Struct | None:
+    """How a record holds the words of a call with argument letters ``fmt`` (its last, the
+    descriptors' copy, apart); None when one is not a number."""
+    if not all(letter in _SCALARS for letter in fmt[:-1]):
+        return None
+    return struct.Struct("<" + "".join(_SCALARS[letter] for letter in fmt[:-1]))
 
 
 def grant_allocations(allocations, device: int, epoch: int) -> None:
