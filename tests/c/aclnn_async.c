@@ -9,7 +9,7 @@
  *           and the next input line, so the calls can only return if they did not wait for
  *           it; the sum is right after the synchronisation
  *   codes   a used-up executor run again, a destroyed one, NULL: the runtime's codes;
- *           a repeatable one runs each time
+ *           a repeatable one runs each time; GetWorkspaceSize with a dtype mdev lacks: 161002
  *   stop    with the argument "stop" (after "stopped" or "-"), the streams stop on failure
  *           (ACL_STOP_ON_FAILURE, as torch_npu's): the runs still return early; then a copy
  *           whose source is freed while it waits fails on one stream, and a run on the other
@@ -149,6 +149,14 @@ int main(int argc, char** argv)
     }
     OK(aclDestroyAclOpExecutor(again));
     EXPECT_RET(aclnnInplaceAdds(NULL, 0, again, stream), ACLNN_ERR_PARAM_INVALID);
+    /* the known signature but a dtype mdev does not compute in: checked, refused */
+    aclTensor* odd = aclCreateTensor(dims, 1, ACL_UINT16, strides, 0, ACL_FORMAT_ND, dims, 1, dev);
+    uint64_t size = 1;
+    aclOpExecutor* none = NULL;
+    EXPECT_RET(aclnnInplaceAddsGetWorkspaceSize(odd, one, one, &size, &none), ACLNN_ERR_PARAM_INVALID);
+    EXPECT_MESSAGE("dataType 7");
+    EXPECT(none == NULL);
+    OK(aclDestroyTensor(odd));
     OK(aclrtSynchronizeStream(stream));
     EXPECT(first(dev) == 4.0f + 2 * RUNS);
     if (stop) {
