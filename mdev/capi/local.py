@@ -10,7 +10,8 @@
           from then on the handle is an executor like any other (used up by its run, ...)
     a run queued by the C side (mdev.capi.asynchronous) takes the record first: its tensors
     must lie in device allocations granted area-wide (:func:`grant_allocations`, from the
-    executors the agent made and granted), for the stream's device, in this epoch.
+    executors the agent made and granted, and from a record adopted by a synchronous call:
+    after the epoch moved on, the next run re-grants), for the stream's device, in this epoch.
 
 A handle whose record is gone (adopted and used up, destroyed) is no live executor: the
 runtime answers it as it answers any stale handle.
@@ -23,7 +24,9 @@ import struct
 import threading
 from collections.abc import Callable
 
+from mdev.capi import asynchronous
 from mdev.capi import channel as ch
+from mdev.errors import AclError
 from mdev.runtime.execution import operators
 
 _HEAD = struct.Struct("<QIIQII")       # handle, state, index, face, words, packed bytes
@@ -67,9 +70,20 @@ def _adopt(handle: int) -> None:
         args = layout.unpack_from(_mm, base + ch.L_ARGS)
         packed = bytes(_mm[base + ch.L_PACKED:base + ch.L_PACKED + size])
         _HEAD.pack_into(_mm, base, 0, ch.LOCAL_FREE, 0, 0, 0, 0)
+    epoch = _U32.unpack_from(_mm, ch.H_EPOCH)[0]       # before its tensors are located
     made = fn.call(*args, packed)
-    if made[-1] == 0:
-        operators.rename_executor(made[1], handle)
+    if made[-1] != 0:
+        return
+    operators.rename_executor(made[1], handle)
+    if state == ch.LOCAL_READY:
+        # not queued by the C side: its grants were void (the epoch moved on, say): grant its
+        # allocations again, or every later record's run would be synchronous
+        try:
+            found = asynchronous.executor_device(handle)
+        except AclError:
+            return
+        if found is not None:
+            grant_allocations(found[1], found[0], epoch)
 
 
 @functools.cache
