@@ -16,6 +16,10 @@
     drill.c     the C-ABI drill: NULL outputs (18), destroyed and garbage handles, two
                 threads synchronising a stream a third destroys
                 (these four through the agent and the embedded library alike)
+    aclnn_async.c  aclnn runs queued on their executors' grants, GetWorkspaceSize of a known
+                signature answered by the C side: they return with the agent stopped; used-up,
+                destroyed and NULL executors get the runtime's codes (both ways); a stopped
+                stop-on-failure context refuses a run with its failure code
     (Python)    the agent ends with the program; a killed agent fails calls at once
     basic.c     run with another Python environment's PYTHONPATH / PYTHONHOME / VIRTUAL_ENV
                 and no board running: the agent starts one and the program works
@@ -26,12 +30,15 @@ the suite.
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import queue
 import signal
 import subprocess
 import sys
 import sysconfig
 import textwrap
+import threading
 
 import pytest
 
@@ -213,3 +220,66 @@ def test_which_calls_keep_the_grants():
         assert asynchronous.harmless(name), name
     for name in ("aclrtFree", "aclrtDestroyStream", "aclrtDestroyEvent", "aclrtResetDevice", "aclDestroyTensor"):
         assert not asynchronous.harmless(name), name
+
+
+OPERATOR_LIBS = ("ascendcl", "nnopbase", "opapi")
+
+
+def needs_torch() -> None:
+    if importlib.util.find_spec("torch") is None and os.environ.get("CI") != "true":
+        pytest.skip("torch is not installed (pip install '.[torch]'): the operator library computes with it")
+
+
+@pytest.mark.parametrize("failure_mode", ["continue", "stop"])
+@pytest.mark.parametrize("mode", ["embedded", "agent"])
+def test_aclnn_runs_answer_as_the_runtime(mode, failure_mode, tmp_path, cann_home, agent_board):
+    """aclnn_async.c straight through: the sum of queued runs after the synchronisation, and
+    used-up, destroyed, repeatable and NULL executors answered as the synchronous runtime does;
+    on a stop-on-failure stream, a run on a stream granted before its context stopped is
+    refused with the failure code (the C side reads the stream's failure word)."""
+    needs_torch()
+    binary = compile_c(cann_home, "aclnn_async.c", tmp_path / "aclnn_async", libs=OPERATOR_LIBS)
+    proc = subprocess.run([str(binary), "-", failure_mode], env=board_env(agent_board, MDEV_CAPI=mode),
+                          capture_output=True, check=False, text=True, timeout=120)
+    assert proc.returncode == 0 and "aclnn_async: 0 failures" in proc.stdout, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("failure_mode", ["continue", "stop"])
+def test_aclnn_runs_return_before_the_agent_runs_them(failure_mode, tmp_path, cann_home, agent_board):
+    """With the agent stopped (SIGSTOP) after GetWorkspaceSize made the executors (one on
+    another thread), their runs still return ACLNN_SUCCESS: the C side queued them on the
+    executor's and the stream's grants; so do GetWorkspaceSize calls of a signature the agent
+    checked before and their runs (the C side answers them: mdev.capi.local); once the agent
+    goes on, the sum is right.  Also on a stream that stops on failure (torch_npu's do)."""
+    needs_torch()
+    binary = compile_c(cann_home, "aclnn_async.c", tmp_path / "aclnn_async", libs=OPERATOR_LIBS)
+    proc = subprocess.Popen([str(binary), "stopped", failure_mode], env=board_env(agent_board, **AGENT), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
+    agent = None
+    try:
+        assert lines.get(timeout=120) == "ready\n"
+        found = subprocess.run(["pgrep", "-f", AGENT_OF % proc.pid], capture_output=True, text=True, check=True)
+        agent = int(found.stdout)
+        os.kill(agent, signal.SIGSTOP)
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        try:
+            launched = lines.get(timeout=30)
+        except queue.Empty:
+            launched = "the launches waited for the stopped agent"
+        os.kill(agent, signal.SIGCONT)
+        agent = None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        assert proc.wait(timeout=120) == 0 and launched == "launched\n", (launched, proc.stderr.read())
+        rest = []
+        while not lines.empty():
+            rest.append(lines.get())
+        assert "aclnn_async: 0 failures\n" in rest, rest
+    finally:
+        if agent is not None:
+            os.kill(agent, signal.SIGCONT)
+        proc.kill()
+        proc.wait()

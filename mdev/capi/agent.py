@@ -32,7 +32,7 @@ import time
 import traceback
 
 from mdev import errors as E
-from mdev.capi import asynchronous, embedding
+from mdev.capi import asynchronous, embedding, local, signatures
 from mdev.capi import channel as ch
 from mdev.errors import AclError
 from mdev.memory import futex
@@ -49,7 +49,7 @@ _local = threading.local()         # .slot: the slot whose call this thread is r
 # within microseconds of the last answer, so a slot's thread watches its word that long before
 # sleeping (yielding the CPU after the first microseconds), and says when it sleeps (the C
 # side then wakes it); the same for the C side
-_wait_change = _post = None
+_wait_change = _post = _grant_executor = None
 SPIN_NS = 200_000
 
 
@@ -127,7 +127,7 @@ class Area:
         """``data`` where the program can read it for as long as it runs: its address there."""
         with self._kept_lock:
             at = self._kept
-            if at + len(data) > ch.AREA_BYTES:
+            if at + len(data) > ch.LOCAL_AT:
                 raise MemoryError("the agent's area for kept strings is full")
             self._kept = at + (len(data) + 7) // 8 * 8
         self.mm[at:at + len(data)] = data
@@ -183,6 +183,7 @@ class ClientProgram(ProgramMemory):
             raise OSError(f"cannot reserve the program's address window at {self.window:#x}")
         self._free = [(self.window, self.window_size)]          # (start, size), first fit
         self._lock = threading.Lock()
+        self._views: dict[str, int] = {}
 
     def _place(self, size: int) -> int:
         size = -(-size // mmap.PAGESIZE) * mmap.PAGESIZE
@@ -212,6 +213,15 @@ class ClientProgram(ProgramMemory):
         finally:
             with self._lock:
                 self._free.append((at, size))
+
+    def view(self, seg, size: int) -> int:
+        """Where the program sees the first ``size`` bytes of segment ``seg`` (mapped there
+        once, for as long as it runs: a device's control page, whose words it reads)."""
+        at = self._views.get(seg.name)
+        if at is None:
+            at = self._views[seg.name] = self._place(size)
+            self._ask(ch.K_MAP, at, -(-size // mmap.PAGESIZE) * mmap.PAGESIZE, seg.name)
+        return at
 
     def map_over(self, seg, at: int) -> None:
         self._ask(ch.K_MAP, at, seg.size, seg.name)
@@ -283,7 +293,8 @@ class Function:
         self.name, self.fmt, self.outputs = name, fmt, outputs
         self.call = _entry(name)
         self.plain = _plain(fmt)
-        self.spec = asynchronous.SPECS.get(name) if not outputs else None
+        self.spec = asynchronous.spec(name) if not outputs else None
+        self.makes_executor = name.startswith("aclnn") and name.endswith("GetWorkspaceSize")
         self.harmless = asynchronous.harmless(name)
         self.thread_local = name in asynchronous.THREAD_LOCAL
         self.unordered = name in asynchronous.UNORDERED
@@ -309,6 +320,19 @@ def function(slot: Slot, face: int, index: int) -> Function:
                                                         slot.text(ch.S_FORMAT, ch.FORMAT_BYTES),
                                                         slot.text(ch.S_OUTPUTS, ch.OUTPUTS_BYTES))
     return fn
+
+
+def grant_executor(executor: int, epoch: int) -> None:
+    """Grant the executor an aclnnXGetWorkspaceSize just made to whichever thread queues its run
+    (mdev.capi.asynchronous), stamped with ``epoch``, read before the call."""
+    try:
+        found = asynchronous.executor_device(executor)
+    except AclError:
+        return
+    if found is not None:
+        device, allocations = found
+        _grant_executor(AREA.address, executor, device, epoch)
+        local.grant_allocations(allocations, device, epoch)
 
 
 def advance_epoch() -> None:
@@ -400,6 +424,7 @@ class Calls:
             args = _arguments(mm, base, fn.fmt)
             if len(AREA.callers) > 1 and not fn.unordered:
                 self.others_drained()
+            epoch = AREA.epoch.value      # before the call: a change meanwhile voids its grants
             if fn.thread_local:
                 self.void_grants()
             elif not fn.harmless:
@@ -416,6 +441,11 @@ class Calls:
                 ret = value
             if ret == 0 and fn.spec is not None:
                 self.grant(fn.spec, args)
+            if fn.makes_executor:
+                signed = ret == 0 and stored and signatures.signed(values[-1])
+                _U32.pack_into(mm, base + ch.S_SIGNED, signed)
+                if ret == 0 and stored:
+                    grant_executor(values[-1], epoch)
             if ret == 0 and fn.synchronises and self.failure:
                 ret, self.failure = self.failure, 0
             _U64.pack_into(mm, base + ch.S_RET, _word_of(ret, "i"))
@@ -454,12 +484,24 @@ class Calls:
                 k = table.index(None) if None in table else hash(item) % count     # full: one makes room
                 table[k] = item
                 layout.pack_into(mm, base + at + size * k, *item[:-2], item[-2] + 1, item[-1])
+                if at == ch.S_STREAMS:
+                    _U64.pack_into(mm, base + ch.S_STOPS + 8 * k, _stop_address(item[0]))
         _U32.pack_into(mm, base + ch.S_GRANT_EPOCH, epoch)
         self.granted_at = epoch
 
 
 # the slot's grant tables (mdev.capi.channel): where, entry size, entries, entry layout
 # (an item's last two values are its device, stored + 1, and its flags)
+def _stop_address(stream: int) -> int:
+    """Where the program reads granted ``stream``'s failure word (0: its context does not
+    stop on failure; mdev.capi.asynchronous.stop_word)."""
+    found = asynchronous.stop_word(stream)
+    if found is None:
+        return 0
+    segment, offset = found
+    return PROGRAM.view(segment, offset + 8) + offset
+
+
 _GRANT_TABLES = ((ch.S_STREAMS, 16, ch.STREAM_GRANTS, struct.Struct("<QII")),
                  (ch.S_RANGES, 24, ch.RANGE_GRANTS, struct.Struct("<QQII")),
                  (ch.S_EVENTS, 16, ch.EVENT_GRANTS, struct.Struct("<QII")))
@@ -489,10 +531,11 @@ def _control() -> None:
 
 
 AREA: Area | None = None
+PROGRAM: ClientProgram | None = None
 
 
 def main() -> None:
-    global AREA, _wait_change, _post, _entry
+    global AREA, PROGRAM, _wait_change, _post, _grant_executor, _entry
     root, client, library = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     header = None
     try:
@@ -507,12 +550,16 @@ def main() -> None:
         _post = ctypes.PyDLL(library).mdev_post                       # PyDLL: quick, the GIL kept
         _post.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p]
         _post.restype = None
+        _grant_executor = ctypes.PyDLL(library).mdev_grant_executor               # quick too
+        _grant_executor.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint32]
+        _grant_executor.restype = ctypes.c_int
         AREA = Area(3)
         header = AREA.mm
-        program = ClientProgram(client, AREA)
-        serve(program)
+        PROGRAM = ClientProgram(client, AREA)
+        serve(PROGRAM)
         from mdev.capi import adapter, cmemory
         cmemory.serve(AREA, c_function)
+        local.serve(AREA.mm, lambda face, index: _functions.get((face, index)))
         _entry = adapter.entry
         threading.Thread(target=_control, daemon=True, name="mdev-agent-control").start()
     except BaseException:

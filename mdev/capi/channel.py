@@ -50,6 +50,16 @@ H_CLIENT_AREA = 32      # u64: where the C side maps this area
 H_EPOCH = 40            # u32: grants stamped with another value are void
 H_ERROR = 64            # char[1024]
 ERROR_BYTES = 1024
+# executors granted by any thread's aclnnXGetWorkspaceSize, taken by the C thread queueing
+# their run: {u64 handle (0 none, EXECUTOR_WRITING while the agent writes it), u32 device + 1,
+# u32 the epoch it holds for}; the agent changes an entry only after taking it over by its
+# handle, so a C thread that took the handle it saw has read the entry whole
+H_EXECUTORS, EXECUTOR_GRANTS = 2048, 64
+EXECUTOR_WRITING = 1
+# device allocations granted area-wide for operator runs of executors the C side made
+# (mdev.capi.local): {u64 start, u64 end, u32 device + 1, u32 epoch, u32 seq (odd while the
+# agent writes the entry: a reader seeing it change or odd ignores what it read), u32 -}
+H_ALLOCS, ALLOC_GRANTS, ALLOC_BYTES = 3072, 24, 32
 
 SLOTS = 256
 S_STATE, S_ROLE, S_OK, S_STORED = 0, 4, 8, 12           # u32 each
@@ -72,10 +82,15 @@ S_RING_HEAD, S_RING_TAIL = 65540, 65544                   # u32: entries run (ag
 S_GRANT_EPOCH = 65548                                     # u32: the epoch the grants hold for
 S_INDEX = 65552                                           # u32: the called function's index in its face
 S_FACE = 65560                                            # u64: its face (the C table's address)
+S_SIGNED = 65568                                          # u32: the GetWorkspaceSize's signature may be
+                                                          # answered by the C side from now on
 # grants, an entry's device stored + 1 (0: an empty entry)
 S_STREAMS, STREAM_GRANTS = 65600, 8                       # {u64 handle, u32 device + 1, u32 its pid}
 S_RANGES, RANGE_GRANTS = 65728, 16                        # {u64 start, u64 end, u32 device + 1, u32 -}
 S_EVENTS, EVENT_GRANTS = 66112, 16                        # {u64 handle, u32 device + 1, u32 flags}
+# for stream grant k: where the C side reads its stream's failure word (the device's control
+# page, mapped into the program) when its context stops on failure, else 0 (u64 each)
+S_STOPS = 66368
 G_WAIT = 1                                                # event flag: a stream may wait on it
 PLAIN_KINDS = 5                                           # copy kinds 0..4 (mdev.capi.asynchronous)
 DEVICE_FDS = 64                                           # devices whose process the C side watches
@@ -84,9 +99,20 @@ RING_ARGS = 8
 ENTRY_BYTES = 16 + 8 * RING_ARGS                          # {u64 face, u32 index, u32 -, u64 args[8]}
 RING_ENTRIES = 512
 SLOT_BYTES = S_RING + RING_ENTRIES * ENTRY_BYTES
+assert H_EXECUTORS + 16 * EXECUTOR_GRANTS <= H_ALLOCS and H_ALLOCS + ALLOC_BYTES * ALLOC_GRANTS <= HEADER_BYTES
+assert S_EVENTS + 16 * EVENT_GRANTS <= S_STOPS and S_STOPS + 8 * STREAM_GRANTS <= S_RING
 
 KEPT_BYTES = 1 << 20
-AREA_BYTES = HEADER_BYTES + SLOTS * SLOT_BYTES + KEPT_BYTES
+# executors made by the C side (mdev.capi.local), after the kept bytes: each record
+# {u64 handle, u32 state, u32 the GetWorkspaceSize's index in its face, u64 its face,
+#  u32 argument words, u32 packed bytes, u64 words[LOCAL_WORDS], the descriptors' copy}
+LOCAL_AT = HEADER_BYTES + SLOTS * SLOT_BYTES + KEPT_BYTES
+LOCAL_RECORDS, LOCAL_BYTES, LOCAL_WORDS = 256, 2048, 16
+L_HANDLE, L_STATE, L_INDEX, L_FACE, L_WORDS, L_PACKED_BYTES, L_ARGS = 0, 8, 12, 16, 24, 28, 32
+L_PACKED = L_ARGS + 8 * LOCAL_WORDS
+LOCAL_FREE, LOCAL_WRITING, LOCAL_READY, LOCAL_TAKEN = 0, 1, 2, 3
+LOCAL_TAG = 0x6D << 56          # a record's handle: LOCAL_TAG | a count << 16 | the record's index
+AREA_BYTES = LOCAL_AT + LOCAL_RECORDS * LOCAL_BYTES
 WINDOW_BYTES = 1 << 40          # address space only (PROT_NONE, no reserve) until mapped
 
 FREE, IDLE, CALL, DONE, SERVICE, SERVED, CLOSED, OPENING = range(8)

@@ -27,16 +27,32 @@ from __future__ import annotations
 import struct
 
 from mdev import constants as C
-from mdev.capi import cmemory
+from mdev import dtypes
+from mdev.capi import cmemory, local
 from mdev.capi.special import CONVERSIONS
 from mdev.errors import ACLNN_ERR_PARAM_INVALID, AclError
-from mdev.operators import BOOLS, FLOATS, INTS, LISTS, OPT_INTS, OPT_SCALAR, READS, SCALAR, SCALARS, WRITES
+from mdev.operators import (BOOLS, FLOATS, INTS, LISTS, OPT_INTS, OPT_SCALAR, READS, SCALAR, SCALARS, TORCH_DTYPES,
+                            WRITES)
 from mdev.runtime.execution import operators as rt_operators
 from mdev.runtime.execution.operators import ArrayDesc, ScalarDesc
 
 _TENSOR = struct.Struct("<IiiIIIqQ8q8q8q")
 _SCALAR = struct.Struct("<Ii8s")
 _ARRAY = struct.Struct("<I4xQQ")
+TENSOR_BYTES, SCALAR_BYTES = _TENSOR.size, _SCALAR.size
+TENSOR_DATA_AT = struct.calcsize("<IiiIIIq")      # a tensor's data address in its structure
+
+
+def c_defines() -> str:
+    """The layouts libmdev_client.so reads a copy of descriptors with (mdev.capi.local), as
+    C #defines (MDEV_NN_<NAME>), and each aclDataType's element size (0: none of mdev's)."""
+    fields = {"TENSOR_MAGIC": MAGICS["tensor"], "SCALAR_MAGIC": MAGICS["scalar"], "TENSOR_BYTES": TENSOR_BYTES,
+              "SCALAR_BYTES": SCALAR_BYTES, "T_DTYPE": 4, "T_NDIM": 12, "T_STRIDED": 20, "T_OFFSET": 24,
+              "T_DATA": TENSOR_DATA_AT, "T_SHAPE": TENSOR_DATA_AT + 8, "T_STRIDES": TENSOR_DATA_AT + 8 + 64,
+              "MAX_DIMS": 8}
+    sizes = [dtypes.itemsize(d) if d in TORCH_DTYPES else 0 for d in range(max(TORCH_DTYPES) + 1)]
+    return ("".join(f"#define MDEV_NN_{name} {value}u\n" for name, value in fields.items())
+            + f"#define MDEV_NN_ITEMSIZES {{{', '.join(map(str, sizes))}}}\n")
 MAGICS = {"tensor": 0x544E444D, "scalar": 0x534E444D, INTS: 0x494E444D, FLOATS: 0x464E444D, BOOLS: 0x424E444D,
           "tensors": 0x4C4E444D, SCALARS: 0x514E444D}
 _ITEMS = {INTS: "q", FLOATS: "f", BOOLS: "?", "tensors": "Q", SCALARS: "Q"}
@@ -178,4 +194,4 @@ def unpack(blob: bytes, pointers: list[tuple[int, str, str]]) -> list:
 
 # the executor functions are the runtime's: the handle passes as the C side holds it
 for _name in ("aclDestroyAclOpExecutor", "aclSetAclOpExecutorRepeatable"):
-    CONVERSIONS[_name, "executor"] = int
+    CONVERSIONS[_name, "executor"] = local.executor

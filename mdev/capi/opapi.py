@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from mdev.capi import nnopbase, special
+from mdev.capi import local, nnopbase, signatures, special
 from mdev.capi.failures import null_output, unsupported
 from mdev.capi.prototypes import CFunction, Param, parse_type
 from mdev.operators import BOOL, DTYPE, FLOAT, INT, OPERATORS, STR, Operator
@@ -181,6 +181,7 @@ def _workspace_size(fn: CFunction, op: Operator) -> Callable:
         return operators.operator_get_workspace_size(op.name, *params)
 
     get = boundary.bind(get_workspace_size, *operators.operator_get_workspace_size.api_shape, boundary.ACLNN)
+    pointers = frozenset(i for i, _, _ in described)
 
     def call(*args):
         *params, workspace_size, executor, packed = args if described else (*args, b"")
@@ -188,7 +189,12 @@ def _workspace_size(fn: CFunction, op: Operator) -> Callable:
             return null_output(fn, "workspaceSize")
         if not executor:
             return null_output(fn, "executor")
-        return get(packed, *params)
+        made = signatures.repeat(op, fn.name, params, pointers, packed)
+        if made is None:
+            made = get(packed, *params)
+            if made[-1] == 0:
+                signatures.remember(op, fn.name, params, pointers, packed, made[1])
+        return made
 
     call.__name__ = fn.name
     return call
@@ -196,7 +202,11 @@ def _workspace_size(fn: CFunction, op: Operator) -> Callable:
 
 @functools.cache
 def _run() -> Callable:
-    return boundary.bind(operators.operator_run, *operators.operator_run.api_shape, boundary.ACLNN)
+    run = boundary.bind(operators.operator_run, *operators.operator_run.api_shape, boundary.ACLNN)
+
+    def call(workspace, workspace_size, executor, stream):
+        return run(workspace, workspace_size, local.executor(executor), stream)
+    return call
 
 
 def adapter(cname: str) -> Callable:

@@ -12,6 +12,7 @@
  *   an asynchronous call (its face's spec, mdev.capi.asynchronous) whose arguments pass the
  *   spec's checks against the grants the agent wrote into the slot: appended to the slot's
  *   ring and answered ACL_SUCCESS at once; the agent runs the ring before the next CALL.
+ *   An aclnn operator's run also takes its executor's grant (the area's table: any thread's).
  *   MDEV_CAPI=embedded, or a Python program running mdev's runtime itself (mdev.acl
  *   imported: MDEV_RUNTIME_PID is its pid): libmdev_embed.so runs the calls in that
  *   interpreter (or one it starts), sharing the program's runtime.
@@ -665,15 +666,19 @@ static void agent_call(mdev_face* face, int index, mdev_result* result, const ch
 }
 
 /* ------------------------------------------------------------------ asynchronous calls */
-/* the device of the granted stream ``handle`` (its process: *pid), or -1 */
+/* the device of the granted stream ``handle`` (its process: *pid), or -1; -1 too when its
+ * context stops on failure and a failed task stopped it (the failure word the device writes
+ * into its control page, which streams.submit reads too): the synchronous call is refused
+ * with the failure code */
 static int granted_stream(const unsigned char* slot, uint64_t handle, pid_t* pid)
 {
     for (int i = 0; i < (int)MDEV_CH_STREAM_GRANTS; i++) {
         const unsigned char* g = slot + MDEV_CH_S_STREAMS + 16 * i;
         uint32_t device = *(const uint32_t*)(g + 8);
         if (device && *(const uint64_t*)g == handle) {
+            const _Atomic int64_t* stop = (const _Atomic int64_t*)(uintptr_t)*U64(slot, MDEV_CH_S_STOPS + 8 * i);
             *pid = (pid_t)*(const uint32_t*)(g + 12);
-            return (int)device - 1;
+            return stop != NULL && atomic_load(stop) != 0 ? -1 : (int)device - 1;
         }
     }
     return -1;
@@ -761,6 +766,301 @@ static int granted_event(const unsigned char* slot, uint64_t handle, int device,
     return 0;
 }
 
+#define EXECUTOR(area, i) ((area) + MDEV_CH_H_EXECUTORS + 16 * (size_t)(i))
+
+/* The agent's grant of executor ``handle`` for ``device`` at ``epoch`` (mdev.capi.channel),
+ * written into an entry that is empty or holds another epoch's grant: 0 when every entry holds
+ * one of this epoch.  Called by the agent (its own mapping of the area), which has no CAS. */
+__attribute__((visibility("default"))) int mdev_grant_executor(unsigned char* area, uint64_t handle, uint32_t device,
+                                                               uint32_t epoch)
+{
+    for (int i = 0; i < (int)MDEV_CH_EXECUTOR_GRANTS; i++) {
+        unsigned char* g = EXECUTOR(area, i);
+        _Atomic uint64_t* held = (_Atomic uint64_t*)g;
+        uint64_t seen = atomic_load(held);
+        if (seen == MDEV_CH_EXECUTOR_WRITING || (seen != 0 && atomic_load(U32(g, 12)) == epoch)
+            || !atomic_compare_exchange_strong(held, &seen, MDEV_CH_EXECUTOR_WRITING)) {
+            continue;
+        }
+        atomic_store(U32(g, 8), device + 1);
+        atomic_store(U32(g, 12), epoch);
+        atomic_store(held, handle);
+        return 1;
+    }
+    return 0;
+}
+
+/* executor ``handle`` is granted for ``device`` in this epoch: its grant taken (the run this
+ * thread queues uses the executor up); handles are never reused, so the entry read under it
+ * is the one taken */
+static int take_executor(uint64_t handle, int device)
+{
+    uint32_t epoch = atomic_load(U32(S.area, MDEV_CH_H_EPOCH));
+    for (int i = 0; handle > MDEV_CH_EXECUTOR_WRITING && i < (int)MDEV_CH_EXECUTOR_GRANTS; i++) {
+        unsigned char* g = EXECUTOR(S.area, i);
+        _Atomic uint64_t* held = (_Atomic uint64_t*)g;
+        if (atomic_load(held) == handle) {
+            uint64_t seen = handle;
+            return atomic_load(U32(g, 8)) == (uint32_t)device + 1 && atomic_load(U32(g, 12)) == epoch
+                   && atomic_compare_exchange_strong(held, &seen, 0);
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ executors made here */
+/* aclnnXGetWorkspaceSize (mdev.capi.local): a signature the agent said passed -- the function,
+ * its value arguments, which descriptors are NULL, the descriptors' copy with every tensor's
+ * data address zeroed -- is answered here: an executor record in the area (the call's words
+ * and copy), whose handle the agent adopts when a call names it.  Its run is queued when every
+ * tensor lies in a device allocation the agent granted area-wide for the stream's device. */
+#define SIGNATURES 512
+#define SIGNATURE_BYTES (16 + 8 * MDEV_CH_LOCAL_WORDS + MDEV_CH_LOCAL_BYTES)
+#define RECORD(i) (S.area + MDEV_CH_LOCAL_AT + (size_t)(i) * MDEV_CH_LOCAL_BYTES)
+static struct {
+    uint64_t hash;
+    size_t size;
+    unsigned char* bytes;
+} signatures[SIGNATURES];
+static pthread_mutex_t signatures_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic uint64_t records_made;
+static const unsigned char itemsizes[] = MDEV_NN_ITEMSIZES;
+
+static int made_here(uint64_t handle)
+{
+    return (handle >> 56) == (MDEV_CH_LOCAL_TAG >> 56);
+}
+
+/* one GetWorkspaceSize call: its words (the packed copy apart), its copy, its signature */
+typedef struct {
+    uint64_t words[MDEV_CH_LOCAL_WORDS];
+    int count;
+    const unsigned char* packed;
+    size_t packed_size;
+    uint64_t* workspace_size;
+    uint64_t* executor;
+    unsigned char signature[SIGNATURE_BYTES];
+    size_t size;
+    uint64_t hash;
+} workspace_call;
+
+/* ``call`` read from the arguments; 0 when its signature cannot be made here (a text argument,
+ * descriptors other than tensors and scalars, no copy, NULL outputs, too large) */
+static int read_call(mdev_face* face, int index, const char* format, va_list* args, workspace_call* call)
+{
+    size_t n = strlen(format);
+    if (n < 3 || n - 1 > MDEV_CH_LOCAL_WORDS || strcmp(format + n - 3, "ppb") != 0) {
+        return 0;
+    }
+    va_list copy;
+    va_copy(copy, *args);
+    int ok = 1;
+    for (size_t k = 0; ok && k + 1 < n; k++) {
+        switch (format[k]) {
+        case 'i':
+            call->words[k] = (uint64_t)va_arg(copy, long long);
+            break;
+        case 'u':
+        case 'p':
+            call->words[k] = va_arg(copy, unsigned long long);
+            break;
+        case 'f': {
+            double d = va_arg(copy, double);
+            memcpy(&call->words[k], &d, sizeof d);
+            break;
+        }
+        default:
+            ok = 0;
+        }
+    }
+    if (ok) {
+        call->packed = va_arg(copy, const unsigned char*);
+        call->packed_size = va_arg(copy, size_t);
+    }
+    va_end(copy);
+    call->count = (int)n - 1;
+    call->workspace_size = (uint64_t*)(uintptr_t)call->words[n - 3];
+    call->executor = (uint64_t*)(uintptr_t)call->words[n - 2];
+    if (!ok || call->packed_size == 0 || call->packed_size > MDEV_CH_LOCAL_BYTES - MDEV_CH_L_PACKED
+        || call->workspace_size == NULL || call->executor == NULL) {
+        return 0;
+    }
+    unsigned char* sig = call->signature;
+    uint64_t head[2] = {(uint64_t)(uintptr_t)face, (uint64_t)index};
+    memcpy(sig, head, sizeof head);
+    size_t at = sizeof head;
+    for (int k = 0; k < call->count - 2; k++) {      /* a descriptor's address: whether it is NULL */
+        uint64_t w = format[k] == 'p' ? call->words[k] != 0 : call->words[k];
+        memcpy(sig + at, &w, 8);
+        at += 8;
+    }
+    memcpy(sig + at, call->packed, call->packed_size);
+    for (size_t d = 0; d < call->packed_size;) {
+        uint32_t magic;
+        memcpy(&magic, call->packed + d, 4);
+        if (magic == MDEV_NN_TENSOR_MAGIC) {
+            memset(sig + at + d + MDEV_NN_T_DATA, 0, 8);
+            d += MDEV_NN_TENSOR_BYTES;
+        } else if (magic == MDEV_NN_SCALAR_MAGIC) {
+            d += MDEV_NN_SCALAR_BYTES;
+        } else {
+            return 0;
+        }
+    }
+    call->size = at + call->packed_size;
+    uint64_t h = 1469598103934665603ULL;             /* FNV-1a */
+    for (size_t k = 0; k < call->size; k++) {
+        h = (h ^ sig[k]) * 1099511628211ULL;
+    }
+    call->hash = h;
+    return 1;
+}
+
+static int signature_known(const workspace_call* call)
+{
+    pthread_mutex_lock(&signatures_lock);
+    int i = (int)(call->hash % SIGNATURES);
+    int known = signatures[i].hash == call->hash && signatures[i].size == call->size
+                && memcmp(signatures[i].bytes, call->signature, call->size) == 0;
+    pthread_mutex_unlock(&signatures_lock);
+    return known;
+}
+
+static void learn_signature(const workspace_call* call)
+{
+    unsigned char* bytes = malloc(call->size);
+    if (bytes == NULL) {
+        return;
+    }
+    memcpy(bytes, call->signature, call->size);
+    pthread_mutex_lock(&signatures_lock);
+    int i = (int)(call->hash % SIGNATURES);
+    free(signatures[i].bytes);                   /* one signature a bucket: the last learnt */
+    signatures[i].hash = call->hash;
+    signatures[i].size = call->size;
+    signatures[i].bytes = bytes;
+    pthread_mutex_unlock(&signatures_lock);
+}
+
+/* the call answered with an executor record (ACLNN_SUCCESS, workspace size 0); 0 when no
+ * record is free */
+static int make_record(mdev_face* face, int index, const workspace_call* call, mdev_result* result)
+{
+    uint64_t count = atomic_fetch_add(&records_made, 1);
+    for (int k = 0; k < (int)MDEV_CH_LOCAL_RECORDS; k++) {
+        int i = (int)((count + (uint64_t)k) % MDEV_CH_LOCAL_RECORDS);
+        unsigned char* r = RECORD(i);
+        uint32_t free_state = MDEV_CH_LOCAL_FREE;
+        if (!atomic_compare_exchange_strong(U32(r, MDEV_CH_L_STATE), &free_state, MDEV_CH_LOCAL_WRITING)) {
+            continue;
+        }
+        uint64_t handle = MDEV_CH_LOCAL_TAG | ((count & 0xffffffffffULL) << 16) | (uint64_t)i;
+        *U32(r, MDEV_CH_L_INDEX) = (uint32_t)index;
+        *U64(r, MDEV_CH_L_FACE) = (uint64_t)(uintptr_t)face;
+        *U32(r, MDEV_CH_L_WORDS) = (uint32_t)call->count;
+        *U32(r, MDEV_CH_L_PACKED_BYTES) = (uint32_t)call->packed_size;
+        memcpy(r + MDEV_CH_L_ARGS, call->words, 8 * (size_t)call->count);
+        memcpy(r + MDEV_CH_L_PACKED, call->packed, call->packed_size);
+        atomic_store((_Atomic uint64_t*)(r + MDEV_CH_L_HANDLE), handle);
+        atomic_store(U32(r, MDEV_CH_L_STATE), MDEV_CH_LOCAL_READY);
+        result->ret = 0;
+        result->stored = 1;
+        result->out[0] = 0;
+        result->out[1] = handle;
+        return 1;
+    }
+    return 0;
+}
+
+/* [start, start + n) lies in a device allocation of ``device`` granted for operator runs in
+ * ``epoch`` (each entry read between two equal, even looks at its sequence word) */
+static int granted_allocation(uint64_t start, uint64_t n, int device, uint32_t epoch)
+{
+    for (int i = 0; i < (int)MDEV_CH_ALLOC_GRANTS; i++) {
+        unsigned char* g = S.area + MDEV_CH_H_ALLOCS + MDEV_CH_ALLOC_BYTES * (size_t)i;
+        uint32_t seq = atomic_load(U32(g, 24));
+        if (seq & 1) {
+            continue;
+        }
+        uint64_t low = *U64(g, 0), high = *U64(g, 8);
+        uint32_t dev = *U32(g, 16), at = *U32(g, 20);
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load(U32(g, 24)) == seq && at == epoch && dev == (uint32_t)device + 1 && low <= start
+            && start + n >= start && start + n <= high) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* every tensor of record ``r``'s copy lies in a granted allocation of ``device`` (a tensor
+ * without elements lies nowhere) */
+static int record_tensors_granted(const unsigned char* r, int device, uint32_t epoch)
+{
+    const unsigned char* p = r + MDEV_CH_L_PACKED;
+    size_t size = *U32(r, MDEV_CH_L_PACKED_BYTES);
+    for (size_t d = 0; d < size;) {
+        uint32_t magic;
+        memcpy(&magic, p + d, 4);
+        if (magic == MDEV_NN_SCALAR_MAGIC) {
+            d += MDEV_NN_SCALAR_BYTES;
+            continue;
+        }
+        int32_t dtype;
+        uint32_t ndim, strided;
+        int64_t offset, shape[MDEV_NN_MAX_DIMS], strides[MDEV_NN_MAX_DIMS];
+        uint64_t data;
+        memcpy(&dtype, p + d + MDEV_NN_T_DTYPE, 4);
+        memcpy(&ndim, p + d + MDEV_NN_T_NDIM, 4);
+        memcpy(&strided, p + d + MDEV_NN_T_STRIDED, 4);
+        memcpy(&offset, p + d + MDEV_NN_T_OFFSET, 8);
+        memcpy(&data, p + d + MDEV_NN_T_DATA, 8);
+        memcpy(shape, p + d + MDEV_NN_T_SHAPE, sizeof shape);
+        memcpy(strides, p + d + MDEV_NN_T_STRIDES, sizeof strides);
+        d += MDEV_NN_TENSOR_BYTES;
+        if (dtype < 0 || dtype >= (int32_t)sizeof itemsizes || !itemsizes[dtype] || ndim > MDEV_NN_MAX_DIMS
+            || offset < 0) {
+            return 0;
+        }
+        int empty = 0;
+        for (uint32_t k = 0; k < ndim; k++) {
+            if (shape[k] < 0 || (strided && strides[k] < 0)) {
+                return 0;
+            }
+            empty |= shape[k] == 0;
+        }
+        if (empty) {
+            continue;
+        }
+        uint64_t last = 0, step = 1;             /* the last element's index (contiguous strides unless given) */
+        for (int k = (int)ndim - 1; k >= 0; k--) {
+            last += (uint64_t)(shape[k] - 1) * (strided ? (uint64_t)strides[k] : step);
+            step *= (uint64_t)shape[k];
+        }
+        uint64_t size_of = itemsizes[dtype];
+        if (!granted_allocation(data + (uint64_t)offset * size_of, (last + 1) * size_of, device, epoch)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* record ``handle`` made here, not yet taken, its tensors granted for ``device``: taken (the
+ * run this thread queues uses it up; the agent adopts it when it runs) */
+static int take_record(uint64_t handle, int device)
+{
+    uint64_t i = handle & 0xffff;
+    if (i >= MDEV_CH_LOCAL_RECORDS) {
+        return 0;
+    }
+    unsigned char* r = RECORD(i);
+    uint32_t ready = MDEV_CH_LOCAL_READY;
+    return atomic_load((_Atomic uint64_t*)(r + MDEV_CH_L_HANDLE)) == handle
+           && atomic_load(U32(r, MDEV_CH_L_STATE)) == MDEV_CH_LOCAL_READY
+           && record_tensors_granted(r, device, atomic_load(U32(S.area, MDEV_CH_H_EPOCH)))
+           && atomic_compare_exchange_strong(U32(r, MDEV_CH_L_STATE), &ready, MDEV_CH_LOCAL_TAKEN);
+}
+
 /* the arguments pass every check of ``spec`` (mdev.capi.asynchronous) against the slot's grants */
 static int granted(const unsigned char* slot, const char* spec, const uint64_t* a)
 {
@@ -800,7 +1100,15 @@ static int granted(const unsigned char* slot, const char* spec, const uint64_t* 
             return 0;
         }
     }
-    return device >= 0 && both_alive(device, pid);
+    if (device < 0 || !both_alive(device, pid)) {
+        return 0;
+    }
+    for (int k = 0; spec[2 * k]; k++) {       /* last: taking the grant uses it up */
+        if (spec[2 * k] == 'x' && !(made_here(a[k]) ? take_record(a[k], device) : take_executor(a[k], device))) {
+            return 0;
+        }
+    }
+    return 1;
 }
 
 /* The call appended to this thread's ring if its spec's checks pass and the ring has room
@@ -843,6 +1151,25 @@ static int call_later(mdev_face* face, int index, const char* spec, mdev_result*
     return 1;
 }
 
+/* aclnnXGetWorkspaceSize: answered here for a signature the agent said passed, else by the
+ * agent (which says whether its signature passes from now on) */
+static void workspace_size(mdev_face* face, int index, mdev_result* result, const char* outputs,
+                           const char* format, va_list* args)
+{
+    static __thread workspace_call call;
+    int readable = !serving && face->entries[index] == known_marker() && my_slot >= 0
+                   && my_generation == S.generation && S.area != NULL && !S.dead
+                   && read_call(face, index, format, args, &call);
+    if (readable && signature_known(&call) && make_record(face, index, &call, result)) {
+        return;
+    }
+    agent_call(face, index, result, outputs, format, args);
+    if (readable && result->ret == 0 && result->stored && my_slot >= 0
+        && atomic_load(U32(slot_at(my_slot), MDEV_CH_S_SIGNED))) {
+        learn_signature(&call);
+    }
+}
+
 /* ------------------------------------------------------------------ the entry */
 static void decide(void)
 {
@@ -883,7 +1210,9 @@ void mdev_call(mdev_face* face, int index, uint64_t fail, mdev_result* result, c
     va_start(args, format);
     if (mode == AGENT) {
         const char* spec = face->specs != NULL ? face->specs[index] : NULL;
-        if (spec == NULL || !call_later(face, index, spec, result, format, &args)) {
+        if (spec != NULL && spec[0] == 'G') {
+            workspace_size(face, index, result, outputs, format, &args);
+        } else if (spec == NULL || !call_later(face, index, spec, result, format, &args)) {
             agent_call(face, index, result, outputs, format, &args);
         }
     } else if (embedded_call != NULL) {

@@ -284,6 +284,19 @@ def operator_get_workspace_size(name: str, *params) -> tuple[int, int]:
     return 0, _keep(Executor(op, values))
 
 
+def executor_values(executor) -> tuple[Operator, dict] | None:
+    """The op and the checked parameters of live executor ``executor``, or None."""
+    ex = _objects.get(executor)
+    return (ex.op, ex.values) if type(ex) is Executor else None
+
+
+def repeat_executor(op: Operator, values: dict) -> int:
+    """A new executor of ``op`` with ``values`` that differ from an earlier executor's only in
+    their tensors' data addresses, which no check of phase 1 looks at (mdev.capi.signatures):
+    checking them again would refuse nothing it passed."""
+    return _keep(Executor(op, values))
+
+
 def _resolve(where: str, param: str, kind: str, arg):
     """A parameter's handle as the descriptor (a tuple of them for lists), or its value."""
     if arg is None or arg == 0 and kind not in (INT, FLOAT, BOOL, DTYPE, STR):
@@ -452,6 +465,44 @@ def operator_run(workspace, workspace_size: int, executor, stream) -> None:
         with _lock:
             _objects.pop(executor, None)
     streams.submit(st, "operator", op.name, inputs, outputs, attrs)
+
+
+def run_device(executor) -> tuple[int, set[tuple[int, int]]] | None:
+    """The device an aclnnX of ``executor`` would run on now without its tensors being refused
+    (each one, located as operator_run locates it, in one device allocation of this process,
+    not imported, all on one device) and those allocations' [start, end), or None (gone,
+    repeatable, no tensor, or refused): what the host agent grants it for
+    (mdev.capi.asynchronous)."""
+    ex = _objects.get(executor)
+    if type(ex) is not Executor or ex.repeatable:
+        return None
+    found, allocations = set(), set()
+    for param, write in [*((p, False) for p, _ in ex.op.reads), *((p, True) for p, _ in ex.op.writes)]:
+        value = ex.values[param]
+        for desc in () if value is None else value if isinstance(value, tuple) else (value,):
+            nbytes = tensor_extent(desc.shape, desc.strides, desc.dtype)
+            if nbytes == 0:
+                continue
+            try:
+                operand = rt.memory.operand(desc.data + desc.offset * dtypes.itemsize(desc.dtype), nbytes, write=write)
+            except AclError:
+                return None
+            allocation = operand.allocation
+            if operand.kind != DEVICE or operand.pieces or allocation.ipc_key is not None:
+                return None
+            found.add(operand.device)
+            if rt.memory.containing(operand.ptr) is allocation:       # not a VMM mapping's
+                allocations.add((allocation.ptr, allocation.end))
+    return (found.pop(), allocations) if len(found) == 1 else None
+
+
+def rename_executor(executor, handle: int) -> None:
+    """Live ``executor`` is known as ``handle`` from now on (the host agent adopts an executor
+    the C side answered GetWorkspaceSize with: mdev.capi.local)."""
+    with _lock:
+        ex = _objects.pop(executor, None)
+        if ex is not None:
+            _objects[handle] = ex
 
 
 # ---------------------------------------------------------------------------- compile options
