@@ -23,9 +23,7 @@ A task travels as ``(op name, args)``, a tuple of builtins (the wire names no cl
     sanitizer -----------------------> accesses (operands and roles)
     model dump (runtime.models) ------> ri, text
 
-Operand kinds: ``Span`` (a location and a byte count; ``traffic``: the bytes the time
-model charges, when not that count), ``Spans`` (a tuple of locations of one byte count),
-``Pitched`` (rows of a 2-D copy),
+Operand kinds: ``Span`` (a location and a byte count), ``Pitched`` (rows of a 2-D copy),
 ``Tensor`` (a location with shape, strides in elements and an aclDataType), ``Tensors``
 (an operator task's tensors, each as a Tensor carries them), ``Paras`` (parameters given by value or by address).  A
 location is ``("d", device, offset)`` or ``("p", segment, offset)``.  A family of ops shares
@@ -65,32 +63,13 @@ class Span:
     extent: Callable[[tuple], int]
     fill: int | None = None
     word: int | None = None
-    traffic: Callable[[tuple], int] | None = None     # bytes moved, when not ``extent``
     direct = True          # the argument is a location (the device pins it while the task runs)
 
     def pieces(self, args: tuple) -> tuple:
         return ((args[self.at], self.extent(args)),)
 
     def moved(self, args: tuple) -> int:
-        return self.extent(args) if self.traffic is None else self.traffic(args)
-
-
-@dataclass(frozen=True)
-class Spans:
-    """``extent(args)`` bytes from each location of the tuple in argument ``at`` (the
-    device pins and checks each as it runs, so they are no location arguments of their own)."""
-    at: int
-    role: str
-    extent: Callable[[tuple], int]
-    fill = word = None
-    direct = False
-
-    def pieces(self, args: tuple) -> tuple:
-        n = self.extent(args)
-        return tuple((location, n) for location in args[self.at])
-
-    def moved(self, args: tuple) -> int:
-        return self.extent(args) * len(args[self.at])
+        return self.extent(args)
 
 
 @dataclass(frozen=True)
@@ -279,7 +258,6 @@ def _family(names: dict[str, tuple[str, ...]], **shared) -> list[OpSpec]:
 _EVENT_WAIT = (C.ACL_MODEL_RI_TASK_EVENT_WAIT, "EVENT_WAIT")
 _DEFAULT = C.ACL_MODEL_RI_TASK_DEFAULT
 _nbytes = lambda a: a[2]        # noqa: E731  (copy, memset, fill32, reduce: the byte count is args[2])
-_coll_nbytes = lambda a: a[3]   # noqa: E731  (coll_reduce)
 
 SPECS: dict[str, OpSpec] = {spec.name: spec for spec in [
     # ---------------------------------------------------------------- memory (mdev.board.tasks)
@@ -343,23 +321,8 @@ SPECS: dict[str, OpSpec] = {spec.name: spec for spec in [
     OpSpec("overflow_reset", ()),
     # a collective's descriptor words (operation, count), written as the rank enters it, and
     # its agreement check against a peer's (mdev.board.collectives)
-    OpSpec("coll_enter", ("dst", "word", "count", "comm", "window"),
-           operands=(Span(0, WRITE, lambda a: 16 + 8 * len(a[4])),),
-           text="operation word {word:#x}, count {count}, window {window}, {dst:where}"),
-    # an all-gather step of a communicator whose ranks read each other's buffers: a peer's
-    # chunk read where it lies, in the window its descriptor publishes (or, if it published
-    # none, from the landing slot it was put in), into ``dst``
-    OpSpec("coll_pull", ("dst", "peer", "mine", "slot", "offset", "nbytes", "guard"), DMA, TRANSFER,
-           (Span(1, READ, lambda a: 32), Span(2, READ, lambda a: 8), Span(3, READ, lambda a: a[5]),
-            Span(0, WRITE, lambda a: a[5])),
-           (_DEFAULT, "MEMCPY_ASYNC"), "{nbytes} B at {offset:#x} of the window of {peer:where} -> {dst:where}"),
-    # a reduce-scatter's step at a chunk's owner: its own chunk and every peer's (landed) chunk
-    # reduced in one task, in order; as much work for the time model as the copy and the chain
-    # of reduce tasks it stands for
-    OpSpec("coll_reduce", ("dst", "first", "rest", "nbytes", "kind", "data_type"), DMA, TRANSFER,
-           (Span(1, READ, _coll_nbytes), Spans(2, READ, _coll_nbytes),
-            Span(0, WRITE, _coll_nbytes, traffic=lambda a: a[3] * (len(a[2]) + (a[0] != a[1])))),
-           (_DEFAULT, "REDUCE_ASYNC"), "{nbytes} B each, {first:where} and the peers' chunks -> {dst:where}"),
+    OpSpec("coll_enter", ("dst", "word", "count", "comm"), operands=(Span(0, WRITE, lambda a: 16),),
+           text="operation word {word:#x}, count {count}, {dst:where}"),
     OpSpec("coll_check", ("mine", "peer", "fields", "guard"),
            operands=(Span(0, READ, lambda a: 8 + 8 * max(f[1] for f in a[2])),
                      Span(1, READ, lambda a: 8 + 8 * max(f[1] for f in a[2])))),

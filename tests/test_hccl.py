@@ -15,14 +15,13 @@ import pytest
 
 import mdev.hccl as hccl
 from hccl_ranks import (BF16, DTYPES, all_reduce_expected, check_every_operation, device_alloc, every_operation,
-                        inputs, mesh_order, reduce_in_order, ring_order, run_ranks)
+                        inputs, mesh_order, ring_order, run_ranks)
 from helpers import extra_board, from_device, to_device
 from mdev import hccl_types as H
 from mdev.naming import runtime_dir
 from mdev.cli.trace import collective_times
 
 MiB = 1 << 20
-DESC_OF_OP0 = 64           # a communicator's first operation's descriptor (mdev.runtime.collectives.comm)
 REDUCIBLE = sorted(DTYPES)
 OPS = [H.HCCL_REDUCE_SUM, H.HCCL_REDUCE_PROD, H.HCCL_REDUCE_MAX, H.HCCL_REDUCE_MIN]
 
@@ -108,180 +107,6 @@ def test_all_reduce_mesh_sums_each_chunk_from_its_owner(acl8):
         expect = all_reduce_expected(xs, *case, mesh_order)
         for got in results:
             np.testing.assert_array_equal(got[case], expect)
-
-
-def test_coll_reduce_task_reduces_in_order_like_the_chain_it_stands_for(acl):
-    """The mesh reduce-scatter's step at a chunk's owner (coll_reduce: its chunk and the
-    peers' landed chunks in one task) is bit-equal to reducing them one after another in
-    the data type, for every type and op, in place and not, over more than one of its
-    blocks (mdev.board.collectives.BLOCK)."""
-    from mdev.board.collectives import BLOCK
-    from mdev.runtime import streams
-    from mdev.runtime.collectives.plan import ACL_TYPES, REDUCE_KINDS
-    from mdev.runtime.core import RUNTIME as rt
-
-    acl.rt.set_device(0)
-    stream, _ = acl.rt.create_stream()
-    st = rt.stream_in_context(stream)
-    count = BLOCK // 2 + 37                            # elements: more than a block but for 1-byte types
-    for i, (dtype, op) in enumerate((d, o) for d in REDUCIBLE for o in OPS):
-        xs = inputs(dtype, 4, count, seed=i)
-        n = xs[0].nbytes
-        bufs = [device_alloc(acl, n) for _ in range(5)]
-        for ptr, x in zip(bufs, xs):
-            to_device(acl, ptr, x)
-        ops = [rt.memory.operand(ptr, n, write=True, what="test") for ptr in bufs]
-        dst = ops[0] if i % 2 else ops[4]             # in place (the first chunk) every other case
-        streams.submit(st, "coll_reduce", dst.location(), ops[0].location(), tuple(o.location() for o in ops[1:4]),
-                       n, REDUCE_KINDS[op], ACL_TYPES[dtype])
-        assert acl.rt.synchronize_stream(stream) == 0, acl.get_recent_err_msg()
-        got = from_device(acl, bufs[0] if i % 2 else bufs[4], n, DTYPES[dtype])
-        np.testing.assert_array_equal(got.view(np.uint8), reduce_in_order(xs, dtype, op, [0, 1, 2, 3]).view(np.uint8),
-                                      err_msg=f"{DTYPES[dtype]} op {op}")
-        for ptr in bufs:
-            acl.rt.free(ptr)
-    acl.rt.destroy_stream(stream)
-
-
-IN_PLACE = """
-import json, sys, threading
-import numpy as np
-import mdev.acl as acl
-import mdev.hccl as hccl
-acl.init()
-comms, _ = hccl.comm_init_all(2, [0, 1])
-n, got = 1 << 16, {}
-
-def rank(r):
-    acl.rt.set_device(r)
-    s, _ = acl.rt.create_stream()
-    buf, _ = acl.rt.malloc(n * 4, 0)
-    x = np.arange(n, dtype=np.float32) * (r + 1)
-    acl.rt.memcpy(buf, n * 4, acl.util.numpy_to_ptr(x), n * 4, acl.ACL_MEMCPY_HOST_TO_DEVICE)
-    if sys.argv[1] == "all_reduce":
-        assert hccl.all_reduce(buf, buf, n, hccl.HCCL_DATA_TYPE_FP32, hccl.HCCL_REDUCE_SUM, comms[r], s) == 0
-        expect = np.arange(n, dtype=np.float32) * 3
-    else:
-        out, _ = acl.rt.malloc(2 * n * 4, 0)
-        assert hccl.all_gather(buf, out, n, hccl.HCCL_DATA_TYPE_FP32, comms[r], s) == 0
-        assert acl.rt.synchronize_stream(s) == 0, acl.get_recent_err_msg()
-        acl.rt.free(buf)
-        buf, x = out, np.empty(2 * n, np.float32)
-        expect = np.concatenate([np.arange(n, dtype=np.float32), np.arange(n, dtype=np.float32) * 2])
-    assert acl.rt.synchronize_stream(s) == 0, acl.get_recent_err_msg()
-    acl.rt.memcpy(acl.util.numpy_to_ptr(x), x.nbytes, buf, x.nbytes, acl.ACL_MEMCPY_DEVICE_TO_HOST)
-    got[r] = bool((x == expect).all())
-    acl.rt.free(buf)
-    acl.rt.destroy_stream(s)
-
-threads = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
-[t.start() for t in threads]; [t.join() for t in threads]
-[hccl.comm_destroy(c) for c in comms]
-acl.finalize()
-print(json.dumps(got))
-"""
-
-
-@pytest.mark.parametrize("op", ["all_reduce", "all_gather"])
-def test_ranks_of_one_process_read_the_peers_chunks_where_they_lie(board, run_py, tmp_path, op):
-    """Ranks of one process (their memory is each other's) on a mesh: an all-gather, and an
-    all_reduce's all-gather phase, take each peer's chunk from its buffer in one copy
-    (coll_pull, over the link) -- only the reduce-scatter's transfer goes through a landing
-    slot."""
-    trace = tmp_path / "pull.json"
-    code = IN_PLACE.replace("import json, sys, threading", f"import json, sys, threading; sys.argv[1:] = [{op!r}]")
-    proc = run_py(code, board, timeout=120, env={"MDEV_TRACE": str(trace), "HCCL_BUFFSIZE": "4",
-                                                 "HCCL_ALGO": "level0:mesh"})
-    assert json.loads(proc.stdout.splitlines()[-1]) == {"0": True, "1": True}
-    tasks = [e["args"] for e in json.loads(trace.read_text())["traceEvents"] if e.get("cat") == "task"]
-    for dev in (0, 1):
-        kinds = [(a["kind"], a["route"]) for a in tasks if a["device"] == dev and a["bytes"]]
-        assert kinds.count(("copy", "P2P")) == (op == "all_reduce"), kinds     # the reduce-scatter's put
-        assert kinds.count(("coll_pull", "P2P")) == 1, kinds
-        if op == "all_reduce":
-            assert ("copy", "D2D") not in kinds, kinds                         # nothing copied out of a slot
-
-
-def test_a_pull_outside_the_window_a_peer_published_fails_the_communicator(acl, monkeypatch):
-    """The window is the peer's word: a pull past its end is refused with
-    ACL_ERROR_RT_PARAM_INVALID and breaks the communicator, as a disagreement does (the next
-    collective task fails at once); nothing is written."""
-    from mdev.runtime import streams
-    from mdev.runtime.collectives.comm import held as comm_state
-    from mdev.runtime.core import RUNTIME as rt
-    monkeypatch.setenv("HCCL_ALGO", "level0:mesh")
-    comms = _comms(acl, [0, 1])
-    n = 1024
-
-    def body(r, stream):
-        buf = device_alloc(acl, n * 4)
-        to_device(acl, buf, np.ones(n, np.float32))
-        assert hccl.all_reduce(buf, buf, n, H.HCCL_DATA_TYPE_FP32, H.HCCL_REDUCE_SUM, comms[r], stream) == 0
-        assert acl.rt.synchronize_stream(stream) == 0, acl.get_recent_err_msg()
-        return buf
-
-    try:
-        bufs = run_ranks(acl, [0, 1], body)
-        c = comm_state.comms[comms[0]]
-        assert acl.rt.set_device(0) == 0
-        stream, _ = acl.rt.create_stream()
-        kind, dev, base = c.peer_headers[1]
-        target = rt.memory.operand(bufs[0], 64, write=True, what="test")
-        for offset, why in ((n * 4 - 32, "64 bytes at 4064 are outside the 4096-byte window rank 1 published"),
-                            (0, "the communicator failed earlier")):       # broken by the first
-            streams.submit(rt.stream_in_context(stream), "coll_pull", target.location(), (kind, dev, base + DESC_OF_OP0),
-                           c.loc(DESC_OF_OP0), c.at(c.slot_offset(1, 0), 64).location(), offset, 64, c.guard(1))
-            assert acl.rt.synchronize_stream(stream) == acl.ACL_ERROR_RT_PARAM_INVALID
-            assert why in acl.get_recent_err_msg(), acl.get_recent_err_msg()
-        assert from_device(acl, bufs[0], n * 4, np.float32).tolist() == [2.0] * n
-        acl.rt.destroy_stream(stream)
-        for r, buf in enumerate(bufs):
-            assert acl.rt.set_device(r) == 0
-            acl.rt.free(buf)
-    finally:
-        _destroy(comms)
-
-
-def test_all_reduce_with_a_rank_whose_buffer_is_in_pieces(acl, monkeypatch):
-    """A rank whose receive buffer is two physical allocations behind one reservation (VMM)
-    publishes no window: it puts its chunk in the peer's landing slot, where the peer's
-    pull finds it; the other rank's chunk is read in place (mesh).  Both get the sums."""
-    monkeypatch.setenv("HCCL_ALGO", "level0:mesh")
-    comms = _comms(acl, [0, 1])
-    n = 3 << 18                                        # fp32: 3 MiB, the chunks straddle the two pieces
-    xs = inputs(H.HCCL_DATA_TYPE_FP32, 2, n, seed=5)
-    prop = {"handleType": 0, "allocationType": 0, "memAttr": 4, "location": {"type": 1, "id": 0}, "reserve": 0}
-
-    def body(r, stream):
-        if r == 0:
-            va, ret = acl.rt.reserve_mem_address(4 << 20, 0, 0, 1)
-            assert ret == 0, acl.get_recent_err_msg()
-            handles = [acl.rt.malloc_physical(2 << 20, prop, 0)[0] for _ in range(2)]
-            for i, h in enumerate(handles):
-                assert acl.rt.map_mem(va + (i << 21), 2 << 20, 0, h, 0) == 0, acl.get_recent_err_msg()
-        else:
-            va = device_alloc(acl, n * 4)
-        to_device(acl, va, xs[r])
-        assert hccl.all_reduce(va, va, n, H.HCCL_DATA_TYPE_FP32, H.HCCL_REDUCE_SUM, comms[r], stream) == 0, \
-            acl.get_recent_err_msg()
-        assert acl.rt.synchronize_stream(stream) == 0, acl.get_recent_err_msg()
-        out = from_device(acl, va, n * 4, np.float32)
-        if r == 0:
-            for i, h in enumerate(handles):
-                assert acl.rt.unmap_mem(va + (i << 21)) == 0
-                assert acl.rt.free_physical(h) == 0
-            assert acl.rt.release_mem_address(va) == 0
-        else:
-            acl.rt.free(va)
-        return out
-
-    try:
-        results = run_ranks(acl, [0, 1], body)
-    finally:
-        _destroy(comms)
-    for got in results:
-        np.testing.assert_array_equal(got, all_reduce_expected(xs, H.HCCL_DATA_TYPE_FP32, H.HCCL_REDUCE_SUM,
-                                                               mesh_order))
 
 
 # ---------------------------------------------------------------------------- every operation
@@ -764,14 +589,11 @@ def test_modelled_time_meets_hccls_formula_across_cluster_nodes(tmp_path, monkey
 
 
 # ---------------------------------------------------------------------------- tools see the operations
-@pytest.mark.parametrize("algo", [None, "level0:mesh"], ids=["ring", "mesh"])
-def test_the_sanitizer_sees_a_collectives_tasks(acl, monkeypatch, algo):
+def test_the_sanitizer_sees_a_collectives_tasks(acl):
     """An all-reduce's copies, notifies and reduces are tasks the sanitizer orders like any
     others: reading the result before synchronising the stream is a race it names; reading
-    it after is clean (mesh: ranks of one process pull each other's chunks in place)."""
+    it after is clean."""
     from mdev import sanitizer
-    if algo:
-        monkeypatch.setenv("HCCL_ALGO", algo)
     comms = _comms(acl, [0, 1])
 
     def body(r, stream, early):

@@ -4,15 +4,12 @@ Every phase works on a list of ranks in order (a ring, a group) and per-rank chu
 memory operands of this rank); operations combine phases (HCCL's coll_algo_intro):
 
     all_reduce       mesh: reduce-scatter + all-gather, each chunk's peers at once (one
-                     side stream per peer for both phases); when the ranks may read each
-                     other's memory (Comm.zero_copy) the all-gather reads each peer's
-                     reduced chunk where it lies, one copy (no landing slot)
+                     side stream per peer for both phases)
                      ring: reduce-scatter + all-gather around the ring, p-1 steps each
                      hierarchical: RS inside the group, all-reduce across groups (ring of
                      the ranks of one local index), AG inside the group
     reduce_scatter   hierarchical: RS across groups, then inside the group
-    all_gather       mesh: each peer's block at once (in one process: read where it lies
-                     in the peer's send buffer); hierarchical: AG inside the group, then across
+    all_gather       hierarchical: AG inside the group, then across groups
     broadcast        mesh: scatter + all-gather; otherwise a chain from the root
     reduce           a chain into the root;  scatter: the root to each rank
     all_to_all(_v)   every pair at once;      send / recv: one channel
@@ -117,46 +114,34 @@ def mesh_reduce_scatter(plan: Plan, st: Stream, group: list[int], me: int, src: 
         _mesh_reduce_scatter(plan, st, sides, group, me, src, out)
 
 
-def mesh_all_gather(plan: Plan, st: Stream, group: list[int], me: int, mine: Operand, outs: list[Operand],
-                    at: list[int] | None = None) -> None:
-    """``at``: where each rank's chunk lies in its window, when the ranks read each other's
-    chunks in place (see _mesh_all_gather)."""
+def mesh_all_gather(plan: Plan, st: Stream, group: list[int], me: int, mine: Operand, outs: list[Operand]) -> None:
     if len(group) == 1:
         plan.copy(st, outs[0], mine)
         return
     with plan.parallel(len(group) - 1) as sides:
-        _mesh_all_gather(plan, sides, group, me, mine, outs, at)
+        _mesh_all_gather(plan, sides, group, me, mine, outs)
         plan.copy(st, outs[me], mine)
 
 
 def mesh_all_reduce(plan: Plan, st: Stream, group: list[int], me: int, src: list[Operand], dst: list[Operand]) -> None:
     """mesh_reduce_scatter then mesh_all_gather on the same side streams, forked once: the
     caller's stream hands each side over (a notify) once our chunk is reduced, where a join
-    and a fork of every side would come between the phases -- or, when the peers read our
-    chunk where it lies, tells each peer itself that it is final (Plan.offer: a notify
-    record each) and the sides only pull theirs."""
-    m = len(group)
-    if m == 1:
+    and a fork of every side would come between the phases."""
+    if len(group) == 1:
         plan.copy(st, dst[0], src[0])
         return
-    with plan.parallel(m - 1) as sides:
+    with plan.parallel(len(group) - 1) as sides:
         _mesh_reduce_scatter(plan, st, sides, group, me, src, dst[me])
-        offered = plan.published_at(dst[me])
-        for d, side in enumerate(sides, 1):
-            if offered:
-                plan.offer(st, group[(me + d) % m], dst[me])
-            else:
-                plan.hand_over(side)
-        at = [d.ptr - plan.window.ptr for d in dst] if plan.window is not None else None
-        _mesh_all_gather(plan, sides, group, me, dst[me], dst, at, offered)
+        for side in sides:
+            plan.hand_over(side)
+        _mesh_all_gather(plan, sides, group, me, dst[me], dst)
 
 
 def _mesh_reduce_scatter(plan: Plan, st: Stream, sides: list, group: list[int], me: int, src: list[Operand],
                          out: Operand) -> None:
     """Each side puts our chunk for its peer; the caller's stream takes the peers' chunks
-    for us and reduces ours and theirs in order in one task (Plan.reduce_all), then frees
-    their landing slots -- a staged one is taken on its side (its copy in from host memory
-    runs beside the others), which signals the caller's stream."""
+    for us in order and reduces them -- a staged one is taken on its side (its copy in from
+    host memory runs beside the others), which signals the caller's stream."""
     m = len(group)
     landed = []
     for d, side in enumerate(sides, 1):
@@ -167,30 +152,21 @@ def _mesh_reduce_scatter(plan: Plan, st: Stream, sides: list, group: list[int], 
             plan.signal(side)
         else:
             landed.append(None)
+    plan.copy(st, out, src[me])
     for d, (side, slot) in enumerate(zip(sides, landed), 1):
+        q = group[(me + d) % m]
         if slot is None:
-            landed[d - 1] = plan.take(st, group[(me + d) % m], src[me].nbytes)
+            slot = plan.take(st, q, src[me].nbytes)
         else:
             plan.await_signal(side, st)
-    plan.reduce_all(st, out, src[me], landed)
-    for d in range(1, m):
-        plan.release(st, group[(me + d) % m])
+        plan.reduce(st, out, slot)
+        plan.release(st, q)
 
 
-def _mesh_all_gather(plan: Plan, sides: list, group: list[int], me: int, mine: Operand, outs: list[Operand],
-                     at: list[int] | None = None, offered: bool = False) -> None:
-    """Each side sends our chunk to its peer and takes the peer's: with ``at`` (where rank
-    j's chunk lies in its window: the plan has one, all ranks have), the peers read each
-    other's chunks where they lie, one copy each (Plan.offer / pull; ``offered``: the
-    caller's stream offered ours already); else through a landing slot, copied out."""
+def _mesh_all_gather(plan: Plan, sides: list, group: list[int], me: int, mine: Operand, outs: list[Operand]) -> None:
     m = len(group)
     for d, side in enumerate(sides, 1):
         q = (me + d) % m
-        if at is not None:
-            if not offered:
-                plan.offer(side.stream, group[q], mine)
-            plan.pull(side.stream, group[q], outs[q], at[q])
-            continue
         plan.put(side.stream, group[q], mine)
         slot = plan.take(side.stream, group[q], outs[q].nbytes)
         plan.copy(side.stream, outs[q], slot)
@@ -248,12 +224,9 @@ def all_gather(plan: Plan, st: Stream, lay: Layout, send: Operand, recv: Operand
     o, n = at
     block = lambda r: recv.slice((r * sc + o) * item, n * item)      # noqa: E731
     mine = send.slice(o * item, n * item)
+    _, ag = PHASES[lay.level0]
     group = list(lay.group)
-    me, outs = group.index(plan.comm.rank), [block(r) for r in group]
-    if lay.level0 == MESH and plan.window is not None:     # each rank's part lies o items into its send buffer
-        mesh_all_gather(plan, st, group, me, mine, outs, [o * item] * len(group))
-    else:
-        PHASES[lay.level0][1](plan, st, group, me, mine, outs)
+    ag(plan, st, group, group.index(plan.comm.rank), mine, [block(r) for r in group])
     if lay.across:                                  # inside our group first, then across the groups
         ring = list(lay.across)
         outs = [join([block(r) for r in g]) for g in _groups(lay, plan.comm.rank)]

@@ -511,7 +511,7 @@ def all_reduce(send_buf, recv_buf, count, data_type, op, comm, stream) -> None:
 def _all_reduce(c: comms.Comm, stream, send, recv, count: int, dtype: int, item: int, op: int, kind: str) -> None:
     lay = layout(c.levels, c.choice, "allreduce", c.rank, c.nranks)
     with _operation(c, stream, dtype, op) as plan:
-        plan.collective(kind, count, algorithm=lay.algorithm, window=recv)
+        plan.collective(kind, count, algorithm=lay.algorithm)
         for o, n in A.pieces(count, len(lay.group), item, c.slot_bytes):
             A.all_reduce(plan, plan.main, lay, send.slice(o * item, n * item) if send else _none(c),
                          recv.slice(o * item, n * item) if recv else _none(c), n, item)
@@ -548,7 +548,7 @@ def all_gather(send_buf, recv_buf, send_count, data_type, comm, stream) -> None:
     recv = _buffer(c, recv_buf, c.nranks * sc * item, True, "recvBuf") or _none(c)
     lay = layout(c.levels, c.choice, "allgather", c.rank, c.nranks)
     with _operation(c, stream, dtype) as plan:
-        plan.collective("all_gather", sc, algorithm=lay.algorithm, window=send)
+        plan.collective("all_gather", sc, algorithm=lay.algorithm)
         for at in _parts(c, lay, sc, item):
             A.all_gather(plan, plan.main, lay, send, recv, sc, item, at)
 

@@ -14,9 +14,7 @@
 Scratch layout (device memory of the rank's device, shared with every peer):
 
     [0, 16)             error word: HcclResult that broke the communicator, the rank it names
-    [64, 128)           operation descriptor of the two latest collectives (by parity), 4 words:
-                        2 checked by the peers, then the window they may read in place (offset
-                        in this device's HBM, bytes; 0, 0: none -- see Comm.zero_copy)
+    [64, 96)            operation descriptor, 2 words, of the two latest collectives (by parity)
     [128, 128 + 32 p)   point-to-point descriptors with each peer: our send to it, our receive from it
     [HEADER, ...)       landing slots: SLOTS per peer (in rank order), ``slot_bytes`` each
 
@@ -193,12 +191,6 @@ class Comm:
     active: dict[int, int] = field(default_factory=dict)        # HcclCommActivateCommMemory: address -> size
     destroyed: bool = False
     freed: bool = False
-
-    @property
-    def zero_copy(self) -> bool:
-        """Peers may read this rank's buffers in place: every rank is of this process (its
-        memory is theirs to touch) and every pair has peer access."""
-        return all(p == self.pid for p in self.pids) and all(ch.kind == DIRECT for ch in self.channels.values())
 
     # -- places in the scratch buffer
     def at(self, offset: int, nbytes: int) -> Operand:

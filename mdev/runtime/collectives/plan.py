@@ -2,8 +2,7 @@
 
     caller's stream (main) ..... coll_enter (descriptor) -> fork ----------------> join
     side stream k                                              wait fork -> ... -> record join
-    tasks: put / take / release (mdev.runtime.collectives.transport), copy, reduce, check,
-           reduce_all (a chunk and the peers' landed chunks in one task)
+    tasks: put / take / release (mdev.runtime.collectives.transport), copy, reduce, check
 
 A Plan queues its tasks as the algorithm asks for them; nothing runs on the host after
 that.  Side streams give the concurrency HCCL gets from its slave streams (a mesh drives a
@@ -48,14 +47,6 @@ REDUCE_KINDS = {0: C.ACL_RT_MEMCPY_SDMA_AUTOMATIC_SUM, 1: REDUCE_PROD, 2: C.ACL_
                 3: C.ACL_RT_MEMCPY_SDMA_AUTOMATIC_MIN}
 
 
-def _pieces(data: Operand) -> Iterator[tuple[int, Operand]]:
-    """(offset, part) of each piece of memory of ``data``."""
-    at = 0
-    for part in data.parts():
-        yield at, part
-        at += part.nbytes
-
-
 class Plan:
     """The tasks of one operation of one rank (see the module docstring)."""
 
@@ -71,30 +62,20 @@ class Plan:
             raise HcclError(HCCL_E_NOT_SUPPORT, f"stream {main.stream_id} is persistent (its tasks build a model): "
                             "mdev runs no collective on it; capture the collective instead (ri_capture_begin)")
         self.marks: dict[int, list[int]] = {}          # in a capture: id(side) -> its signals' markers
-        self.window: Operand | None = None             # what peers may read in place (collective)
-        self.published = False
-        self.desc = DESC                               # our descriptor's offset
 
-    def collective(self, kind: str, count: int, root: int = 0, algorithm: str = "", nbytes: int | None = None,
-                   window: Operand | None = None) -> None:
+    def collective(self, kind: str, count: int, root: int = 0, algorithm: str = "", nbytes: int | None = None) -> None:
         """Describe a collective (every rank takes part): written before its first transfer,
         checked against each peer's on the first transfer taken from it.  ``algorithm`` and
-        ``nbytes`` (default: from ``count``) name it in a trace.  ``window``: the buffer
-        peers may read in place (``pull``) -- published with the descriptor where the
-        communicator lets them (zero_copy) and it is one piece of memory."""
+        ``nbytes`` (default: from ``count``) name it in a trace."""
         seq = self.comm.ops
         self.comm.ops += 1
         self.kind = (kind, self._bytes(kind, count) if nbytes is None else nbytes, self.comm.nranks, algorithm, seq)
-        at = DESC + 32 * (seq % 2)
-        self.window = window if window is not None and window.nbytes and self.comm.zero_copy else None
-        self.published = self.window is not None and len(self.window.parts()) == 1
-        self.desc = at
+        at = DESC + 16 * (seq % 2)
         if self.capture is not None:        # each replay runs it: the model dump and the trace name it
             self.capture.collectives.append(self.kind)
             self.capture.note(self.main, f"HCCL {kind} {self.kind[1]} B, {self.kind[2]} ranks, {algorithm}, "
                                          f"operation {seq} of rank {self.comm.rank}")
-        self._describe(at, kind, count, root, seq,
-                       (self.window.location()[2], self.window.nbytes) if self.published else (0, 0))
+        self._describe(at, kind, count, root, seq)
         self.checks = {q: (at, at) for q in range(self.comm.nranks) if q != self.comm.rank}
 
     def _bytes(self, kind: str, count: int) -> int:
@@ -113,11 +94,10 @@ class Plan:
         if not outgoing:
             self.checks[peer] = (mine, P2P_DESC + 32 * self.comm.rank)     # its outgoing one towards us
 
-    def _describe(self, at: int, kind: str, count: int, root: int, seq: int, window: tuple = ()) -> None:
-        """One task: the descriptor words (and a collective's window), and where the rank
-        entered (modelled time)."""
+    def _describe(self, at: int, kind: str, count: int, root: int, seq: int) -> None:
+        """One task: the descriptor words, and where the rank entered (modelled time)."""
         word0 = KINDS.index(kind) | self.dtype << 8 | self.op << 16 | (root & 0xFFFFFF) << 24 | (seq & 0xFFFF) << 48
-        streams.submit(self.main, "coll_enter", self.comm.loc(at), word0, count, self.comm.loc(ERR), window)
+        streams.submit(self.main, "coll_enter", self.comm.loc(at), word0, count, self.comm.loc(ERR))
 
     # -- transfers
     def put(self, st: Stream, peer: int, data: Operand) -> None:
@@ -129,26 +109,6 @@ class Plan:
         self.inboxes.add(peer)
         check = self.checks.pop(peer, None)           # the first transfer from the peer
         return self.comm.inboxes[peer].take(st, nbytes, self._check(peer, *check) if check else None)
-
-    def published_at(self, data: Operand) -> bool:
-        """Peers can read ``data`` where it lies (it is in the window we published)."""
-        return self.published and self.window.ptr <= data.ptr and \
-            data.ptr + data.nbytes <= self.window.ptr + self.window.nbytes
-
-    def offer(self, st: Stream, peer: int, data: Operand) -> None:
-        """``data`` for ``peer``, which takes it with ``pull``: a signal that it is ready to be
-        read in place where we published it, else a transfer into its landing slot."""
-        self.put(st, peer, data.slice(0, 0) if self.published_at(data) else data)
-
-    def pull(self, st: Stream, peer: int, out: Operand, at: int) -> None:
-        """Take what ``peer`` offered into ``out`` -- ``at`` bytes into its window if it
-        published one -- and release it."""
-        slot = self.take(st, peer, out.nbytes)
-        kind, dev, base = self.comm.peer_headers[peer]
-        for o, piece in _pieces(out):
-            streams.submit(st, "coll_pull", piece.location(), (kind, dev, base + self.desc), self.comm.loc(self.desc),
-                           slot.slice(o, piece.nbytes).location(), at + o, piece.nbytes, self.comm.guard(peer))
-        self.release(st, peer)
 
     def staged(self, peer: int) -> bool:
         """What ``peer`` sends us lands in host memory first (a copy in is part of a take)."""
@@ -176,19 +136,6 @@ class Plan:
             if d.nbytes:
                 streams.submit(st, "reduce", d.location(), s.location(), d.nbytes, REDUCE_KINDS[self.op],
                                ACL_TYPES[self.dtype])
-
-    def reduce_all(self, st: Stream, dst: Operand, first: Operand, rest: list[Operand]) -> None:
-        """dst = op(...op(first, rest[0])..., rest[-1]): one task (coll_reduce) when every
-        operand is one piece of memory, else a copy and a chain of reduce tasks (same result)."""
-        if not dst.nbytes:
-            return
-        if all(len(o.parts()) == 1 for o in (dst, first, *rest)):
-            streams.submit(st, "coll_reduce", dst.location(), first.location(), tuple(r.location() for r in rest),
-                           dst.nbytes, REDUCE_KINDS[self.op], ACL_TYPES[self.dtype])
-            return
-        self.copy(st, dst, first)
-        for src in rest:
-            self.reduce(st, dst, src)
 
     # -- concurrency
     @contextmanager
