@@ -579,7 +579,7 @@ def supernode():
 
 def test_fabric_handle_crosses_the_servers_of_a_supernode(supernode):
     """Exported as FABRIC on server 0, imported on server 1 (and on server 0): both see
-    one block of device 0's HBM, writes included."""
+    one block of device 0's HBM, by copies and by a kernel, writes included."""
     data = pattern(G2M, 9)
     with peer_on(supernode, 0, node=0) as a, peer_on(supernode, 0, node=1) as b, \
             peer_on(supernode, 0, node=0) as c:
@@ -592,6 +592,17 @@ def test_fabric_handle_crosses_the_servers_of_a_supernode(supernode):
             peer.do("h, ret = acl.rt.mem_import_from_shareable_handle_v2(s, 2, 0); ok(ret); va = vmm_map(h, n)",
                     s=shareable, n=G2M)
             assert peer.ev("get(va, n).tobytes() == d", n=G2M, d=data.tobytes())
+        b.do("""
+            from mdev.kernel import kernel
+            @kernel
+            def copy_in(ctx, dst, src, n):
+                ctx.gm(dst, np.uint8, n)[:] = ctx.gm(src, np.uint8, n)
+            st, ret = acl.rt.create_stream(); ok(ret)
+            mine, ret = acl.rt.malloc(n, 0); ok(ret)
+            ok(copy_in[1, st](mine, va, n)); ok(acl.rt.synchronize_stream(st), "a kernel on server 1 reading it")
+        """, n=G2M)
+        assert b.ev("get(mine, n).tobytes() == d", n=G2M, d=data.tobytes())
+        b.do("ok(acl.rt.free(mine)); ok(acl.rt.destroy_stream(st))")
         b.do("put(va + 4096, np.full(4096, 0xA7, np.uint8))")
         assert (np.frombuffer(a.ev("get(va + 4096, 4096).tobytes()"), np.uint8) == 0xA7).all()
         for peer in (b, c, a):
