@@ -564,12 +564,13 @@ def mem_set_pid_to_shareable_handle(shareable, pids) -> None:
 
 @api(1)
 def mem_import_from_shareable_handle(shareable, device_id: int) -> int:
-    return _import(_key(shareable), rt.check_device(device_id))
+    return _import(shareable, "vmm", rt.check_device(device_id))
 
 
-def _import(key: str, device: int) -> int:
-    """Memory exported under ``key`` as a physical handle used from board device ``device``."""
-    kind = key.split("-")[1]
+def _import(shareable, kind: str, device: int) -> int:
+    """Memory exported as a ``kind`` shareable handle, as a physical handle used from board
+    device ``device``."""
+    key = _key(shareable, kind)
     board = rt.attach()
     info = board.request("ipc_import", key, kind)      # the exporting process itself is refused
     home, detail = info["device"], info["detail"]
@@ -634,6 +635,6 @@ def mem_set_pid_to_shareable_handle_v2(shareable, share_type: int, pids) -> None
 @api(1)
 def mem_import_from_shareable_handle_v2(shareable, share_type: int, flags: int) -> int:
     """The V2 import makes the handle on the calling thread's current device."""
-    key = _key(shareable, _share_kind(share_type))
+    kind = _share_kind(share_type)
     _zero(flags, "flags")
-    return _import(key, rt.current_context().device)
+    return _import(shareable, kind, rt.current_context().device)
