@@ -1,6 +1,7 @@
 """Small helpers shared by the foundation tests (not a test module).
 
     extra_board(...)     start a board with a unique name for one test/module, always stop it
+    small_supernode()    an A3 supernode board of 2 servers x 2 devices (cloudmatrix384 cut down)
     attached(...)        mdev.acl attached to a given board (like the ``acl`` fixture)
     to_device / from_device   host numpy data <-> device memory through acl.rt.memcpy
     wait_until(pred)     poll a condition with a deadline
@@ -20,6 +21,7 @@ import mdev.acl  # noqa: F401  first: importing mdev.memory.address before mdev.
 from conftest import PREFIX, _attach
 from mdev.board import launcher
 from mdev.naming import BoardPaths
+from mdev.topology import loader
 
 MiB, GiB = 1 << 20, 1 << 30
 
@@ -40,16 +42,25 @@ def _mine(path: str) -> bool:
 
 @contextlib.contextmanager
 def extra_board(suffix: str, preset: str = "laptop2", hbm: int = 64 * MiB, devices: int | None = None,
-                eager: bool = False):
-    """A board of its own, named ``PREFIX + suffix``; stopped (and checked clean) on exit."""
+                eager: bool = False, topo=None):
+    """A board of its own, named ``PREFIX + suffix`` (of ``topo`` if given, else of the
+    preset); stopped (and checked clean) on exit."""
     name = PREFIX + suffix
-    topo = launcher.resolve_topology(preset, devices=devices, hbm=hbm)
+    topo = topo or launcher.resolve_topology(preset, devices=devices, hbm=hbm)
     launcher.start(name, topo, owner_pid=os.getpid(), eager=eager)      # gone with us if the run dies
     try:
         yield name
     finally:
         launcher.stop(name)
         assert shm_entries(name) == [], f"board {name} left {shm_entries(name)} in /dev/shm"
+
+
+def small_supernode(nodes: int = 2, devices: int = 2, hbm: int = 64 * MiB):
+    """cloudmatrix384 cut down: ``nodes`` servers of ``devices`` A3 dies each, on one UB fabric."""
+    d = launcher.resolve_topology("cloudmatrix384").to_dict()
+    cluster = d.pop("cluster")
+    server = loader.resized(loader.from_dict(d, "cloudmatrix384 server"), devices=devices, hbm_bytes=hbm).to_dict()
+    return loader.from_dict({**server, "cluster": {**cluster, "nodes": nodes}}, "small supernode")
 
 
 @contextlib.contextmanager

@@ -9,19 +9,25 @@ success lines (../shared/cann-samples/README.md lists them).
 
 Each project builds its own kernel images (run.sh removes build/ first).  The two model_ri
 samples compute with aclnn operators (libopapi.so, the per-op headers aclnnop/aclnn_add.h,
-aclnn_mul.h) inside model run instances.  Not run: 12_cross_server_physical_memory_sharing_withoutpid
-(two hosts; its scripts prompt for a port and an address).
+aclnn_mul.h) inside model run instances.
+
+12_cross_server_physical_memory_sharing_withoutpid (A3 only) runs as on two servers of a
+supernode: its run_server.sh with MDEV_NODE=0 and its run_client.sh with MDEV_NODE=1, on a
+2-node x 2-device A3 board (cloudmatrix384 cut down), their prompts answered on stdin (a free
+port; 127.0.0.1 and the port); the FABRIC handle travels over UDP between them.
 """
 
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
+import time
 
 import pytest
 
 from capi_helpers import board_env
-from helpers import extra_board
+from helpers import extra_board, small_supernode
 from test_capi_samples import examples  # noqa: F401 (the fixture: a writable copy of example/)
 
 # sample -> regular expressions its output (stdout, then stderr) must match, in order
@@ -84,10 +90,15 @@ def kernel_board():
         yield name
 
 
+def _script(home, script: str, board: str, node: int = 0, **popen) -> dict:
+    """Popen/run arguments of ``bash script`` of a sample, on cluster node ``node`` of ``board``."""
+    env = board_env(board, ASCEND_HOME_PATH=str(home), ASCEND_INSTALL_PATH=str(home), MDEV_NODE=str(node))
+    return dict(args=["bash", "-c", f'source "{home}/set_env.sh" && bash {script}'], env=env, text=True, **popen)
+
+
 def run_sample(sample: str, examples, home, board: str, args: str = "") -> subprocess.CompletedProcess:
-    env = board_env(board, ASCEND_HOME_PATH=str(home), ASCEND_INSTALL_PATH=str(home))
-    return subprocess.run(["bash", "-c", f'source "{home}/set_env.sh" && bash run.sh {args}'], cwd=examples / sample,
-                          env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    return subprocess.run(**_script(home, f"run.sh {args}", board, cwd=examples / sample, capture_output=True,
+                                    timeout=600, stdin=subprocess.DEVNULL))
 
 
 def _check(proc: subprocess.CompletedProcess, patterns: list[str]) -> None:
@@ -109,3 +120,50 @@ def test_launch_kernel_sample_placeholder_mode(examples, kernel_board, cann_home
     """bash run.sh -r placeholder: add_custom_tiling.cpp, its sizes in placeholder arguments."""
     _check(run_sample("2_advanced_features/kernel/0_launch_kernel", examples, cann_home, kernel_board, "-r placeholder"),
            SAMPLES["2_advanced_features/kernel/0_launch_kernel"])
+
+
+CROSS_SERVER = "1_basic_features/memory/12_cross_server_physical_memory_sharing_withoutpid"
+
+
+def _free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _udp_bound(port: int) -> bool:
+    """Some process listens on UDP ``port`` (/proc/net/udp: local address hex ip:port)."""
+    with open("/proc/net/udp") as table:
+        return any(line.split()[1].endswith(f":{port:04X}") for line in list(table)[1:])
+
+
+def test_cross_server_sample_on_a3_supernode(examples, cann_home, tmp_path):
+    """The server (node 0) exports a FABRIC handle and waits for the client's datagram; the
+    client (node 1) is started once the server's UDP port is bound (a datagram sent earlier
+    is lost, and the client would wait for ever)."""
+    port = _free_udp_port()
+    answers = tmp_path / "server_answers"                # its prompt: the port
+    answers.write_text(f"{port}\n")
+    with extra_board("a3x", topo=small_supernode()) as board, answers.open() as stdin:
+        server = subprocess.Popen(**_script(cann_home, "run_server.sh", board, 0, cwd=examples / CROSS_SERVER,
+                                            stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+        try:
+            deadline = time.monotonic() + 600                # it builds first
+            while not _udp_bound(port):
+                assert server.poll() is None, server.stdout.read()[-6000:]
+                assert time.monotonic() < deadline, "the server never bound its port"
+                time.sleep(0.5)
+            client = subprocess.run(**_script(cann_home, "run_client.sh", board, 1, cwd=examples / CROSS_SERVER,
+                                              input=f"127.0.0.1\n{port}\n", capture_output=True, timeout=600))
+            served = server.communicate(timeout=120)[0]
+        finally:
+            if server.poll() is None:
+                server.kill()
+            server.wait()
+            server.stdout.close()
+    _check(subprocess.CompletedProcess(server.args, server.returncode, served, ""),
+           [r"Server: export shareable handle successfully", r"Server: receive ipc message successfully, flag = 1",
+            r"Server: released memory successfully", r"\[SUCCESS\] Server completed successfully\."])
+    _check(client, [r"Client: import shareable handle successfully",
+                    r"Client: map virtual memory address to physical memory handle",
+                    r"Client: released memory successfully", r"\[SUCCESS\] Client completed successfully"])

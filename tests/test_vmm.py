@@ -5,6 +5,7 @@ aclrtReserveMemAddress ... aclrtMemImportFromShareableHandle; guide 02 "虚拟�
     map_mem(va, size, 0, handle, 0)      every memory API (and kernels) take the VA
     unmap_mem, free_physical, release_mem_address
     export -> shareable uint64 -> import in another process (a real second process here)
+    FABRIC export -> import on another server of an A3 supernode (2 nodes x 2 devices)
 
 The ``acl`` board is pcie4: 4 devices of 256 MiB, peer access inside the PCIe switch.
 """
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 
 from conftest import SMALL_HBM
-from helpers import MiB, from_device, hbm_free, to_device, wait_until
+from helpers import MiB, extra_board, from_device, hbm_free, small_supernode, to_device, wait_until
 from mdev.board import launcher
 from mdev.kernel import kernel
 from peer import Peer
@@ -55,8 +56,9 @@ def pattern(nbytes: int, seed: int = 0) -> np.ndarray:
     return ((np.arange(nbytes, dtype=np.uint64) * 7 + seed) % 251).astype(np.uint8)
 
 
-def peer_on(board: str, device: int) -> Peer:
-    p = Peer(board)
+def peer_on(board: str, device: int, node: int = 0) -> Peer:
+    """A second host process on cluster node ``node`` of ``board``, with ``device`` set."""
+    p = Peer(board, env={"MDEV_NODE": str(node)})
     p.do("ok(acl.rt.set_device(d))", d=device)
     p.do("""
         def vmm_map(handle, nbytes):
@@ -563,3 +565,79 @@ def test_cross_island_import_is_refused(islands_board):
         assert "peer access" in b.ev("acl.get_recent_err_msg()")
         assert b.ev("acl.rt.mem_import_from_shareable_handle(s, 2)[1]") == 0          # same island
         assert b.ev("acl.rt.mem_set_pid_to_shareable_handle(s, [1])") == E_NO_PERMISSION
+
+
+# ============================================================================ FABRIC handles (A3 supernodes)
+FABRIC, DEFAULT = 0x2, 0x1                    # aclrtMemSharedHandleType
+
+
+@pytest.fixture(scope="module")
+def supernode():
+    with extra_board("a3sn", topo=small_supernode()) as name:
+        yield name
+
+
+def test_fabric_handle_crosses_the_servers_of_a_supernode(supernode):
+    """Exported as FABRIC on server 0, imported on server 1 (and on server 0): both see
+    one block of device 0's HBM, by copies and by a kernel, writes included."""
+    data = pattern(G2M, 9)
+    with peer_on(supernode, 0, node=0) as a, peer_on(supernode, 0, node=1) as b, \
+            peer_on(supernode, 0, node=0) as c:
+        a.do("h, ret = acl.rt.malloc_physical(n, p, 0); ok(ret); va = vmm_map(h, n)", n=G2M, p=prop(0))
+        a.do("put(va, np.frombuffer(d, np.uint8))", d=data.tobytes())
+        shareable = a.ev("acl.rt.mem_export_to_shareable_handle_v2(h, 1, 2)")[0]       # no pid check, FABRIC
+        assert b.ev("acl.rt.mem_import_from_shareable_handle_v2(s, 1, 0)[1]", s=shareable) == E_PARAM  # DEFAULT
+        assert b.ev("acl.rt.mem_import_from_shareable_handle(s, 0)[1]", s=shareable) == E_PARAM
+        for peer in (b, c):          # another server, then the exporter's own
+            peer.do("h, ret = acl.rt.mem_import_from_shareable_handle_v2(s, 2, 0); ok(ret); va = vmm_map(h, n)",
+                    s=shareable, n=G2M)
+            assert peer.ev("get(va, n).tobytes() == d", n=G2M, d=data.tobytes())
+        b.do("""
+            from mdev.kernel import kernel
+            @kernel
+            def copy_in(ctx, dst, src, n):
+                ctx.gm(dst, np.uint8, n)[:] = ctx.gm(src, np.uint8, n)
+            st, ret = acl.rt.create_stream(); ok(ret)
+            mine, ret = acl.rt.malloc(n, 0); ok(ret)
+            ok(copy_in[1, st](mine, va, n)); ok(acl.rt.synchronize_stream(st), "a kernel on server 1 reading it")
+        """, n=G2M)
+        assert b.ev("get(mine, n).tobytes() == d", n=G2M, d=data.tobytes())
+        b.do("ok(acl.rt.free(mine)); ok(acl.rt.destroy_stream(st))")
+        b.do("put(va + 4096, np.full(4096, 0xA7, np.uint8))")
+        assert (np.frombuffer(a.ev("get(va + 4096, 4096).tobytes()"), np.uint8) == 0xA7).all()
+        for peer in (b, c, a):
+            peer.do("ok(acl.rt.unmap_mem(va)); ok(acl.rt.release_mem_address(va)); ok(acl.rt.free_physical(h))")
+
+
+def test_fabric_handle_with_pid_validation(supernode):
+    with peer_on(supernode, 0, node=0) as a, peer_on(supernode, 1, node=1) as b:
+        a.do("h, ret = acl.rt.malloc_physical(n, p, 0); ok(ret)", n=G2M, p=prop(0))
+        shareable = a.ev("acl.rt.mem_export_to_shareable_handle_v2(h, 0, 2)")[0]
+        imp = "acl.rt.mem_import_from_shareable_handle_v2(s, 2, 0)[1]"
+        assert b.ev(imp, s=shareable) == E_NO_PERMISSION
+        assert a.ev("acl.rt.mem_set_pid_to_shareable_handle_v2(s, 1, [p])", s=shareable, p=b.pid) == E_PARAM
+        assert a.ev("acl.rt.mem_set_pid_to_shareable_handle_v2(s, 2, [p])", s=shareable, p=b.pid) == 0
+        assert b.ev(imp) == 0
+        b.do("ok(acl.rt.free_physical(acl.rt.mem_import_from_shareable_handle_v2(s, 2, 0)[0]))")
+        a.do("ok(acl.rt.free_physical(h))")
+
+
+def test_fabric_refused_without_a3_fabric(board, islands_board):
+    """Not an A3 part (pcie4: Ascend910B-class): 207000 on every FABRIC call; DEFAULT still works."""
+    for name in (board, islands_board):
+        with peer_on(name, 0) as a:
+            a.do("h, ret = acl.rt.malloc_physical(n, p, 0); ok(ret)", n=G2M, p=prop(0))
+            assert a.ev("acl.rt.mem_export_to_shareable_handle_v2(h, 1, 2)[1]") == E_NOT_SUPPORT
+            message = a.ev("acl.get_recent_err_msg()")
+            assert "Atlas A3" in message and "Ascend910" in message, message      # says what the board has
+            s = a.ev("acl.rt.mem_export_to_shareable_handle_v2(h, 1, 1)")[0]
+            assert a.ev("acl.rt.mem_import_from_shareable_handle_v2(s, 2, 0)[1]", s=s) == E_NOT_SUPPORT
+            assert a.ev("acl.rt.mem_set_pid_to_shareable_handle_v2(s, 2, [1])", s=s) == E_NOT_SUPPORT
+            a.do("ok(acl.rt.free_physical(h))")
+
+
+def test_fabric_routes_only_on_a3_supernode_fabric():
+    a3 = small_supernode()
+    assert a3.fabric_reachable(0, 3) and a3.fabric_reachable(1, 0) and a3.fabric_reachable(2, 2)
+    a2 = launcher.resolve_topology("a2-4x8")                 # A2 servers joined by RoCE
+    assert not a2.fabric_reachable(0, 8) and not a2.fabric_reachable(0, 1)

@@ -8,7 +8,8 @@
     importer/exporter --close(key)-->  an importer detaches; the exporter closes the key
 
 Kinds: "mem" (IPC memory: device, offset, size), "event" (device, slot, uid), "notify"
-(device, slot, uid), "vmm" (physical allocation: device, offset, size).  The pid of a
+(device, slot, uid), "vmm" (physical allocation: device, offset, size), "fabric" (the same,
+exported as an A3 FABRIC handle: importable from other servers of the supernode).  The pid of a
 request is the one the kernel reports for the client's socket, so it cannot be forged.
 """
 
@@ -19,6 +20,9 @@ from dataclasses import dataclass, field
 
 from mdev import errors as E
 from mdev.errors import AclError
+
+
+SHAREABLE = ("vmm", "fabric")      # physical allocations: a key is a uint64 shareable handle
 
 
 @dataclass
@@ -43,7 +47,7 @@ class IpcRegistry:
         key = ""
         while not key or key in self.exports:
             # a VMM shareable handle is a uint64: its key carries 64 bits (top bit set, never 0)
-            token = f"{secrets.randbits(63) | 1 << 63:016x}" if kind == "vmm" else secrets.token_hex(20)
+            token = f"{secrets.randbits(63) | 1 << 63:016x}" if kind in SHAREABLE else secrets.token_hex(20)
             key = f"mdev-{kind}-{token}"
         self.exports[key] = Export(key, kind, client, pid, device, tuple(detail), validate_pid)
         return key
@@ -68,7 +72,7 @@ class IpcRegistry:
             raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"the IPC key {key[:70]!r} names a device of another node")
         if entry.closed:
             raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "the IPC key was closed (or its exporter is gone)")
-        if entry.owner == client and kind == "vmm":
+        if entry.owner == client and kind in SHAREABLE:
             raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "a process cannot import its own shareable handle")
         if entry.validate_pid and entry.owner != client and pid not in entry.pids:
             raise AclError(E.ACL_ERROR_RT_NO_PERMISSION,

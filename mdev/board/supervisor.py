@@ -43,7 +43,7 @@ from mdev import residence
 from mdev import status as S
 from mdev.board.fleet import Fleet
 from mdev.procfs import process_gone
-from mdev.board.ipc_registry import IpcRegistry
+from mdev.board.ipc_registry import SHAREABLE, IpcRegistry
 from mdev import naming
 from mdev.naming import BoardPaths
 from mdev.board.proctitle import name_process
@@ -378,12 +378,18 @@ class Supervisor:
 
     def rpc_ipc_import(self, client: Client, key: str, kind: str) -> dict:
         """The import's "seal" lets the importer attach the memory on its device (ipc_attach)."""
-        info = self.ipc.import_(client.id, client.peer_pid, key, kind,
-                                lambda device: self.topo.node_of(device) == client.node)
-        if kind in ("mem", "vmm"):
+        info = self.ipc.import_(client.id, client.peer_pid, key, kind, lambda device: self._reaches(client, kind, device))
+        if kind in ("mem", *SHAREABLE):
             offset, nbytes = info["detail"][0], info["detail"][1]
             info["seal"] = protocol.seal(self.seal_key, "import", client.id, info["device"], offset, nbytes)
         return info
+
+    def _reaches(self, client: Client, kind: str, device: int) -> bool:
+        """An IPC key names something on the importer's own server; a FABRIC handle names
+        memory anywhere on the supernode fabric its server is on."""
+        if kind == "fabric":
+            return self.topo.fabric_reachable(self.topo.node(client.node).devices.start, device)
+        return self.topo.node_of(device) == client.node
 
     def rpc_ipc_close(self, client: Client, key: str) -> str:
         return self.ipc.close(client.id, key)

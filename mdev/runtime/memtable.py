@@ -55,6 +55,8 @@ class Allocation:
     policy: int = 0
     segment: Segment | None = None
     ipc_key: str | None = None        # set on memory this process imported over IPC
+    fabric: bool = False              # imported through an A3 FABRIC handle: reached over the
+                                      # supernode's fabric from any device, no peer access needed
     exports: list | None = None       # IPC keys this process exported from it (closed on free)
     registered: bool = False          # host memory of the program's, registered (aclrtHostRegister)
     managed: bool = False             # managed memory (aclrtMemAllocManaged): pinned, freed by aclrtFree

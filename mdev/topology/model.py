@@ -50,6 +50,15 @@ P2P_LABELS = frozenset({"HCCS", "SIO", "HCCS_SW", "PIX", "PXB"})
 HOST_LABELS = frozenset({"PHB", "SYS"})
 
 
+# Atlas A3 parts (the Ascend910_93xx SoCs): the only ones with a supernode fabric that
+# FABRIC memory handles cross (aclrtMemSharedHandleType).
+A3_SOC_PREFIX = "Ascend910_93"
+
+
+def is_a3(soc_name: str) -> bool:
+    return soc_name.startswith(A3_SOC_PREFIX)
+
+
 FORMAT_VERSION = 1     # of the board files (FORMAT.md)
 # file key of a device property -> Device attribute
 DEVICE_FIELDS: dict[str, str] = {

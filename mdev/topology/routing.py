@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 
-from .model import DEVICE, HOST_LABELS, P2P_LABELS, TOPO_CLASS, Link, Path, TopologyModel
+from .model import DEVICE, HOST_LABELS, P2P_LABELS, TOPO_CLASS, Link, Path, TopologyModel, is_a3
 
 Route = tuple[list[str], list[Link]]
 
@@ -34,6 +34,13 @@ class Topology(TopologyModel):
         """aclrtDeviceCanAccessPeer: False for a == b (not a peer), else the path's p2p
         (always False across cluster nodes)."""
         return a != b and self.path(a, b).p2p
+
+    def fabric_reachable(self, a: int, b: int) -> bool:
+        """Whether device a can take memory of device b through a FABRIC shareable handle:
+        both are Atlas A3 parts and the route stays on one supernode's fabric (no RoCE
+        hop), across servers or within one."""
+        return (is_a3(self.device(a).soc_name) and is_a3(self.device(b).soc_name)
+                and self.path(a, b).label != "ROCE")
 
     def topo_class(self, a: int, b: int) -> int:
         """aclrtGetDevicesTopo value for the pair (0 for a == b)."""

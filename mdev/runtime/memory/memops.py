@@ -246,9 +246,11 @@ def corrected_kind(kind: int, d: Operand, s: Operand) -> int:
 
 
 def check_reach(executing: int, *operands: Operand) -> None:
-    """Device memory of another device needs peer access from the executing device."""
+    """Device memory of another device needs peer access from the executing device (not
+    memory imported through a FABRIC handle)."""
     for op in (part for operand in operands for part in operand.parts()):
-        if op.kind == DEVICE and op.device != executing and (executing, op.device) not in rt.peer_access:
+        if (op.kind == DEVICE and op.device != executing and (executing, op.device) not in rt.peer_access
+                and not op.allocation.fabric):
             raise AclError(E.ACL_ERROR_RT_PARAM_INVALID,
                            f"device {executing} cannot reach memory of device {op.device}: "
                            f"enable peer access first (device_enable_peer_access)")

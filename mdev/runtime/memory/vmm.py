@@ -5,7 +5,9 @@
     map_mem(va, handle) --> the VA range reaches that block; every memory API takes the VA
     export / import     --> the same block in another process: a shareable uint64 through the
                             supervisor registry (kind "vmm"); the device keeps an imported
-                            block alive until its last importer lets go
+                            block alive until its last importer lets go.  A FABRIC handle
+                            (kind "fabric", Atlas A3 only) is imported on any server of the
+                            supernode: a host process on another node attaches the block too
 
 A VA is resolved piece by piece: each mapping of a reservation is one piece, a range that
 crosses mappings becomes an operand with several pieces, and copies and memsets run per
@@ -30,11 +32,11 @@ from mdev.runtime.boundary import api
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.memtable import DEVICE, Allocation, Operand
 from mdev.runtime.validate import as_int, size
+from mdev.topology.model import is_a3
 
 PHYSICAL_HANDLES = 0x7_0000_0000
 VMM_BASE, VMM_END = address.VMM_BASE, address.VMM_END        # [2**49, 2**49 + 2**47)
 KiB, MiB, GiB = address.KiB, address.MiB, address.GiB
-SHARE_PREFIX = "mdev-vmm-"
 
 _GIANT = {C.ACL_HBM_MEM_HUGE1G, C.ACL_HBM_MEM_P2P_HUGE1G, C.ACL_MEM_HUGE1G, C.ACL_MEM_P2P_HUGE1G}
 _DEVICE_ATTRS = {C.ACL_HBM_MEM_HUGE, C.ACL_HBM_MEM_NORMAL, C.ACL_HBM_MEM_P2P_HUGE, C.ACL_HBM_MEM_P2P_NORMAL,
@@ -65,6 +67,7 @@ class Physical:
     prop: dict                  # aclrtPhysicalMemProp (location: the device it is used from)
     key: str | None = None      # imported: the registry key it came from
     shareable: int | None = None   # exported: the shareable handle handed out
+    share_key: str | None = None   # ... and its registry key
     refs: int = 1
     maps: int = 0
     alloc: Allocation | None = None
@@ -324,7 +327,7 @@ def _release(ph: Physical) -> None:
         return
     if ph.shareable is not None:
         try:   # later imports fail; processes that imported it keep it until they free it
-            board.request("ipc_close", _key(ph.shareable))
+            board.request("ipc_close", ph.share_key)
         except AclError:
             pass
     link.request("free", ph.alloc.ptr)
@@ -505,14 +508,19 @@ def mem_get_access(virt_ptr: int, location) -> int:
 
 
 # ---------------------------------------------------------------------------- sharing
-def _key(shareable) -> str:
+# aclrtMemSharedHandleType -> the registry's kind: a DEFAULT handle is good on its own
+# server, a FABRIC handle on every server of an A3 supernode (and on its own)
+_KINDS = {C.ACL_MEM_SHARE_HANDLE_TYPE_DEFAULT: "vmm", C.ACL_MEM_SHARE_HANDLE_TYPE_FABRIC: "fabric"}
+
+
+def _key(shareable, kind: str = "vmm") -> str:
     value = as_int(shareable, "shareableHandle")
     if not 0 < value < 1 << 64:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"shareable handle {value} is not a uint64 handle")
-    return f"{SHARE_PREFIX}{value:016x}"
+    return f"mdev-{kind}-{value:016x}"
 
 
-def _export(handle, flags: int) -> int:
+def _export(handle, flags: int, kind: str = "vmm") -> int:
     if as_int(flags, "flags") not in _EXPORT_FLAGS:
         raise AclError(E.ACL_ERROR_INVALID_PARAM, f"export flags {flags:#x}: ACL_RT_VMM_EXPORT_FLAG_DEFAULT or "
                        "_DISABLE_PID_VALIDATION")
@@ -525,11 +533,12 @@ def _export(handle, flags: int) -> int:
             raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, "this handle was exported already: one shareable "
                            "handle per physical handle")
         validate = flags != C.ACL_RT_VMM_EXPORT_FLAG_DISABLE_PID_VALIDATION
-        key = rt.attach().request("ipc_export", "vmm", ph.device, (ph.offset, ph.size, ph.prop["memAttr"]),
+        key = rt.attach().request("ipc_export", kind, ph.device, (ph.offset, ph.size, ph.prop["memAttr"]),
                                   validate)
-        if not key.startswith(SHARE_PREFIX):
+        prefix = f"mdev-{kind}-"
+        if not key.startswith(prefix):
             raise AclError(E.ACL_ERROR_RT_INTERNAL_ERROR, f"the board handed out {key!r} for a VMM export")
-        ph.shareable = int(key[len(SHARE_PREFIX):], 16)
+        ph.shareable, ph.share_key = int(key[len(prefix):], 16), key
         return ph.shareable
 
 
@@ -555,10 +564,15 @@ def mem_set_pid_to_shareable_handle(shareable, pids) -> None:
 
 @api(1)
 def mem_import_from_shareable_handle(shareable, device_id: int) -> int:
-    key = _key(shareable)
-    device = rt.check_device(device_id)
+    return _import(shareable, "vmm", rt.check_device(device_id))
+
+
+def _import(shareable, kind: str, device: int) -> int:
+    """Memory exported as a ``kind`` shareable handle, as a physical handle used from board
+    device ``device``."""
+    key = _key(shareable, kind)
     board = rt.attach()
-    info = board.request("ipc_import", key, "vmm")      # the exporting process itself is refused
+    info = board.request("ipc_import", key, kind)      # the exporting process itself is refused
     home, detail = info["device"], info["detail"]
     offset, nbytes = detail[0], detail[1]
     attr = detail[2] if len(detail) > 2 else C.ACL_HBM_MEM_HUGE
@@ -570,47 +584,57 @@ def mem_import_from_shareable_handle(shareable, device_id: int) -> int:
             sp.handles[known.handle] = known
             return known.handle
     try:
-        if device != home and not board.topology.can_access_peer(device, home):
+        if kind == "fabric":
+            if not board.topology.fabric_reachable(device, home):
+                raise AclError(E.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, f"device {rt.local_device(device)} and the "
+                               f"exporting device are not on one supernode fabric")
+        elif device != home and not board.topology.can_access_peer(device, home):
             route = board.topology.path(device, home)
-            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"device {device} cannot reach memory of device {home}: "
-                           f"they are connected through {route.label}, which allows no peer access")
+            raise AclError(E.ACL_ERROR_RT_PARAM_INVALID, f"device {rt.local_device(device)} cannot reach memory "
+                           f"of device {rt.local_device(home)}: they are connected through {route.label}, which "
+                           "allows no peer access")
         rt.link(home).request("ipc_attach", offset, nbytes, info["seal"])
     except AclError:
         board.request("ipc_close", key)
         raise
     prop = {"handleType": C.ACL_MEM_HANDLE_TYPE_NONE, "allocationType": C.ACL_MEM_ALLOCATION_TYPE_PINNED,
-            "memAttr": attr, "location": {"type": C.ACL_MEM_LOCATION_TYPE_DEVICE, "id": device_id}, "reserve": 0}
+            "memAttr": attr, "location": {"type": C.ACL_MEM_LOCATION_TYPE_DEVICE, "id": rt.local_device(device)},
+            "reserve": 0}
     ph = Physical(rt.new_handle(PHYSICAL_HANDLES), home, offset, nbytes, prop, key=key)
+    ph.alloc.fabric = kind == "fabric"
     with sp.lock:
         sp.handles[ph.handle] = ph
         sp.imports[key] = ph
     return ph.handle
 
 
-def _share_type(share_type) -> None:
-    kind = as_int(share_type, "shareType")
-    if kind == C.ACL_MEM_SHARE_HANDLE_TYPE_FABRIC:
-        raise AclError(E.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "fabric handles (cross-server sharing) exist only on "
-                       "Atlas A3 super-pods")
-    if kind != C.ACL_MEM_SHARE_HANDLE_TYPE_DEFAULT:
-        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"shareType {kind}: ACL_MEM_SHARE_HANDLE_TYPE_DEFAULT or _FABRIC")
+def _share_kind(share_type) -> str:
+    """The registry kind of an aclrtMemSharedHandleType; FABRIC where this server has the fabric."""
+    kind = _KINDS.get(as_int(share_type, "shareType"))
+    if kind is None:
+        raise AclError(E.ACL_ERROR_INVALID_PARAM, f"shareType {share_type}: ACL_MEM_SHARE_HANDLE_TYPE_DEFAULT or "
+                       "_FABRIC")
+    board = rt.attach()
+    soc = board.topology.device(board.devices.start).soc_name
+    if kind == "fabric" and not is_a3(soc):
+        raise AclError(E.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "FABRIC handles (memory shared across the servers of "
+                       f"a supernode) exist only on Atlas A3 parts; this server's devices are {soc}")
+    return kind
 
 
 @api(1)
 def mem_export_to_shareable_handle_v2(handle, flags: int, share_type: int) -> int:
-    _share_type(share_type)
-    return _export(handle, flags)
+    return _export(handle, flags, _share_kind(share_type))
 
 
 @api()
 def mem_set_pid_to_shareable_handle_v2(shareable, share_type: int, pids) -> None:
-    _share_type(share_type)
-    mem_set_pid_to_shareable_handle(shareable, pids)
+    rt.attach().request("ipc_set_pids", _key(shareable, _share_kind(share_type)), _pids(pids))
 
 
 @api(1)
 def mem_import_from_shareable_handle_v2(shareable, share_type: int, flags: int) -> int:
     """The V2 import makes the handle on the calling thread's current device."""
-    _share_type(share_type)
+    kind = _share_kind(share_type)
     _zero(flags, "flags")
-    return mem_import_from_shareable_handle(shareable, rt.local_device(rt.current_context().device))
+    return _import(shareable, kind, rt.current_context().device)
