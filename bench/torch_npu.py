@@ -52,7 +52,7 @@ def small_op(dev):
     return ops / (time.perf_counter() - t0)
 
 def step_time(dev, widths, batch, optimizer, steps):
-    """seconds a training step of an MLP takes (ReLU between its Linear layers, MSE loss), after 2 warm-up steps"""
+    # seconds a training step of an MLP takes (ReLU between its Linear layers, MSE loss), after 2 warm-up steps
     torch.manual_seed(0)
     nn = torch.nn
     layers = []
