@@ -37,7 +37,7 @@ from mdev.operators import (BOOL, BOOLS, DTYPE, FLOAT, FLOATS, INT, INTS, LISTS,
 from mdev.runtime import streams
 from mdev.runtime.boundary import api
 from mdev.runtime.core import RUNTIME as rt
-from mdev.runtime.memtable import DEVICE
+from mdev.runtime.memtable import DEVICE, Operand
 from mdev.taskspec import tensor_extent
 
 NULLPTR, INVALID, NOT_FOUND = E.ACLNN_ERR_PARAM_NULLPTR, E.ACLNN_ERR_PARAM_INVALID, E.ACLNN_ERR_INNER_FIND_KERNEL_ERROR
@@ -432,6 +432,15 @@ def _check_meta(op: Operator, values: dict, where: str) -> None:
 
 
 # ---------------------------------------------------------------------------- phase 2
+def _tensor_operand(desc: TensorDesc, write: bool, what: str = "pointer") -> Operand | None:
+    """Where tensor ``desc``'s bytes lie in this process's memory (AclError if not usable);
+    None for a tensor of no bytes."""
+    nbytes = tensor_extent(desc.shape, desc.strides, desc.dtype)
+    if nbytes == 0:
+        return None
+    return rt.memory.operand(desc.data + desc.offset * dtypes.itemsize(desc.dtype), nbytes, write=write, what=what)
+
+
 @api()
 def operator_run(workspace, workspace_size: int, executor, stream) -> None:
     """aclnn{X}(workspace, workspaceSize, executor, stream): the op as one task on ``stream``."""
@@ -445,17 +454,15 @@ def operator_run(workspace, workspace_size: int, executor, stream) -> None:
             return None
         if isinstance(value, tuple):
             return tuple(located(v, write) for v in value)
-        nbytes = tensor_extent(value.shape, value.strides, value.dtype)
-        if nbytes == 0:
-            return (("d", st.device, 0), value.shape, value.strides, value.dtype)
-        ptr = value.data + value.offset * dtypes.itemsize(value.dtype)
         try:
-            operand = rt.memory.operand(ptr, nbytes, write=write, what=where)
+            operand = _tensor_operand(value, write, where)
         except AclError as exc:         # said of the tensor (formatted only then: it costs, per tensor)
             raise AclError(exc.code, exc.message.replace(where, f"{where}: tensor {value}", 1)) from None
+        if operand is None:
+            return (("d", st.device, 0), value.shape, value.strides, value.dtype)
         if operand.kind != DEVICE or operand.device != st.device or operand.pieces:
-            raise AclError(INVALID, f"{where}: tensor {value} at {ptr:#x} is not device memory of the stream's "
-                           f"device {rt.local_device(st.device)}")
+            raise AclError(INVALID, f"{where}: tensor {value} at {operand.ptr:#x} is not device memory of the "
+                           f"stream's device {rt.local_device(st.device)}")
         return (operand.location(), value.shape, value.strides, value.dtype)
 
     inputs = tuple(located(values[p], False) for p, _ in op.reads)
@@ -480,13 +487,12 @@ def run_device(executor) -> tuple[int, set[tuple[int, int]]] | None:
     for param, write in [*((p, False) for p, _ in ex.op.reads), *((p, True) for p, _ in ex.op.writes)]:
         value = ex.values[param]
         for desc in () if value is None else value if isinstance(value, tuple) else (value,):
-            nbytes = tensor_extent(desc.shape, desc.strides, desc.dtype)
-            if nbytes == 0:
-                continue
             try:
-                operand = rt.memory.operand(desc.data + desc.offset * dtypes.itemsize(desc.dtype), nbytes, write=write)
+                operand = _tensor_operand(desc, write)
             except AclError:
                 return None
+            if operand is None:
+                continue
             allocation = operand.allocation
             if operand.kind != DEVICE or operand.pieces or allocation.ipc_key is not None:
                 return None
