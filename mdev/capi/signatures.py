@@ -62,7 +62,12 @@ def _data_fields(packed: bytes) -> list[int] | None:
     return fields
 
 
-def _signature(name: str, params: tuple, described: frozenset, packed: bytes) -> tuple[tuple, list[int]] | None:
+def _signature(op: Operator, name: str, params: tuple, described: frozenset,
+               packed: bytes) -> tuple[tuple, list[int]] | None:
+    """The call's signature and where its tensors' data addresses lie in ``packed``; None for
+    a call that always takes the runtime's way."""
+    if not packed or any(kind == STR for _, kind in op.params):
+        return None
     fields = _data_fields(packed)
     if fields is None:
         return None
@@ -76,9 +81,7 @@ def _signature(name: str, params: tuple, described: frozenset, packed: bytes) ->
 def repeat(op: Operator, name: str, params: tuple, described: frozenset, packed: bytes) -> tuple | None:
     """(0, executor, 0) for a call of function ``name`` whose signature passed before; None
     when the runtime must check it (then :func:`remember` its success)."""
-    if not packed or any(kind == STR for _, kind in op.params):
-        return None
-    found = _signature(name, params, described, packed)
+    found = _signature(op, name, params, described, packed)
     if found is None:
         return None
     seen = _seen.get(found[0])
@@ -96,9 +99,8 @@ def repeat(op: Operator, name: str, params: tuple, described: frozenset, packed:
 
 def remember(op: Operator, name: str, params: tuple, described: frozenset, packed: bytes, executor: int) -> None:
     """The call made ``executor``: its signature passes from now on."""
-    if not packed or any(kind == STR for _, kind in op.params):
-        return
-    found, made = _signature(name, params, described, packed), operators.executor_values(executor)
+    found = _signature(op, name, params, described, packed)
+    made = operators.executor_values(executor) if found is not None else None
     if found is None or made is None:
         return
     key, fields = found
