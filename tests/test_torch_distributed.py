@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import socket
 import subprocess
 import sys
@@ -346,6 +347,8 @@ def test_fsdp2_fully_shard_on_two_ranks_matches_the_cpu(dist_env, tmp_path):
     try:
         from torch.distributed.fsdp import fully_shard  # noqa: F401
     except ImportError:
+        if os.environ.get("CI") == "true":
+            raise       # CI's torch (the pinned 2.13) has it: never pass there by skipping
         pytest.skip("this torch has no FSDP2 (torch.distributed.fsdp.fully_shard)")
     script = tmp_path / "fsdp2.py"
     script.write_text(textwrap.dedent(FSDP2))
