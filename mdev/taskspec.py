@@ -45,6 +45,7 @@ from mdev import dtypes
 READ, WRITE, UPDATE, HELD = "read", "write", "read-write", "held"     # HELD: must exist, bytes untouched
 DMA, AIV = "dma", "aiv"
 TRANSFER, FILL, KERNEL, MEASURED, WAIT, INSTANT = "transfer", "fill", "kernel", "measured", "wait", "instant"
+PRESCRIBED = "prescribed"     # as long as its ``model_ns`` argument says (a whole collective)
 MOVES = (TRANSFER, FILL)      # time kinds of bytes moving over a path
 
 
@@ -326,6 +327,13 @@ SPECS: dict[str, OpSpec] = {spec.name: spec for spec in [
     OpSpec("coll_check", ("mine", "peer", "fields", "guard"),
            operands=(Span(0, READ, lambda a: 8 + 8 * max(f[1] for f in a[2])),
                      Span(1, READ, lambda a: 8 + 8 * max(f[1] for f in a[2])))),
+    # a whole collective of one rank (mdev.board.collective_run): its input read, its output
+    # written, in modelled time from the last rank's entry for as long as HCCL's formula says
+    OpSpec("coll_run", ("rank", "peers", "leader", "word", "count", "send", "recv", "in_bytes", "out_bytes",
+                        "order", "staged", "fields", "data", "timeout_s", "model_ns"), None, PRESCRIBED,
+           (Span(5, READ, lambda a: a[7]), Span(6, WRITE, lambda a: a[8])), (_DEFAULT, "HCCL"),
+           "rank {rank} (leader {leader}), operation word {word:#x}, count {count}, {in_bytes} B in, "
+           "{out_bytes} B out"),
 ]}
 
 
@@ -339,6 +347,12 @@ REDUCE_PROD = 0x100     # reduce kind: the product (no SDMA kind of aclrtReduceA
 # communicator and the rank it names (mdev.board.tasks.CommGuard)
 COMM_TIMEOUT, COMM_PARA, COMM_REMOTE = 9, 1, 21          # HcclResult values (mdev.hccl_types)
 COMM_LEFT = 1 << 16          # the rank destroyed its communicator: what it recorded before stands
+# a rank's run words (RUN_BYTES of its scratch buffer, uint64) for whole collectives
+# (mdev.board.collective_run): operations entered and (its leader's) finished, the futex its
+# waiting task sleeps on, the descriptor words, where its buffers lie, its modelled entry and
+# (the leader's) the latest entry of all ranks (float64)
+RUN_ARRIVED, RUN_DONE, RUN_BELL, RUN_WORD, RUN_COUNT, RUN_SEND, RUN_RECV, RUN_ENTER, RUN_MET = range(9)
+RUN_BYTES = 128
 
 # counting notifies (aclrtCntNotify*): a uint32 counter, its record modes and wait tests
 CNT_MASK = 0xFFFFFFFF

@@ -54,11 +54,18 @@ def coll_check(device: "Device", stream: "DeviceStream", mine: tuple, peer: tupl
     words = 1 + max(f[1] for f in fields)
     here = [int(w) for w in device.memory.view(mine, 8 * words, stream).view(np.uint64)]
     there = [int(w) for w in device.memory.view(peer, 8 * words, stream).view(np.uint64)]
-    differ = [f for f in fields if _value(f, here) != _value(f, there)]
+    differ = disagreement(fields, here, there, peer_rank)
     if differ:
         guard.set(COMM_PARA, peer_rank)
-        raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, "ranks disagree: " + ", ".join(
-            f"{f[0]} {_label(f, there)} on rank {peer_rank}, {_label(f, here)} here" for f in differ))
+        raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, differ)
+
+
+def disagreement(fields: tuple, here: list[int], there: list[int], peer_rank: int) -> str:
+    """What the descriptor words ``there`` of rank ``peer_rank`` say otherwise than ours
+    (``here``), as the failure's message ("" if they agree)."""
+    differ = [f for f in fields if _value(f, here) != _value(f, there)]
+    return "ranks disagree: " + ", ".join(
+        f"{f[0]} {_label(f, there)} on rank {peer_rank}, {_label(f, here)} here" for f in differ) if differ else ""
 
 
 def _value(field: tuple, words: list[int]) -> int:

@@ -4,7 +4,8 @@
                                  |
                                  +-- importing this module registered every op and request
                                      (mdev.board.tasktable): basic tasks, kernels, system
-                                     tasks, operators (aclnn), collectives, stored graphs, counting notifies,
+                                     tasks, operators (aclnn), collectives (step by step and whole),
+                                     stored graphs, counting notifies,
                                      overflow status, the sanitizer, tracing
 
 This module stands above all of them: the Device (mdev.board.device) finds ops and requests
@@ -29,8 +30,8 @@ from mdev.naming import BoardPaths
 from mdev.board.serving import Server
 from mdev.memory import futex
 # each registers its ops and requests when imported
-from mdev.board import (cntnotify, collectives, graphs, kernels, native, operators, overflow,  # noqa: F401
-                        sanitize, systasks, tasks, trace)
+from mdev.board import (cntnotify, collective_run, collectives, graphs, kernels, native, operators,  # noqa: F401
+                        overflow, sanitize, systasks, tasks, trace)
 
 PR_SET_PDEATHSIG = 1        # <linux/prctl.h>
 

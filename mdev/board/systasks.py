@@ -47,11 +47,14 @@ def _reduce_values(kind: int, a: np.ndarray, b: np.ndarray, dtype) -> np.ndarray
 @op()
 def reduce(device: "Device", stream: "DeviceStream", dst: tuple, src: tuple, nbytes: int,
            kind: int, data_type: int) -> None:
+    n = nbytes // itemsize(data_type) * itemsize(data_type)
+    reduce_into(device.memory.view(dst, n, stream, write=True), device.memory.view(src, n, stream), kind, data_type)
+    device.wake()
+
+
+def reduce_into(d_raw: np.ndarray, s_raw: np.ndarray, kind: int, data_type: int) -> None:
+    """d = op(d, s) over raw bytes (uint8 views of whole elements) in ``data_type``."""
     dtype = DTYPES[data_type]
-    size = itemsize(data_type)
-    n = nbytes // size
-    d_raw = device.memory.view(dst, n * size, stream, write=True)
-    s_raw = device.memory.view(src, n * size, stream)
     if dtype is BF16:
         d_bits, s_bits = d_raw.view(np.uint16), s_raw.view(np.uint16)
         result = _reduce_values(kind, bf16_to_float32(d_bits), bf16_to_float32(s_bits), np.float32)
@@ -63,7 +66,6 @@ def reduce(device: "Device", stream: "DeviceStream", dst: tuple, src: tuple, nby
         else:
             with np.errstate(over="ignore", invalid="ignore"):
                 _REDUCE[kind](d, s, out=d)
-    device.wake()
 
 
 # ---------------------------------------------------------------------------- random numbers

@@ -40,7 +40,7 @@ import numpy as np
 
 from mdev import status as S
 from mdev.board.tasktable import own_client, request
-from mdev.taskspec import SPECS
+from mdev.taskspec import PRESCRIBED, SPECS
 
 if TYPE_CHECKING:
     from mdev.board.device import Device
@@ -368,6 +368,11 @@ class DeviceModel:
         mask = (rows[:, S.F_CLIENT] == self.client) & (rows[:, S.F_SEQ] <= (seq if seq is not None else -1))
         return float(rows[mask, S.F_END].max()) if mask.any() else 0.0
 
+    def earliest(self, stream) -> float:
+        """Modelled time the running task of ``stream`` may start (see _earliest)."""
+        with self.lock:
+            return self._earliest(stream)
+
     def begin(self, stream, nbytes: int, path: tuple) -> None:
         """A transfer starts (wall): enter it, at its provisional modelled start, in the ledger."""
         links = self.meta["links"]
@@ -442,6 +447,9 @@ class DeviceModel:
                     start = max(start, ts - self.base(args[0]))
             if after is not None:
                 start = max(start, after)
+            spec = SPECS[op]
+            if spec.time == PRESCRIBED:          # a whole collective: from the last rank's entry
+                start = max(start, stream.met_ns)
             announced = self.announced.pop(key, 0.0)
             guard = args[3] if op == "wait_notify" and len(args) > 3 else None
             if guard is not None:                                # a collective's wait: the handshake
@@ -455,7 +463,8 @@ class DeviceModel:
                 start = max(start, slots[slot])
             end = self._shared_end(transfer, start) if transfer is not None else None
             if end is None:
-                end = start + tm.duration_ns(rec, self.meta)
+                end = start + (args[spec.args.index("model_ns")] if spec.time == PRESCRIBED
+                               else tm.duration_ns(rec, self.meta))
             if slots is not None:
                 slots[slot] = end
             self.stream_t[key] = end

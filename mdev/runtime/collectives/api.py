@@ -39,9 +39,10 @@ from mdev.runtime.boundary import api
 from mdev.runtime.collectives import algorithms as A
 from mdev.runtime import trace
 from mdev.runtime.collectives import comm as comms
+from mdev.runtime.collectives import whole
 from mdev.runtime.collectives.plan import Plan
 from mdev.runtime.collectives.rendezvous import FileRendezvous, LocalRendezvous, parse_root_info, root_info
-from mdev.runtime.collectives.select import HIERARCHICAL, layout
+from mdev.runtime.collectives.select import HIERARCHICAL, RING, Layout, layout
 from mdev.runtime.core import RUNTIME as rt
 from mdev.runtime.core import Stream
 from mdev.taskspec import COMM_LEFT
@@ -511,6 +512,8 @@ def all_reduce(send_buf, recv_buf, count, data_type, op, comm, stream) -> None:
 def _all_reduce(c: comms.Comm, stream, send, recv, count: int, dtype: int, item: int, op: int, kind: str) -> None:
     lay = layout(c.levels, c.choice, "allreduce", c.rank, c.nranks)
     with _operation(c, stream, dtype, op) as plan:
+        if whole.run(plan, kind, lay, count, item, send, recv):
+            return
         plan.collective(kind, count, algorithm=lay.algorithm)
         for o, n in A.pieces(count, len(lay.group), item, c.slot_bytes):
             A.all_reduce(plan, plan.main, lay, send.slice(o * item, n * item) if send else _none(c),
@@ -535,6 +538,8 @@ def broadcast(buf, count, data_type, root, comm, stream) -> None:
     data = _buffer(c, buf, count * item, True, "buf") or _none(c)
     lay = layout(c.levels, c.choice, "broadcast", c.rank, c.nranks)
     with _operation(c, stream, dtype) as plan:
+        if whole.run(plan, "broadcast", lay, count, item, data if count else None, data if count else None, root):
+            return
         plan.collective("broadcast", count, root, lay.algorithm)
         for o, n in A.pieces(count, c.nranks if lay.algorithm == "mesh" else 1, item, c.slot_bytes):
             A.broadcast(plan, plan.main, lay, data.slice(o * item, n * item), n, item, root)
@@ -548,6 +553,8 @@ def all_gather(send_buf, recv_buf, send_count, data_type, comm, stream) -> None:
     recv = _buffer(c, recv_buf, c.nranks * sc * item, True, "recvBuf") or _none(c)
     lay = layout(c.levels, c.choice, "allgather", c.rank, c.nranks)
     with _operation(c, stream, dtype) as plan:
+        if whole.run(plan, "all_gather", lay, sc, item, send if sc else None, recv if sc else None):
+            return
         plan.collective("all_gather", sc, algorithm=lay.algorithm)
         for at in _parts(c, lay, sc, item):
             A.all_gather(plan, plan.main, lay, send, recv, sc, item, at)
@@ -564,6 +571,8 @@ def reduce_scatter(send_buf, recv_buf, recv_count, data_type, op, comm, stream) 
         with c.on_device():
             c.work(0)                               # made here, on this thread, before any task uses it
     with _operation(c, stream, dtype, op) as plan:
+        if whole.run(plan, "reduce_scatter", lay, rc, item, send if rc else None, recv if rc else None):
+            return
         plan.collective("reduce_scatter", rc, algorithm=lay.algorithm)
         for at in _parts(c, lay, rc, item):
             A.reduce_scatter(plan, plan.main, lay, send, recv, rc, item, at)
@@ -582,6 +591,9 @@ def reduce(send_buf, recv_buf, count, data_type, op, root, comm, stream) -> None
     send = _buffer(c, send_buf, count * item, False, "sendBuf") or _none(c)
     recv = (_buffer(c, recv_buf, count * item, True, "recvBuf") or _none(c)) if c.rank == root else None
     with _operation(c, stream, dtype, op) as plan:
+        if whole.run(plan, "reduce", Layout(RING, RING, tuple(range(c.nranks))), count, item,
+                     send if count else None, recv if count else None, root, "chain"):
+            return
         plan.collective("reduce", count, root, "chain")
         A.reduce(plan, plan.main, send, recv, count, item, root)
 

@@ -16,7 +16,11 @@ Scratch layout (device memory of the rank's device, shared with every peer):
     [0, 16)             error word: HcclResult that broke the communicator, the rank it names
     [64, 96)            operation descriptor, 2 words, of the two latest collectives (by parity)
     [128, 128 + 32 p)   point-to-point descriptors with each peer: our send to it, our receive from it
-    [HEADER, ...)       landing slots: SLOTS per peer (in rank order), ``slot_bytes`` each
+    [RUN, RUN + 128)    run words of whole collectives (mdev.board.collective_run; RUN: the
+                        next multiple of 64)
+    [HEADER, ...)       landing slots: SLOTS per peer (in rank order), ``slot_bytes`` each;
+                        a whole collective of ranks of several processes uses their first
+                        half as its IN area, the second as its OUT area (``area`` bytes each)
 
 ``slot_bytes`` comes from the configuration's hcclBufferSize or HCCL_BUFFSIZE (MB, default 200,
 capped at 1/8 of the device's HBM so that small emulated boards work): the buffer holds 2
@@ -47,7 +51,7 @@ from mdev.runtime import streams
 from mdev.runtime.collectives import select
 from mdev.runtime.collectives.transport import DIRECT, FABRIC, SLOTS, STAGED, Channel, Inbox, Signal, pair
 from mdev.runtime.core import RUNTIME as rt
-from mdev.taskspec import COMM_LEFT
+from mdev.taskspec import COMM_LEFT, RUN_BYTES
 from mdev.runtime.core import Context, Stream
 from mdev.runtime.memtable import Allocation, Operand
 
@@ -162,6 +166,7 @@ class Comm:
     slot_bytes: int
     scratch: Operand                            # the whole scratch buffer
     header: int                                 # bytes before the landing slots
+    run_at: int                                 # offset of the run words
     own_notifies: list = field(default_factory=list)    # runtime Notify objects made here
     ready_in: dict[int, list] = field(default_factory=dict)    # peer -> our Notify per slot (it records)
     ack_out: dict[int, list] = field(default_factory=dict)     # peer -> our Notify per slot (it acks)
@@ -188,6 +193,12 @@ class Comm:
     parent: int = 0                             # the global communicator of a sub-communicator
     settings: Settings = field(default_factory=Settings)
     ranges: dict[int, int] = field(default_factory=dict)        # HcclCommSetMemoryRange: base -> size
+    # whole collectives (mdev.runtime.collectives.whole): DIRECT (ranks of one process), STAGED
+    # (of several), None (step by step only); each rank's places for the coll_run task
+    whole: str | None = None
+    places: tuple = ()                          # rank -> (device, error word, run words, IN, OUT, pid)
+    area: int = 0                               # bytes of the smallest IN (and OUT) area
+    formulas: dict = field(default_factory=dict)   # (operation, algorithm, bytes) -> HCCL's time (ns)
     active: dict[int, int] = field(default_factory=dict)        # HcclCommActivateCommMemory: address -> size
     destroyed: bool = False
     freed: bool = False
@@ -257,7 +268,8 @@ def prepare(rank: int, nranks: int, device: int, rid: str = "", config: Settings
     communicator and its "join" card."""
     topo = rt.attach().topology
     slot_bytes = _slot_bytes(buffsize(topo.device(device).hbm_bytes, config.buffer_mb), nranks)
-    header = address.align_up(P2P_DESC + 32 * nranks, PAGE)
+    run_at = run_offset(nranks)
+    header = address.align_up(run_at + RUN_BYTES, PAGE)
     nbytes = header + SLOTS * max(nranks - 1, 0) * slot_bytes
     previous = rt.thread.context
     devices.set_device(rt.local_device(device))   # the communicator holds the device until destroyed
@@ -274,7 +286,7 @@ def prepare(rank: int, nranks: int, device: int, rid: str = "", config: Settings
     timeout = config.timeout_s if config.timeout_s is not None else env_seconds("HCCL_EXEC_TIMEOUT",
                                                                                  HCCL_EXEC_TIMEOUT_DEFAULT)
     comm = Comm(rt.new_handle(COMM_HANDLES), rank, nranks, device, ctx, os.getpid(), timeout, slot_bytes, scratch,
-                header, name=config.name or f"hccl_comm_{rid[:16]}", rid=rid, settings=config)
+                header, run_at, name=config.name or f"hccl_comm_{rid[:16]}", rid=rid, settings=config)
     for peer in range(nranks):
         if peer != rank:
             comm.ready_in[peer] = [comm._notify() for _ in range(SLOTS)]
@@ -282,6 +294,11 @@ def prepare(rank: int, nranks: int, device: int, rid: str = "", config: Settings
     card = {"rank": rank, "nranks": nranks, "pid": comm.pid, "device": device, "scratch": ptr,
             "slot_bytes": slot_bytes, "header": header}
     return comm, card
+
+
+def run_offset(nranks: int) -> int:
+    """Where the run words lie in a scratch buffer of a communicator of ``nranks``."""
+    return address.align_up(P2P_DESC + 32 * nranks, 64)
 
 
 def _slot_bytes(total: int, nranks: int) -> int:
@@ -405,6 +422,23 @@ def connect(comm: Comm, joined: list[dict], keyed: list[dict], local: dict[int, 
         comm.inboxes[q] = Inbox(q, mine, [_signal(n) for n in comm.ready_in[q]], acks, comm.guard(q),
                                 comm.timeout_s, staging)
     comm.family = [local[q] for q in sorted(local)] if local else [comm]
+    _whole(comm, joined, topo)
+
+
+def _whole(comm: Comm, joined: list[dict], topo) -> None:
+    """Whether the communicator runs collectives whole (every pair of ranks with peer access),
+    and where each rank's run words and areas lie."""
+    if any(pair(topo, a["device"], b["device"]) != DIRECT for a in joined for b in joined if a is not b):
+        return
+    comm.whole = DIRECT if all(pid == comm.pid for pid in comm.pids) else STAGED
+    places, areas = [], []
+    for q, j in enumerate(joined):
+        base = j["scratch"] - address.device_base(j["device"])
+        area = SLOTS * max(comm.nranks - 1, 0) * j["slot_bytes"] // 2 // 64 * 64
+        places.append((j["device"], base + ERR, base + comm.run_at, base + j["header"], base + j["header"] + area,
+                       0 if comm.pids[q] == comm.pid else comm.pids[q]))
+        areas.append(area)
+    comm.places, comm.area = tuple(places), min(areas)
 
 
 # a peer's scratch imported by this process: several ranks of it (threads) that reach one

@@ -67,18 +67,38 @@ class Plan:
         """Describe a collective (every rank takes part): written before its first transfer,
         checked against each peer's on the first transfer taken from it.  ``algorithm`` and
         ``nbytes`` (default: from ``count``) name it in a trace."""
+        seq = self._announce(kind, count, algorithm, nbytes)
+        at = DESC + 16 * (seq % 2)
+        self._describe(at, self.word(kind, root, seq), count)
+        self.checks = {q: (at, at) for q in range(self.comm.nranks) if q != self.comm.rank}
+
+    def whole(self, kind: str, count: int, root: int, algorithm: str, run: tuple) -> None:
+        """A collective in one task (mdev.runtime.collectives.whole): ``run`` is the coll_run
+        task's arguments after its descriptor words, which come from here."""
+        seq = self._announce(kind, count, algorithm, None)
+        rank, peers, leader, *rest = run
+        streams.submit(self.main, "coll_run", rank, peers, leader, self.word(kind, root, seq), count, *rest)
+
+    def _announce(self, kind: str, count: int, algorithm: str, nbytes: int | None) -> int:
+        """Number the communicator's next collective, and name it for a trace and a capture."""
         seq = self.comm.ops
         self.comm.ops += 1
-        self.kind = (kind, self._bytes(kind, count) if nbytes is None else nbytes, self.comm.nranks, algorithm, seq)
-        at = DESC + 16 * (seq % 2)
+        self.kind = (kind, self.size_of(kind, count) if nbytes is None else nbytes, self.comm.nranks, algorithm, seq)
         if self.capture is not None:        # each replay runs it: the model dump and the trace name it
             self.capture.collectives.append(self.kind)
             self.capture.note(self.main, f"HCCL {kind} {self.kind[1]} B, {self.kind[2]} ranks, {algorithm}, "
                                          f"operation {seq} of rank {self.comm.rank}")
-        self._describe(at, kind, count, root, seq)
-        self.checks = {q: (at, at) for q in range(self.comm.nranks) if q != self.comm.rank}
+        return seq
 
-    def _bytes(self, kind: str, count: int) -> int:
+    def _describe(self, at: int, word: int, count: int) -> None:
+        """One task: the descriptor words, and where the rank entered (modelled time)."""
+        streams.submit(self.main, "coll_enter", self.comm.loc(at), word, count, self.comm.loc(ERR))
+
+    def word(self, kind: str, root: int, seq: int) -> int:
+        """The first descriptor word (FIELDS) of an operation."""
+        return KINDS.index(kind) | self.dtype << 8 | self.op << 16 | (root & 0xFFFFFF) << 24 | (seq & 0xFFFF) << 48
+
+    def size_of(self, kind: str, count: int) -> int:
         """The operation's size as nccl-tests names it: all_gather's output, reduce_scatter's
         input (``count`` elements per rank), the buffer of the others."""
         nbytes = count * DATA_TYPE_SIZE.get(self.dtype, 1)
@@ -90,14 +110,9 @@ class Plan:
         seq = self.comm.p2p.get(key, 0)
         self.comm.p2p[key] = seq + 1
         mine = P2P_DESC + 32 * peer + 16 * (not outgoing)
-        self._describe(mine, "send/recv", count, 0, seq)
+        self._describe(mine, self.word("send/recv", 0, seq), count)
         if not outgoing:
             self.checks[peer] = (mine, P2P_DESC + 32 * self.comm.rank)     # its outgoing one towards us
-
-    def _describe(self, at: int, kind: str, count: int, root: int, seq: int) -> None:
-        """One task: the descriptor words, and where the rank entered (modelled time)."""
-        word0 = KINDS.index(kind) | self.dtype << 8 | self.op << 16 | (root & 0xFFFFFF) << 24 | (seq & 0xFFFF) << 48
-        streams.submit(self.main, "coll_enter", self.comm.loc(at), word0, count, self.comm.loc(ERR))
 
     # -- transfers
     def put(self, st: Stream, peer: int, data: Operand) -> None:

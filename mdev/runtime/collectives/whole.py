@@ -1,0 +1,85 @@
+"""Whole collectives: an operation as one device task per rank (``coll_run``,
+mdev.board.collective_run), where the communicator lets its ranks meet in each other's
+scratch buffers.
+
+    api.all_reduce / broadcast / all_gather / reduce_scatter / reduce / barrier
+        |
+        +-- whole.run(plan, ...) -- True: queued coll_run on the caller's stream
+        |                           (its chunks' reduction order, its leader, HCCL's time)
+        +-- False: step by step (mdev.runtime.collectives.algorithms)
+
+A communicator runs whole when every pair of its ranks has peer access (one HCCS mesh or
+PCIe switch: Comm.whole, decided at connect), its buffers are each one piece of memory, and
+-- ranks of several processes, whose bytes go through their scratch buffers -- the
+operation's input and output fit the IN and OUT areas; ``MDEV_HCCL_STEPS=1`` keeps every
+operation step by step (its trace then shows each transfer and reduction).  A whole
+operation reduces in the order the step-by-step schedule of the algorithm the communicator
+chose would (``order``), so both give bit-equal results, and the time model charges it
+HCCL's formula of that algorithm (mdev.runtime.collectives.cost) from the last rank's entry.
+"""
+
+from __future__ import annotations
+
+import os
+
+from mdev.runtime import core
+from mdev.runtime.collectives import algorithms as A
+from mdev.runtime.collectives import cost
+from mdev.runtime.collectives.plan import ACL_TYPES, FIELDS, KINDS, REDUCE_KINDS, Plan
+from mdev.runtime.collectives.select import MESH, Layout
+from mdev.runtime.collectives.transport import DIRECT
+from mdev.runtime.memtable import Operand
+
+REDUCING = ("all_reduce", "reduce_scatter", "reduce", "barrier")
+
+
+def run(plan: Plan, kind: str, lay: Layout, count: int, item: int, send: Operand | None, recv: Operand | None,
+        root: int = 0, algorithm: str | None = None) -> bool:
+    """Queue ``kind`` on ``count`` elements of ``item`` bytes (per rank as HCCL counts it:
+    all_gather's send count, reduce_scatter's receive count) as one task; False (nothing
+    queued) if it must run step by step.  ``algorithm``: its name in a trace, if not the
+    layout's (a reduce is a chain, timed as a ring)."""
+    comm = plan.comm
+    if comm.whole is None or lay.across or os.environ.get("MDEV_HCCL_STEPS", "").strip() == "1":
+        return False
+    if any(o is not None and len(o.parts()) > 1 for o in (send, recv)):
+        return False
+    p = comm.nranks
+    in_bytes = (p * count if kind == "reduce_scatter" else count) * item if send is not None else 0
+    out_bytes = (p * count if kind == "all_gather" else count) * item if recv is not None else 0
+    if comm.whole != DIRECT and max(in_bytes, out_bytes) > comm.area:
+        return False
+    none = comm.at(0, 0)
+    leader = root if kind in ("broadcast", "reduce") else 0
+    nbytes = plan.size_of(kind, count) if kind != "barrier" else 0
+    plan.whole(kind, count, root, algorithm or lay.algorithm, (
+        comm.rank, comm.places, leader, (send or none).location(), (recv or none).location(), in_bytes, out_bytes,
+        _order(kind, lay, count, item, p, root, comm.slot_bytes), comm.whole != DIRECT, FIELDS,
+        (KINDS.index(kind), item, REDUCE_KINDS[plan.op], ACL_TYPES.get(plan.dtype, 0)), comm.timeout_s,
+        _model_ns(comm, lay, "all_reduce" if kind == "barrier" else kind, nbytes)))
+    return True
+
+
+def _order(kind: str, lay: Layout, count: int, item: int, p: int, root: int, slot_bytes: int) -> tuple:
+    """The reduction's chunks as the step-by-step schedule forms them: (byte offset in the
+    input, bytes, the ranks in the order it adds them) -- see algorithms' summation orders."""
+    if kind not in REDUCING or not count:
+        return ()
+    if kind == "reduce":                       # a chain from the rank after the root
+        return ((0, count * item, tuple((root + 1 + d) % p for d in range(p))),)
+    group, m = list(lay.group), len(lay.group)
+    first = 0 if lay.level0 == MESH else 1     # mesh: from the chunk's owner; ring: from the rank after it
+    ranks = [tuple(group[(j + first + d) % m] for d in range(m)) for j in range(m)]
+    if kind == "reduce_scatter":               # rank group[j]'s block
+        return tuple((group[j] * count * item, count * item, ranks[j]) for j in range(m))
+    return tuple(((o + co) * item, cn * item, ranks[j])          # all_reduce: chunks of each piece
+                 for o, n in A.pieces(count, m, item, slot_bytes) for j, (co, cn) in enumerate(A.split(n, m)))
+
+
+def _model_ns(comm, lay: Layout, op: str, nbytes: int) -> float:
+    """HCCL's formula of ``op`` on ``nbytes`` (remembered per communicator: it walks the links)."""
+    key = (op, lay.algorithm, nbytes)
+    known = comm.formulas.get(key)
+    if known is None:
+        known = comm.formulas[key] = cost.predict(core.RUNTIME.attach().topology, comm.devices, lay, op, nbytes)
+    return known
