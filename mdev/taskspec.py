@@ -41,6 +41,7 @@ from typing import Callable
 
 from mdev import constants as C
 from mdev import dtypes
+from mdev.hccl_types import DATA_TYPE_NAMES, REDUCE_OP_NAMES
 
 READ, WRITE, UPDATE, HELD = "read", "write", "read-write", "held"     # HELD: must exist, bytes untouched
 DMA, AIV = "dma", "aiv"
@@ -330,7 +331,7 @@ SPECS: dict[str, OpSpec] = {spec.name: spec for spec in [
     # a whole collective of one rank (mdev.board.collective_run): its input read, its output
     # written, in modelled time from the last rank's entry for as long as HCCL's formula says
     OpSpec("coll_run", ("rank", "peers", "leader", "word", "count", "send", "recv", "in_bytes", "out_bytes",
-                        "order", "staged", "fields", "data", "timeout_s", "model_ns"), None, PRESCRIBED,
+                        "order", "mode", "data", "timeout_s", "model_ns"), None, PRESCRIBED,
            (Span(5, READ, lambda a: a[7]), Span(6, WRITE, lambda a: a[8])), (_DEFAULT, "HCCL"),
            "rank {rank} (leader {leader}), operation word {word:#x}, count {count}, {in_bytes} B in, "
            "{out_bytes} B out"),
@@ -347,12 +348,24 @@ REDUCE_PROD = 0x100     # reduce kind: the product (no SDMA kind of aclrtReduceA
 # communicator and the rank it names (mdev.board.tasks.CommGuard)
 COMM_TIMEOUT, COMM_PARA, COMM_REMOTE = 9, 1, 21          # HcclResult values (mdev.hccl_types)
 COMM_LEFT = 1 << 16          # the rank destroyed its communicator: what it recorded before stands
+# operations as the descriptor numbers them
+KINDS = ("all_reduce", "broadcast", "all_gather", "reduce_scatter", "reduce", "scatter", "all_to_all",
+         "barrier", "send/recv", "all_gather_v", "reduce_scatter_v", "all_to_all_vc")
+_DTYPE_LABELS = tuple(DATA_TYPE_NAMES.get(i, str(i)) for i in range(max(DATA_TYPE_NAMES) + 1))
+_REDOP_LABELS = tuple(REDUCE_OP_NAMES[i] for i in range(len(REDUCE_OP_NAMES)))
+# (name, word, shift, bits, labels) of the descriptor fields (mdev.board.collectives.coll_check,
+# mdev.board.collective_run)
+FIELDS = (("operation", 0, 0, 8, KINDS), ("data type", 0, 8, 8, _DTYPE_LABELS),
+          ("reduce op", 0, 16, 8, _REDOP_LABELS), ("root", 0, 24, 24, ()),
+          ("operation number", 0, 48, 16, ()), ("count", 1, 0, 64, ()))
+
 # a rank's run words (RUN_BYTES of its scratch buffer, uint64) for whole collectives
 # (mdev.board.collective_run): operations entered and (its leader's) finished, the futex its
 # waiting task sleeps on, the descriptor words, where its buffers lie, its modelled entry and
 # (the leader's) the latest entry of all ranks (float64)
 RUN_ARRIVED, RUN_DONE, RUN_BELL, RUN_WORD, RUN_COUNT, RUN_SEND, RUN_RECV, RUN_ENTER, RUN_MET = range(9)
 RUN_BYTES = 128
+STAGE_IN, VIA_OUT = 1, 2     # a whole collective's mode: inputs through the IN areas, results through OUT
 
 # counting notifies (aclrtCntNotify*): a uint32 counter, its record modes and wait tests
 CNT_MASK = 0xFFFFFFFF

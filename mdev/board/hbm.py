@@ -32,6 +32,8 @@ import os
 import threading
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from mdev import protocol
 from mdev import errors as E
 from mdev.errors import AclError
@@ -314,11 +316,18 @@ class DeviceMemory:
             page, seg = self.peer_hbm(key)
             if offset + nbytes > seg.size:
                 raise dma_fault(f"{nbytes} bytes at {offset:#x} overrun {seg.name}")
-            owners = page.page_owner[offset // S.PAGE:-(-(offset + nbytes) // S.PAGE)]
-            if not owners.all():
+            lo, hi = offset // S.PAGE, -(-(offset + nbytes) // S.PAGE)
+            owners = page.page_owner[lo:hi]
+            if hi - lo == 1:                   # (most operands: numpy's reductions cost more than a look)
+                owner = int(owners[0])
+                live, mine = owner != 0, owner == client
+            else:
+                live = np.count_nonzero(owners) == hi - lo
+                mine = np.count_nonzero(owners == client) == hi - lo
+            if not live:
                 raise dma_fault(f"device {key}: {nbytes} bytes at offset {offset:#x} are not inside a live "
                                 f"allocation (freed while queued?)")
-            if not (owners == client).all() and not page.granted(self.pid_of(client), offset, offset + nbytes):
+            if not mine and not page.granted(self.pid_of(client), offset, offset + nbytes):
                 raise self._denied(client, loc, nbytes)
             return seg
         owner = self.paths.pinned_owner(key)

@@ -48,12 +48,15 @@ def _reduce_values(kind: int, a: np.ndarray, b: np.ndarray, dtype) -> np.ndarray
 def reduce(device: "Device", stream: "DeviceStream", dst: tuple, src: tuple, nbytes: int,
            kind: int, data_type: int) -> None:
     n = nbytes // itemsize(data_type) * itemsize(data_type)
-    reduce_into(device.memory.view(dst, n, stream, write=True), device.memory.view(src, n, stream), kind, data_type)
+    with np.errstate(over="ignore", invalid="ignore"):
+        reduce_into(device.memory.view(dst, n, stream, write=True), device.memory.view(src, n, stream), kind,
+                    data_type)
     device.wake()
 
 
 def reduce_into(d_raw: np.ndarray, s_raw: np.ndarray, kind: int, data_type: int) -> None:
-    """d = op(d, s) over raw bytes (uint8 views of whole elements) in ``data_type``."""
+    """d = op(d, s) over raw bytes (uint8 views of whole elements) in ``data_type``; the
+    caller says how numpy treats overflows (np.errstate: a sum that overflows is no error)."""
     dtype = DTYPES[data_type]
     if dtype is BF16:
         d_bits, s_bits = d_raw.view(np.uint16), s_raw.view(np.uint16)
@@ -64,8 +67,7 @@ def reduce_into(d_raw: np.ndarray, s_raw: np.ndarray, kind: int, data_type: int)
         if kind == C.ACL_RT_MEMCPY_SDMA_AUTOMATIC_EQUAL:
             d[:] = _reduce_values(kind, d, s, dtype)
         else:
-            with np.errstate(over="ignore", invalid="ignore"):
-                _REDUCE[kind](d, s, out=d)
+            _REDUCE[kind](d, s, out=d)
 
 
 # ---------------------------------------------------------------------------- random numbers

@@ -22,23 +22,13 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from mdev import constants as C
-from mdev.hccl_types import DATA_TYPE_NAMES, DATA_TYPE_SIZE, HCCL_E_NOT_SUPPORT, REDUCE_OP_NAMES, HcclError
+from mdev.hccl_types import DATA_TYPE_SIZE, HCCL_E_NOT_SUPPORT, HcclError
 from mdev.runtime import capture, streams
 from mdev.runtime.collectives.comm import DESC, ERR, P2P_DESC, Comm, Side
 from mdev.runtime.core import Stream
 from mdev.runtime.memory.memops import submit_copy
 from mdev.runtime.memtable import Operand, pairs
-from mdev.taskspec import REDUCE_PROD
-
-# operations as the descriptor numbers them
-KINDS = ("all_reduce", "broadcast", "all_gather", "reduce_scatter", "reduce", "scatter", "all_to_all",
-         "barrier", "send/recv", "all_gather_v", "reduce_scatter_v", "all_to_all_vc")
-_DTYPE_LABELS = tuple(DATA_TYPE_NAMES.get(i, str(i)) for i in range(max(DATA_TYPE_NAMES) + 1))
-_REDOP_LABELS = tuple(REDUCE_OP_NAMES[i] for i in range(len(REDUCE_OP_NAMES)))
-# (name, word, shift, bits, labels) of the descriptor fields (mdev.board.collectives.coll_check)
-FIELDS = (("operation", 0, 0, 8, KINDS), ("data type", 0, 8, 8, _DTYPE_LABELS),
-          ("reduce op", 0, 16, 8, _REDOP_LABELS), ("root", 0, 24, 24, ()),
-          ("operation number", 0, 48, 16, ()), ("count", 1, 0, 64, ()))
+from mdev.taskspec import FIELDS, KINDS, REDUCE_PROD
 
 # HcclDataType -> the aclDataType a reduce task computes in; HcclReduceOp -> its kind
 ACL_TYPES = {0: C.ACL_INT8, 1: C.ACL_INT16, 2: C.ACL_INT32, 3: C.ACL_FLOAT16, 4: C.ACL_FLOAT, 5: C.ACL_INT64,

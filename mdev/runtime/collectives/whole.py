@@ -25,10 +25,11 @@ import os
 from mdev.runtime import core
 from mdev.runtime.collectives import algorithms as A
 from mdev.runtime.collectives import cost
-from mdev.runtime.collectives.plan import ACL_TYPES, FIELDS, KINDS, REDUCE_KINDS, Plan
+from mdev.runtime.collectives.plan import ACL_TYPES, REDUCE_KINDS, Plan
 from mdev.runtime.collectives.select import MESH, Layout
 from mdev.runtime.collectives.transport import DIRECT
 from mdev.runtime.memtable import Operand
+from mdev.taskspec import KINDS, STAGE_IN, VIA_OUT
 
 REDUCING = ("all_reduce", "reduce_scatter", "reduce", "barrier")
 
@@ -47,14 +48,16 @@ def run(plan: Plan, kind: str, lay: Layout, count: int, item: int, send: Operand
     p = comm.nranks
     in_bytes = (p * count if kind == "reduce_scatter" else count) * item if send is not None else 0
     out_bytes = (p * count if kind == "all_gather" else count) * item if recv is not None else 0
-    if comm.whole != DIRECT and max(in_bytes, out_bytes) > comm.area:
+    fits = max(in_bytes, out_bytes) <= comm.area
+    if comm.whole != DIRECT and not fits:
         return False
     none = comm.at(0, 0)
     leader = root if kind in ("broadcast", "reduce") else 0
     nbytes = plan.size_of(kind, count) if kind != "barrier" else 0
     plan.whole(kind, count, root, algorithm or lay.algorithm, (
         comm.rank, comm.places, leader, (send or none).location(), (recv or none).location(), in_bytes, out_bytes,
-        _order(kind, lay, count, item, p, root, comm.slot_bytes), comm.whole != DIRECT, FIELDS,
+        _order(kind, lay, count, item, p, root, comm.slot_bytes),
+        (STAGE_IN if comm.whole != DIRECT else 0) | (VIA_OUT if fits else 0),
         (KINDS.index(kind), item, REDUCE_KINDS[plan.op], ACL_TYPES.get(plan.dtype, 0)), comm.timeout_s,
         _model_ns(comm, lay, "all_reduce" if kind == "barrier" else kind, nbytes)))
     return True
