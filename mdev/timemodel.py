@@ -20,6 +20,9 @@ By the time kind of a task's op (mdev.taskspec):
     host synchronize         0, ending when the tasks it waited for ended
     WAIT (event / notify /   end when the record that released them ends (modelled), never
     value waits)             before the wait's stream reached them
+    PRESCRIBED (coll_run)    the duration its flow carries (HCCL's formula); the records of
+                             one operation's ranks (same flow key) start together, when the
+                             last of them could (the handshake a collective starts with)
     INSTANT (records, ...)   0
 
 A task starts when its stream's previous task ended (modelled) and a slot of its engine is
@@ -59,7 +62,7 @@ import bisect
 import heapq
 import os
 
-from mdev.taskspec import FILL, KERNEL, MEASURED, MOVES, SPECS, TRANSFER
+from mdev.taskspec import FILL, KERNEL, MEASURED, MOVES, PRESCRIBED, SPECS, TRANSFER
 
 DMA_SLOTS = 2             # DMA slots of a device the metadata does not describe
 HOST = -1                 # device of host-side records (mdev.runtime.trace.HOST)
@@ -102,6 +105,8 @@ def duration_ns(r: tuple, meta: dict) -> float:
         return (r[8] - r[7]) * kernel_factor()
     if time == MEASURED:
         return float(r[8] - r[7])
+    if time == PRESCRIBED and r[10] is not None:
+        return float(r[10][-1])
     return 0.0
 
 
@@ -251,12 +256,22 @@ def model(records: list, meta: dict, sources: dict[int, int]) -> list[tuple[floa
             slots[s], slot_t[i] = i, t
             candidates.append(i)
 
-    def ready(i: int) -> bool:
+    # a whole collective's records, by operation: they start together (see the docstring)
+    meets: dict[tuple, list[int]] = {}
+    for i, r in enumerate(records):
+        if TIME.get(r[3]) == PRESCRIBED and r[10] is not None:
+            meets.setdefault(tuple(r[10][1:-1]), []).append(i)
+    meet_of = {i: group for group in meets.values() for i in group}
+
+    def could_start(i: int) -> bool:
         return (start[i] is None and (prev[i] is None or end[prev[i]] is not None)
                 and (src[i] is None or end[src[i]] is not None)
                 and all(end[j] is not None for j in joins.get(i, ()))
                 and all(end[j] is not None for j in hold[i])
                 and (records[i][2] is None or slot_t[i] is not None))
+
+    def ready(i: int) -> bool:
+        return could_start(i) and all(could_start(j) for j in meet_of.get(i, ()))
 
     timers: list[tuple[float, int, bool]] = []   # (time, index, data phase begins (else: ends))
     active: dict[int, float] = {}                 # copies moving bytes -> bytes left
@@ -288,7 +303,8 @@ def model(records: list, meta: dict, sources: dict[int, int]) -> list[tuple[floa
     while done < n:
         for i in sorted(set(candidates)):
             if ready(i):
-                launch(i)
+                for j in meet_of.get(i, (i,)):
+                    launch(j)
         candidates.clear()
         # fluid sharing: a copy moves at the smallest share (capacity / copies on it) of its channels
         users: dict[tuple, int] = {}

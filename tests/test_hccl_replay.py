@@ -171,16 +171,22 @@ TRACED = """
 """
 
 
-def test_replays_show_in_the_model_dump_and_the_trace(board, tmp_path):
-    """The dump names the captured collective and the side stream it pulled into the capture;
-    the trace lists every replay of it on every rank, which ``mdev trace`` times."""
+@pytest.mark.parametrize("steps", [False, True], ids=["whole", "steps"])
+def test_replays_show_in_the_model_dump_and_the_trace(board, tmp_path, steps):
+    """The dump names the captured collective and its task (whole: one per rank; step by step:
+    on the side stream it pulled into the capture too); the trace lists every replay of it on
+    every rank, which ``mdev trace`` times."""
     from mdev.cli.trace import collective_times
     path = tmp_path / "trace.json"
-    env = dict(os.environ, MDEV_BOARD=board, MDEV_AUTOSTART="0", MDEV_TRACE=str(path))
+    env = dict(os.environ, MDEV_BOARD=board, MDEV_AUTOSTART="0", MDEV_TRACE=str(path), MDEV_HCCL_STEPS=str(int(steps)))
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(TRACED), os.path.dirname(__file__)], env=env,
                           capture_output=True, text=True, timeout=150)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "(side stream of HCCL rank 0):" in proc.stdout, proc.stdout
+    if steps:
+        assert "(side stream of HCCL rank 0):" in proc.stdout, proc.stdout
+    else:
+        assert "1 stream(s), 1 task(s)" in proc.stdout and \
+            f"HCCL            rank 0 (leader 0), operation word 0x400, count {COUNT}, {COUNT * 4} B in" in proc.stdout
     assert f"-- HCCL all_reduce {COUNT * 4} B, 2 ranks, ring, operation 0 of rank 0" in proc.stdout, proc.stdout
     data = json.loads(path.read_text())
     named = data["mdev"]["collectives"]

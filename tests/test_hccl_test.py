@@ -125,7 +125,7 @@ def test_hccl_test_profiling(hccl_test, cann_home, mpi, board8, tmp_path):
     for path in traces:
         data = json.loads(path.read_text())
         kinds = {e["args"]["kind"] for e in data["traceEvents"] if e.get("cat") == "task"}
-        assert {"reduce", "wait_notify"} <= kinds, kinds
+        assert "coll_run" in kinds, kinds             # each rank's all_reduce, whole (one task)
         assert [c[4] for c in data["mdev"]["collectives"]].count("all_reduce") >= 3
         summary = subprocess.run([sys.executable, "-m", "mdev.cli.main", "trace", "summary", str(path)],
                                  capture_output=True, text=True, timeout=120)

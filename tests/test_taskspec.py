@@ -61,7 +61,7 @@ def test_every_memory_an_op_touches_is_an_operand_of_its_descriptor(name):
 @pytest.mark.parametrize("name", sorted(T.SPECS))
 def test_every_consumer_covers_every_op(name):
     spec = T.SPECS[name]
-    assert timemodel.TIME[name] in (T.TRANSFER, T.FILL, T.KERNEL, T.MEASURED, T.WAIT, T.INSTANT)
+    assert timemodel.TIME[name] in (T.TRANSFER, T.FILL, T.KERNEL, T.MEASURED, T.WAIT, T.INSTANT, T.PRESCRIBED)
     if spec.moves:           # the trace routes its bytes from a source into a target
         assert spec.target() is not None and spec.target().direct
     assert all(o.role in (T.READ, T.WRITE, T.UPDATE, T.HELD) for o in spec.operands)

@@ -225,7 +225,7 @@ def _run(device, stream, meeting: Meeting, rank: int, leader: int, word: int, co
         meeting.ring([leader])
         head = meeting.words[leader]
         meeting.wait(lambda: int(head[RUN_DONE]) >= n, f"rank {leader} to finish the operation", leader)
-        stream.met_ns = float(_float(head, RUN_MET)[0])
+        stream.meeting = (float(_float(head, RUN_MET)[0]), (meeting.peers[leader][0], meeting.peers[leader][2], n))
     else:
         others = meeting.others()
         meeting.wait(lambda: all(int(meeting.words[q][RUN_ARRIVED]) >= n for q in others), "every rank to enter")
@@ -236,7 +236,8 @@ def _run(device, stream, meeting: Meeting, rank: int, leader: int, word: int, co
                 raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, disagreement(FIELDS, [word, count], theirs, q))
         # when the last rank entered (modelled): its peers read it here, where it stays until
         # every rank entered the next operation
-        stream.met_ns = _float(own, RUN_MET)[0] = max(float(_float(w, RUN_ENTER)[0]) for w in meeting.words.values())
+        met = _float(own, RUN_MET)[0] = max(float(_float(w, RUN_ENTER)[0]) for w in meeting.words.values())
+        stream.meeting = (float(met), (meeting.peers[rank][0], meeting.peers[rank][2], n))
         _lead(memory, stream, meeting, rank, kind, mine, out, in_bytes, out_bytes, order, mode, data)
         meeting.finish(n)
     if mode & VIA_OUT and out_bytes and kind != REDUCE:       # this rank's result, out of the leader's OUT area

@@ -104,7 +104,9 @@ class DeviceStream:
         self.running_task = None
         self.launches: set = set()   # kernel launches running for this stream (graph lanes too)
         self.ahead = None            # its native launches out at a kernel runner (mdev.board.native.Ahead)
-        self.met_ns = 0.0            # modelled time its last whole collective's ranks had all entered
+        # its last whole collective (mdev.board.collective_run), for the trace: the modelled
+        # time its last rank entered, and the operation's key (leader's device, its run words, number)
+        self.meeting: tuple[float, tuple] = (0.0, ())
         self._writers = 0            # its other running tasks (copies, memsets, waits, ...)
         self._writers_done = _LockCondition(threading.Lock())
 

@@ -25,7 +25,9 @@ its range, record identity and -- once placed -- modelled end into the ``writes`
 this device's control page (mdev.status); a released value wait reads the rings of
 every device and takes the newest write covering its word whose value passes the wait's
 test (a kernel newer than that write if no write does).  A kernel's ``flow`` is
-("k", kernel name, blocks) instead.
+("k", kernel name, blocks) instead; a whole collective's ("c", its leader's device, the
+leader's run words, operation number, modelled duration): the records of one operation's
+ranks share it (mdev.timemodel starts them together).
 """
 
 from __future__ import annotations
@@ -200,6 +202,8 @@ class Recorder:
                 engine, nbytes, route, path, flow = getattr(SPECS.get(op), "engine", None), 0, "", (), None
             if released is not None:
                 flow = released[0]
+            elif SPECS[op].time == PRESCRIBED:      # a whole collective: its operation, and how long it takes
+                flow = ("c", *stream.meeting[1], args[SPECS[op].args.index("model_ns")])
             rec = (self.device.index, stream.stream_id, engine, op, nbytes, route, path, start_ns, end_ns, code, flow)
             if model is not None:
                 try:
@@ -449,7 +453,7 @@ class DeviceModel:
                 start = max(start, after)
             spec = SPECS[op]
             if spec.time == PRESCRIBED:          # a whole collective: from the last rank's entry
-                start = max(start, stream.met_ns)
+                start = max(start, stream.meeting[0])
             announced = self.announced.pop(key, 0.0)
             guard = args[3] if op == "wait_notify" and len(args) > 3 else None
             if guard is not None:                                # a collective's wait: the handshake
