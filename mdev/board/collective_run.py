@@ -307,7 +307,7 @@ def _reduce(inputs: list, order: tuple, data: tuple, result, outs: list | None, 
     """Each chunk of ``order`` reduced over the inputs in its order, a BLOCK at a time; into
     ``result`` at the chunk's offset, or (``outs``) into the output of the rank whose block of
     ``block_bytes`` it is."""
-    _, item, reduce_kind, data_type = data
+    _, _, reduce_kind, data_type = data
     # an output that may be an input (in place: the leader's own, or any rank's block) is
     # reduced in a buffer and written once its block is done; the OUT area directly
     buffer = np.empty(min(BLOCK, max((nb for _, nb, _ in order), default=0)), np.uint8) if aliased else None
@@ -317,8 +317,11 @@ def _reduce(inputs: list, order: tuple, data: tuple, result, outs: list | None, 
             for lo in range(at, at + nbytes, BLOCK):
                 hi = min(lo + BLOCK, at + nbytes)
                 block = buffer[:hi - lo] if aliased else dst[lo - base:hi - base]
-                block[:] = inputs[ranks[0]][lo:hi]
-                for q in ranks[1:]:
-                    reduce_into(block, inputs[q][lo:hi], reduce_kind, data_type)
+                if len(ranks) == 1:
+                    block[:] = inputs[ranks[0]][lo:hi]
+                else:              # the first two straight into the block: one pass less than a copy
+                    reduce_into(block, inputs[ranks[0]][lo:hi], inputs[ranks[1]][lo:hi], reduce_kind, data_type)
+                for q in ranks[2:]:
+                    reduce_into(block, block, inputs[q][lo:hi], reduce_kind, data_type)
                 if aliased:
                     dst[lo - base:hi - base] = block

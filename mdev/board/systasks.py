@@ -49,25 +49,26 @@ def reduce(device: "Device", stream: "DeviceStream", dst: tuple, src: tuple, nby
            kind: int, data_type: int) -> None:
     n = nbytes // itemsize(data_type) * itemsize(data_type)
     with np.errstate(over="ignore", invalid="ignore"):
-        reduce_into(device.memory.view(dst, n, stream, write=True), device.memory.view(src, n, stream), kind,
-                    data_type)
+        d = device.memory.view(dst, n, stream, write=True)
+        reduce_into(d, d, device.memory.view(src, n, stream), kind, data_type)
     device.wake()
 
 
-def reduce_into(d_raw: np.ndarray, s_raw: np.ndarray, kind: int, data_type: int) -> None:
-    """d = op(d, s) over raw bytes (uint8 views of whole elements) in ``data_type``; the
-    caller says how numpy treats overflows (np.errstate: a sum that overflows is no error)."""
+def reduce_into(d_raw: np.ndarray, a_raw: np.ndarray, s_raw: np.ndarray, kind: int, data_type: int) -> None:
+    """d = op(a, s) over raw bytes (uint8 views of whole elements; ``a`` may be ``d``) in
+    ``data_type``; the caller says how numpy treats overflows (np.errstate: a sum that
+    overflows is no error)."""
     dtype = DTYPES[data_type]
     if dtype is BF16:
-        d_bits, s_bits = d_raw.view(np.uint16), s_raw.view(np.uint16)
-        result = _reduce_values(kind, bf16_to_float32(d_bits), bf16_to_float32(s_bits), np.float32)
-        d_bits[:] = float32_to_bf16(result)
+        result = _reduce_values(kind, bf16_to_float32(a_raw.view(np.uint16)), bf16_to_float32(s_raw.view(np.uint16)),
+                                np.float32)
+        d_raw.view(np.uint16)[:] = float32_to_bf16(result)
     else:
-        d, s = d_raw.view(dtype), s_raw.view(dtype)
+        d, a, s = d_raw.view(dtype), a_raw.view(dtype), s_raw.view(dtype)
         if kind == C.ACL_RT_MEMCPY_SDMA_AUTOMATIC_EQUAL:
-            d[:] = _reduce_values(kind, d, s, dtype)
+            d[:] = _reduce_values(kind, a, s, dtype)
         else:
-            _REDUCE[kind](d, s, out=d)
+            _REDUCE[kind](a, s, out=d)
 
 
 # ---------------------------------------------------------------------------- random numbers
