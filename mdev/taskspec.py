@@ -362,10 +362,14 @@ FIELDS = (("operation", 0, 0, 8, KINDS), ("data type", 0, 8, 8, _DTYPE_LABELS),
 # a rank's run words (RUN_BYTES of its scratch buffer, uint64) for whole collectives
 # (mdev.board.collective_run): operations entered and (its leader's) finished, the futex its
 # waiting task sleeps on, the descriptor words, where its buffers lie, its modelled entry and
-# (the leader's) the latest entry of all ranks (float64)
-RUN_ARRIVED, RUN_DONE, RUN_BELL, RUN_WORD, RUN_COUNT, RUN_SEND, RUN_RECV, RUN_ENTER, RUN_MET = range(9)
+# (the leader's) the latest entry of all ranks (float64), and of a shared reduction: (the
+# leader's) every rank may start, (each rank's) its share is done
+RUN_ARRIVED, RUN_DONE, RUN_BELL, RUN_WORD, RUN_COUNT, RUN_SEND, RUN_RECV, RUN_ENTER, RUN_MET, RUN_GO, \
+    RUN_REDUCED = range(11)
 RUN_BYTES = 128
-STAGE_IN, VIA_OUT = 1, 2     # a whole collective's mode: inputs through the IN areas, results through OUT
+# a whole collective's mode: inputs through the IN areas, results through the leader's OUT
+# area, the reduction's chunks shared out among the ranks
+STAGE_IN, VIA_OUT, SHARED = 1, 2, 4
 
 # counting notifies (aclrtCntNotify*): a uint32 counter, its record modes and wait tests
 CNT_MASK = 0xFFFFFFFF

@@ -22,7 +22,10 @@ may touch wherever it lies, give their inputs in place; ranks of several process
 buffers only their own devices touch, copy them into their scratch buffers' IN areas first
 (STAGE_IN; the scratch is granted to the peers at init).  Results go through the leader's OUT
 area (VIA_OUT), so that every rank copies its own out at once; an operation too big for it
-(ranks of one process only) has the leader write every output in place.  A rank writes its IN
+(ranks of one process only) has the leader write every output in place.  A big reduction is
+SHARED: the leader only checks the descriptors and says go (RUN_GO), every rank reduces its
+chunks into the leader's OUT area and says so (RUN_REDUCED), and the leader's done follows
+the last of them -- one more round of wakes for the ranks' devices reducing at once.  A rank writes its IN
 area only after the leader's done of the operation before, which it waited for; the leader
 writes its OUT area only once every rank arrived, so none still copies out of it.
 
@@ -55,7 +58,8 @@ from mdev.board.tasks import CommGuard
 from mdev.board.tasktable import TaskFault, op
 from mdev.memory import futex
 from mdev.taskspec import (COMM_PARA, COMM_REMOTE, COMM_TIMEOUT, FIELDS, KINDS, RUN_ARRIVED, RUN_BELL, RUN_BYTES,
-                           RUN_COUNT, RUN_DONE, RUN_ENTER, RUN_MET, RUN_RECV, RUN_SEND, RUN_WORD, STAGE_IN, VIA_OUT)
+                           RUN_COUNT, RUN_DONE, RUN_ENTER, RUN_GO, RUN_MET, RUN_RECV, RUN_REDUCED, RUN_SEND,
+                           RUN_WORD, SHARED, STAGE_IN, VIA_OUT)
 
 if TYPE_CHECKING:
     from mdev.board.device import Device
@@ -71,18 +75,18 @@ _FAULT_WORDS = {E.ACL_ERROR_RT_TASK_TIMEOUT: COMM_TIMEOUT, E.ACL_ERROR_RT_PARAM_
 
 
 class Meeting:
-    """One rank's view of the run words of the ranks it deals with in one task: the leader
-    of all, another rank of its own and the leader's (a failure elsewhere reaches it through
-    the leader, which waits for everyone)."""
+    """One rank's view of the run words of the ranks it deals with in one task: those of
+    every rank (``everyone``: the leader, and all in a SHARED reduction), else its own and
+    the leader's (a failure elsewhere reaches it through the leader, which waits for everyone)."""
 
     def __init__(self, device: "Device", stream: "DeviceStream", rank: int, peers: tuple, leader: int,
-                 timeout_s: float) -> None:
+                 timeout_s: float, everyone: bool) -> None:
         self.device, self.stream, self.rank, self.peers = device, stream, rank, peers
         self.words: dict[int, np.ndarray] = {}
         self.errors: dict[int, np.ndarray] = {}
         self.bells: dict[int, tuple] = {}               # (the bell word, its address)
-        self.dones: dict[int, int] = {}                # address of (the low half of) the done word
-        for q in (range(len(peers)) if rank == leader else dict.fromkeys((rank, leader))):
+        self.at: dict[int, int] = {}                   # address of the run words
+        for q in (range(len(peers)) if everyone else dict.fromkeys((rank, leader))):
             self._watch(q)
         self.own = self.words[rank]
         self.deadline = time.monotonic() + timeout_s if timeout_s else None
@@ -97,7 +101,7 @@ class Meeting:
         self.errors[q] = seg.array[err:err + 16].view(np.int64)
         self.words[q] = seg.array[run:run + RUN_BYTES].view(np.uint64)
         self.bells[q] = (self.words[q].view(np.uint32)[2 * RUN_BELL:2 * RUN_BELL + 1], seg.address + run + 8 * RUN_BELL)
-        self.dones[q] = seg.address + run + 8 * RUN_DONE + _LOW
+        self.at[q] = seg.address + run
 
     def guard(self, q: int) -> CommGuard:
         guard = self._guards.get(q)
@@ -114,24 +118,37 @@ class Meeting:
             if futex.AVAILABLE:
                 futex.wake(address)
 
-    def finish(self, n: int) -> None:
-        """The leader finished operation ``n``: every rank sleeping on its done word wakes."""
-        self.own[RUN_DONE] = n
+    def announce(self, index: int, n: int) -> None:
+        """The leader got to ``n`` in its run word ``index`` (RUN_GO, RUN_DONE): every rank
+        sleeping on that word wakes."""
+        self.own[index] = n
         if futex.AVAILABLE:
-            futex.wake(self.dones[self.rank])
+            futex.wake(self.at[self.rank] + 8 * index + _LOW)
+
+    def follow(self, leader: int, index: int, n: int, what: str) -> None:
+        """Sleep until the leader's run word ``index`` got to ``n`` (see wait)."""
+        head = self.words[leader]
+        self.wait(lambda: int(head[index]) >= n, what, (leader, index))
+
+    def gather(self, index: int, n: int, what: str) -> None:
+        """The leader sleeps until run word ``index`` of every other rank got to ``n``."""
+        words = [self.words[q] for q in self.others()]
+        self.wait(lambda: all(int(w[index]) >= n for w in words), what)
 
     def others(self) -> list[int]:
         return [q for q in self.words if q != self.rank]
 
-    def wait(self, ready, what: str, leader: int | None = None) -> None:
-        """Sleep on this rank's bell -- or ``leader``'s done word -- until ``ready()``;
-        TaskFault if the communicator breaks (here or at a watched rank), a watched rank's
-        process or device goes, the stream is aborted, or the operation's timeout passes."""
-        if leader is None:
+    def wait(self, ready, what: str, on: tuple[int, int] | None = None) -> None:
+        """Sleep on this rank's bell -- or ``on``: (the leader, one of its run words) -- until
+        ``ready()``; TaskFault if the communicator breaks (here or at a watched rank), a
+        watched rank's process or device goes, the stream is aborted, or the operation's
+        timeout passes."""
+        if on is None:
             word, address = self.bells[self.rank]
         else:
-            word = self.words[leader].view(np.uint32)[2 * RUN_DONE + _LOW // 4:][:1]
-            address = self.dones[leader]
+            leader, index = on
+            word = self.words[leader].view(np.uint32)[2 * index + _LOW // 4:][:1]
+            address = self.at[leader] + 8 * index + _LOW
         look = time.monotonic() + LOOK_S
         while True:
             seen = int(word[0])
@@ -170,9 +187,10 @@ class Meeting:
                 except TaskFault:              # gone: nothing of it waits
                     continue
         self.ring(self.others())
-        if futex.AVAILABLE:                    # and those asleep on a done word
-            for address in self.dones.values():
-                futex.wake(address)
+        if futex.AVAILABLE:                    # and those asleep on a word of a leader
+            for address in self.at.values():
+                futex.wake(address + 8 * RUN_GO + _LOW)
+                futex.wake(address + 8 * RUN_DONE + _LOW)
 
 
 @op()
@@ -187,7 +205,7 @@ def coll_run(device: "Device", stream: "DeviceStream", rank: int, peers: tuple, 
         raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"coll_run: rank {rank!r:.20} or leader {leader!r:.20} "
                         f"is no rank of {len(peers)}")
     try:
-        meeting = Meeting(device, stream, rank, peers, leader, timeout_s)
+        meeting = Meeting(device, stream, rank, peers, leader, timeout_s, rank == leader or bool(mode & SHARED))
     except TaskFault:             # the others find this rank's error word at their next look
         if type(peers[rank]) is tuple and len(peers[rank]) == 6:
             own = ("d", peers[rank][0], peers[rank][1])
@@ -221,15 +239,16 @@ def _run(device, stream, meeting: Meeting, rank: int, leader: int, word: int, co
     own[RUN_SEND], own[RUN_RECV] = send[2], recv[2]
     _float(own, RUN_ENTER)[0] = model.earliest(stream) if model is not None else 0.0
     own[RUN_ARRIVED] = n
+    shared = bool(mode & SHARED)
+    first = RUN_GO if shared else RUN_DONE      # what a rank waits for after it arrived
     if rank != leader:
         meeting.ring([leader])
-        head = meeting.words[leader]
-        meeting.wait(lambda: int(head[RUN_DONE]) >= n, f"rank {leader} to finish the operation", leader)
-        stream.meeting = (float(_float(head, RUN_MET)[0]), (meeting.peers[leader][0], meeting.peers[leader][2], n))
+        meeting.follow(leader, first, n, f"rank {leader} to start the operation")
+        stream.meeting = (float(_float(meeting.words[leader], RUN_MET)[0]),
+                          (meeting.peers[leader][0], meeting.peers[leader][2], n))
     else:
-        others = meeting.others()
-        meeting.wait(lambda: all(int(meeting.words[q][RUN_ARRIVED]) >= n for q in others), "every rank to enter")
-        for q in others:
+        meeting.gather(RUN_ARRIVED, n, "every rank to enter")
+        for q in meeting.others():
             theirs = [int(meeting.words[q][RUN_WORD]), int(meeting.words[q][RUN_COUNT])]
             if theirs != [word, count]:
                 meeting.guard(rank).set(COMM_PARA, q)
@@ -238,8 +257,22 @@ def _run(device, stream, meeting: Meeting, rank: int, leader: int, word: int, co
         # every rank entered the next operation
         met = _float(own, RUN_MET)[0] = max(float(_float(w, RUN_ENTER)[0]) for w in meeting.words.values())
         stream.meeting = (float(met), (meeting.peers[rank][0], meeting.peers[rank][2], n))
-        _lead(memory, stream, meeting, rank, kind, mine, out, in_bytes, out_bytes, order, mode, data)
-        meeting.finish(n)
+        if not shared:
+            _lead(memory, stream, meeting, rank, kind, mine, out, in_bytes, out_bytes, order, mode, data)
+        meeting.announce(first, n)
+    if shared:       # every rank reduces its share of the chunks into the leader's OUT area
+        p = len(meeting.peers)
+        ldev, _, _, _, lout, _ = meeting.peers[leader]
+        inputs = _inputs(memory, stream, meeting, rank, mine, in_bytes, bool(mode & STAGE_IN))
+        result = memory.view(("d", ldev, lout), in_bytes, stream, write=True)
+        _reduce(inputs, order[rank::p], data, result, None, out_bytes, aliased=False)
+        own[RUN_REDUCED] = n
+        if rank != leader:
+            meeting.ring([leader])
+            meeting.follow(leader, RUN_DONE, n, f"rank {leader} to finish the operation")
+        else:
+            meeting.gather(RUN_REDUCED, n, "every rank to reduce its share")
+            meeting.announce(RUN_DONE, n)
     if mode & VIA_OUT and out_bytes and kind != REDUCE:       # this rank's result, out of the leader's OUT area
         ldev, _, _, _, lout, _ = meeting.peers[leader]
         at = rank * out_bytes if kind == REDUCE_SCATTER else 0
@@ -262,8 +295,7 @@ def _lead(memory, stream, meeting: Meeting, me: int, kind: int, mine, out, in_by
     each rank copies its result out of it), or into every rank's output where it lies; a
     reduce's into the root's (the leader's) output."""
     p = len(meeting.peers)
-    stage = bool(mode & STAGE_IN)
-    inputs = [mine if q == me else _input(memory, stream, meeting, q, in_bytes, stage) for q in range(p)]
+    inputs = _inputs(memory, stream, meeting, me, mine, in_bytes, bool(mode & STAGE_IN))
     if mode & VIA_OUT and kind != REDUCE:
         dev, _, _, _, out_at, _ = meeting.peers[me]
         result = memory.view(("d", dev, out_at), in_bytes if kind == REDUCE_SCATTER else out_bytes, stream,
@@ -290,11 +322,14 @@ def _lead(memory, stream, meeting: Meeting, me: int, kind: int, mine, out, in_by
             _output(memory, stream, meeting, q, out_bytes)[:] = out
 
 
-def _input(memory, stream, meeting: Meeting, q: int, nbytes: int, staged: bool):
-    """Rank q's input: in its scratch's IN area (staged), or where its run words say it lies."""
-    dev, _, _, in_at, _, _ = meeting.peers[q]
-    return memory.view(("d", dev, in_at) if staged else ("d", dev, int(meeting.words[q][RUN_SEND])),
-                       nbytes, stream)
+def _inputs(memory, stream, meeting: Meeting, me: int, mine, nbytes: int, staged: bool) -> list:
+    """Every rank's input (``mine``: this rank's): in its scratch's IN area (staged), or where
+    its run words say it lies."""
+    out = []
+    for q, (dev, _, _, in_at, _, _) in enumerate(meeting.peers):
+        out.append(mine if q == me else memory.view(
+            ("d", dev, in_at) if staged else ("d", dev, int(meeting.words[q][RUN_SEND])), nbytes, stream))
+    return out
 
 
 def _output(memory, stream, meeting: Meeting, q: int, nbytes: int):

@@ -29,9 +29,12 @@ from mdev.runtime.collectives.plan import ACL_TYPES, REDUCE_KINDS, Plan
 from mdev.runtime.collectives.select import MESH, Layout
 from mdev.runtime.collectives.transport import DIRECT
 from mdev.runtime.memtable import Operand
-from mdev.taskspec import KINDS, STAGE_IN, VIA_OUT
+from mdev.taskspec import KINDS, SHARED, STAGE_IN, VIA_OUT
 
 REDUCING = ("all_reduce", "reduce_scatter", "reduce", "barrier")
+# from this many input bytes on, the ranks share an all-reduce's or reduce-scatter's chunks
+# out (one more meeting, their devices reduce at once) instead of the leader reducing alone
+SHARE_BYTES = 4 << 20
 
 
 def run(plan: Plan, kind: str, lay: Layout, count: int, item: int, send: Operand | None, recv: Operand | None,
@@ -57,7 +60,8 @@ def run(plan: Plan, kind: str, lay: Layout, count: int, item: int, send: Operand
     plan.whole(kind, count, root, algorithm or lay.algorithm, (
         comm.rank, comm.places, leader, (send or none).location(), (recv or none).location(), in_bytes, out_bytes,
         _order(kind, lay, count, item, p, root, comm.slot_bytes),
-        (STAGE_IN if comm.whole != DIRECT else 0) | (VIA_OUT if fits else 0),
+        (STAGE_IN if comm.whole != DIRECT else 0) | (VIA_OUT if fits else 0) |
+        (SHARED if fits and kind in ("all_reduce", "reduce_scatter") and in_bytes >= SHARE_BYTES else 0),
         (KINDS.index(kind), item, REDUCE_KINDS[plan.op], ACL_TYPES.get(plan.dtype, 0)), comm.timeout_s,
         _model_ns(comm, lay, "all_reduce" if kind == "barrier" else kind, nbytes)))
     return True
