@@ -330,10 +330,10 @@ SPECS: dict[str, OpSpec] = {spec.name: spec for spec in [
                      Span(1, READ, lambda a: 8 + 8 * max(f[1] for f in a[2])))),
     # a whole collective of one rank (mdev.board.collective_run): its input read, its output
     # written, in modelled time from the last rank's entry for as long as HCCL's formula says
-    OpSpec("coll_run", ("rank", "peers", "leader", "word", "count", "send", "recv", "in_bytes", "out_bytes",
+    OpSpec("coll_run", ("rank", "peers", "root", "word", "count", "send", "recv", "in_bytes", "out_bytes",
                         "order", "mode", "data", "timeout_s", "model_ns"), None, PRESCRIBED,
            (Span(5, READ, lambda a: a[7]), Span(6, WRITE, lambda a: a[8])), (_DEFAULT, "HCCL"),
-           "rank {rank} (leader {leader}), operation word {word:#x}, count {count}, {in_bytes} B in, "
+           "rank {rank} (root {root}), operation word {word:#x}, count {count}, {in_bytes} B in, "
            "{out_bytes} B out"),
 ]}
 
@@ -360,14 +360,14 @@ FIELDS = (("operation", 0, 0, 8, KINDS), ("data type", 0, 8, 8, _DTYPE_LABELS),
           ("operation number", 0, 48, 16, ()), ("count", 1, 0, 64, ()))
 
 # a rank's run words (RUN_BYTES of its scratch buffer, uint64) for whole collectives
-# (mdev.board.collective_run): operations entered and (its leader's) finished, the futex its
-# waiting task sleeps on, the descriptor words, where its buffers lie, its modelled entry and
-# (the leader's) the latest entry of all ranks (float64), and of a shared reduction: (the
-# leader's) every rank may start, (each rank's) its share is done
-RUN_ARRIVED, RUN_DONE, RUN_BELL, RUN_WORD, RUN_COUNT, RUN_SEND, RUN_RECV, RUN_ENTER, RUN_MET, RUN_GO, \
-    RUN_REDUCED = range(11)
+# (mdev.board.collective_run): its own -- operations entered, the descriptor words, where its
+# buffers lie, its modelled entry (float64) -- and, of the hub's (rank 0), the meeting's:
+# operations done, ranks entered and ranks that reduced their share so far (counted under a
+# lock), a shared reduction's go, the latest entry (float64), a failed rank (+1)
+RUN_ARRIVED, RUN_DONE, RUN_TALLY, RUN_WORD, RUN_COUNT, RUN_SEND, RUN_RECV, RUN_ENTER, RUN_MET, RUN_GO, \
+    RUN_REDUCED, RUN_FAILED = range(12)
 RUN_BYTES = 128
-# a whole collective's mode: inputs through the IN areas, results through the leader's OUT
+# a whole collective's mode: inputs through the IN areas, results through the hub's OUT
 # area, the reduction's chunks shared out among the ranks
 STAGE_IN, VIA_OUT, SHARED = 1, 2, 4
 

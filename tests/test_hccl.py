@@ -466,7 +466,7 @@ TIMED = """
         call = {"all_reduce": lambda: hccl.all_reduce(send, recv, nbytes // 4, 4, 0, comms[r], s),
                 "all_gather": lambda: hccl.all_gather(send, recv, nbytes // p // 4, 4, comms[r], s),
                 "reduce_scatter": lambda: hccl.reduce_scatter(send, recv, nbytes // p // 4, 4, 0, comms[r], s)}[op]
-        assert call() == 0
+        assert call() == 0, acl.get_recent_err_msg()
         acl.rt.record_event(e1, s)
         assert acl.rt.synchronize_stream(s) == 0, acl.get_recent_err_msg()
         ms[r] = acl.rt.event_elapsed_time(e0, e1)[0]

@@ -186,7 +186,7 @@ def test_replays_show_in_the_model_dump_and_the_trace(board, tmp_path, steps):
         assert "(side stream of HCCL rank 0):" in proc.stdout, proc.stdout
     else:
         assert "1 stream(s), 1 task(s)" in proc.stdout and \
-            f"HCCL            rank 0 (leader 0), operation word 0x400, count {COUNT}, {COUNT * 4} B in" in proc.stdout
+            f"HCCL            rank 0 (root 0), operation word 0x400, count {COUNT}, {COUNT * 4} B in" in proc.stdout
     assert f"-- HCCL all_reduce {COUNT * 4} B, 2 ranks, ring, operation 0 of rank 0" in proc.stdout, proc.stdout
     data = json.loads(path.read_text())
     named = data["mdev"]["collectives"]

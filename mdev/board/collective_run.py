@@ -1,42 +1,41 @@
-"""A whole collective in one task per rank (``coll_run``): the ranks meet in their
-communicator's scratch buffers, one of them -- the leader -- reduces or gathers every rank's
-input, and each rank takes its result.
+"""A whole collective in one task per rank (``coll_run``): the ranks meet in the run words
+of their communicator's hub (rank 0's scratch buffer); the last to enter reduces or gathers
+every rank's input while the others sleep, and each rank takes its result.
 
-    rank q's stream ... coll_run ..................................................... (ends)
-        | STAGE_IN: its input -> its scratch's IN area                                 ^
-        | publish in its run words: descriptor, buffers, modelled entry;               |
-        | arrived = n; ring the leader's bell (a futex) --+                            |
-        +-- sleep on its own bell until the leader's done == n <---------------+      |
-                                                          v                    |      |
-    leader's stream ... coll_run: publish; sleep until every rank arrived      |      |
-                        check that every descriptor is its own                 |      |
-                        reduce / gather the inputs into its OUT area           |      |
-                        done = n; ring every rank's bell ----------------------+      |
-                        (every rank, the leader too) VIA_OUT: its result out of the   |
-                        leader's OUT area into its output -----------------------------+
+    rank q's stream ... coll_run ................................................. (ends)
+        | STAGE_IN: its input -> its scratch's IN area                             ^
+        | publish in its own run words: descriptor, buffers, modelled entry        |
+        | count itself in the hub's tally (under a lock of the word)               |
+        +-- not the last: sleep on the hub's done word (a futex) <---+           |
+        +-- the last: check every descriptor against its own           |           |
+                      reduce / gather the inputs -> the hub's OUT area |           |
+                      done = n, wake the sleepers ---------------------+           |
+        (every rank) VIA_OUT: its result out of the hub's OUT area ----------------+
 
 Used for communicators whose ranks are all on one node with peer access between every pair
 (mdev.runtime.collectives.whole decides how; the others run the step-by-step schedules of
-mdev.runtime.collectives.algorithms).  Ranks of one process, whose memory the leader's device
-may touch wherever it lies, give their inputs in place; ranks of several processes, whose
-buffers only their own devices touch, copy them into their scratch buffers' IN areas first
-(STAGE_IN; the scratch is granted to the peers at init).  Results go through the leader's OUT
-area (VIA_OUT), so that every rank copies its own out at once; an operation too big for it
-(ranks of one process only) has the leader write every output in place.  A big reduction is
-SHARED: the leader only checks the descriptors and says go (RUN_GO), every rank reduces its
-chunks into the leader's OUT area and says so (RUN_REDUCED), and the leader's done follows
-the last of them -- one more round of wakes for the ranks' devices reducing at once.  A rank writes its IN
-area only after the leader's done of the operation before, which it waited for; the leader
-writes its OUT area only once every rank arrived, so none still copies out of it.
+mdev.runtime.collectives.algorithms).  The last rank to enter does the work because it is
+awake: nobody waits for a sleeping rank to be woken and scheduled.  Ranks of one process,
+whose memory any of their devices may touch, give their inputs in place; ranks of several
+processes, whose buffers only their own devices touch, copy them into their scratch buffers'
+IN areas first (STAGE_IN; the scratch is granted to the peers at init).  Results go through
+the hub's OUT area (VIA_OUT), so that every rank copies its own out at once; an operation too
+big for it (ranks of one process only) has the last rank write every output in place.  A rank
+writes its IN area only after the done of the operation before, which it waited for; the
+hub's OUT area is written only once every rank entered, so none still copies out of it.  A
+big reduction is SHARED: the last rank only checks the descriptors and says go (RUN_GO),
+every rank reduces its chunks into the OUT area and counts itself (RUN_REDUCED), and the
+last of those says done: the ranks' devices reduce at once.
 
 Every element is reduced in the order of the algorithm the communicator chose (``order``:
 per chunk, the ranks in the order the step-by-step schedule adds them), so results are
-bit-equal to that schedule's.  Run words are written by other processes: the leader checks
-their descriptor words against its own (a disagreement fails every rank), and reaches the
-buffers they name through the device's memory checks.  A waiting rank looks at the error
-words of the ranks it watches at each wake (a failing rank rings everyone) and, every
-LOOK_S, at their whole guard (a dead process, a departed rank); a task that fails sets its
-communicator's error word, so the others give up at once instead of at the timeout.
+bit-equal to that schedule's.  Run words are written by other processes: the last rank
+checks their descriptor words against its own (a disagreement fails every rank), and reaches
+the buffers they name through the device's memory checks.  A sleeping rank looks at its own
+and the hub's error words, and the hub's RUN_FAILED, at each wake (a failing rank sets it and
+wakes everyone) and, every LOOK_S, at every rank's whole guard (a dead process, a departed
+rank); a task that fails sets its communicator's error word, so the others give up at once
+instead of at the timeout.
 
 Modelled time (mdev.board.trace.DeviceModel): every rank's task starts when the last rank
 entered -- HCCL's handshake at the start of an operation -- and lasts ``model_ns``, HCCL's
@@ -57,9 +56,9 @@ from mdev.board.systasks import reduce_into
 from mdev.board.tasks import CommGuard
 from mdev.board.tasktable import TaskFault, op
 from mdev.memory import futex
-from mdev.taskspec import (COMM_PARA, COMM_REMOTE, COMM_TIMEOUT, FIELDS, KINDS, RUN_ARRIVED, RUN_BELL, RUN_BYTES,
-                           RUN_COUNT, RUN_DONE, RUN_ENTER, RUN_GO, RUN_MET, RUN_RECV, RUN_REDUCED, RUN_SEND,
-                           RUN_WORD, SHARED, STAGE_IN, VIA_OUT)
+from mdev.taskspec import (COMM_PARA, COMM_REMOTE, COMM_TIMEOUT, FIELDS, KINDS, RUN_ARRIVED, RUN_BYTES, RUN_COUNT,
+                           RUN_DONE, RUN_ENTER, RUN_FAILED, RUN_GO, RUN_MET, RUN_RECV, RUN_REDUCED, RUN_SEND,
+                           RUN_TALLY, RUN_WORD, SHARED, STAGE_IN, VIA_OUT)
 
 if TYPE_CHECKING:
     from mdev.board.device import Device
@@ -70,25 +69,24 @@ ALL_REDUCE, BROADCAST, ALL_GATHER, REDUCE_SCATTER, REDUCE = (
 _LOW = 4 if sys.byteorder == "big" else 0      # where a uint64's low 32 bits (a futex word) lie
 BLOCK = 256 << 10      # bytes of a result finished at a time (stays in the CPU's cache)
 LOOK_S = 0.05          # a waiting rank looks at the whole guard (peer processes) this often
+HUB = 0                # the rank whose run words the ranks meet in, and whose OUT area holds results
 
 _FAULT_WORDS = {E.ACL_ERROR_RT_TASK_TIMEOUT: COMM_TIMEOUT, E.ACL_ERROR_RT_PARAM_INVALID: COMM_PARA}
 
 
 class Meeting:
-    """One rank's view of the run words of the ranks it deals with in one task: those of
-    every rank (``everyone``: the leader, and all in a SHARED reduction), else its own and
-    the leader's (a failure elsewhere reaches it through the leader, which waits for everyone)."""
+    """One rank's view of the run words of the ranks it deals with in one task: its own and
+    the hub's, and every rank's once it works on their buffers (the last to enter, or all of
+    them in a SHARED reduction) or looks whether they are still there (every LOOK_S)."""
 
-    def __init__(self, device: "Device", stream: "DeviceStream", rank: int, peers: tuple, leader: int,
-                 timeout_s: float, everyone: bool) -> None:
+    def __init__(self, device: "Device", stream: "DeviceStream", rank: int, peers: tuple, timeout_s: float) -> None:
         self.device, self.stream, self.rank, self.peers = device, stream, rank, peers
         self.words: dict[int, np.ndarray] = {}
         self.errors: dict[int, np.ndarray] = {}
-        self.bells: dict[int, tuple] = {}               # (the bell word, its address)
-        self.at: dict[int, int] = {}                   # address of the run words
-        for q in (range(len(peers)) if everyone else dict.fromkeys((rank, leader))):
+        self.places: dict[int, tuple] = {}             # rank -> (its HBM mapping, offset of its run words)
+        for q in dict.fromkeys((rank, HUB)):
             self._watch(q)
-        self.own = self.words[rank]
+        self.own, self.hub = self.words[rank], self.words[HUB]
         self.deadline = time.monotonic() + timeout_s if timeout_s else None
         self._guards: dict[int, CommGuard] = {}
 
@@ -100,8 +98,12 @@ class Meeting:
         seg = self.device.memory.locate(("d", dev, err), run - err + RUN_BYTES, self.stream.client)
         self.errors[q] = seg.array[err:err + 16].view(np.int64)
         self.words[q] = seg.array[run:run + RUN_BYTES].view(np.uint64)
-        self.bells[q] = (self.words[q].view(np.uint32)[2 * RUN_BELL:2 * RUN_BELL + 1], seg.address + run + 8 * RUN_BELL)
-        self.at[q] = seg.address + run
+        self.places[q] = (seg, run)
+
+    def watch_all(self) -> None:
+        for q in range(len(self.peers)):
+            if q not in self.words:
+                self._watch(q)
 
     def guard(self, q: int) -> CommGuard:
         guard = self._guards.get(q)
@@ -110,51 +112,50 @@ class Meeting:
             guard = self._guards[q] = CommGuard(self.device, self.stream, pid, q, ("d", dev, err), ("d", me[0], me[1]))
         return guard
 
-    def ring(self, ranks) -> None:
-        """Wake the ranks' tasks sleeping on their bells."""
-        for q in ranks:
-            bell, address = self.bells[q]
-            bell[0] += 1
-            if futex.AVAILABLE:
-                futex.wake(address)
+    def _hub(self) -> np.ndarray:
+        """The hub's run words, looked up again before this rank writes them: after a wait,
+        they may have gone with the hub's process (and their pages be another's by now)."""
+        if HUB != self.rank:
+            self._watch(HUB)
+            self.hub = self.words[HUB]
+        return self.hub
+
+    def tally(self, index: int) -> int:
+        """Count this rank in the hub's run word ``index``; the count so far (the ranks' devices
+        are processes: the hub's word is counted under a lock of its bytes)."""
+        hub = self._hub()
+        seg, run = self.places[HUB]
+        with seg.locked(run + 8 * index, 8):
+            count = int(hub[index]) + 1
+            hub[index] = count
+        return count
+
+    def _futex(self, index: int) -> int:
+        """Address of (the low half of) the hub's run word ``index``."""
+        seg, run = self.places[HUB]
+        return seg.address + run + 8 * index + _LOW
 
     def announce(self, index: int, n: int) -> None:
-        """The leader got to ``n`` in its run word ``index`` (RUN_GO, RUN_DONE): every rank
-        sleeping on that word wakes."""
-        self.own[index] = n
+        """Operation ``n`` got to the hub's run word ``index`` (RUN_GO, RUN_DONE): every rank
+        sleeping on it wakes."""
+        self._hub()[index] = n
         if futex.AVAILABLE:
-            futex.wake(self.at[self.rank] + 8 * index + _LOW)
+            futex.wake(self._futex(index))
 
-    def follow(self, leader: int, index: int, n: int, what: str) -> None:
-        """Sleep until the leader's run word ``index`` got to ``n`` (see wait)."""
-        head = self.words[leader]
-        self.wait(lambda: int(head[index]) >= n, what, (leader, index))
-
-    def gather(self, index: int, n: int, what: str) -> None:
-        """The leader sleeps until run word ``index`` of every other rank got to ``n``."""
-        words = [self.words[q] for q in self.others()]
-        self.wait(lambda: all(int(w[index]) >= n for w in words), what)
-
-    def others(self) -> list[int]:
-        return [q for q in self.words if q != self.rank]
-
-    def wait(self, ready, what: str, on: tuple[int, int] | None = None) -> None:
-        """Sleep on this rank's bell -- or ``on``: (the leader, one of its run words) -- until
-        ``ready()``; TaskFault if the communicator breaks (here or at a watched rank), a
-        watched rank's process or device goes, the stream is aborted, or the operation's
-        timeout passes."""
-        if on is None:
-            word, address = self.bells[self.rank]
-        else:
-            leader, index = on
-            word = self.words[leader].view(np.uint32)[2 * index + _LOW // 4:][:1]
-            address = self.at[leader] + 8 * index + _LOW
+    def follow(self, index: int, n: int, what: str) -> None:
+        """Sleep on the hub's run word ``index`` until it got to operation ``n``; TaskFault if
+        the communicator breaks (here, at the hub, or at the rank that says so in RUN_FAILED),
+        a rank's process or device goes, the stream is aborted, or the operation's timeout
+        passes."""
+        hub = self.hub
+        word = hub.view(np.uint32)[2 * index + _LOW // 4:][:1]
+        address = self._futex(index)
         look = time.monotonic() + LOOK_S
         while True:
             seen = int(word[0])
-            if ready():
+            if int(hub[index]) >= n:
                 return
-            if any(int(err[0]) for err in self.errors.values()):
+            if int(hub[RUN_FAILED]) or any(int(err[0]) for err in self.errors.values()):
                 self.check_all()
             if self.stream.interrupted:
                 raise TaskFault(E.ACL_ERROR_RT_STREAM_ABORT, f"stream {self.stream.stream_id} aborted while "
@@ -171,8 +172,11 @@ class Meeting:
                 time.sleep(0.0005)
 
     def check_all(self) -> None:
-        for q in self.others():
-            self.guard(q).raise_if_failed(peer_alive=False)
+        """Fail as a collective's wait does if any rank broke the communicator or is gone."""
+        self.watch_all()
+        for q in range(len(self.peers)):
+            if q != self.rank:
+                self.guard(q).raise_if_failed(peer_alive=False)
         self.guard(self.rank).raise_if_failed(peer_alive=True)
 
     def fail(self, fault: TaskFault) -> None:
@@ -180,59 +184,69 @@ class Meeting:
         guard = self.guard(self.rank)
         guard.fail(fault)
         guard.set(_FAULT_WORDS.get(fault.code, COMM_REMOTE), self.rank)
-        for q in range(len(self.peers)):
-            if q not in self.words:
-                try:
-                    self._watch(q)
-                except TaskFault:              # gone: nothing of it waits
-                    continue
-        self.ring(self.others())
-        if futex.AVAILABLE:                    # and those asleep on a word of a leader
-            for address in self.at.values():
-                futex.wake(address + 8 * RUN_GO + _LOW)
-                futex.wake(address + 8 * RUN_DONE + _LOW)
+        try:
+            self._hub()[RUN_FAILED] = self.rank + 1
+        except TaskFault:             # the hub is gone: its ranks find out by themselves
+            return
+        if futex.AVAILABLE:
+            for index in (RUN_GO, RUN_DONE):
+                futex.wake(self._futex(index))
 
 
 @op()
-def coll_run(device: "Device", stream: "DeviceStream", rank: int, peers: tuple, leader: int,
+def coll_run(device: "Device", stream: "DeviceStream", rank: int, peers: tuple, root: int,
              word: int, count: int, send: tuple, recv: tuple, in_bytes: int, out_bytes: int, order: tuple,
              mode: int, data: tuple, timeout_s: float, model_ns: float) -> None:
-    """``peers``: each rank's (device, and in its HBM: its communicator's error word, run words,
-    IN and OUT areas; its pid, 0 if of this process); ``order``: the reduction's chunks, (byte
-    offset in the input, bytes, ranks in the order they are added); ``mode``: STAGE_IN and
-    VIA_OUT bits; ``data``: (operation kind, item size, reduce kind, aclDataType)."""
-    if type(rank) is not int or type(leader) is not int or not (0 <= rank < len(peers) and 0 <= leader < len(peers)):
-        raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"coll_run: rank {rank!r:.20} or leader {leader!r:.20} "
-                        f"is no rank of {len(peers)}")
+    """``peers``: per rank, 6 int64 (packed: a frame of few objects decodes fast) -- its
+    device, and in its HBM: its communicator's error word, run words, IN and OUT areas; its
+    pid, 0 if of this process; ``root``: a broadcast's or reduce's; ``order``: the reduction's
+    chunks, per chunk p + 2 int64 -- byte offset in the input, bytes, the ranks in the order
+    they are added; ``mode``: STAGE_IN, VIA_OUT and SHARED bits; ``data``: (operation kind,
+    item size, reduce kind, aclDataType)."""
+    peers = _rows(peers, 6, "peers")
+    p = len(peers)
+    if type(rank) is not int or type(root) is not int or not (0 <= rank < p and 0 <= root < p) \
+            or peers[rank][0] != device.index:
+        raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"coll_run: rank {rank!r:.20} (on this device) or root "
+                        f"{root!r:.20} is no rank of {p}")
+    order = _rows(order, p + 2, "order")
+    if type(in_bytes) is not int or not all(0 <= at and 0 <= nb and at + nb <= in_bytes and
+                                            all(0 <= q < p for q in ranks) for at, nb, *ranks in order):
+        raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"coll_run: a chunk of the order is outside the input "
+                        f"({in_bytes} B) or names no rank of {p}")
+    # its scratch buffer stays this communicator's while the task runs, whoever frees it
+    pinned = device.memory.pin([peers[rank][1]])
     try:
-        meeting = Meeting(device, stream, rank, peers, leader, timeout_s, rank == leader or bool(mode & SHARED))
-    except TaskFault:             # the others find this rank's error word at their next look
-        if type(peers[rank]) is tuple and len(peers[rank]) == 6:
-            own = ("d", peers[rank][0], peers[rank][1])
-            CommGuard(device, stream, 0, rank, None, own).set(COMM_PARA, rank)
-        raise
-    try:
-        _run(device, stream, meeting, rank, leader, word, count, send, recv, in_bytes, out_bytes, order,
-             mode, data)
-    except TaskFault as fault:
-        meeting.fail(fault)
-        raise
-    except Exception as exc:       # an emulator bug: the peers must not wait for this rank forever
-        meeting.fail(TaskFault(E.ACL_ERROR_RT_INTERNAL_ERROR, repr(exc)))
-        raise
+        try:
+            meeting = Meeting(device, stream, rank, peers, timeout_s)
+        except TaskFault:             # the others find this rank's error word at their next look
+            CommGuard(device, stream, 0, rank, None, ("d", peers[rank][0], peers[rank][1])).set(COMM_PARA, rank)
+            raise
+        try:
+            _run(device, stream, meeting, rank, root, word, count, send, recv, in_bytes, out_bytes, order,
+                 mode, data)
+        except TaskFault as fault:
+            meeting.fail(fault)
+            raise
+        except Exception as exc:       # an emulator bug: the peers must not wait for this rank forever
+            meeting.fail(TaskFault(E.ACL_ERROR_RT_INTERNAL_ERROR, repr(exc)))
+            raise
+    finally:
+        device.memory.unpin(pinned)
     device.wake()
 
 
-def _run(device, stream, meeting: Meeting, rank: int, leader: int, word: int, count: int, send: tuple, recv: tuple,
+def _run(device, stream, meeting: Meeting, rank: int, root: int, word: int, count: int, send: tuple, recv: tuple,
          in_bytes: int, out_bytes: int, order: tuple, mode: int, data: tuple) -> None:
-    memory, own, kind = device.memory, meeting.own, data[0]
+    memory, own, hub, kind = device.memory, meeting.own, meeting.hub, data[0]
     if int(meeting.errors[rank][0]):
         meeting.guard(rank).raise_if_failed(peer_alive=True)
+    p = len(meeting.peers)
     n = int(own[RUN_ARRIVED]) + 1
     mine = memory.view(send, in_bytes, stream)
     out = memory.view(recv, out_bytes, stream, write=True)
     dev, _, _, in_at, _, _ = meeting.peers[rank]
-    if mode & STAGE_IN and in_bytes and _has_input(kind, rank, leader):
+    if mode & STAGE_IN and in_bytes and (kind != BROADCAST or rank == root):
         memory.view(("d", dev, in_at), in_bytes, stream, write=True)[:] = mine
     model = device.trace.models.get(stream.client) if device.trace is not None else None
     own[RUN_WORD], own[RUN_COUNT] = word, count
@@ -240,43 +254,47 @@ def _run(device, stream, meeting: Meeting, rank: int, leader: int, word: int, co
     _float(own, RUN_ENTER)[0] = model.earliest(stream) if model is not None else 0.0
     own[RUN_ARRIVED] = n
     shared = bool(mode & SHARED)
-    first = RUN_GO if shared else RUN_DONE      # what a rank waits for after it arrived
-    if rank != leader:
-        meeting.ring([leader])
-        meeting.follow(leader, first, n, f"rank {leader} to start the operation")
-        stream.meeting = (float(_float(meeting.words[leader], RUN_MET)[0]),
-                          (meeting.peers[leader][0], meeting.peers[leader][2], n))
-    else:
-        meeting.gather(RUN_ARRIVED, n, "every rank to enter")
-        for q in meeting.others():
+    first = RUN_GO if shared else RUN_DONE            # what the others wait for
+    if meeting.tally(RUN_TALLY) == n * p:             # the last to enter: the others are waiting
+        meeting.watch_all()
+        for q in range(p):
             theirs = [int(meeting.words[q][RUN_WORD]), int(meeting.words[q][RUN_COUNT])]
             if theirs != [word, count]:
                 meeting.guard(rank).set(COMM_PARA, q)
                 raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, disagreement(FIELDS, [word, count], theirs, q))
-        # when the last rank entered (modelled): its peers read it here, where it stays until
-        # every rank entered the next operation
-        met = _float(own, RUN_MET)[0] = max(float(_float(w, RUN_ENTER)[0]) for w in meeting.words.values())
-        stream.meeting = (float(met), (meeting.peers[rank][0], meeting.peers[rank][2], n))
-        if not shared:
-            _lead(memory, stream, meeting, rank, kind, mine, out, in_bytes, out_bytes, order, mode, data)
-        meeting.announce(first, n)
-    if shared:       # every rank reduces its share of the chunks into the leader's OUT area
-        p = len(meeting.peers)
-        ldev, _, _, _, lout, _ = meeting.peers[leader]
-        inputs = _inputs(memory, stream, meeting, rank, mine, in_bytes, bool(mode & STAGE_IN))
-        result = memory.view(("d", ldev, lout), in_bytes, stream, write=True)
-        _reduce(inputs, order[rank::p], data, result, None, out_bytes, aliased=False)
-        own[RUN_REDUCED] = n
-        if rank != leader:
-            meeting.ring([leader])
-            meeting.follow(leader, RUN_DONE, n, f"rank {leader} to finish the operation")
+        # when the last rank entered (modelled): the others read it from the hub, where it
+        # stays until every rank entered the next operation
+        _float(hub, RUN_MET)[0] = max(float(_float(w, RUN_ENTER)[0]) for w in meeting.words.values())
+        if shared:          # counted afresh: every rank counted its share of the last one before its done
+            hub[RUN_REDUCED] = 0
         else:
-            meeting.gather(RUN_REDUCED, n, "every rank to reduce its share")
+            _work(memory, stream, meeting, rank, root, kind, in_bytes, out_bytes, order, mode, data)
+        meeting.announce(first, n)
+    else:
+        meeting.follow(first, n, "the last rank to enter the operation")
+    if shared:       # every rank reduces its share of the chunks into the hub's OUT area
+        meeting.watch_all()
+        hdev, _, _, _, hout, _ = meeting.peers[HUB]
+        result = memory.view(("d", hdev, hout), in_bytes, stream, write=True)
+        _reduce(_inputs(memory, stream, meeting, in_bytes, bool(mode & STAGE_IN)), order[rank::p], data, result,
+                None, out_bytes, aliased=False)
+        if meeting.tally(RUN_REDUCED) == p:
             meeting.announce(RUN_DONE, n)
-    if mode & VIA_OUT and out_bytes and kind != REDUCE:       # this rank's result, out of the leader's OUT area
-        ldev, _, _, _, lout, _ = meeting.peers[leader]
+        else:
+            meeting.follow(RUN_DONE, n, "every rank to reduce its share")
+    stream.meeting = (float(_float(hub, RUN_MET)[0]), (meeting.peers[HUB][0], meeting.peers[HUB][2], n))
+    if mode & VIA_OUT and out_bytes:                  # this rank's result, out of the hub's OUT area
+        hdev, _, _, _, hout, _ = meeting.peers[HUB]
         at = rank * out_bytes if kind == REDUCE_SCATTER else 0
-        out[:] = memory.view(("d", ldev, lout + at), out_bytes, stream)
+        out[:] = memory.view(("d", hdev, hout + at), out_bytes, stream)
+
+
+def _rows(packed, width: int, what: str) -> list[tuple]:
+    """Rows of ``width`` int64 packed in bytes."""
+    if type(packed) is not bytes or len(packed) % (8 * width):
+        raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"coll_run: {what} must be rows of {width} packed int64, "
+                        f"got {packed!r:.40}")
+    return [tuple(row) for row in np.frombuffer(packed, np.int64).reshape(-1, width).tolist()]
 
 
 def _float(words: np.ndarray, index: int) -> np.ndarray:
@@ -284,55 +302,54 @@ def _float(words: np.ndarray, index: int) -> np.ndarray:
     return words[index:index + 1].view(np.float64)
 
 
-def _has_input(kind: int, rank: int, leader: int) -> bool:
-    """The rank's input is read by the leader (a broadcast reads only its root's, the leader)."""
-    return kind != BROADCAST and rank != leader
-
-
-def _lead(memory, stream, meeting: Meeting, me: int, kind: int, mine, out, in_bytes: int, out_bytes: int,
+def _work(memory, stream, meeting: Meeting, me: int, root: int, kind: int, in_bytes: int, out_bytes: int,
           order: tuple, mode: int, data: tuple) -> None:
-    """The leader's work: every rank's input reduced or gathered into its OUT area (VIA_OUT:
-    each rank copies its result out of it), or into every rank's output where it lies; a
-    reduce's into the root's (the leader's) output."""
-    p = len(meeting.peers)
-    inputs = _inputs(memory, stream, meeting, me, mine, in_bytes, bool(mode & STAGE_IN))
-    if mode & VIA_OUT and kind != REDUCE:
-        dev, _, _, _, out_at, _ = meeting.peers[me]
-        result = memory.view(("d", dev, out_at), in_bytes if kind == REDUCE_SCATTER else out_bytes, stream,
-                             write=True)
-        outs = None
-    elif kind == REDUCE_SCATTER:            # each block straight into its rank's output
-        result, outs = None, [out if q == me else _output(memory, stream, meeting, q, out_bytes) for q in range(p)]
-    else:
-        result, outs = out, None
+    """The last rank's work: every rank's input reduced or gathered into the hub's OUT area
+    (VIA_OUT: each rank copies its result out of it), or into the outputs where they lie."""
+    p, staged, via_out = len(meeting.peers), bool(mode & STAGE_IN), bool(mode & VIA_OUT)
+    if via_out:
+        hdev, _, _, _, hout, _ = meeting.peers[HUB]
+        result = memory.view(("d", hdev, hout), out_bytes if kind == ALL_GATHER else in_bytes, stream, write=True)
     if kind == BROADCAST:
-        if result is not out:
-            result[:] = mine
+        src = _input(memory, stream, meeting, root, in_bytes, staged)
+        if via_out:
+            result[:] = src
         else:
-            for q in meeting.others():
-                _output(memory, stream, meeting, q, out_bytes)[:] = mine
+            for q in range(p):
+                if q != root:
+                    _output(memory, stream, meeting, q, in_bytes)[:] = src
         return
+    inputs = _inputs(memory, stream, meeting, in_bytes, staged)
+    outs = None
+    if not via_out:                   # in place, where an output may be an input
+        if kind == REDUCE_SCATTER:
+            result, outs = None, [_output(memory, stream, meeting, q, out_bytes) for q in range(p)]
+        else:
+            result = _output(memory, stream, meeting, root if kind == REDUCE else me,
+                             out_bytes if kind == ALL_GATHER else in_bytes)
     if kind == ALL_GATHER:
         for q, src in enumerate(inputs):
             result[q * in_bytes:(q + 1) * in_bytes] = src
     else:
-        _reduce(inputs, order, data, result, outs, out_bytes, aliased=result is out or outs is not None)
-    if result is out and kind in (ALL_REDUCE, ALL_GATHER):
-        for q in meeting.others():
-            _output(memory, stream, meeting, q, out_bytes)[:] = out
+        _reduce(inputs, order, data, result, outs, out_bytes, aliased=not via_out)
+    if not via_out and kind in (ALL_REDUCE, ALL_GATHER):
+        for q in range(p):
+            if q != me:
+                _output(memory, stream, meeting, q, out_bytes)[:] = result
 
 
-def _inputs(memory, stream, meeting: Meeting, me: int, mine, nbytes: int, staged: bool) -> list:
-    """Every rank's input (``mine``: this rank's): in its scratch's IN area (staged), or where
-    its run words say it lies."""
-    out = []
-    for q, (dev, _, _, in_at, _, _) in enumerate(meeting.peers):
-        out.append(mine if q == me else memory.view(
-            ("d", dev, in_at) if staged else ("d", dev, int(meeting.words[q][RUN_SEND])), nbytes, stream))
-    return out
+def _inputs(memory, stream, meeting: Meeting, nbytes: int, staged: bool) -> list:
+    return [_input(memory, stream, meeting, q, nbytes, staged) for q in range(len(meeting.peers))]
+
+
+def _input(memory, stream, meeting: Meeting, q: int, nbytes: int, staged: bool):
+    """Rank q's input: in its scratch's IN area (staged), or where its run words say it lies."""
+    dev, _, _, in_at, _, _ = meeting.peers[q]
+    return memory.view(("d", dev, in_at) if staged else ("d", dev, int(meeting.words[q][RUN_SEND])), nbytes, stream)
 
 
 def _output(memory, stream, meeting: Meeting, q: int, nbytes: int):
+    """Rank q's output, where its run words say it lies (ranks of one process)."""
     dev = meeting.peers[q][0]
     return memory.view(("d", dev, int(meeting.words[q][RUN_RECV])), nbytes, stream, write=True)
 
@@ -345,9 +362,9 @@ def _reduce(inputs: list, order: tuple, data: tuple, result, outs: list | None, 
     _, _, reduce_kind, data_type = data
     # an output that may be an input (in place: the leader's own, or any rank's block) is
     # reduced in a buffer and written once its block is done; the OUT area directly
-    buffer = np.empty(min(BLOCK, max((nb for _, nb, _ in order), default=0)), np.uint8) if aliased else None
+    buffer = np.empty(min(BLOCK, max((row[1] for row in order), default=0)), np.uint8) if aliased else None
     with np.errstate(over="ignore", invalid="ignore"):
-        for at, nbytes, ranks in order:
+        for at, nbytes, *ranks in order:
             dst, base = (result, 0) if outs is None else (outs[at // block_bytes], at // block_bytes * block_bytes)
             for lo in range(at, at + nbytes, BLOCK):
                 hi = min(lo + BLOCK, at + nbytes)

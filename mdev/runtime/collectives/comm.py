@@ -196,9 +196,10 @@ class Comm:
     # whole collectives (mdev.runtime.collectives.whole): DIRECT (ranks of one process), STAGED
     # (of several), None (step by step only); each rank's places for the coll_run task
     whole: str | None = None
-    places: tuple = ()                          # rank -> (device, error word, run words, IN, OUT, pid)
+    places: bytes = b""                         # per rank, int64: device, error word, run words, IN, OUT, pid
     area: int = 0                               # bytes of the smallest IN (and OUT) area
     formulas: dict = field(default_factory=dict)   # (operation, algorithm, bytes) -> HCCL's time (ns)
+    orders: dict = field(default_factory=dict)     # a whole reduction's chunks (packed), by operation
     active: dict[int, int] = field(default_factory=dict)        # HcclCommActivateCommMemory: address -> size
     destroyed: bool = False
     freed: bool = False
@@ -438,7 +439,7 @@ def _whole(comm: Comm, joined: list[dict], topo) -> None:
         places.append((j["device"], base + ERR, base + comm.run_at, base + j["header"], base + j["header"] + area,
                        0 if comm.pids[q] == comm.pid else comm.pids[q]))
         areas.append(area)
-    comm.places, comm.area = tuple(places), min(areas)
+    comm.places, comm.area = np.array(places, np.int64).tobytes(), min(areas)
 
 
 # a peer's scratch imported by this process: several ranks of it (threads) that reach one

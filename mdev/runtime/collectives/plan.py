@@ -66,8 +66,8 @@ class Plan:
         """A collective in one task (mdev.runtime.collectives.whole): ``run`` is the coll_run
         task's arguments after its descriptor words, which come from here."""
         seq = self._announce(kind, count, algorithm, None)
-        rank, peers, leader, *rest = run
-        streams.submit(self.main, "coll_run", rank, peers, leader, self.word(kind, root, seq), count, *rest)
+        rank, peers, *rest = run
+        streams.submit(self.main, "coll_run", rank, peers, root, self.word(kind, root, seq), count, *rest)
 
     def _announce(self, kind: str, count: int, algorithm: str, nbytes: int | None) -> int:
         """Number the communicator's next collective, and name it for a trace and a capture."""

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+
 from mdev.runtime import core
 from mdev.runtime.collectives import algorithms as A
 from mdev.runtime.collectives import cost
@@ -55,11 +57,10 @@ def run(plan: Plan, kind: str, lay: Layout, count: int, item: int, send: Operand
     if comm.whole != DIRECT and not fits:
         return False
     none = comm.at(0, 0)
-    leader = root if kind in ("broadcast", "reduce") else 0
     nbytes = plan.size_of(kind, count) if kind != "barrier" else 0
     plan.whole(kind, count, root, algorithm or lay.algorithm, (
-        comm.rank, comm.places, leader, (send or none).location(), (recv or none).location(), in_bytes, out_bytes,
-        _order(kind, lay, count, item, p, root, comm.slot_bytes),
+        comm.rank, comm.places, (send or none).location(), (recv or none).location(), in_bytes, out_bytes,
+        _order(comm, kind, lay, count, item, root),
         (STAGE_IN if comm.whole != DIRECT else 0) | (VIA_OUT if fits else 0) |
         (SHARED if fits and kind in ("all_reduce", "reduce_scatter") and in_bytes >= SHARE_BYTES else 0),
         (KINDS.index(kind), item, REDUCE_KINDS[plan.op], ACL_TYPES.get(plan.dtype, 0)), comm.timeout_s,
@@ -67,20 +68,30 @@ def run(plan: Plan, kind: str, lay: Layout, count: int, item: int, send: Operand
     return True
 
 
-def _order(kind: str, lay: Layout, count: int, item: int, p: int, root: int, slot_bytes: int) -> tuple:
-    """The reduction's chunks as the step-by-step schedule forms them: (byte offset in the
-    input, bytes, the ranks in the order it adds them) -- see algorithms' summation orders."""
+def _order(comm, kind: str, lay: Layout, count: int, item: int, root: int) -> bytes:
+    """The reduction's chunks as the step-by-step schedule forms them, packed (per chunk: byte
+    offset in the input, bytes, the ranks in the order it adds them -- see algorithms'
+    summation orders); remembered per communicator."""
+    key = (kind, lay.level0, lay.group, count, item, root)
+    known = comm.orders.get(key)
+    if known is not None:
+        return known
+    p = comm.nranks
     if kind not in REDUCING or not count:
-        return ()
-    if kind == "reduce":                       # a chain from the rank after the root
-        return ((0, count * item, tuple((root + 1 + d) % p for d in range(p))),)
-    group, m = list(lay.group), len(lay.group)
-    first = 0 if lay.level0 == MESH else 1     # mesh: from the chunk's owner; ring: from the rank after it
-    ranks = [tuple(group[(j + first + d) % m] for d in range(m)) for j in range(m)]
-    if kind == "reduce_scatter":               # rank group[j]'s block
-        return tuple((group[j] * count * item, count * item, ranks[j]) for j in range(m))
-    return tuple(((o + co) * item, cn * item, ranks[j])          # all_reduce: chunks of each piece
-                 for o, n in A.pieces(count, m, item, slot_bytes) for j, (co, cn) in enumerate(A.split(n, m)))
+        rows = []
+    elif kind == "reduce":                       # a chain from the rank after the root
+        rows = [(0, count * item, *((root + 1 + d) % p for d in range(p)))]
+    else:
+        group, m = list(lay.group), len(lay.group)
+        first = 0 if lay.level0 == MESH else 1   # mesh: from the chunk's owner; ring: from the rank after it
+        ranks = [tuple(group[(j + first + d) % m] for d in range(m)) for j in range(m)]
+        if kind == "reduce_scatter":             # rank group[j]'s block
+            rows = [(group[j] * count * item, count * item, *ranks[j]) for j in range(m)]
+        else:                                    # all_reduce: chunks of each piece
+            rows = [((o + co) * item, cn * item, *ranks[j]) for o, n in A.pieces(count, m, item, comm.slot_bytes)
+                    for j, (co, cn) in enumerate(A.split(n, m))]
+    known = comm.orders[key] = np.array(rows, np.int64).tobytes()
+    return known
 
 
 def _model_ns(comm, lay: Layout, op: str, nbytes: int) -> float:
