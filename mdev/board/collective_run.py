@@ -95,7 +95,13 @@ class Meeting:
         dev, err, run = self.peers[q][:3]
         if type(err) is not int or type(run) is not int or not err + 16 <= run:
             raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"coll_run: rank {q}'s words {err!r:.20}, {run!r:.20}")
-        seg = self.device.memory.locate(("d", dev, err), run - err + RUN_BYTES, self.stream.client)
+        try:
+            seg = self.device.memory.locate(("d", dev, err), run - err + RUN_BYTES, self.stream.client)
+        except TaskFault:
+            if q == self.rank:
+                raise
+            # its HCCL buffer is freed: the rank destroyed its communicator (as a guard sees it)
+            raise TaskFault(E.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR, f"rank {q} destroyed its communicator") from None
         self.errors[q] = seg.array[err:err + 16].view(np.int64)
         self.words[q] = seg.array[run:run + RUN_BYTES].view(np.uint64)
         self.places[q] = (seg, run)
@@ -219,8 +225,9 @@ def coll_run(device: "Device", stream: "DeviceStream", rank: int, peers: tuple, 
     try:
         try:
             meeting = Meeting(device, stream, rank, peers, timeout_s)
-        except TaskFault:             # the others find this rank's error word at their next look
-            CommGuard(device, stream, 0, rank, None, ("d", peers[rank][0], peers[rank][1])).set(COMM_PARA, rank)
+        except TaskFault as fault:    # the others find this rank's error word at their next look
+            CommGuard(device, stream, 0, rank, None, ("d", peers[rank][0], peers[rank][1])).set(
+                _FAULT_WORDS.get(fault.code, COMM_REMOTE), rank)
             raise
         try:
             _run(device, stream, meeting, rank, root, word, count, send, recv, in_bytes, out_bytes, order,

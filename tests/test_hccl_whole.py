@@ -1,0 +1,147 @@
+"""Whole collectives (mdev.board.collective_run): where every pair of ranks has peer access,
+an operation runs as one task per rank.  Its bytes are the step-by-step schedule's
+(MDEV_HCCL_STEPS=1) for every operation, data type, algorithm and in place; a big reduction
+shared out among the ranks too; one task per rank whatever the number of ranks; and a
+malformed coll_run task fails with the documented code instead of hanging a rank."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mdev.hccl as hccl
+from hccl_ranks import BF16, DTYPES, device_alloc, every_operation, inputs, run_ranks
+from helpers import from_device, to_device
+from mdev import hccl_types as H
+from mdev import status as S
+
+FP32 = H.HCCL_DATA_TYPE_FP32
+
+
+@pytest.fixture(autouse=True)
+def _buffer(monkeypatch):
+    monkeypatch.setenv("HCCL_BUFFSIZE", "16")          # MB: an IN and an OUT area of 8 MB on 2 ranks
+    monkeypatch.setenv("HCCL_EXEC_TIMEOUT", "60")
+    monkeypatch.delenv("HCCL_ALGO", raising=False)
+    monkeypatch.delenv("MDEV_HCCL_STEPS", raising=False)
+
+
+def _both_ways(acl, monkeypatch, devices, body):
+    """``body(comms, r, stream)`` on every rank, whole and step by step: (whole, steps) results."""
+    out = []
+    for steps in ("0", "1"):
+        monkeypatch.setenv("MDEV_HCCL_STEPS", steps)
+        comms, ret = hccl.comm_init_all(len(devices), devices)
+        assert ret == 0, acl.get_recent_err_msg()
+        try:
+            out.append(run_ranks(acl, devices, lambda r, s: body(comms, r, s)))
+        finally:
+            for c in comms:
+                assert hccl.comm_destroy(c) == 0
+    return out
+
+
+@pytest.mark.parametrize("algo", [None, "level0:mesh"], ids=["ring", "mesh"])
+@pytest.mark.parametrize("dtype", [FP32, BF16], ids=["fp32", "bf16"])
+def test_every_operation_gives_the_bytes_of_the_step_by_step_schedule(acl, monkeypatch, algo, dtype):
+    """4 ranks of a PCIe switch (ring, HCCL's choice; mesh forced): every operation whole and
+    step by step, random data whose sums round differently in another order -- bit-equal."""
+    if algo:
+        monkeypatch.setenv("HCCL_ALGO", algo)
+    p, count = 4, 1000
+    xs = inputs(dtype, p, p * count, seed=3)
+    whole, steps = _both_ways(acl, monkeypatch, list(range(p)),
+                              lambda comms, r, s: every_operation(acl, hccl, r, p, comms[r], s, xs[r], count, dtype)[0])
+    for r in range(p):
+        assert whole[r].keys() == steps[r].keys()
+        for name in whole[r]:
+            assert whole[r][name].tobytes() == steps[r][name].tobytes(), (r, name)
+
+
+@pytest.mark.parametrize("nbytes", [4 << 10, 6 << 20], ids=["small", "shared"])
+def test_in_place_reductions_match_the_step_by_step_schedule(acl, monkeypatch, nbytes):
+    """All-reduce and reduce-scatter with the output over the input, on 2 ranks; 6 MiB runs as
+    a shared reduction (every rank reduces its chunks) and matches too."""
+    p, count = 2, nbytes // 4
+    xs = inputs(FP32, p, count, seed=5)
+
+    def body(comms, r, s):
+        buf = device_alloc(acl, nbytes)
+        to_device(acl, buf, xs[r])
+        assert hccl.all_reduce(buf, buf, count, FP32, H.HCCL_REDUCE_SUM, comms[r], s) == 0
+        block = device_alloc(acl, nbytes)                    # reduce-scatter into its own block
+        to_device(acl, block, xs[r])
+        assert hccl.reduce_scatter(block, block + r * nbytes // p, count // p, FP32, H.HCCL_REDUCE_SUM,
+                                   comms[r], s) == 0
+        assert acl.rt.synchronize_stream(s) == 0, acl.get_recent_err_msg()
+        out = (from_device(acl, buf, nbytes, np.float32), from_device(acl, block, nbytes, np.float32))
+        acl.rt.free(buf), acl.rt.free(block)
+        return out
+
+    whole, steps = _both_ways(acl, monkeypatch, list(range(p)), body)
+    expected = xs[0] + xs[1]
+    for r in range(p):
+        assert whole[r][0].tobytes() == steps[r][0].tobytes() and np.array_equal(whole[r][0], expected)
+        mine = slice(r * count // p, (r + 1) * count // p)
+        assert whole[r][1][mine].tobytes() == steps[r][1][mine].tobytes()
+
+
+@pytest.mark.parametrize("p", [2, 4])
+def test_an_operation_is_one_task_per_rank(acl, p):
+    """The devices' task counters over 5 all-reduces of 64 KiB: 5 tasks each (13-164 per
+    operation step by step)."""
+    from mdev.runtime.core import RUNTIME as rt
+    comms, ret = hccl.comm_init_all(p, list(range(p)))
+    assert ret == 0, acl.get_recent_err_msg()
+
+    def body(r, s):
+        buf = device_alloc(acl, 64 << 10)
+        assert hccl.barrier(comms[r], s) == 0 and acl.rt.synchronize_stream(s) == 0
+        page = rt.link(r).control.header
+        before = int(page[S.H_TASKS_DONE])
+        for _ in range(5):
+            assert hccl.all_reduce(buf, buf, 16 << 10, FP32, H.HCCL_REDUCE_SUM, comms[r], s) == 0
+        assert acl.rt.synchronize_stream(s) == 0, acl.get_recent_err_msg()
+        acl.rt.free(buf)
+        return int(page[S.H_TASKS_DONE]) - before
+
+    try:
+        assert run_ranks(acl, list(range(p)), body) == [5] * p
+    finally:
+        for c in comms:
+            assert hccl.comm_destroy(c) == 0
+
+
+@pytest.mark.parametrize("case", ["peers", "order", "rank"])
+def test_a_malformed_task_fails_with_param_invalid_at_once(acl, monkeypatch, case):
+    """A coll_run whose places are not packed rows, whose order reads past the input, or whose
+    rank is not on the device that runs it: 107000 on that stream within a second, no rank left
+    waiting, the device serving on."""
+    import time
+    from mdev.runtime import streams
+    from mdev.runtime.collectives.comm import held
+    from mdev.runtime.core import RUNTIME as rt
+    comms, ret = hccl.comm_init_all(1, [0])
+    assert ret == 0, acl.get_recent_err_msg()
+    c = held.comms[comms[0]]
+    assert acl.rt.set_device(0) == 0
+    stream, _ = acl.rt.create_stream()
+    buf = device_alloc(acl, 64)
+    loc = rt.memory.operand(buf, 64, write=True).location()
+    peers, order, rank = c.places, np.array([(0, 64, 0)], np.int64).tobytes(), 0
+    if case == "peers":
+        peers = peers[:-8]
+    elif case == "order":
+        order = np.array([(32, 64, 0)], np.int64).tobytes()
+    else:
+        peers = np.frombuffer(peers, np.int64).copy()
+        peers[0] = 1                                          # rank 0 "on device 1"
+        peers = peers.tobytes()
+    started = time.monotonic()
+    streams.submit(rt.stream_in_context(stream), "coll_run", rank, peers, 0, 0, 16, loc, loc, 64, 64, order, 2,
+                   (0, 4, 0, 0), 60.0, 0.0)
+    assert acl.rt.synchronize_stream(stream) == 107000, acl.get_recent_err_msg()
+    assert time.monotonic() - started < 1.0
+    assert "coll_run" in acl.get_recent_err_msg()
+    assert acl.rt.free(buf) == 0 and acl.rt.destroy_stream(stream) == 0
+    assert hccl.comm_destroy(comms[0]) == 0
