@@ -90,20 +90,31 @@ def test_in_place_reductions_match_the_step_by_step_schedule(acl, monkeypatch, n
 def test_an_operation_is_one_task_per_rank(acl, p):
     """The devices' task counters over 5 all-reduces of 64 KiB: 5 tasks each (13-164 per
     operation step by step)."""
+    import time
     from mdev.runtime.core import RUNTIME as rt
     comms, ret = hccl.comm_init_all(p, list(range(p)))
     assert ret == 0, acl.get_recent_err_msg()
+
+    def settled(page) -> int:
+        """The device's task counter once it stopped moving (it is written just after the
+        completion a synchronisation sees)."""
+        seen = -1
+        while (now := int(page[S.H_TASKS_DONE])) != seen:
+            seen = now
+            time.sleep(0.05)
+        return seen
 
     def body(r, s):
         buf = device_alloc(acl, 64 << 10)
         assert hccl.barrier(comms[r], s) == 0 and acl.rt.synchronize_stream(s) == 0
         page = rt.link(r).control.header
-        before = int(page[S.H_TASKS_DONE])
+        before = settled(page)
         for _ in range(5):
             assert hccl.all_reduce(buf, buf, 16 << 10, FP32, H.HCCL_REDUCE_SUM, comms[r], s) == 0
         assert acl.rt.synchronize_stream(s) == 0, acl.get_recent_err_msg()
+        ran = settled(page) - before
         acl.rt.free(buf)
-        return int(page[S.H_TASKS_DONE]) - before
+        return ran
 
     try:
         assert run_ranks(acl, list(range(p)), body) == [5] * p

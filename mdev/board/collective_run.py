@@ -83,6 +83,7 @@ class Meeting:
         self.device, self.stream, self.rank, self.peers = device, stream, rank, peers
         self.words: dict[int, np.ndarray] = {}
         self.errors: dict[int, np.ndarray] = {}
+        self.floats: dict[int, np.ndarray] = {}       # the same words, as float64 (modelled times)
         self.places: dict[int, tuple] = {}             # rank -> (its HBM mapping, offset of its run words)
         for q in dict.fromkeys((rank, HUB)):
             self._watch(q)
@@ -104,6 +105,7 @@ class Meeting:
             raise TaskFault(E.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR, f"rank {q} destroyed its communicator") from None
         self.errors[q] = seg.array[err:err + 16].view(np.int64)
         self.words[q] = seg.array[run:run + RUN_BYTES].view(np.uint64)
+        self.floats[q] = self.words[q].view(np.float64)
         self.places[q] = (seg, run)
 
     def watch_all(self) -> None:
@@ -258,7 +260,7 @@ def _run(device, stream, meeting: Meeting, rank: int, root: int, word: int, coun
     model = device.trace.models.get(stream.client) if device.trace is not None else None
     own[RUN_WORD], own[RUN_COUNT] = word, count
     own[RUN_SEND], own[RUN_RECV] = send[2], recv[2]
-    _float(own, RUN_ENTER)[0] = model.earliest(stream) if model is not None else 0.0
+    meeting.floats[rank][RUN_ENTER] = model.earliest(stream) if model is not None else 0.0
     own[RUN_ARRIVED] = n
     shared = bool(mode & SHARED)
     first = RUN_GO if shared else RUN_DONE            # what the others wait for
@@ -271,7 +273,7 @@ def _run(device, stream, meeting: Meeting, rank: int, root: int, word: int, coun
                 raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, disagreement(FIELDS, [word, count], theirs, q))
         # when the last rank entered (modelled): the others read it from the hub, where it
         # stays until every rank entered the next operation
-        _float(hub, RUN_MET)[0] = max(float(_float(w, RUN_ENTER)[0]) for w in meeting.words.values())
+        meeting.hub.view(np.float64)[RUN_MET] = max(float(f[RUN_ENTER]) for f in meeting.floats.values())
         if shared:          # counted afresh: every rank counted its share of the last one before its done
             hub[RUN_REDUCED] = 0
         else:
@@ -289,7 +291,7 @@ def _run(device, stream, meeting: Meeting, rank: int, root: int, word: int, coun
             meeting.announce(RUN_DONE, n)
         else:
             meeting.follow(RUN_DONE, n, "every rank to reduce its share")
-    stream.meeting = (float(_float(hub, RUN_MET)[0]), (meeting.peers[HUB][0], meeting.peers[HUB][2], n))
+    stream.meeting = (float(hub.view(np.float64)[RUN_MET]), (meeting.peers[HUB][0], meeting.peers[HUB][2], n))
     if mode & VIA_OUT and out_bytes:                  # this rank's result, out of the hub's OUT area
         hdev, _, _, _, hout, _ = meeting.peers[HUB]
         at = rank * out_bytes if kind == REDUCE_SCATTER else 0
@@ -297,16 +299,20 @@ def _run(device, stream, meeting: Meeting, rank: int, root: int, word: int, coun
 
 
 def _rows(packed, width: int, what: str) -> list[tuple]:
-    """Rows of ``width`` int64 packed in bytes."""
+    """Rows of ``width`` int64 packed in bytes (a communicator sends the same ones with
+    every operation: remembered)."""
     if type(packed) is not bytes or len(packed) % (8 * width):
         raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"coll_run: {what} must be rows of {width} packed int64, "
                         f"got {packed!r:.40}")
-    return [tuple(row) for row in np.frombuffer(packed, np.int64).reshape(-1, width).tolist()]
+    rows = _parsed.get(packed)
+    if rows is None:
+        if len(_parsed) >= 256:
+            _parsed.clear()
+        rows = _parsed[packed] = [tuple(row) for row in np.frombuffer(packed, np.int64).reshape(-1, width).tolist()]
+    return rows
 
 
-def _float(words: np.ndarray, index: int) -> np.ndarray:
-    """Run word ``index`` as a float64 (a one-element view)."""
-    return words[index:index + 1].view(np.float64)
+_parsed: dict[bytes, list[tuple]] = {}
 
 
 def _work(memory, stream, meeting: Meeting, me: int, root: int, kind: int, in_bytes: int, out_bytes: int,
