@@ -373,14 +373,17 @@ def _reduce(inputs: list, order: tuple, data: tuple, result, outs: list | None, 
     ``result`` at the chunk's offset, or (``outs``) into the output of the rank whose block of
     ``block_bytes`` it is."""
     _, _, reduce_kind, data_type = data
-    # an output that may be an input (in place: the leader's own, or any rank's block) is
+    # an output that may be an input (written in place: a rank's own buffer, or its block) is
     # reduced in a buffer and written once its block is done; the OUT area directly
     buffer = np.empty(min(BLOCK, max((row[1] for row in order), default=0)), np.uint8) if aliased else None
     with np.errstate(over="ignore", invalid="ignore"):
         for at, nbytes, *ranks in order:
             dst, base = (result, 0) if outs is None else (outs[at // block_bytes], at // block_bytes * block_bytes)
-            for lo in range(at, at + nbytes, BLOCK):
-                hi = min(lo + BLOCK, at + nbytes)
+            # blocks keep a partial result in the CPU's cache between adds; two inputs into a
+            # buffer of its own are one pass whatever their size
+            step = BLOCK if aliased or len(ranks) > 2 else max(nbytes, 1)
+            for lo in range(at, at + nbytes, step):
+                hi = min(lo + step, at + nbytes)
                 block = buffer[:hi - lo] if aliased else dst[lo - base:hi - base]
                 if len(ranks) == 1:
                     block[:] = inputs[ranks[0]][lo:hi]

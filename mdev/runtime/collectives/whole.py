@@ -5,7 +5,7 @@ scratch buffers.
     api.all_reduce / broadcast / all_gather / reduce_scatter / reduce / barrier
         |
         +-- whole.run(plan, ...) -- True: queued coll_run on the caller's stream
-        |                           (its chunks' reduction order, its leader, HCCL's time)
+        |                           (its chunks' reduction order, HCCL's time)
         +-- False: step by step (mdev.runtime.collectives.algorithms)
 
 A communicator runs whole when every pair of its ranks has peer access (one HCCS mesh or
@@ -35,7 +35,7 @@ from mdev.taskspec import KINDS, SHARED, STAGE_IN, VIA_OUT
 
 REDUCING = ("all_reduce", "reduce_scatter", "reduce", "barrier")
 # from this many input bytes on, the ranks share an all-reduce's or reduce-scatter's chunks
-# out (one more meeting, their devices reduce at once) instead of the leader reducing alone
+# out (one more meeting, their devices reduce at once) instead of the last to enter reducing alone
 SHARE_BYTES = 4 << 20
 
 
