@@ -161,8 +161,9 @@ if __name__ == "__main__":
 @pytest.fixture
 def dist_env(npu_env) -> dict:  # noqa: F811  (the imported fixture)
     """set_env.sh's environment with 16 MB HCCL buffers: the default 200 MB per communicator fills
-    the test board's 256 MiB devices at the second one (a new_group's), HCCL_E_MEMORY as on a card."""
-    return dict(npu_env, HCCL_BUFFSIZE="16")
+    the test board's 256 MiB devices at the second one (a new_group's), HCCL_E_MEMORY as on a card;
+    a rank that crashes prints where (faulthandler)."""
+    return dict(npu_env, HCCL_BUFFSIZE="16", PYTHONFAULTHANDLER="1")
 
 
 def free_port() -> int:

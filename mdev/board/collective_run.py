@@ -71,6 +71,7 @@ BLOCK = 256 << 10      # bytes of a result finished at a time (stays in the CPU'
 LOOK_S = 0.05          # a waiting rank looks at the whole guard (peer processes) this often
 HUB = 0                # the rank whose run words the ranks meet in, and whose OUT area holds results
 
+_MEMORY_FAULTS = (E.ACL_ERROR_RT_SYS_DMA, E.ACL_ERROR_RT_PARAM_INVALID)    # a buffer freed or no longer granted
 _FAULT_WORDS = {E.ACL_ERROR_RT_TASK_TIMEOUT: COMM_TIMEOUT, E.ACL_ERROR_RT_PARAM_INVALID: COMM_PARA}
 
 
@@ -163,8 +164,9 @@ class Meeting:
             seen = int(word[0])
             if int(hub[index]) >= n:
                 return
-            if int(hub[RUN_FAILED]) or any(int(err[0]) for err in self.errors.values()):
+            if int(hub[RUN_FAILED]):
                 self.check_all()
+            self.intact()
             if self.stream.interrupted:
                 raise TaskFault(E.ACL_ERROR_RT_STREAM_ABORT, f"stream {self.stream.stream_id} aborted while "
                                 f"waiting for {what}")
@@ -178,6 +180,11 @@ class Meeting:
                 futex.wait(address, seen, LOOK_S)
             else:
                 time.sleep(0.0005)
+
+    def intact(self) -> None:
+        """check_all if any rank watched says it failed or left (a look at the mapped words)."""
+        if any(int(err[0]) for err in self.errors.values()):
+            self.check_all()
 
     def check_all(self) -> None:
         """Fail as a collective's wait does if any rank broke the communicator or is gone."""
@@ -235,8 +242,14 @@ def coll_run(device: "Device", stream: "DeviceStream", rank: int, peers: tuple, 
             _run(device, stream, meeting, rank, root, word, count, send, recv, in_bytes, out_bytes, order,
                  mode, data)
         except TaskFault as fault:
+            if fault.code in _MEMORY_FAULTS:      # a departed rank's buffer: the departure says why
+                try:
+                    meeting.check_all()
+                except TaskFault as cause:
+                    if cause.code == E.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR:
+                        fault = cause
             meeting.fail(fault)
-            raise
+            raise fault from None
         except Exception as exc:       # an emulator bug: the peers must not wait for this rank forever
             meeting.fail(TaskFault(E.ACL_ERROR_RT_INTERNAL_ERROR, repr(exc)))
             raise
@@ -266,6 +279,7 @@ def _run(device, stream, meeting: Meeting, rank: int, root: int, word: int, coun
     first = RUN_GO if shared else RUN_DONE            # what the others wait for
     if meeting.tally(RUN_TALLY) == n * p:             # the last to enter: the others are waiting
         meeting.watch_all()
+        meeting.intact()                              # (before their buffers are touched)
         for q in range(p):
             theirs = [int(meeting.words[q][RUN_WORD]), int(meeting.words[q][RUN_COUNT])]
             if theirs != [word, count]:
@@ -283,6 +297,7 @@ def _run(device, stream, meeting: Meeting, rank: int, root: int, word: int, coun
         meeting.follow(first, n, "the last rank to enter the operation")
     if shared:       # every rank reduces its share of the chunks into the hub's OUT area
         meeting.watch_all()
+        meeting.intact()
         hdev, _, _, _, hout, _ = meeting.peers[HUB]
         result = memory.view(("d", hdev, hout), in_bytes, stream, write=True)
         _reduce(_inputs(memory, stream, meeting, in_bytes, bool(mode & STAGE_IN)), order[rank::p], data, result,
