@@ -166,6 +166,12 @@ def dist_env(npu_env) -> dict:  # noqa: F811  (the imported fixture)
     return dict(npu_env, HCCL_BUFFSIZE="16", PYTHONFAULTHANDLER="1")
 
 
+def failure(proc) -> str:
+    """What a failed run printed last, and where a rank that crashed was (faulthandler's report)."""
+    crash = proc.stderr.find("Fatal Python error")
+    return proc.stdout[-2000:] + proc.stderr[-2000:] + ("\n--- crash:\n" + proc.stderr[crash:crash + 4000] if crash >= 0 else "")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -178,7 +184,7 @@ def run_ranks(env: dict, tmp_path, launch: Callable[[str, str], list[str]], worl
     script.write_text(textwrap.dedent(RANKS))
     proc = subprocess.run(launch(str(script), str(tmp_path)), env=env, cwd=tmp_path, capture_output=True,
                           text=True, timeout=240, check=False)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, failure(proc)
     return [json.loads((tmp_path / f"rank{k}.json").read_text()) for k in range(world)]
 
 
@@ -355,7 +361,7 @@ def test_fsdp2_fully_shard_on_two_ranks_matches_the_cpu(dist_env, tmp_path):
     script.write_text(textwrap.dedent(FSDP2))
     proc = subprocess.run([sys.executable, str(script), str(tmp_path), str(free_port())], env=dist_env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=240, check=False)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, failure(proc)
     ranks = [json.loads((tmp_path / f"rank{k}.json").read_text()) for k in range(2)]
     cpu = ranks[0]
     for rank, got in enumerate(ranks):
