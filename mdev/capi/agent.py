@@ -215,12 +215,15 @@ class ClientProgram(ProgramMemory):
                 self._free.append((at, size))
 
     def view(self, seg, size: int) -> int:
-        """Where the program sees the first ``size`` bytes of segment ``seg`` (mapped there
-        once, for as long as it runs: a device's control page, whose words it reads)."""
+        """Where the program sees the first ``size`` bytes of segment ``seg`` (all of it is
+        mapped there once, for as long as it runs: a device's control page, whose words it
+        reads -- a later stream's word may lie further in than the first one asked for)."""
+        if size > seg.size:
+            raise OSError(f"{size} bytes of {seg.name}, which has {seg.size}")
         at = self._views.get(seg.name)
         if at is None:
-            at = self._views[seg.name] = self._place(size)
-            self._ask(ch.K_MAP, at, -(-size // mmap.PAGESIZE) * mmap.PAGESIZE, seg.name)
+            at = self._views[seg.name] = self._place(seg.size)
+            self._ask(ch.K_MAP, at, -(-seg.size // mmap.PAGESIZE) * mmap.PAGESIZE, seg.name)
         return at
 
     def map_over(self, seg, at: int) -> None:
