@@ -13,7 +13,9 @@
  *   stop    with the argument "stop" (after "stopped" or "-"), the streams stop on failure
  *           (ACL_STOP_ON_FAILURE, as torch_npu's): the runs still return early; then a copy
  *           whose source is freed while it waits fails on one stream, and a run on the other
- *           stream, granted before the failure, is refused with the failure code */
+ *           stream, granted before the failure, is refused with the failure code; before
+ *           that, runs on a stream made after 600 others (its failure word lies pages past
+ *           the first granted stream's in the device's control segment) return early too */
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -65,6 +67,7 @@ static float first(void* dev)
  * after the free, which voided every grant) then refuses a run with the failure code. */
 static void stop_after_failure(aclrtStream granted, void* dev)
 {
+    float before = first(dev);
     aclrtStream failing = NULL;
     OK(aclrtCreateStream(&failing));
     void *hold = NULL, *src = NULL, *dst = NULL;
@@ -77,17 +80,40 @@ static void stop_after_failure(aclrtStream granted, void* dev)
     OK(aclrtFree(src));
     OK(aclnnInplaceAdds(NULL, 0, add_one(), granted));
     OK(aclrtSynchronizeStream(granted));
-    EXPECT(first(dev) == 7.0f + 2 * RUNS);
+    EXPECT(first(dev) == before + 1.0f);
     uint64_t go = 1;
     OK(aclrtMemcpy(hold, 8, &go, 8, ACL_MEMCPY_HOST_TO_DEVICE));
     aclError code = aclrtSynchronizeStream(failing);
     EXPECT(code != ACL_SUCCESS);
     EXPECT_RET(aclnnInplaceAdds(NULL, 0, add_one(), granted), code);
     EXPECT_RET(aclrtSynchronizeStream(granted), code);
-    EXPECT(first(dev) == 7.0f + 2 * RUNS);
+    EXPECT(first(dev) == before + 1.0f);
     OK(aclrtFree(hold));
     OK(aclrtFree(dst));
     OK(aclrtDestroyStream(failing));
+}
+
+/* A stop-on-failure stream made after MANY others: the C side reads its failure word, pages
+ * past the first granted stream's, before it queues each run (it used to see only the pages
+ * the first grant needed: a read outside the mapping). */
+static void far_stream(void* dev)
+{
+    enum { MANY = 600 };
+    static aclrtStream others[MANY];
+    float before = first(dev);
+    for (int i = 0; i < MANY; i++) {
+        OK(aclrtCreateStream(&others[i]));
+    }
+    aclrtStream far = others[MANY - 1];
+    OK(aclrtSetStreamFailureMode(far, ACL_STOP_ON_FAILURE));
+    for (int i = 0; i < 3; i++) {              /* the first granted, the others queued at once */
+        OK(aclnnInplaceAdds(NULL, 0, add_one(), far));
+    }
+    OK(aclrtSynchronizeStream(far));
+    EXPECT(first(dev) == before + 3.0f);
+    for (int i = 0; i < MANY; i++) {
+        OK(aclrtDestroyStream(others[i]));
+    }
 }
 
 int main(int argc, char** argv)
@@ -167,6 +193,7 @@ int main(int argc, char** argv)
     OK(aclrtSynchronizeStream(stream));
     EXPECT(first(dev) == 6.0f + 2 * RUNS);
     if (stop) {
+        far_stream(dev);
         stop_after_failure(stream, dev);
     }
 
