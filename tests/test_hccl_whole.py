@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import mdev.hccl as hccl
-from hccl_ranks import BF16, DTYPES, device_alloc, every_operation, inputs, run_ranks
+from hccl_ranks import BF16, device_alloc, every_operation, inputs, run_ranks
 from helpers import from_device, to_device
 from mdev import hccl_types as H
 from mdev import status as S

@@ -53,10 +53,10 @@ import numpy as np
 from mdev import errors as E
 from mdev.board.collectives import disagreement
 from mdev.board.systasks import reduce_into
-from mdev.board.tasks import CommGuard
+from mdev.board.tasks import FAULT_WORDS, TRANSFER_FAULTS, CommGuard
 from mdev.board.tasktable import TaskFault, op
 from mdev.memory import futex
-from mdev.taskspec import (COMM_PARA, COMM_REMOTE, COMM_TIMEOUT, FIELDS, KINDS, RUN_ARRIVED, RUN_BYTES, RUN_COUNT,
+from mdev.taskspec import (COMM_PARA, COMM_REMOTE, FIELDS, KINDS, RUN_ARRIVED, RUN_BYTES, RUN_COUNT,
                            RUN_DONE, RUN_ENTER, RUN_FAILED, RUN_GO, RUN_MET, RUN_RECV, RUN_REDUCED, RUN_SEND,
                            RUN_TALLY, RUN_WORD, SHARED, STAGE_IN, VIA_OUT)
 
@@ -71,8 +71,6 @@ BLOCK = 256 << 10      # bytes of a result finished at a time (stays in the CPU'
 LOOK_S = 0.05          # a waiting rank looks at the whole guard (peer processes) this often
 HUB = 0                # the rank whose run words the ranks meet in, and whose OUT area holds results
 
-_MEMORY_FAULTS = (E.ACL_ERROR_RT_SYS_DMA, E.ACL_ERROR_RT_PARAM_INVALID)    # a buffer freed or no longer granted
-_FAULT_WORDS = {E.ACL_ERROR_RT_TASK_TIMEOUT: COMM_TIMEOUT, E.ACL_ERROR_RT_PARAM_INVALID: COMM_PARA}
 
 
 class Meeting:
@@ -198,7 +196,7 @@ class Meeting:
         """The task failed: the communicator is broken here, and every rank hears of it now."""
         guard = self.guard(self.rank)
         guard.fail(fault)
-        guard.set(_FAULT_WORDS.get(fault.code, COMM_REMOTE), self.rank)
+        guard.set(FAULT_WORDS.get(fault.code, COMM_REMOTE), self.rank)
         try:
             self._hub()[RUN_FAILED] = self.rank + 1
         except TaskFault:             # the hub is gone: its ranks find out by themselves
@@ -236,13 +234,13 @@ def coll_run(device: "Device", stream: "DeviceStream", rank: int, peers: tuple, 
             meeting = Meeting(device, stream, rank, peers, timeout_s)
         except TaskFault as fault:    # the others find this rank's error word at their next look
             CommGuard(device, stream, 0, rank, None, ("d", peers[rank][0], peers[rank][1])).set(
-                _FAULT_WORDS.get(fault.code, COMM_REMOTE), rank)
+                FAULT_WORDS.get(fault.code, COMM_REMOTE), rank)
             raise
         try:
             _run(device, stream, meeting, rank, root, word, count, send, recv, in_bytes, out_bytes, order,
                  mode, data)
         except TaskFault as fault:
-            if fault.code in _MEMORY_FAULTS:      # a departed rank's buffer: the departure says why
+            if fault.code in TRANSFER_FAULTS:      # a departed rank's buffer: the departure says why
                 try:
                     meeting.check_all()
                 except TaskFault as cause:

@@ -333,10 +333,12 @@ def take_over_failure(device: "Device", stream: "DeviceStream", follow: tuple) -
 # a collective's task fails with the aclError of the HcclResult in the communicator's error
 # word (mdev.taskspec); a rank's collective tasks give up once theirs, or that of the peer
 # they wait for, is set -- so a failure spreads along the operation's transfers
-_COMM_FAULTS = {COMM_TIMEOUT: E.ACL_ERROR_RT_TASK_TIMEOUT, COMM_PARA: E.ACL_ERROR_RT_PARAM_INVALID,
+COMM_FAULTS = {COMM_TIMEOUT: E.ACL_ERROR_RT_TASK_TIMEOUT, COMM_PARA: E.ACL_ERROR_RT_PARAM_INVALID,
                 COMM_REMOTE: E.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR}
+# the HcclResult a task's failure writes into the error word (COMM_REMOTE for any other)
+FAULT_WORDS = {code: word for word, code in COMM_FAULTS.items()}
 # what a copy into memory that went away gives: freed (DMA fault), or no longer granted
-_TRANSFER_FAULTS = (E.ACL_ERROR_RT_SYS_DMA, E.ACL_ERROR_RT_PARAM_INVALID)
+TRANSFER_FAULTS = (E.ACL_ERROR_RT_SYS_DMA, E.ACL_ERROR_RT_PARAM_INVALID)
 
 
 class CommGuard:
@@ -359,7 +361,7 @@ class CommGuard:
             if code == COMM_LEFT:
                 raise TaskFault(E.ACL_ERROR_RT_STREAM_ABORT, "the communicator was destroyed before the "
                                 "operation finished (HcclCommDestroy ends the operations it has queued)")
-            raise TaskFault(_COMM_FAULTS.get(code, E.ACL_ERROR_RT_PARAM_INVALID),
+            raise TaskFault(COMM_FAULTS.get(code, E.ACL_ERROR_RT_PARAM_INVALID),
                             f"the communicator failed earlier (HcclResult {code}, rank {int(self.word[1])})")
         peer = self._peer_word()
         left = peer is not None and peer[0] == COMM_LEFT
@@ -368,7 +370,7 @@ class CommGuard:
             raise TaskFault(E.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR, f"rank {self.peer_rank} destroyed its communicator")
         if peer is not None and peer[0] and not left:
             self.set(int(peer[0]), int(peer[1]))
-            raise TaskFault(_COMM_FAULTS.get(int(peer[0]), E.ACL_ERROR_RT_PARAM_INVALID),
+            raise TaskFault(COMM_FAULTS.get(int(peer[0]), E.ACL_ERROR_RT_PARAM_INVALID),
                             f"rank {self.peer_rank} failed (HcclResult {int(peer[0])}, rank {int(peer[1])})")
         if not peer_alive and self.peer_pid and time.monotonic() >= self.next_check:
             self.next_check = time.monotonic() + self.PEER_CHECK_S
@@ -412,7 +414,7 @@ class CommGuard:
         device, slot = self.device, self.stream.slot
         with device.lock:
             errors = device.control.stream_err
-            if int(errors[slot]) in _TRANSFER_FAULTS and device.streams.get(slot) is self.stream:
+            if int(errors[slot]) in TRANSFER_FAULTS and device.streams.get(slot) is self.stream:
                 errors[slot] = fault.code
                 self.stream.error_message = fault.message
 
