@@ -107,6 +107,11 @@ class Meeting:
         self.floats[q] = self.words[q].view(np.float64)
         self.places[q] = (seg, run)
 
+    def out_area(self, nbytes: int, at: int = 0, write: bool = False) -> np.ndarray:
+        """``nbytes`` of the hub's OUT area from byte ``at`` (through the device's memory checks)."""
+        dev, _, _, _, out, _ = self.peers[HUB]
+        return self.device.memory.view(("d", dev, out + at), nbytes, self.stream, write=write)
+
     def watch_all(self) -> None:
         for q in range(len(self.peers)):
             if q not in self.words:
@@ -296,8 +301,7 @@ def _run(device, stream, meeting: Meeting, rank: int, root: int, word: int, coun
     if shared:       # every rank reduces its share of the chunks into the hub's OUT area
         meeting.watch_all()
         meeting.intact()
-        hdev, _, _, _, hout, _ = meeting.peers[HUB]
-        result = memory.view(("d", hdev, hout), in_bytes, stream, write=True)
+        result = meeting.out_area(in_bytes, write=True)
         _reduce(_inputs(memory, stream, meeting, in_bytes, bool(mode & STAGE_IN)), order[rank::p], data, result,
                 None, out_bytes, aliased=False)
         if meeting.tally(RUN_REDUCED) == p:
@@ -306,9 +310,7 @@ def _run(device, stream, meeting: Meeting, rank: int, root: int, word: int, coun
             meeting.follow(RUN_DONE, n, "every rank to reduce its share")
     stream.meeting = (float(hub.view(np.float64)[RUN_MET]), (meeting.peers[HUB][0], meeting.peers[HUB][2], n))
     if mode & VIA_OUT and out_bytes:                  # this rank's result, out of the hub's OUT area
-        hdev, _, _, _, hout, _ = meeting.peers[HUB]
-        at = rank * out_bytes if kind == REDUCE_SCATTER else 0
-        out[:] = memory.view(("d", hdev, hout + at), out_bytes, stream)
+        out[:] = meeting.out_area(out_bytes, rank * out_bytes if kind == REDUCE_SCATTER else 0)
 
 
 def _rows(packed, width: int, what: str) -> list[tuple]:
@@ -334,8 +336,7 @@ def _work(memory, stream, meeting: Meeting, me: int, root: int, kind: int, in_by
     (VIA_OUT: each rank copies its result out of it), or into the outputs where they lie."""
     p, staged, via_out = len(meeting.peers), bool(mode & STAGE_IN), bool(mode & VIA_OUT)
     if via_out:
-        hdev, _, _, _, hout, _ = meeting.peers[HUB]
-        result = memory.view(("d", hdev, hout), out_bytes if kind == ALL_GATHER else in_bytes, stream, write=True)
+        result = meeting.out_area(out_bytes if kind == ALL_GATHER else in_bytes, write=True)
     if kind == BROADCAST:
         src = _input(memory, stream, meeting, root, in_bytes, staged)
         if via_out:
