@@ -516,13 +516,8 @@ def _all_reduce(c: comms.Comm, stream, send, recv, count: int, dtype: int, item:
             return
         plan.collective(kind, count, algorithm=lay.algorithm)
         for o, n in A.pieces(count, len(lay.group), item, c.slot_bytes):
-            A.all_reduce(plan, plan.main, lay, send.slice(o * item, n * item) if send else _none(c),
-                         recv.slice(o * item, n * item) if recv else _none(c), n, item)
-
-
-def _none(c: comms.Comm) -> Operand:
-    """Where an operation of no elements points (nothing is read or written)."""
-    return c.at(comms.DESC, 0)
+            A.all_reduce(plan, plan.main, lay, send.slice(o * item, n * item) if send else c.nowhere(),
+                         recv.slice(o * item, n * item) if recv else c.nowhere(), n, item)
 
 
 @api()
@@ -535,7 +530,7 @@ def barrier(comm, stream) -> None:
 def broadcast(buf, count, data_type, root, comm, stream) -> None:
     c = comms.lookup(comm)
     count, (dtype, item), root = _count(count), _dtype(data_type), _rank(c, root, "root")
-    data = _buffer(c, buf, count * item, True, "buf") or _none(c)
+    data = _buffer(c, buf, count * item, True, "buf") or c.nowhere()
     lay = layout(c.levels, c.choice, "broadcast", c.rank, c.nranks)
     with _operation(c, stream, dtype) as plan:
         if whole.run(plan, "broadcast", lay, count, item, data if count else None, data if count else None, root):
@@ -549,8 +544,8 @@ def broadcast(buf, count, data_type, root, comm, stream) -> None:
 def all_gather(send_buf, recv_buf, send_count, data_type, comm, stream) -> None:
     c = comms.lookup(comm)
     sc, (dtype, item) = _count(send_count, "sendCount"), _dtype(data_type)
-    send = _buffer(c, send_buf, sc * item, False, "sendBuf") or _none(c)
-    recv = _buffer(c, recv_buf, c.nranks * sc * item, True, "recvBuf") or _none(c)
+    send = _buffer(c, send_buf, sc * item, False, "sendBuf") or c.nowhere()
+    recv = _buffer(c, recv_buf, c.nranks * sc * item, True, "recvBuf") or c.nowhere()
     lay = layout(c.levels, c.choice, "allgather", c.rank, c.nranks)
     with _operation(c, stream, dtype) as plan:
         if whole.run(plan, "all_gather", lay, sc, item, send if sc else None, recv if sc else None):
@@ -564,8 +559,8 @@ def all_gather(send_buf, recv_buf, send_count, data_type, comm, stream) -> None:
 def reduce_scatter(send_buf, recv_buf, recv_count, data_type, op, comm, stream) -> None:
     c = comms.lookup(comm)
     rc, (dtype, item), op = _count(recv_count, "recvCount"), _dtype(data_type), _op(op)
-    send = _buffer(c, send_buf, c.nranks * rc * item, False, "sendBuf") or _none(c)
-    recv = _buffer(c, recv_buf, rc * item, True, "recvBuf") or _none(c)
+    send = _buffer(c, send_buf, c.nranks * rc * item, False, "sendBuf") or c.nowhere()
+    recv = _buffer(c, recv_buf, rc * item, True, "recvBuf") or c.nowhere()
     lay = layout(c.levels, c.choice, "reducescatter", c.rank, c.nranks)
     if lay.algorithm == HIERARCHICAL:
         with c.on_device():
@@ -588,8 +583,8 @@ def reduce(send_buf, recv_buf, count, data_type, op, root, comm, stream) -> None
     c = comms.lookup(comm)
     count, (dtype, item), op = _count(count), _dtype(data_type), _op(op)
     root = _rank(c, root, "root")
-    send = _buffer(c, send_buf, count * item, False, "sendBuf") or _none(c)
-    recv = (_buffer(c, recv_buf, count * item, True, "recvBuf") or _none(c)) if c.rank == root else None
+    send = _buffer(c, send_buf, count * item, False, "sendBuf") or c.nowhere()
+    recv = (_buffer(c, recv_buf, count * item, True, "recvBuf") or c.nowhere()) if c.rank == root else None
     with _operation(c, stream, dtype, op) as plan:
         if whole.run(plan, "reduce", Layout(RING, RING, tuple(range(c.nranks))), count, item,
                      send if count else None, recv if count else None, root, "chain"):
@@ -603,8 +598,8 @@ def scatter(send_buf, recv_buf, recv_count, data_type, root, comm, stream) -> No
     c = comms.lookup(comm)
     rc, (dtype, item) = _count(recv_count, "recvCount"), _dtype(data_type)
     root = _rank(c, root, "root")
-    send = (_buffer(c, send_buf, c.nranks * rc * item, False, "sendBuf") or _none(c)) if c.rank == root else None
-    recv = _buffer(c, recv_buf, rc * item, True, "recvBuf") or _none(c)
+    send = (_buffer(c, send_buf, c.nranks * rc * item, False, "sendBuf") or c.nowhere()) if c.rank == root else None
+    recv = _buffer(c, recv_buf, rc * item, True, "recvBuf") or c.nowhere()
     lay = layout(c.levels, c.choice, "scatter", c.rank, c.nranks)
     with _operation(c, stream, dtype) as plan:
         plan.collective("scatter", rc, root, lay.algorithm)
@@ -646,8 +641,8 @@ def _all_to_all(c: comms.Comm, stream, send_buf, scounts, sdispls, stype, recv_b
     (_, item), (_, ritem) = _dtype(stype), _dtype(rtype)
     sbytes = max((d + n for d, n in zip(sdispls, scounts)), default=0) * item
     rbytes = max((d + n for d, n in zip(rdispls, rcounts)), default=0) * ritem
-    send = _buffer(c, send_buf, sbytes, False, "sendBuf") or _none(c)
-    recv = _buffer(c, recv_buf, rbytes, True, "recvBuf") or _none(c)
+    send = _buffer(c, send_buf, sbytes, False, "sendBuf") or c.nowhere()
+    recv = _buffer(c, recv_buf, rbytes, True, "recvBuf") or c.nowhere()
     outs = [send.slice(d * item, n * item) for d, n in zip(sdispls, scounts)]
     ins = [recv.slice(d * ritem, n * ritem) for d, n in zip(rdispls, rcounts)]
     with _operation(c, stream, _dtype(stype)[0]) as plan:
@@ -679,8 +674,8 @@ def reduce_scatter_v(send_buf, send_counts, send_displs, recv_buf, recv_count, d
     if counts[c.rank] != rc:
         raise HcclError(HCCL_E_PARA, f"recvCount {rc} differs from this rank's sendCounts entry {counts[c.rank]}")
     send = _buffer(c, send_buf, max((d + n for d, n in zip(displs, counts)), default=0) * item, False,
-                   "sendBuf") or _none(c)
-    recv = _buffer(c, recv_buf, rc * item, True, "recvBuf") or _none(c)
+                   "sendBuf") or c.nowhere()
+    recv = _buffer(c, recv_buf, rc * item, True, "recvBuf") or c.nowhere()
     parts = -(-max(counts) * item // c.slot_bytes) or 1       # every block in as many parts, each fitting a slot
     pieces = [A.split(n, parts) for n in counts]
     with _operation(c, stream, dtype, op) as plan:
@@ -761,7 +756,7 @@ def _point_to_point(comm, stream, items: list[tuple], batch: bool = False) -> No
             raise HcclError(HCCL_E_PARA, f"sendRecvType {kind} is neither HCCL_SEND (0) nor HCCL_RECV (1)")
         count, (dtype, item) = _count(count), _dtype(data_type)
         peer = _rank(c, peer, "destRank" if kind == HCCL_SEND else "srcRank", peer=True)
-        data = _buffer(c, buf, count * item, kind == HCCL_RECV, "buf") or _none(c)
+        data = _buffer(c, buf, count * item, kind == HCCL_RECV, "buf") or c.nowhere()
         checked.append((kind, data, count, dtype, peer))
     st = _stream(c, stream)
     if _group.depth:                            # group_start: issued together at group_end

@@ -208,6 +208,10 @@ class Comm:
     def at(self, offset: int, nbytes: int) -> Operand:
         return self.scratch.slice(offset, nbytes)
 
+    def nowhere(self) -> Operand:
+        """Where an operation of no elements points (nothing is read or written)."""
+        return self.at(DESC, 0)
+
     def loc(self, offset: int) -> tuple:
         """Device location of a scratch offset (for tasks)."""
         return self.at(offset, 8).location()

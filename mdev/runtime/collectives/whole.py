@@ -56,7 +56,7 @@ def run(plan: Plan, kind: str, lay: Layout, count: int, item: int, send: Operand
     fits = max(in_bytes, out_bytes) <= comm.area
     if comm.whole != DIRECT and not fits:
         return False
-    none = comm.at(0, 0)
+    none = comm.nowhere()
     nbytes = plan.size_of(kind, count) if kind != "barrier" else 0
     plan.whole(kind, count, root, algorithm or lay.algorithm, (
         comm.rank, comm.places, (send or none).location(), (recv or none).location(), in_bytes, out_bytes,
