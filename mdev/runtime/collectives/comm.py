@@ -187,6 +187,8 @@ class Comm:
     p2p: dict[tuple[int, int], int] = field(default_factory=dict)   # (peer, direction) -> count
     queued: dict[int, tuple[Stream, int]] = field(default_factory=dict)   # caller's stream handle -> (it, the
                                                                           # seq of its latest operation's last task)
+    last: Stream | None = None                  # the caller's stream of the latest collective (run_after)
+    switches: dict[int, Signal] = field(default_factory=dict)  # caller's stream handle -> its "the one before is done"
     family: list = field(default_factory=list)  # the ranks of this communicator made in this process (itself too)
     name: str = ""                              # hcclCommName, or made from the rendezvous
     rid: str = ""                               # the rendezvous its ranks met in (sub-communicators derive theirs)
@@ -250,6 +252,20 @@ class Comm:
             ptr = memops.malloc(self.slot_bytes, C.ACL_MEM_MALLOC_HUGE_FIRST)
             self.work_buffer = rt.memory.operand(ptr, self.slot_bytes, write=True, what="HCCL work buffer")
         return self.work_buffer.slice(0, nbytes)
+
+    def run_after(self, st: Stream | None) -> None:
+        """A collective is issued on ``st`` (None: captured, no order with eager work): it runs
+        after the one before, whatever stream that was issued on -- as HCCL's do, through the
+        communicator's own streams -- by waiting for what that stream has queued so far."""
+        last, self.last = self.last, st
+        if st is None or last is None or last is st or last.destroyed:
+            return
+        switch = self.switches.get(st.handle)
+        if switch is None:       # one notify per waiting stream: its waits are in the order of its records
+            n = self._notify()
+            switch = self.switches[st.handle] = Signal(n.device, n.slot, n.uid)
+        switch.record(last)
+        switch.wait(st, self.timeout_s)
 
     def _notify(self):
         n = notify.new_notify(self.device)

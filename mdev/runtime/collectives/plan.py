@@ -70,7 +70,9 @@ class Plan:
         streams.submit(self.main, "coll_run", rank, peers, root, self.word(kind, root, seq), count, *rest)
 
     def _announce(self, kind: str, count: int, algorithm: str, nbytes: int | None) -> int:
-        """Number the communicator's next collective, and name it for a trace and a capture."""
+        """Number the communicator's next collective (after the one before: Comm.run_after),
+        and name it for a trace and a capture."""
+        self.comm.run_after(self.main if self.capture is None else None)
         seq = self.comm.ops
         self.comm.ops += 1
         self.kind = (kind, self.size_of(kind, count) if nbytes is None else nbytes, self.comm.nranks, algorithm, seq)
