@@ -363,10 +363,9 @@ FIELDS = (("operation", 0, 0, 8, KINDS), ("data type", 0, 8, 8, _DTYPE_LABELS),
 # (mdev.board.collective_run): its own -- operations entered, the descriptor words, where its
 # buffers lie, its modelled entry (float64) -- and, of the hub's (rank 0), the meeting's:
 # operations done, ranks entered and ranks that reduced their share so far (counted under a
-# lock), a shared reduction's go, the latest entry (float64), a failed rank (+1), the operation
-# whose first part of the result is ready and that part's bytes (from the OUT area's start)
+# lock), a shared reduction's go, the latest entry (float64), a failed rank (+1)
 RUN_ARRIVED, RUN_DONE, RUN_TALLY, RUN_WORD, RUN_COUNT, RUN_SEND, RUN_RECV, RUN_ENTER, RUN_MET, RUN_GO, \
-    RUN_REDUCED, RUN_FAILED, RUN_PART, RUN_READY = range(14)
+    RUN_REDUCED, RUN_FAILED = range(12)
 RUN_BYTES = 128
 # a whole collective's mode: inputs through the IN areas, results through the hub's OUT
 # area, the reduction's chunks shared out among the ranks

@@ -25,9 +25,7 @@ writes its IN area only after the done of the operation before, which it waited 
 hub's OUT area is written only once every rank entered, so none still copies out of it.  A
 big reduction is SHARED: the last rank only checks the descriptors and says go (RUN_GO),
 every rank reduces its chunks into the OUT area and counts itself (RUN_REDUCED), and the
-last of those says done: the ranks' devices reduce at once.  Ranks with a CPU core each (as
-many as the machine has) copy the first half of a reduction's result out as soon as the last
-rank tells them it is there (RUN_PART), while it reduces the second half.
+last of those says done: the ranks' devices reduce at once.
 
 Every element is reduced in the order of the algorithm the communicator chose (``order``:
 per chunk, the ranks in the order the step-by-step schedule adds them), so results are
@@ -46,7 +44,6 @@ formula of the algorithm (mdev.runtime.collectives.cost).
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -60,8 +57,8 @@ from mdev.board.tasks import FAULT_WORDS, TRANSFER_FAULTS, CommGuard
 from mdev.board.tasktable import TaskFault, op
 from mdev.memory import futex
 from mdev.taskspec import (COMM_PARA, COMM_REMOTE, FIELDS, KINDS, RUN_ARRIVED, RUN_BYTES, RUN_COUNT,
-                           RUN_DONE, RUN_ENTER, RUN_FAILED, RUN_GO, RUN_MET, RUN_PART, RUN_READY, RUN_RECV,
-                           RUN_REDUCED, RUN_SEND, RUN_TALLY, RUN_WORD, SHARED, STAGE_IN, VIA_OUT)
+                           RUN_DONE, RUN_ENTER, RUN_FAILED, RUN_GO, RUN_MET, RUN_RECV, RUN_REDUCED, RUN_SEND,
+                           RUN_TALLY, RUN_WORD, SHARED, STAGE_IN, VIA_OUT)
 
 if TYPE_CHECKING:
     from mdev.board.device import Device
@@ -73,8 +70,6 @@ _LOW = 4 if sys.byteorder == "big" else 0      # where a uint64's low 32 bits (a
 BLOCK = 256 << 10      # bytes of a result finished at a time (stays in the CPU's cache)
 LOOK_S = 0.05          # a waiting rank looks at the whole guard (peer processes) this often
 HUB = 0                # the rank whose run words the ranks meet in, and whose OUT area holds results
-CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-PART_BYTES = 256 << 10     # the least reduction whose first half the others copy out before it is whole
 
 
 
@@ -159,11 +154,6 @@ class Meeting:
         if futex.AVAILABLE:
             futex.wake(self._futex(index))
 
-    def tell(self, ready: int, n: int) -> None:
-        """The first ``ready`` bytes of the OUT area hold operation ``n``'s result."""
-        self._hub()[RUN_READY] = ready
-        self.announce(RUN_PART, n)
-
     def follow(self, index: int, n: int, what: str) -> None:
         """Sleep on the hub's run word ``index`` until it got to operation ``n``; TaskFault if
         the communicator breaks (here, at the hub, or at the rank that says so in RUN_FAILED),
@@ -217,7 +207,7 @@ class Meeting:
         except TaskFault:             # the hub is gone: its ranks find out by themselves
             return
         if futex.AVAILABLE:
-            for index in (RUN_GO, RUN_PART, RUN_DONE):
+            for index in (RUN_GO, RUN_DONE):
                 futex.wake(self._futex(index))
 
 
@@ -289,11 +279,7 @@ def _run(device, stream, meeting: Meeting, rank: int, root: int, word: int, coun
     meeting.floats[rank][RUN_ENTER] = model.earliest(stream) if model is not None else 0.0
     own[RUN_ARRIVED] = n
     shared = bool(mode & SHARED)
-    # ranks with a core each: the others copy the first half of the result out while the last
-    # to enter reduces the second (RUN_PART, RUN_READY: a wake's latency off the way)
-    halves = bool(mode & VIA_OUT) and not shared and kind in (ALL_REDUCE, REDUCE_SCATTER) and p <= CORES \
-        and in_bytes >= PART_BYTES
-    first = RUN_GO if shared else RUN_PART if halves else RUN_DONE      # what the others wait for
+    first = RUN_GO if shared else RUN_DONE            # what the others wait for
     if meeting.tally(RUN_TALLY) == n * p:             # the last to enter: the others are waiting
         meeting.watch_all()
         meeting.intact()                              # (before their buffers are touched)
@@ -308,11 +294,8 @@ def _run(device, stream, meeting: Meeting, rank: int, root: int, word: int, coun
         if shared:          # counted afresh: every rank counted its share of the last one before its done
             hub[RUN_REDUCED] = 0
         else:
-            told = _work(memory, stream, meeting, rank, root, kind, in_bytes, out_bytes, order, mode, data,
-                         (lambda ready: meeting.tell(ready, n)) if halves else None)
-        meeting.announce(RUN_GO if shared else RUN_DONE, n)
-        if halves and not told:
-            meeting.announce(RUN_PART, n)
+            _work(memory, stream, meeting, rank, root, kind, in_bytes, out_bytes, order, mode, data)
+        meeting.announce(first, n)
     else:
         meeting.follow(first, n, "the last rank to enter the operation")
     if shared:       # every rank reduces its share of the chunks into the hub's OUT area
@@ -327,13 +310,7 @@ def _run(device, stream, meeting: Meeting, rank: int, root: int, word: int, coun
             meeting.follow(RUN_DONE, n, "every rank to reduce its share")
     stream.meeting = (float(hub.view(np.float64)[RUN_MET]), (meeting.peers[HUB][0], meeting.peers[HUB][2], n))
     if mode & VIA_OUT and out_bytes:                  # this rank's result, out of the hub's OUT area
-        at, done = rank * out_bytes if kind == REDUCE_SCATTER else 0, 0
-        if halves and int(hub[RUN_DONE]) < n:         # the part ready now, the rest once done
-            done = min(max(int(hub[RUN_READY]) - at, 0), out_bytes)
-            if done:
-                out[:done] = meeting.out_area(done, at)
-            meeting.follow(RUN_DONE, n, "the last rank to enter the operation")
-        out[done:] = meeting.out_area(out_bytes - done, at + done)
+        out[:] = meeting.out_area(out_bytes, rank * out_bytes if kind == REDUCE_SCATTER else 0)
 
 
 def _rows(packed, width: int, what: str) -> list[tuple]:
@@ -354,11 +331,9 @@ _parsed: dict[bytes, list[tuple]] = {}
 
 
 def _work(memory, stream, meeting: Meeting, me: int, root: int, kind: int, in_bytes: int, out_bytes: int,
-          order: tuple, mode: int, data: tuple, ready=None) -> bool:
+          order: tuple, mode: int, data: tuple) -> None:
     """The last rank's work: every rank's input reduced or gathered into the hub's OUT area
-    (VIA_OUT: each rank copies its result out of it), or into the outputs where they lie.
-    ``ready(nbytes)``, if given, is told once about half of a reduction is in the OUT area
-    (True if it was)."""
+    (VIA_OUT: each rank copies its result out of it), or into the outputs where they lie."""
     p, staged, via_out = len(meeting.peers), bool(mode & STAGE_IN), bool(mode & VIA_OUT)
     if via_out:
         result = meeting.out_area(out_bytes if kind == ALL_GATHER else in_bytes, write=True)
@@ -379,17 +354,15 @@ def _work(memory, stream, meeting: Meeting, me: int, root: int, kind: int, in_by
         else:
             result = _output(memory, stream, meeting, root if kind == REDUCE else me,
                              out_bytes if kind == ALL_GATHER else in_bytes)
-    told = False
     if kind == ALL_GATHER:
         for q, src in enumerate(inputs):
             result[q * in_bytes:(q + 1) * in_bytes] = src
     else:
-        told = _reduce(inputs, order, data, result, outs, out_bytes, aliased=not via_out, ready=ready)
+        _reduce(inputs, order, data, result, outs, out_bytes, aliased=not via_out)
     if not via_out and kind in (ALL_REDUCE, ALL_GATHER):
         for q in range(p):
             if q != me:
                 _output(memory, stream, meeting, q, out_bytes)[:] = result
-    return told
 
 
 def _inputs(memory, stream, meeting: Meeting, nbytes: int, staged: bool) -> list:
@@ -409,18 +382,16 @@ def _output(memory, stream, meeting: Meeting, q: int, nbytes: int):
 
 
 def _reduce(inputs: list, order: tuple, data: tuple, result, outs: list | None, block_bytes: int,
-            aliased: bool, ready=None) -> bool:
+            aliased: bool) -> None:
     """Each chunk of ``order`` reduced over the inputs in its order, a BLOCK at a time; into
     ``result`` at the chunk's offset, or (``outs``) into the output of the rank whose block of
-    ``block_bytes`` it is.  ``ready(nbytes)``, if given, is told once the chunks before
-    ``nbytes`` (about half of the work) are done (True if it was)."""
+    ``block_bytes`` it is."""
     _, _, reduce_kind, data_type = data
     # an output that may be an input (written in place: a rank's own buffer, or its block) is
     # reduced in a buffer and written once its block is done; the OUT area directly
     buffer = np.empty(min(BLOCK, max((row[1] for row in order), default=0)), np.uint8) if aliased else None
-    left, told = sum(row[1] * (len(row) - 2) for row in order) // 2 if ready is not None else 0, False
     with np.errstate(over="ignore", invalid="ignore"):
-        for i, (at, nbytes, *ranks) in enumerate(order):
+        for at, nbytes, *ranks in order:
             dst, base = (result, 0) if outs is None else (outs[at // block_bytes], at // block_bytes * block_bytes)
             # blocks keep a partial result in the CPU's cache between adds; two inputs into a
             # buffer of its own are one pass whatever their size
@@ -436,9 +407,3 @@ def _reduce(inputs: list, order: tuple, data: tuple, result, outs: list | None, 
                     reduce_into(block, block, inputs[q][lo:hi], reduce_kind, data_type)
                 if aliased:
                     dst[lo - base:hi - base] = block
-            if left > 0:
-                left -= nbytes * len(ranks)
-                if left <= 0 and i + 1 < len(order):
-                    ready(min(row[0] for row in order[i + 1:]))
-                    told = True
-    return told
