@@ -753,12 +753,13 @@ class Device:
             if main is not None and main.sent != stream.msgs:
                 # messages to its host before this point (prints, callbacks) a sync waits for
                 control.stream_msgs[stream.slot] = stream.msgs = main.sent
+            # counted before they show as done: a host that synchronised reads them all
+            self.tasks_done += count
+            control.header[S.H_TASKS_DONE] = self.tasks_done
             if seq > int(control.stream_done[stream.slot]):
                 control.stream_done[stream.slot] = seq
                 if control.stream_sleepers[stream.slot] and seq >= control.stream_wake[stream.slot]:
                     futex.wake(control.done_word(stream.slot))
-        self.tasks_done += count
-        control.header[S.H_TASKS_DONE] = self.tasks_done
         if self.watchers:
             with self.progress:
                 for waiter in list(self.sync_waiters.get(stream.slot, ())):
