@@ -104,6 +104,34 @@ ASCENDFLY = """
 """
 
 
+LATE_PRINT = """
+    import time
+    import mdev.acl as acl
+    from mdev.kernel import kernel
+
+    @kernel
+    def late_print(ctx):
+        time.sleep(1.0)                 # prints once the interpreter is finalising
+        ctx.print("late")
+
+    class Resource:
+        def __init__(self):
+            assert acl.init() == 0 and acl.rt.set_device(0) == 0
+            self.stream, _ = acl.rt.create_stream()
+            late_print[1, self.stream]()
+        def __del__(self):
+            start = time.monotonic()
+            print("synchronize_stream", acl.rt.synchronize_stream(self.stream), flush=True)
+            print("destroy_stream", acl.rt.destroy_stream(self.stream), flush=True)
+            print("reset_device", acl.rt.reset_device(0), flush=True)
+            print("finalize", acl.finalize(), flush=True)
+            print(f"released in {time.monotonic() - start:.1f} s", flush=True)
+
+    resource = Resource()
+    print("main done", flush=True)
+"""
+
+
 @pytest.fixture(scope="module")
 def shutdown_board():
     with extra_board("shutdown", hbm=128 << 20) as name:
@@ -164,6 +192,20 @@ def test_ascendfly_singleton_released_by_the_last_collection(tmp_path, shutdown_
     got = codes(proc)
     assert got["free"] == ["0"] and got["finalize"] == ["0"]
     assert got["destroy_context"] == got["reset_device"] == ["0", "0"]
+    assert_clean(shutdown_board)
+
+
+def test_a_device_message_that_comes_while_the_interpreter_finalises_costs_no_wait(tmp_path, shutdown_board):
+    """A kernel's print that reaches the program after its atexit functions ran: the reader
+    thread (a daemon) can no longer handle it, so the synchronisations in ``__del__`` do not
+    wait for it -- each waited out a 10 s timeout (the sanitizer's launch reports made
+    test_pyacl_program_under_mdev_run_with_the_sanitizer outlive its 120 s under load)."""
+    proc = run_program(tmp_path, shutdown_board, LATE_PRINT)
+    assert_quiet(proc)
+    got = codes(proc)
+    assert got["synchronize_stream"] == got["destroy_stream"] == got["reset_device"] == got["finalize"] == ["0"]
+    released = next(line for line in proc.stdout.splitlines() if line.startswith("released in"))
+    assert float(released.split()[2]) < 5.0, proc.stdout
     assert_clean(shutdown_board)
 
 

@@ -432,8 +432,12 @@ class DeviceLink:
 
     def wait_received(self, count: int, timeout: float = 10.0) -> None:
         """Wait until the reader has handled the device's first ``count`` messages, so that a
-        kernel's prints and exception callbacks are done when a synchronisation returns."""
-        if self.received >= count:
+        kernel's prints and exception callbacks are done when a synchronisation returns.
+        Once the interpreter finalises (after the atexit functions: ``__del__`` methods of a
+        program's globals), the reader, a daemon thread, runs no more -- it ends where it
+        next wants the interpreter, with what it read -- and there is nothing to wait for
+        (each synchronisation of an exiting program waited out the timeout instead)."""
+        if self.received >= count or sys.is_finalizing():
             return
         with self._received_cond:
             self._received_cond.wait_for(lambda: self.received >= count or self._reader_done, timeout)
