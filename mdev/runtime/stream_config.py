@@ -13,7 +13,7 @@ device queues tasks in its own process, so the buffer is checked and kept, not w
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from mdev import constants as C
 from mdev import errors as E

@@ -13,7 +13,6 @@ import os
 import threading
 import time
 import traceback
-from dataclasses import field
 
 from mdev import constants as C
 from mdev import errors as E

@@ -655,7 +655,7 @@ def all_gather_v(send_buf, send_count, recv_buf, recv_counts, recv_displs, data_
     """Rank q's ``recv_counts[q]`` elements land at ``recv_displs[q]`` (elements) of every
     rank's recv_buf; this rank sends ``send_count`` (its own entry of recv_counts)."""
     c = comms.lookup(comm)
-    sc, (dtype, item) = _count(send_count, "sendCount"), _dtype(data_type)
+    sc, (dtype, _) = _count(send_count, "sendCount"), _dtype(data_type)
     counts, displs = _counts(c, recv_counts, "recvCounts"), _counts(c, recv_displs, "recvDispls")
     if counts[c.rank] != sc:
         raise HcclError(HCCL_E_PARA, f"sendCount {sc} differs from this rank's recvCounts entry {counts[c.rank]}")
