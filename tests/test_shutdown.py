@@ -132,6 +132,36 @@ LATE_PRINT = """
 """
 
 
+AFTER_EXIT_FUNCTIONS = """
+    import atexit, threading
+
+    def late():                         # registered before mdev's: runs after them
+        import numpy as np
+        from mdev import ops
+        flushers = [t for t in threading.enumerate() if t.name.endswith("-flusher") and t.is_alive()]
+        print("flushers", len(flushers), flush=True)
+        for k in range(40):             # gathered: no flusher sends them, the synchronisation does
+            ops.fill[1, stream](out, float(k), 1024)
+        print("synchronize_stream", acl.rt.synchronize_stream(stream), flush=True)
+        host = np.empty(1024, np.float32)
+        acl.rt.memcpy(acl.util.numpy_to_ptr(host), 4096, out, 4096, 2)
+        print("last fill", int(host.min()), int(host.max()), flush=True)
+        print("free", acl.rt.free(out), flush=True)
+        print("reset_device", acl.rt.reset_device(0), flush=True)
+        print("finalize", acl.finalize(), flush=True)
+
+    atexit.register(late)
+    import mdev.acl as acl
+    from mdev import ops
+    assert acl.init() == 0 and acl.rt.set_device(0) == 0
+    stream, _ = acl.rt.create_stream()
+    out, _ = acl.rt.malloc(4096, 0)
+    for k in range(40):                 # a burst: the flusher thread sends it
+        ops.fill[1, stream](out, -1.0, 1024)
+    print("main done", flush=True)
+"""
+
+
 @pytest.fixture(scope="module")
 def shutdown_board():
     with extra_board("shutdown", hbm=128 << 20) as name:
@@ -206,6 +236,19 @@ def test_a_device_message_that_comes_while_the_interpreter_finalises_costs_no_wa
     assert got["synchronize_stream"] == got["destroy_stream"] == got["reset_device"] == got["finalize"] == ["0"]
     released = next(line for line in proc.stdout.splitlines() if line.startswith("released in"))
     assert float(released.split()[2]) < 5.0, proc.stdout
+    assert_clean(shutdown_board)
+
+
+def test_flusher_threads_end_with_the_exit_functions(tmp_path, shutdown_board):
+    """Each device link's flusher thread (a daemon) ends at exit before the interpreter
+    finalises -- stopped dead in the middle of a write it would keep its link's lock, and a
+    later call would wait for ever; tasks queued after it go out with the synchronisation."""
+    proc = run_program(tmp_path, shutdown_board, AFTER_EXIT_FUNCTIONS)
+    assert_quiet(proc)
+    got = codes(proc)
+    assert got["flushers"] == ["0"], proc.stdout
+    assert got["synchronize_stream"] == got["free"] == got["reset_device"] == got["finalize"] == ["0"]
+    assert got["last fill"] == ["39", "39"], proc.stdout
     assert_clean(shutdown_board)
 
 

@@ -18,6 +18,7 @@ dead device's memory included) until the runtime replaces it at a device reset.
 
 from __future__ import annotations
 
+import atexit
 import collections
 import contextlib
 import itertools
@@ -27,6 +28,7 @@ import socket
 import sys
 import threading
 import time
+import weakref
 import traceback
 from typing import Callable
 
@@ -100,6 +102,18 @@ class _Gathering(threading.local):
 
 # a class default, not getattr(..., None): a missing attribute costs an exception per task
 _gathering = _Gathering()
+_flushing: "weakref.WeakSet[DeviceLink]" = weakref.WeakSet()    # links whose flusher thread runs
+
+
+@atexit.register
+def _stop_flushers() -> None:
+    """At exit, before the interpreter finalises: end every link's flusher thread.  A daemon
+    thread stops dead where it next wants the interpreter once it finalises; a flusher stopped
+    in the middle of a write would hold its link's lock for ever, and a program's ``__del__``
+    that then queues or synchronises (acllite's resources) would wait on it for ever.  What is
+    gathered afterwards goes out with the next flush (every synchronisation and request)."""
+    for link in list(_flushing):
+        link.stop_flusher()
 
 
 @contextlib.contextmanager
@@ -225,6 +239,7 @@ class DeviceLink:
         self._kick = threading.Lock()        # released: the flusher has work
         self._kick.acquire()
         self._kicked = False
+        self._flusher: threading.Thread | None = None     # (stopped at exit: _stop_flushers)
         self._local = threading.local()
         self._requests = itertools.count(1)
         self._hbm: Segment | None = None
@@ -393,6 +408,20 @@ class DeviceLink:
                 except AclError:
                     pass     # the device is gone: the next call of a user thread reports it
                 self._burst = False
+                if self._flusher is None:       # stopped (stop_flusher)
+                    return
+
+    def stop_flusher(self) -> None:
+        """End the flusher thread once it sent what it holds (from then on, gathered tasks
+        wait for a flush)."""
+        flusher = self._flusher
+        if flusher is None or not flusher.is_alive():     # (a forked child's copy: its parent's)
+            return
+        with self.lock:
+            self._flusher = None
+            self._kicked = True
+            self._kick.release()
+        flusher.join(1.0)
 
     def ensure_main(self) -> socket.socket:
         """Open the task socket: the device ties this process's resources to it.
@@ -405,8 +434,10 @@ class DeviceLink:
                 self._task_sock = self._open("main").sock
                 threading.Thread(target=self._read_main, args=(self._task_sock,), daemon=True,
                                  name=f"mdev-dev{self.index}-reader").start()
-                threading.Thread(target=self._flush_later, daemon=True,
-                                 name=f"mdev-dev{self.index}-flusher").start()
+                self._flusher = threading.Thread(target=self._flush_later, daemon=True,
+                                                 name=f"mdev-dev{self.index}-flusher")
+                self._flusher.start()
+                _flushing.add(self)
             return self._task_sock
 
     def _read_main(self, sock: socket.socket) -> None:
@@ -620,6 +651,7 @@ class BoardClient:
         """
         for link in list(self.links.values()):
             link._out = []          # the parent's tasks: the parent sends them
+            link._flusher = None    # and its flusher thread is the parent's
             for sock in link._sockets:
                 sock.close()
         self._channel.close()
