@@ -419,8 +419,9 @@ class DeviceLink:
             return
         with self.lock:
             self._flusher = None
-            self._kicked = True
-            self._kick.release()
+            if not self._kicked:       # (kicked already: it wakes anyway)
+                self._kicked = True
+                self._kick.release()
         flusher.join(1.0)
 
     def ensure_main(self) -> socket.socket:
