@@ -28,8 +28,8 @@ import socket
 import sys
 import threading
 import time
-import weakref
 import traceback
+import weakref
 from typing import Callable
 
 
