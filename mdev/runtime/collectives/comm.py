@@ -231,8 +231,7 @@ class Comm:
         """Side stream k, made on first use in the communicator's context."""
         while len(self.sides) <= k:
             st = streams.new_stream(self.ctx)
-            sig = [Signal(n.device, n.slot, n.uid) for n in (self._notify() for _ in range(4))]
-            self.sides.append(Side(st, *sig))
+            self.sides.append(Side(st, *(self._own_signal() for _ in range(4))))
         return self.sides[k]
 
     @contextmanager
@@ -262,10 +261,13 @@ class Comm:
             return
         switch = self.switches.get(st.handle)
         if switch is None:       # one notify per waiting stream: its waits are in the order of its records
-            n = self._notify()
-            switch = self.switches[st.handle] = Signal(n.device, n.slot, n.uid)
+            switch = self.switches[st.handle] = self._own_signal()
         switch.record(last)
         switch.wait(st, self.timeout_s)
+
+    def _own_signal(self) -> Signal:
+        """A local notify of the communicator's own, as its tasks name it."""
+        return _signal(self._notify())
 
     def _notify(self):
         n = notify.new_notify(self.device)
