@@ -353,8 +353,7 @@ class DeviceLink:
                 if (links := _gathering.links) is not None:
                     links.add(self)
                 else:
-                    self._kicked = True
-                    self._kick.release()
+                    self._wake_flusher()
         else:
             self._burst = True
             if out:
@@ -419,10 +418,14 @@ class DeviceLink:
             return
         with self.lock:
             self._flusher = None
-            if not self._kicked:       # (kicked already: it wakes anyway)
-                self._kicked = True
-                self._kick.release()
+            self._wake_flusher()
         flusher.join(1.0)
+
+    def _wake_flusher(self) -> None:
+        """Wake the flusher thread, unless it is woken already (call with the lock held)."""
+        if not self._kicked:
+            self._kicked = True
+            self._kick.release()
 
     def ensure_main(self) -> socket.socket:
         """Open the task socket: the device ties this process's resources to it.
@@ -545,9 +548,7 @@ class DeviceLink:
                     pass
                 self._task_sock.close()
                 self._task_sock = None
-                if not self._kicked:
-                    self._kicked = True
-                    self._kick.release()        # the flusher sees no socket and ends
+                self._wake_flusher()        # it sees no socket and ends
         channel = getattr(self._local, "channel", None)
         if channel is not None:
             channel.close()
