@@ -169,7 +169,8 @@ def dist_env(npu_env) -> dict:  # noqa: F811  (the imported fixture)
 def failure(proc) -> str:
     """What a failed run printed last, and where a rank that crashed was (faulthandler's report)."""
     crash = proc.stderr.find("Fatal Python error")
-    return proc.stdout[-2000:] + proc.stderr[-2000:] + ("\n--- crash:\n" + proc.stderr[crash:crash + 4000] if crash >= 0 else "")
+    where = "\n--- crash:\n" + proc.stderr[crash:crash + 4000] if crash >= 0 else ""
+    return proc.stdout[-2000:] + proc.stderr[-2000:] + where
 
 
 def free_port() -> int:

@@ -334,7 +334,7 @@ def take_over_failure(device: "Device", stream: "DeviceStream", follow: tuple) -
 # word (mdev.taskspec); a rank's collective tasks give up once theirs, or that of the peer
 # they wait for, is set -- so a failure spreads along the operation's transfers
 COMM_FAULTS = {COMM_TIMEOUT: E.ACL_ERROR_RT_TASK_TIMEOUT, COMM_PARA: E.ACL_ERROR_RT_PARAM_INVALID,
-                COMM_REMOTE: E.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR}
+               COMM_REMOTE: E.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR}
 # the HcclResult a task's failure writes into the error word (COMM_REMOTE for any other)
 FAULT_WORDS = {code: word for word, code in COMM_FAULTS.items()}
 # what a copy into memory that went away gives: freed (DMA fault), or no longer granted
