@@ -59,7 +59,10 @@ device of the board to read:
                         for one (mdev.board.device) -- the wake goes out only while
                         H_BELL_WATCHERS (the device's waiting tasks) is non-zero; H_ALARM
                         counts the communicator failures rung with it (every waiting task
-                        looks again: a collective's waits watch their peers' error words)
+                        looks again: a collective's waits watch their peers' error words);
+                        H_REVOKED counts the changes that took memory away from a process
+                        (a free, an owner letting go, a grant revoked): a peer device that
+                        checked an operand of this HBM may trust its check while it is unchanged
 
 Aligned 8-byte stores are atomic on the platforms we run on, so readers never see torn
 values; they may see slightly old ones, which is what a query of a running device means.
@@ -105,7 +108,7 @@ F_CLIENT, F_SEQ, F_WALL, F_END = range(4)          # a host_floor row, valid whi
 # header fields (int64 each)
 H_MAGIC, H_DEVICE, H_PID, H_STATE, H_HBM_TOTAL, H_HBM_USED, H_STREAMS, H_EVENTS, \
     H_NOTIFIES, H_BOOT_NS, H_TASKS_DONE, H_CLIENTS, H_GRANTS, H_STREAMS_LENT, H_EVENTS_LENT, \
-    H_BELL, H_BELL_WATCHERS, H_ALARM = range(18)
+    H_BELL, H_BELL_WATCHERS, H_ALARM, H_REVOKED = range(19)
 HEADER_FIELDS = 64
 
 STATE_STARTING, STATE_ALIVE, STATE_FAULTED, STATE_STOPPED = 0, 1, 2, 3

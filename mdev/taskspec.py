@@ -363,13 +363,15 @@ FIELDS = (("operation", 0, 0, 8, KINDS), ("data type", 0, 8, 8, _DTYPE_LABELS),
 # (mdev.board.collective_run): its own -- operations entered, the descriptor words, where its
 # buffers lie, its modelled entry (float64) -- and, of the hub's (rank 0), the meeting's:
 # operations done, ranks entered and ranks that reduced their share so far (counted under a
-# lock), a shared reduction's go, the latest entry (float64), a failed rank (+1)
+# lock), a shared reduction's go, the latest entry (float64), a failed rank (+1); and its own
+# mode (the last rank checks that every rank runs the operation the same way)
 RUN_ARRIVED, RUN_DONE, RUN_TALLY, RUN_WORD, RUN_COUNT, RUN_SEND, RUN_RECV, RUN_ENTER, RUN_MET, RUN_GO, \
-    RUN_REDUCED, RUN_FAILED = range(12)
+    RUN_REDUCED, RUN_FAILED, RUN_MODE = range(13)
 RUN_BYTES = 128
 # a whole collective's mode: inputs through the IN areas, results through the hub's OUT
-# area, the reduction's chunks shared out among the ranks
-STAGE_IN, VIA_OUT, SHARED = 1, 2, 4
+# area; from SHARERS_SHIFT, how many of the last ranks to enter share the reduction's chunks
+STAGE_IN, VIA_OUT = 1, 2
+SHARERS_SHIFT = 8
 
 # counting notifies (aclrtCntNotify*): a uint32 counter, its record modes and wait tests
 CNT_MASK = 0xFFFFFFFF

@@ -1,8 +1,9 @@
 """Whole collectives (mdev.board.collective_run): where every pair of ranks has peer access,
 an operation runs as one task per rank.  Its bytes are the step-by-step schedule's
-(MDEV_HCCL_STEPS=1) for every operation, data type, algorithm and in place; a big reduction
-shared out among the ranks too; one task per rank whatever the number of ranks; and a
-malformed coll_run task fails with the documented code instead of hanging a rank."""
+(MDEV_HCCL_STEPS=1) for every operation, data type, algorithm and in place; a reduction
+shared out among the ranks, or among the last two to enter, too; one task per rank whatever
+the number of ranks; and a malformed coll_run task fails with the documented code instead
+of hanging a rank."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from hccl_ranks import BF16, device_alloc, every_operation, inputs, run_ranks
 from helpers import from_device, to_device
 from mdev import hccl_types as H
 from mdev import status as S
+from mdev.taskspec import SHARERS_SHIFT
 
 FP32 = H.HCCL_DATA_TYPE_FP32
 
@@ -88,11 +90,17 @@ def test_operations_issued_on_two_streams_run_in_the_order_issued(acl, monkeypat
                 assert np.array_equal(results[r][k], xs[k][0] + xs[k][1]), (r, k)
 
 
-@pytest.mark.parametrize("nbytes", [4 << 10, 1 << 20, 6 << 20], ids=["small", "1M", "shared"])
-def test_in_place_reductions_match_the_step_by_step_schedule(acl, monkeypatch, nbytes):
-    """All-reduce and reduce-scatter with the output over the input, on 2 ranks; 6 MiB runs as
-    a shared reduction (every rank reduces its chunks) and matches too."""
-    p, count = 2, nbytes // 4
+@pytest.mark.parametrize("p, nbytes, cores, sharers", [(2, 4 << 10, 8, 1), (2, 1 << 20, 8, 1), (2, 6 << 20, 8, 2),
+                                                      (4, 2 << 20, 2, 2)],
+                         ids=["small", "1M", "shared", "last-two-share"])
+def test_in_place_reductions_match_the_step_by_step_schedule(acl, monkeypatch, p, nbytes, cores, sharers):
+    """All-reduce and reduce-scatter with the output over the input; 6 MiB on 2 ranks runs as a
+    reduction every rank shares, 2 MiB on 4 ranks of a 2-core machine as one the last two ranks
+    to enter share -- and each matches too."""
+    from mdev.runtime.collectives import whole
+    monkeypatch.setattr(whole, "CORES", cores)
+    assert whole._sharers(p, "all_reduce", nbytes) == sharers
+    count = nbytes // 4
     xs = inputs(FP32, p, count, seed=5)
 
     def body(comms, r, s):
@@ -109,9 +117,10 @@ def test_in_place_reductions_match_the_step_by_step_schedule(acl, monkeypatch, n
         return out
 
     whole, steps = _both_ways(acl, monkeypatch, list(range(p)), body)
-    expected = xs[0] + xs[1]
+    expected = np.sum(xs, axis=0, dtype=np.float64)
     for r in range(p):
-        assert whole[r][0].tobytes() == steps[r][0].tobytes() and np.array_equal(whole[r][0], expected)
+        assert whole[r][0].tobytes() == steps[r][0].tobytes()
+        assert np.allclose(whole[r][0], expected, rtol=1e-5, atol=1e-5)
         mine = slice(r * count // p, (r + 1) * count // p)
         assert whole[r][1][mine].tobytes() == steps[r][1][mine].tobytes()
 
@@ -153,11 +162,12 @@ def test_an_operation_is_one_task_per_rank(acl, p):
             assert hccl.comm_destroy(c) == 0
 
 
-@pytest.mark.parametrize("case", ["peers", "order", "rank"])
+@pytest.mark.parametrize("case", ["peers", "order", "rank", "mode"])
 def test_a_malformed_task_fails_with_param_invalid_at_once(acl, monkeypatch, case):
-    """A coll_run whose places are not packed rows, whose order reads past the input, or whose
-    rank is not on the device that runs it: 107000 on that stream within a second, no rank left
-    waiting, the device serving on."""
+    """A coll_run whose places are not packed rows, whose order reads past the input, whose
+    rank is not on the device that runs it, or whose mode shares its reduction among more ranks
+    than it has: 107000 on that stream within a second, no rank left waiting, the device
+    serving on."""
     import time
     from mdev.runtime import streams
     from mdev.runtime.collectives.comm import held
@@ -169,17 +179,19 @@ def test_a_malformed_task_fails_with_param_invalid_at_once(acl, monkeypatch, cas
     stream, _ = acl.rt.create_stream()
     buf = device_alloc(acl, 64)
     loc = rt.memory.operand(buf, 64, write=True).location()
-    peers, order, rank = c.places, np.array([(0, 64, 0)], np.int64).tobytes(), 0
+    peers, order, rank, mode = c.places, np.array([(0, 64, 0)], np.int64).tobytes(), 0, 2
     if case == "peers":
         peers = peers[:-8]
     elif case == "order":
         order = np.array([(32, 64, 0)], np.int64).tobytes()
-    else:
+    elif case == "rank":
         peers = np.frombuffer(peers, np.int64).copy()
         peers[0] = 1                                          # rank 0 "on device 1"
         peers = peers.tobytes()
+    else:
+        mode = 2 | 2 << SHARERS_SHIFT                         # 2 sharers of 1 rank
     started = time.monotonic()
-    streams.submit(rt.stream_in_context(stream), "coll_run", rank, peers, 0, 0, 16, loc, loc, 64, 64, order, 2,
+    streams.submit(rt.stream_in_context(stream), "coll_run", rank, peers, 0, 0, 16, loc, loc, 64, 64, order, mode,
                    (0, 4, 0, 0), 60.0, 0.0)
     assert acl.rt.synchronize_stream(stream) == 107000, acl.get_recent_err_msg()
     assert time.monotonic() - started < 1.0

@@ -925,6 +925,37 @@ def test_p2p_copy_async_push_and_pull(acl8):
     ok(acl, acl.rt.destroy_stream(s2))
 
 
+def test_a_peer_buffer_freed_while_a_copy_of_it_waits_fails_the_copy(acl8):
+    """Device 1 pulls a buffer of device 0 twice (its device remembers the operand checked),
+    then queues the same copy behind a wait; device 0's buffer is freed meanwhile: the copy
+    fails with the DMA error, it does not read the freed pages."""
+    acl = acl8
+    _enable_both(acl, 0, 1)
+    ok(acl, acl.rt.set_device(0))
+    src = malloc(acl, 8192)
+    to_device(acl, src, pattern(7, 8192))
+    ok(acl, acl.rt.set_device(1))
+    dst, hold = malloc(acl, 8192), malloc(acl, 8)
+    stream = out(acl, acl.rt.create_stream())
+    for _ in range(2):
+        ok(acl, acl.rt.memcpy_async(dst, 8192, src, 8192, D2D, stream))
+        sync(acl, stream)
+    assert (from_device(acl, dst, 8192) == pattern(7, 8192)).all()
+    ok(acl, acl.rt.memset(dst, 8192, 0, 8192))
+    ok(acl, acl.rt.value_wait(hold, 1, acl.ACL_STREAM_WAIT_VALUE_EQ, stream))
+    ok(acl, acl.rt.memcpy_async(dst, 8192, src, 8192, D2D, stream))
+    ok(acl, acl.rt.set_device(0))
+    ok(acl, acl.rt.free(src))
+    ok(acl, acl.rt.set_device(1))
+    ok(acl, acl.rt.memset(hold, 8, 1, 1))
+    assert acl.rt.synchronize_stream(stream) == acl.ACL_ERROR_RT_SYS_DMA
+    assert "not inside a live allocation" in acl.get_recent_err_msg()
+    assert not from_device(acl, dst, 8192).any()
+    ok(acl, acl.rt.free(dst))
+    ok(acl, acl.rt.free(hold))
+    ok(acl, acl.rt.destroy_stream(stream))
+
+
 def test_cross_device_copy_without_peer_access_fails(acl8):
     acl = acl8
     ok(acl, acl.rt.set_device(3))

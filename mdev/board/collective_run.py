@@ -23,9 +23,11 @@ the hub's OUT area (VIA_OUT), so that every rank copies its own out at once; an 
 big for it (ranks of one process only) has the last rank write every output in place.  A rank
 writes its IN area only after the done of the operation before, which it waited for; the
 hub's OUT area is written only once every rank entered, so none still copies out of it.  A
-big reduction is SHARED: the last rank only checks the descriptors and says go (RUN_GO),
-every rank reduces its chunks into the OUT area and counts itself (RUN_REDUCED), and the
-last of those says done: the ranks' devices reduce at once.
+big reduction is shared by the last ``sharers`` ranks to enter (the mode says how many; every
+rank for a big input, as many as there are cores for a middling one): the last only checks
+the descriptors and says go (RUN_GO), which wakes the other sharers, each reduces its share of
+the chunks into the OUT area and counts itself (RUN_REDUCED), and the last of those says
+done: the ranks' devices reduce at once, and the ranks that do not share sleep until done.
 
 Every element is reduced in the order of the algorithm the communicator chose (``order``:
 per chunk, the ranks in the order the step-by-step schedule adds them), so results are
@@ -46,6 +48,7 @@ from __future__ import annotations
 
 import sys
 import time
+import weakref
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -57,8 +60,8 @@ from mdev.board.tasks import FAULT_WORDS, TRANSFER_FAULTS, CommGuard
 from mdev.board.tasktable import TaskFault, op
 from mdev.memory import futex
 from mdev.taskspec import (COMM_PARA, COMM_REMOTE, FIELDS, KINDS, RUN_ARRIVED, RUN_BYTES, RUN_COUNT,
-                           RUN_DONE, RUN_ENTER, RUN_FAILED, RUN_GO, RUN_MET, RUN_RECV, RUN_REDUCED, RUN_SEND,
-                           RUN_TALLY, RUN_WORD, SHARED, STAGE_IN, VIA_OUT)
+                           RUN_DONE, RUN_ENTER, RUN_FAILED, RUN_GO, RUN_MET, RUN_RECV, RUN_MODE, RUN_REDUCED, RUN_SEND,
+                           RUN_TALLY, RUN_WORD, SHARERS_SHIFT, STAGE_IN, VIA_OUT)
 
 if TYPE_CHECKING:
     from mdev.board.device import Device
@@ -76,7 +79,7 @@ HUB = 0                # the rank whose run words the ranks meet in, and whose O
 class Meeting:
     """One rank's view of the run words of the ranks it deals with in one task: its own and
     the hub's, and every rank's once it works on their buffers (the last to enter, or all of
-    them in a SHARED reduction) or looks whether they are still there (every LOOK_S)."""
+    the sharers of a shared reduction) or looks whether they are still there (every LOOK_S)."""
 
     def __init__(self, device: "Device", stream: "DeviceStream", rank: int, peers: tuple, timeout_s: float) -> None:
         self.device, self.stream, self.rank, self.peers = device, stream, rank, peers
@@ -102,9 +105,14 @@ class Meeting:
                 raise
             # its HCCL buffer is freed: the rank destroyed its communicator (as a guard sees it)
             raise TaskFault(E.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR, f"rank {q} destroyed its communicator") from None
-        self.errors[q] = seg.array[err:err + 16].view(np.int64)
-        self.words[q] = seg.array[run:run + RUN_BYTES].view(np.uint64)
-        self.floats[q] = self.words[q].view(np.float64)
+        known = _views.setdefault(seg, {})
+        views = known.get((err, run))
+        if views is None:
+            if len(known) >= 256:
+                known.clear()
+            words = seg.array[run:run + RUN_BYTES].view(np.uint64)
+            views = known[err, run] = (seg.array[err:err + 16].view(np.int64), words, words.view(np.float64))
+        self.errors[q], self.words[q], self.floats[q] = views
         self.places[q] = (seg, run)
 
     def out_area(self, nbytes: int, at: int = 0, write: bool = False) -> np.ndarray:
@@ -219,19 +227,20 @@ def coll_run(device: "Device", stream: "DeviceStream", rank: int, peers: tuple, 
     device, and in its HBM: its communicator's error word, run words, IN and OUT areas; its
     pid, 0 if of this process; ``root``: a broadcast's or reduce's; ``order``: the reduction's
     chunks, per chunk p + 2 int64 -- byte offset in the input, bytes, the ranks in the order
-    they are added; ``mode``: STAGE_IN, VIA_OUT and SHARED bits; ``data``: (operation kind,
-    item size, reduce kind, aclDataType)."""
+    they are added; ``mode``: STAGE_IN and VIA_OUT bits, and from SHARERS_SHIFT the number of
+    ranks that share the reduction; ``data``: (operation kind, item size, reduce kind, aclDataType)."""
     peers = _rows(peers, 6, "peers")
     p = len(peers)
     if type(rank) is not int or type(root) is not int or not (0 <= rank < p and 0 <= root < p) \
             or peers[rank][0] != device.index:
         raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"coll_run: rank {rank!r:.20} (on this device) or root "
                         f"{root!r:.20} is no rank of {p}")
-    order = _rows(order, p + 2, "order")
-    if type(in_bytes) is not int or not all(0 <= at and 0 <= nb and at + nb <= in_bytes and
-                                            all(0 <= q < p for q in ranks) for at, nb, *ranks in order):
-        raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"coll_run: a chunk of the order is outside the input "
-                        f"({in_bytes} B) or names no rank of {p}")
+    order = _chunks(order, p, in_bytes)
+    sharers = mode >> SHARERS_SHIFT if type(mode) is int and mode >= 0 else -1
+    if not 0 <= sharers <= p or sharers > 1 and not (mode & VIA_OUT and type(data) is tuple and data
+                                                     and data[0] in (ALL_REDUCE, REDUCE_SCATTER)):
+        raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"coll_run: mode {mode!r:.20} shares no reduction of "
+                        f"{p} ranks through the OUT area")
     # its scratch buffer stays this communicator's while the task runs, whoever frees it
     pinned = device.memory.pin([peers[rank][1]])
     try:
@@ -278,9 +287,13 @@ def _run(device, stream, meeting: Meeting, rank: int, root: int, word: int, coun
     own[RUN_SEND], own[RUN_RECV] = send[2], recv[2]
     meeting.floats[rank][RUN_ENTER] = model.earliest(stream) if model is not None else 0.0
     own[RUN_ARRIVED] = n
-    shared = bool(mode & SHARED)
-    first = RUN_GO if shared else RUN_DONE            # what the others wait for
-    if meeting.tally(RUN_TALLY) == n * p:             # the last to enter: the others are waiting
+    own[RUN_MODE] = mode
+    own[RUN_ARRIVED] = n
+    sharers = max(mode >> SHARERS_SHIFT, 1)           # the last ranks to enter, who reduce the chunks
+    place = meeting.tally(RUN_TALLY) - (n - 1) * p    # 1 .. p: this rank's place in the order of entry
+    share = place - (p - sharers)                     # 1 .. sharers: one of them, and which share it takes
+    first = RUN_GO if sharers > 1 else RUN_DONE       # what the sharers wait for
+    if place == p:                                    # the last to enter: the others are waiting
         meeting.watch_all()
         meeting.intact()                              # (before their buffers are touched)
         for q in range(p):
@@ -288,26 +301,30 @@ def _run(device, stream, meeting: Meeting, rank: int, root: int, word: int, coun
             if theirs != [word, count]:
                 meeting.guard(rank).set(COMM_PARA, q)
                 raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, disagreement(FIELDS, [word, count], theirs, q))
+            if int(meeting.words[q][RUN_MODE]) != mode:
+                meeting.guard(rank).set(COMM_PARA, q)
+                raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"rank {q} runs the operation another way "
+                                f"(mode {int(meeting.words[q][RUN_MODE]):#x}, here {mode:#x})")
         # when the last rank entered (modelled): the others read it from the hub, where it
         # stays until every rank entered the next operation
         meeting.hub.view(np.float64)[RUN_MET] = max(float(f[RUN_ENTER]) for f in meeting.floats.values())
-        if shared:          # counted afresh: every rank counted its share of the last one before its done
+        if sharers > 1:     # counted afresh: every sharer counted its share of the last one before its done
             hub[RUN_REDUCED] = 0
         else:
             _work(memory, stream, meeting, rank, root, kind, in_bytes, out_bytes, order, mode, data)
         meeting.announce(first, n)
     else:
-        meeting.follow(first, n, "the last rank to enter the operation")
-    if shared:       # every rank reduces its share of the chunks into the hub's OUT area
+        meeting.follow(first if share >= 1 else RUN_DONE, n, "the last rank to enter the operation")
+    if sharers > 1 and share >= 1:       # this rank's share of the chunks, into the hub's OUT area
         meeting.watch_all()
         meeting.intact()
         result = meeting.out_area(in_bytes, write=True)
-        _reduce(_inputs(memory, stream, meeting, in_bytes, bool(mode & STAGE_IN)), order[rank::p], data, result,
-                None, out_bytes, aliased=False)
-        if meeting.tally(RUN_REDUCED) == p:
+        _reduce(_inputs(memory, stream, meeting, in_bytes, bool(mode & STAGE_IN)), order[share - 1::sharers], data,
+                result, None, out_bytes, aliased=False)
+        if meeting.tally(RUN_REDUCED) == sharers:
             meeting.announce(RUN_DONE, n)
         else:
-            meeting.follow(RUN_DONE, n, "every rank to reduce its share")
+            meeting.follow(RUN_DONE, n, "the other ranks to reduce their shares")
     stream.meeting = (float(hub.view(np.float64)[RUN_MET]), (meeting.peers[HUB][0], meeting.peers[HUB][2], n))
     if mode & VIA_OUT and out_bytes:                  # this rank's result, out of the hub's OUT area
         out[:] = meeting.out_area(out_bytes, rank * out_bytes if kind == REDUCE_SCATTER else 0)
@@ -328,6 +345,30 @@ def _rows(packed, width: int, what: str) -> list[tuple]:
 
 
 _parsed: dict[bytes, list[tuple]] = {}
+# mapping -> (error word, run words) -> their views (error words, run words, as float64): a
+# communicator's ranks meet in the same words at every operation, and a view costs more than a
+# look; forgotten with the mapping (a restarted peer's old HBM is not kept mapped)
+_views: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _chunks(packed, p: int, in_bytes: int) -> list[tuple]:
+    """The rows of an order, checked to lie inside the input and to name ranks of ``p``
+    (remembered with what they were checked against)."""
+    key = (packed, p, in_bytes)
+    rows = _checked.get(key) if type(packed) is bytes and type(in_bytes) is int else None
+    if rows is None:
+        rows = _rows(packed, p + 2, "order")
+        if type(in_bytes) is not int or not all(0 <= at and 0 <= nb and at + nb <= in_bytes and
+                                                all(0 <= q < p for q in ranks) for at, nb, *ranks in rows):
+            raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"coll_run: a chunk of the order is outside the input "
+                            f"({in_bytes} B) or names no rank of {p}")
+        if len(_checked) >= 256:
+            _checked.clear()
+        _checked[key] = rows
+    return rows
+
+
+_checked: dict[tuple, list[tuple]] = {}
 
 
 def _work(memory, stream, meeting: Meeting, me: int, root: int, kind: int, in_bytes: int, out_bytes: int,

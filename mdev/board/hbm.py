@@ -17,7 +17,8 @@ tasks reach (host processes' pinned buffers, peer devices' HBM and control pages
 A process may touch its own allocations, ranges granted to it (IPC imports sealed by the
 supervisor, buffers their owner shared with it), its own pinned buffers and those shared
 with it (``admit_segment``).  Peer devices' HBM and control pages are mapped for P2P work
-and re-mapped when a peer is restarted (see ``peer_control``).
+and re-mapped when a peer is restarted (see ``peer_control``); a peer operand found valid is
+trusted again until that peer takes memory from a process (its H_REVOKED count changes).
 
 The device (mdev.board.device) makes one, with its lock, its control page and its book of
 clients; the device's server (mdev.board.serving) answers the ``rpc_*`` requests here by
@@ -48,6 +49,8 @@ from mdev.memory.segment import Segment
 if TYPE_CHECKING:
     from mdev.board.stream import DeviceStream
 
+CHECKED = 4096        # peer operands whose checks are remembered (forgotten all at once beyond)
+
 
 class DeviceMemory:
     def __init__(self, index: int, paths: BoardPaths, hbm: Segment, control: S.ControlPage,
@@ -70,6 +73,9 @@ class DeviceMemory:
         self._segments: dict[str, Segment] = {}
         self._peer_controls: dict[int, S.ControlPage] = {}
         self._peer_hbm: dict[int, tuple[int, Segment]] = {}     # device -> (its boot ns, HBM)
+        # (device, offset, bytes, client, pid) -> (the peer's boot time, its H_REVOKED) of a
+        # peer operand found valid: a collective names the same buffers at every operation
+        self._checked: dict[tuple, tuple[int, int]] = {}
 
     # ------------------------------------------------------------------ allocations
     def rpc_malloc(self, conn, req, size: int, reserved: int, page: int, policy: int) -> int:
@@ -163,6 +169,12 @@ class DeviceMemory:
 
     def _mark_pages(self, offset: int, length: int, owner: int) -> None:
         self.control.page_owner[offset // S.PAGE:-(-(offset + length) // S.PAGE)] = owner
+        if owner <= 0:
+            self._revoked()
+
+    def _revoked(self) -> None:
+        """Memory was taken from a process: the peers' checks of operands here are void."""
+        self.control.header[S.H_REVOKED] += 1
 
     def _free_block(self, offset: int) -> None:
         block = self.allocator.blocks[offset]
@@ -274,6 +286,7 @@ class DeviceMemory:
             else:
                 keep.append(grant)
         block.grants = keep
+        self._revoked()
         header = self.control.header
         used = int(header[S.H_GRANTS])
         while used and not self.control.grants[used - 1, S.G_PID]:
@@ -314,6 +327,11 @@ class DeviceMemory:
             return self.hbm
         if kind == "d":   # a peer's HBM: its live pages and their owners are on its control page
             page, seg = self.peer_hbm(key)
+            pid = self.pid_of(client)
+            checked = (key, offset, nbytes, client, pid)
+            seen = (int(page.header[S.H_BOOT_NS]), int(page.header[S.H_REVOKED]))
+            if self._checked.get(checked) == seen:
+                return seg
             if offset + nbytes > seg.size:
                 raise dma_fault(f"{nbytes} bytes at {offset:#x} overrun {seg.name}")
             lo, hi = offset // S.PAGE, -(-(offset + nbytes) // S.PAGE)
@@ -327,8 +345,11 @@ class DeviceMemory:
             if not live:
                 raise dma_fault(f"device {key}: {nbytes} bytes at offset {offset:#x} are not inside a live "
                                 f"allocation (freed while queued?)")
-            if not mine and not page.granted(self.pid_of(client), offset, offset + nbytes):
+            if not mine and not page.granted(pid, offset, offset + nbytes):
                 raise self._denied(client, loc, nbytes)
+            if len(self._checked) >= CHECKED:
+                self._checked.clear()
+            self._checked[checked] = seen
             return seg
         owner = self.paths.pinned_owner(key)
         if kind != "p" or owner is None:

@@ -29,13 +29,14 @@ its device only as the ``TaskRunner`` it runs tasks and completes them with.
 from __future__ import annotations
 
 import collections
-import contextlib
 import threading
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from mdev import constants as C
 from mdev.taskspec import KERNEL_OPS
+
+_UNCOUNTED = frozenset((*KERNEL_OPS, "run_graph"))    # stopped through their launches
 
 END_GRACE_S = 0.5       # how long a forced destroy lets the kernel at the stream's head run
 
@@ -183,20 +184,9 @@ class DeviceStream:
         stop-on-failure context stopped."""
         return self._closed or self.aborting or bool(self.context.stopped)
 
-    @contextlib.contextmanager
-    def running(self, op: str):
-        """Around a task run by a worker (or a graph lane replayed for this stream)."""
-        counted = op not in (*KERNEL_OPS, "run_graph")      # those are stopped through their launches
-        if counted:
-            with self._writers_done:
-                self._writers += 1
-        try:
-            yield
-        finally:
-            if counted:
-                with self._writers_done:
-                    self._writers -= 1
-                    self._writers_done.notify_all()
+    def running(self, op: str) -> "_Running":
+        """Around a task run by a worker (or a graph lane replayed for this stream), in a ``with``."""
+        return _Running(self, op not in _UNCOUNTED)
 
     def stop_running(self, code: int, why: str) -> None:
         """Cut the running kernel launches of the stream off memory; they fail with ``code``."""
@@ -263,3 +253,26 @@ class DeviceStream:
             if idle:
                 self.aborting = False
         self.device.complete(self, done, code, message, count)
+
+
+class _Running:
+    """DeviceStream.running: counts a task among the stream's other running tasks, which a
+    halt waits for (a class: it is around every task, and costs less so than as a generator)."""
+
+    __slots__ = ("stream", "counted")
+
+    def __init__(self, stream: DeviceStream, counted: bool) -> None:
+        self.stream, self.counted = stream, counted
+
+    def __enter__(self) -> None:
+        if self.counted:
+            stream = self.stream
+            with stream._writers_done:
+                stream._writers += 1
+
+    def __exit__(self, *exc) -> None:
+        if self.counted:
+            stream = self.stream
+            with stream._writers_done:
+                stream._writers -= 1
+                stream._writers_done.notify_all()

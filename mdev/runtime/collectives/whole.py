@@ -31,12 +31,16 @@ from mdev.runtime.collectives.plan import ACL_TYPES, REDUCE_KINDS, Plan
 from mdev.runtime.collectives.select import MESH, Layout
 from mdev.runtime.collectives.transport import DIRECT
 from mdev.runtime.memtable import Operand
-from mdev.taskspec import KINDS, SHARED, STAGE_IN, VIA_OUT
+from mdev.taskspec import KINDS, SHARERS_SHIFT, STAGE_IN, VIA_OUT
 
 REDUCING = ("all_reduce", "reduce_scatter", "reduce", "barrier")
-# from this many input bytes on, the ranks share an all-reduce's or reduce-scatter's chunks
-# out (one more meeting, their devices reduce at once) instead of the last to enter reducing alone
+# from this many input bytes on, every rank takes a share of an all-reduce's or reduce-scatter's
+# chunks (one more meeting) instead of the last to enter reducing alone
 SHARE_BYTES = 4 << 20
+# below that, from this much work (bytes reduced), the last ranks to enter share it, as many as
+# the machine has cores: the ranks' devices reduce at once, the others sleep on
+SHARE_WORK = 4 << 20
+CORES = os.cpu_count() or 1
 
 
 def run(plan: Plan, kind: str, lay: Layout, count: int, item: int, send: Operand | None, recv: Operand | None,
@@ -62,10 +66,18 @@ def run(plan: Plan, kind: str, lay: Layout, count: int, item: int, send: Operand
         comm.rank, comm.places, (send or none).location(), (recv or none).location(), in_bytes, out_bytes,
         _order(comm, kind, lay, count, item, root),
         (STAGE_IN if comm.whole != DIRECT else 0) | (VIA_OUT if fits else 0) |
-        (SHARED if fits and kind in ("all_reduce", "reduce_scatter") and in_bytes >= SHARE_BYTES else 0),
+        _sharers(p, kind, in_bytes if fits else 0) << SHARERS_SHIFT,
         (KINDS.index(kind), item, REDUCE_KINDS[plan.op], ACL_TYPES.get(plan.dtype, 0)), comm.timeout_s,
         _model_ns(comm, lay, "all_reduce" if kind == "barrier" else kind, nbytes)))
     return True
+
+
+def _sharers(p: int, kind: str, in_bytes: int) -> int:
+    """How many of the last ranks to enter reduce the chunks (1: the last alone): a share
+    costs a wake and the ranks' devices share the machine's cores."""
+    if kind not in ("all_reduce", "reduce_scatter") or (p - 1) * in_bytes < SHARE_WORK:
+        return 1
+    return p if in_bytes >= SHARE_BYTES else min(p, CORES)
 
 
 def _order(comm, kind: str, lay: Layout, count: int, item: int, root: int) -> bytes:
