@@ -48,14 +48,13 @@ from __future__ import annotations
 
 import sys
 import time
-import weakref
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from mdev import errors as E
 from mdev.board.collectives import disagreement
-from mdev.board.systasks import reduce_into
+from mdev.board.systasks import elementwise, reduce_into
 from mdev.board.tasks import FAULT_WORDS, TRANSFER_FAULTS, CommGuard
 from mdev.board.tasktable import TaskFault, op
 from mdev.memory import futex
@@ -105,13 +104,14 @@ class Meeting:
                 raise
             # its HCCL buffer is freed: the rank destroyed its communicator (as a guard sees it)
             raise TaskFault(E.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR, f"rank {q} destroyed its communicator") from None
-        known = _views.setdefault(seg, {})
-        views = known.get((err, run))
+        known = seg.views       # a communicator's ranks meet in the same words at every operation
+        views = known.get(("run words", err, run))
         if views is None:
             if len(known) >= 256:
                 known.clear()
             words = seg.array[run:run + RUN_BYTES].view(np.uint64)
-            views = known[err, run] = (seg.array[err:err + 16].view(np.int64), words, words.view(np.float64))
+            views = known["run words", err, run] = (seg.array[err:err + 16].view(np.int64), words,
+                                                    words.view(np.float64))
         self.errors[q], self.words[q], self.floats[q] = views
         self.places[q] = (seg, run)
 
@@ -345,10 +345,6 @@ def _rows(packed, width: int, what: str) -> list[tuple]:
 
 
 _parsed: dict[bytes, list[tuple]] = {}
-# mapping -> (error word, run words) -> their views (error words, run words, as float64): a
-# communicator's ranks meet in the same words at every operation, and a view costs more than a
-# look; forgotten with the mapping (a restarted peer's old HBM is not kept mapped)
-_views: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _chunks(packed, p: int, in_bytes: int) -> list[tuple]:
@@ -431,20 +427,38 @@ def _reduce(inputs: list, order: tuple, data: tuple, result, outs: list | None, 
     # an output that may be an input (written in place: a rank's own buffer, or its block) is
     # reduced in a buffer and written once its block is done; the OUT area directly
     buffer = np.empty(min(BLOCK, max((row[1] for row in order), default=0)), np.uint8) if aliased else None
+    typed = elementwise(reduce_kind, data_type)
+    if typed is None:
+        unit = 1
+
+        def combine(d, a, b):
+            reduce_into(d, a, b, reduce_kind, data_type)
+    else:      # every operand viewed in its type once: a chunk's adds are many on many ranks
+        ufunc, dtype = typed
+        unit = dtype.itemsize
+
+        def combine(d, a, b):
+            ufunc(a, b, out=d)
+        inputs = [x.view(dtype) for x in inputs]
+        result = result.view(dtype) if result is not None else None
+        outs = [o.view(dtype) for o in outs] if outs is not None else None
+        buffer = buffer[:len(buffer) // unit * unit].view(dtype) if buffer is not None else None
+    block_items, whole_block = block_bytes // unit, BLOCK // unit
     with np.errstate(over="ignore", invalid="ignore"):
         for at, nbytes, *ranks in order:
-            dst, base = (result, 0) if outs is None else (outs[at // block_bytes], at // block_bytes * block_bytes)
+            at, n = at // unit, nbytes // unit
+            dst, base = (result, 0) if outs is None else (outs[at // block_items], at // block_items * block_items)
             # blocks keep a partial result in the CPU's cache between adds; two inputs into a
             # buffer of its own are one pass whatever their size
-            step = BLOCK if aliased or len(ranks) > 2 else max(nbytes, 1)
-            for lo in range(at, at + nbytes, step):
-                hi = min(lo + step, at + nbytes)
+            step = whole_block if aliased or len(ranks) > 2 else max(n, 1)
+            for lo in range(at, at + n, step):
+                hi = min(lo + step, at + n)
                 block = buffer[:hi - lo] if aliased else dst[lo - base:hi - base]
                 if len(ranks) == 1:
                     block[:] = inputs[ranks[0]][lo:hi]
                 else:              # the first two straight into the block: one pass less than a copy
-                    reduce_into(block, inputs[ranks[0]][lo:hi], inputs[ranks[1]][lo:hi], reduce_kind, data_type)
+                    combine(block, inputs[ranks[0]][lo:hi], inputs[ranks[1]][lo:hi])
                 for q in ranks[2:]:
-                    reduce_into(block, block, inputs[q][lo:hi], reduce_kind, data_type)
+                    combine(block, block, inputs[q][lo:hi])
                 if aliased:
                     dst[lo - base:hi - base] = block

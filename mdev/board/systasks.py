@@ -54,6 +54,16 @@ def reduce(device: "Device", stream: "DeviceStream", dst: tuple, src: tuple, nby
     device.wake()
 
 
+def elementwise(kind: int, data_type: int):
+    """(ufunc, dtype) that reduces ``data_type`` elements straight into an ``out`` as
+    reduce_into does, for callers that view their operands once; None where reduce_into
+    takes another way (bf16 through float32, the equality kind)."""
+    dtype = DTYPES[data_type]
+    if dtype is BF16 or kind == C.ACL_RT_MEMCPY_SDMA_AUTOMATIC_EQUAL:
+        return None
+    return _REDUCE[kind], np.dtype(dtype)
+
+
 def reduce_into(d_raw: np.ndarray, a_raw: np.ndarray, s_raw: np.ndarray, kind: int, data_type: int) -> None:
     """d = op(a, s) over raw bytes (uint8 views of whole elements; ``a`` may be ``d``) in
     ``data_type``; the caller says how numpy treats overflows (np.errstate: a sum that

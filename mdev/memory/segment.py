@@ -57,6 +57,8 @@ class Segment:
         self.array = np.frombuffer(self._mmap, dtype=np.uint8)
         self.address = self.array.ctypes.data
         self._fd = -1            # a descriptor of the shm file, opened on first need
+        # views of its bytes that a user makes once and looks up at every use (they go with it)
+        self.views: dict = {}
 
     def _file(self) -> int:
         if self._fd < 0:
