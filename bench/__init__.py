@@ -15,6 +15,8 @@
     bench.sanitize  small-task rate with the sanitizer (memcheck+racecheck, all checks) vs without
     bench.hccl      collectives like hccl_test: per size wall and modelled time, algbw / busbw,
                     HCCL's formula and modelled / formula, numpy doing the same reduction
+    bench.meeting   the floor under a whole collective: two processes meeting as coll_run's
+                    ranks do, a 1 MiB all-reduce in plain Python, vs numpy's add
     bench.capi      the same small-task loops from C (libascendcl.so) and from Python: the C layer's cost
     bench.ascendc   native Ascend C kernels: empty <<<1>>> / <<<48>>> launch rate vs a Python @kernel,
                     add_custom of 8 x 2048 halves vs numpy's add
@@ -27,4 +29,4 @@ Each group starts its own board (``bench-<pid>-<tag>``) and stops it when done.
 """
 
 GROUPS = ("copies", "tasks", "startup", "kernels", "ipc", "async_tasks", "p2p", "graph", "trace", "sanitize",
-          "hccl", "capi", "dispatch", "ascendc", "torch_npu")
+          "hccl", "meeting", "capi", "dispatch", "ascendc", "torch_npu")

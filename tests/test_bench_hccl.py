@@ -1,6 +1,7 @@
 """`mdev bench hccl` checks the memory a sweep needs against what the machine has before any
 board starts: it caps the sweep at the largest size that fits, and refuses a sweep of which
-nothing fits, saying why (an -e 1G sweep on hccs8 needs about 34 GiB in all)."""
+nothing fits, saying why (an -e 1G sweep on hccs8 needs about 34 GiB in all).  bench.meeting,
+the floor under a 2-rank all-reduce, gives both of its processes the sum."""
 
 from __future__ import annotations
 
@@ -31,3 +32,11 @@ def test_a_sweep_that_cannot_fit_is_refused_before_a_board_starts():
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.startswith("mdev bench hccl: every size left out: 4096G on 8 ranks needs "), proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_the_meeting_floor_gives_both_ranks_the_sum():
+    """bench.meeting's two processes meet 200 times; both outputs hold the sum (it raises
+    otherwise), and the times it reports are real."""
+    from bench import meeting
+    per_op, add = meeting.measure(200)
+    assert 0 < add < per_op < 1.0
