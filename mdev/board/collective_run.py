@@ -311,7 +311,7 @@ def _run(device, stream, meeting: Meeting, rank: int, root: int, word: int, coun
                                 f"(mode {int(meeting.words[q][RUN_MODE]):#x}, here {mode:#x})")
         # when the last rank entered (modelled): the others read it from the hub, where it
         # stays until every rank entered the next operation
-        meeting.hub.view(np.float64)[RUN_MET] = max(float(f[RUN_ENTER]) for f in meeting.floats.values())
+        meeting.floats[HUB][RUN_MET] = max(float(f[RUN_ENTER]) for f in meeting.floats.values())
         if sharers > 1:     # counted afresh: every sharer counted its share of the last one before its done
             hub[RUN_REDUCED] = 0
         else:
@@ -333,7 +333,7 @@ def _run(device, stream, meeting: Meeting, rank: int, root: int, word: int, coun
             meeting.announce(RUN_DONE, n)
         else:
             meeting.follow(RUN_DONE, n, "the other ranks to reduce their shares")
-    stream.meeting = (float(hub.view(np.float64)[RUN_MET]), (meeting.peers[HUB][0], meeting.peers[HUB][2], n))
+    stream.meeting = (float(meeting.floats[HUB][RUN_MET]), (meeting.peers[HUB][0], meeting.peers[HUB][2], n))
     if mode & VIA_OUT and out_bytes:                  # this rank's result, out of the hub's OUT area
         out[:] = meeting.out_area(out_bytes, rank * out_bytes if kind == REDUCE_SCATTER else 0)
 
