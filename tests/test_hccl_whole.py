@@ -1,8 +1,8 @@
 """Whole collectives (mdev.board.collective_run): where every pair of ranks has peer access,
 an operation runs as one task per rank.  Its bytes are the step-by-step schedule's
 (MDEV_HCCL_STEPS=1) for every operation, data type, algorithm and in place; a reduction
-shared out among the ranks, or among the last two to enter, too; one task per rank whatever
-the number of ranks; and a malformed coll_run task fails with the documented code instead
+shared out among the ranks, or among the last two to enter (a thread or a process per rank),
+too; one task per rank whatever the number of ranks; and a malformed coll_run task fails with the documented code instead
 of hanging a rank."""
 
 from __future__ import annotations
@@ -123,6 +123,77 @@ def test_in_place_reductions_match_the_step_by_step_schedule(acl, monkeypatch, p
         assert np.allclose(whole[r][0], expected, rtol=1e-5, atol=1e-5)
         mine = slice(r * count // p, (r + 1) * count // p)
         assert whole[r][1][mine].tobytes() == steps[r][1][mine].tobytes()
+
+
+SHARING_RANK = """
+    import json, sys
+    import numpy as np
+    sys.path.insert(0, sys.argv[1])
+    import mdev.acl as acl
+    import mdev.hccl as hccl
+    from helpers import from_device, to_device
+    from mdev import hccl_types as H
+    from mdev.runtime.collectives import whole
+    from mdev.runtime.collectives.comm import held
+    whole.CORES = 2                   # as on a 2-core machine: the last two ranks to enter share
+    rank, nranks, device, count = (int(a) for a in sys.argv[2:6])
+    assert whole._sharers(nranks, "all_reduce", 4 * count) == 2
+    assert acl.init() == 0 and acl.rt.set_device(device) == 0
+    with open(sys.argv[6], "rb") as f:
+        comm, ret = hccl.comm_init_root_info(nranks, f.read(), rank)
+    assert ret == 0, acl.get_recent_err_msg()
+    assert held.comms[comm].whole is not None
+    stream, _ = acl.rt.create_stream()
+    buf, _ = acl.rt.malloc(4 * count, 0)
+
+    def x(k, r):                      # small integers: any order sums exactly
+        return np.random.default_rng(100 * k + r).integers(-50, 50, count).astype(np.float32)
+
+    right = []
+    for k in range(3):
+        to_device(acl, buf, x(k, rank))
+        assert hccl.all_reduce(buf, buf, count, H.HCCL_DATA_TYPE_FP32, H.HCCL_REDUCE_SUM, comm, stream) == 0
+        assert acl.rt.synchronize_stream(stream) == 0, acl.get_recent_err_msg()
+        want = sum(x(k, r) for r in range(nranks))
+        right.append(bool(np.array_equal(from_device(acl, buf, 4 * count, np.float32), want)))
+    assert acl.rt.free(buf) == 0 and acl.rt.destroy_stream(stream) == 0
+    assert hccl.comm_destroy(comm) == 0
+    print(json.dumps(right))
+"""
+
+
+def test_the_last_two_ranks_of_four_processes_share_a_reduction(board, monkeypatch, tmp_path):
+    """A process per rank (inputs through the ranks' IN areas), 4 ranks of a 2-core machine: a
+    2 MiB in-place all-reduce is shared by the last two ranks to enter, three times over --
+    every rank gets the sum each time."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    from helpers import attached
+    with attached(monkeypatch, board):
+        root, ret = hccl.get_root_info()
+        assert ret == 0
+    (tmp_path / "root").write_bytes(root)
+    env = dict(os.environ, MDEV_BOARD=board, MDEV_AUTOSTART="0")
+    count = (2 << 20) // 4
+    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(SHARING_RANK), os.path.dirname(__file__), str(r),
+                               "4", str(r), str(count), str(tmp_path / "root")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for r in range(4)]
+    results = []
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=150)
+            assert proc.returncode == 0, err[-2000:]
+            results.append(json.loads(out.splitlines()[-1]))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert results == [[True] * 3] * 4
 
 
 @pytest.mark.parametrize("p", [2, 4])
