@@ -2,8 +2,8 @@
 an operation runs as one task per rank.  Its bytes are the step-by-step schedule's
 (MDEV_HCCL_STEPS=1) for every operation, data type, algorithm and in place; a reduction
 shared out among the ranks, or among the last two to enter (a thread or a process per rank),
-too; one task per rank whatever the number of ranks; and a malformed coll_run task fails with the documented code instead
-of hanging a rank."""
+too; one task per rank whatever the number of ranks; and a malformed coll_run task fails
+with the documented code instead of hanging a rank."""
 
 from __future__ import annotations
 
