@@ -1,6 +1,7 @@
 """Helpers of the collectives tests (not a test module): ranks as threads, and numpy's answers.
 
     run_ranks(acl, devices, body)      one thread per rank: set_device, a stream, body(rank, stream)
+    run_rank_processes(script, argvs, env)   one process per rank: the JSON each printed last
     device_alloc(acl, nbytes)          device memory of the thread's current device
     every_operation(...)               one rank's part of each operation (a thread's or a process's)
     check_every_operation(...)         those results against numpy
@@ -15,6 +16,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
@@ -65,6 +69,26 @@ def run_ranks(acl, devices: list[int], body, timeout: float = 120.0) -> list:
         assert not t.is_alive(), "a rank did not finish"
     if errors:
         raise AssertionError(f"rank {errors[0][0]} failed: {errors[0][1]!r}") from errors[0][1]
+    return results
+
+
+def run_rank_processes(script: str, argvs: list[list[str]], env: dict, timeout: float = 150.0) -> list:
+    """``script`` (indented source, run by ``python -c``) in one process per rank, each with its
+    arguments; what each printed as JSON on its last line, by rank.  A process that fails fails
+    the call (with the tail of its stderr); any still running at the end is killed."""
+    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(script), *argv], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env) for argv in argvs]
+    results = []
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=timeout)
+            assert proc.returncode == 0, err[-2000:]
+            results.append(json.loads(out.splitlines()[-1]))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     return results
 
 

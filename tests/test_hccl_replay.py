@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import mdev.hccl as hccl
-from hccl_ranks import run_ranks
+from hccl_ranks import run_rank_processes, run_ranks
 from helpers import attached, from_device, to_device
 from mdev import hccl_types as H
 
@@ -135,21 +135,8 @@ def test_process_per_rank(case, request, monkeypatch, tmp_path):
         assert ret == 0
     (tmp_path / "root").write_bytes(root)
     env = dict(os.environ, MDEV_BOARD=name, MDEV_AUTOSTART="0")
-    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(RANK), os.path.dirname(__file__), str(r),
-                               str(len(devices)), str(dev), str(tmp_path / "root")],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-             for r, dev in enumerate(devices)]
-    results = []
-    try:
-        for proc in procs:
-            out, err = proc.communicate(timeout=150)
-            assert proc.returncode == 0, err[-2000:]
-            results.append(json.loads(out.splitlines()[-1]))
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    results = run_rank_processes(RANK, [[os.path.dirname(__file__), str(r), str(len(devices)), str(dev),
+                                         str(tmp_path / "root")] for r, dev in enumerate(devices)], env)
     assert results == [[True] * REPLAYS] * len(devices)
 
 
@@ -158,7 +145,7 @@ TRACED = """
     sys.path.insert(0, sys.argv[1])
     import mdev.acl as acl
     import mdev.hccl as hccl
-    from hccl_ranks import run_ranks
+    from hccl_ranks import run_rank_processes, run_ranks
     from test_hccl_replay import REPLAYS, replay_rank
     assert acl.init() == 0
     comms, ret = hccl.comm_init_all(2, [0, 1])

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import mdev.hccl as hccl
-from hccl_ranks import BF16, device_alloc, every_operation, inputs, run_ranks
+from hccl_ranks import BF16, device_alloc, every_operation, inputs, run_rank_processes, run_ranks
 from helpers import from_device, to_device
 from mdev import hccl_types as H
 from mdev import status as S
@@ -166,11 +166,7 @@ def test_the_last_two_ranks_of_four_processes_share_a_reduction(board, monkeypat
     """A process per rank (inputs through the ranks' IN areas), 4 ranks of a 2-core machine: a
     2 MiB in-place all-reduce is shared by the last two ranks to enter, three times over --
     every rank gets the sum each time."""
-    import json
     import os
-    import subprocess
-    import sys
-    import textwrap
     from helpers import attached
     with attached(monkeypatch, board):
         root, ret = hccl.get_root_info()
@@ -178,21 +174,8 @@ def test_the_last_two_ranks_of_four_processes_share_a_reduction(board, monkeypat
     (tmp_path / "root").write_bytes(root)
     env = dict(os.environ, MDEV_BOARD=board, MDEV_AUTOSTART="0")
     count = (2 << 20) // 4
-    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(SHARING_RANK), os.path.dirname(__file__), str(r),
-                               "4", str(r), str(count), str(tmp_path / "root")],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-             for r in range(4)]
-    results = []
-    try:
-        for proc in procs:
-            out, err = proc.communicate(timeout=150)
-            assert proc.returncode == 0, err[-2000:]
-            results.append(json.loads(out.splitlines()[-1]))
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    results = run_rank_processes(SHARING_RANK, [[os.path.dirname(__file__), str(r), "4", str(r), str(count),
+                                                 str(tmp_path / "root")] for r in range(4)], env)
     assert results == [[True] * 3] * 4
 
 
