@@ -290,7 +290,6 @@ def _run(device, stream, meeting: Meeting, rank: int, root: int, word: int, coun
     own[RUN_WORD], own[RUN_COUNT] = word, count
     own[RUN_SEND], own[RUN_RECV] = send[2], recv[2]
     meeting.floats[rank][RUN_ENTER] = model.earliest(stream) if model is not None else 0.0
-    own[RUN_ARRIVED] = n
     own[RUN_MODE] = mode
     own[RUN_ARRIVED] = n
     sharers = max(mode >> SHARERS_SHIFT, 1)           # the last ranks to enter, who reduce the chunks

@@ -55,9 +55,9 @@ def reduce(device: "Device", stream: "DeviceStream", dst: tuple, src: tuple, nby
 
 
 def elementwise(kind: int, data_type: int):
-    """(ufunc, dtype) that reduces ``data_type`` elements straight into an ``out`` as
-    reduce_into does, for callers that view their operands once; None where reduce_into
-    takes another way (bf16 through float32, the equality kind)."""
+    """(ufunc, dtype) that reduces ``data_type`` elements straight into an ``out``, for
+    callers that view their operands once (and reduce_into); None where reduce_into takes
+    another way (bf16 through float32, the equality kind)."""
     dtype = DTYPES[data_type]
     if dtype is BF16 or kind == C.ACL_RT_MEMCPY_SDMA_AUTOMATIC_EQUAL:
         return None
@@ -68,17 +68,18 @@ def reduce_into(d_raw: np.ndarray, a_raw: np.ndarray, s_raw: np.ndarray, kind: i
     """d = op(a, s) over raw bytes (uint8 views of whole elements; ``a`` may be ``d``) in
     ``data_type``; the caller says how numpy treats overflows (np.errstate: a sum that
     overflows is no error)."""
+    typed = elementwise(kind, data_type)
+    if typed is not None:
+        ufunc, dtype = typed
+        ufunc(a_raw.view(dtype), s_raw.view(dtype), out=d_raw.view(dtype))
+        return
     dtype = DTYPES[data_type]
     if dtype is BF16:
         result = _reduce_values(kind, bf16_to_float32(a_raw.view(np.uint16)), bf16_to_float32(s_raw.view(np.uint16)),
                                 np.float32)
         d_raw.view(np.uint16)[:] = float32_to_bf16(result)
-    else:
-        d, a, s = d_raw.view(dtype), a_raw.view(dtype), s_raw.view(dtype)
-        if kind == C.ACL_RT_MEMCPY_SDMA_AUTOMATIC_EQUAL:
-            d[:] = _reduce_values(kind, a, s, dtype)
-        else:
-            _REDUCE[kind](a, s, out=d)
+    else:         # the equality kind
+        d_raw.view(dtype)[:] = _reduce_values(kind, a_raw.view(dtype), s_raw.view(dtype), dtype)
 
 
 # ---------------------------------------------------------------------------- random numbers
