@@ -256,7 +256,7 @@ def coll_run(device: "Device", stream: "DeviceStream", rank: int, peers: tuple, 
             raise
         try:
             _run(device, stream, meeting, rank, root, word, count, send, recv, in_bytes, out_bytes, order,
-                 mode, data)
+                 mode, max(sharers, 1), data)
         except TaskFault as fault:
             if fault.code in TRANSFER_FAULTS:      # a departed rank's buffer: the departure says why
                 try:
@@ -275,7 +275,8 @@ def coll_run(device: "Device", stream: "DeviceStream", rank: int, peers: tuple, 
 
 
 def _run(device, stream, meeting: Meeting, rank: int, root: int, word: int, count: int, send: tuple, recv: tuple,
-         in_bytes: int, out_bytes: int, order: tuple, mode: int, data: tuple) -> None:
+         in_bytes: int, out_bytes: int, order: tuple, mode: int, sharers: int, data: tuple) -> None:
+    """``sharers``: how many of the last ranks to enter reduce the chunks (1: the last alone)."""
     memory, own, hub, kind = device.memory, meeting.own, meeting.hub, data[0]
     if int(meeting.errors[rank][0]):
         meeting.guard(rank).raise_if_failed(peer_alive=True)
@@ -292,7 +293,6 @@ def _run(device, stream, meeting: Meeting, rank: int, root: int, word: int, coun
     meeting.floats[rank][RUN_ENTER] = model.earliest(stream) if model is not None else 0.0
     own[RUN_MODE] = mode
     own[RUN_ARRIVED] = n
-    sharers = max(mode >> SHARERS_SHIFT, 1)           # the last ranks to enter, who reduce the chunks
     place = meeting.tally(RUN_TALLY) - (n - 1) * p    # 1 .. p: this rank's place in the order of entry
     share = place - (p - sharers)                     # 1 .. sharers: one of them, and which share it takes
     first = RUN_GO if sharers > 1 else RUN_DONE       # what the sharers wait for
