@@ -1,9 +1,11 @@
-"""What /proc says: whether another process is gone, and how much memory the machine has.
+"""What /proc says: whether another process is gone, how much memory the machine has, and
+how many of its cores a process may run on.
 
 Hosts ask it of device processes (is a link's device dead?), the supervisor of the device
 processes it forked (can a dead one be restarted?).  A process that was killed shows as a
 zombie as soon as its main thread has exited, before it can be reaped.  Pinning host memory
-asks how much RAM is left to pin.
+asks how much RAM is left to pin.  Whole collectives share work among, and let waiting
+ranks spin on, as many ranks as there are cores.
 """
 
 from __future__ import annotations
@@ -24,6 +26,14 @@ def process_gone(pid: int) -> bool:
     finally:
         os.close(fd)
     return fields[fields.rindex(b")") + 2:][:1] in (b"Z", b"X")      # state follows "(comm) "
+
+
+def cores() -> int:
+    """The CPUs this process may run on (its affinity, which a container or taskset narrows)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def memory_available() -> int | None:

@@ -90,13 +90,13 @@ def test_operations_issued_on_two_streams_run_in_the_order_issued(acl, monkeypat
                 assert np.array_equal(results[r][k], xs[k][0] + xs[k][1]), (r, k)
 
 
-@pytest.mark.parametrize("p, nbytes, cores, sharers", [(2, 4 << 10, 8, 1), (2, 1 << 20, 8, 1), (2, 6 << 20, 8, 2),
-                                                      (4, 2 << 20, 2, 2)],
-                         ids=["small", "1M", "shared", "last-two-share"])
+@pytest.mark.parametrize("p, nbytes, cores, sharers", [(2, 4 << 10, 8, 1), (2, 1 << 20, 1, 1), (2, 1 << 20, 8, 2),
+                                                      (2, 6 << 20, 1, 2), (4, 2 << 20, 2, 2)],
+                         ids=["small", "1M-one-core", "1M-a-core-each", "shared", "last-two-share"])
 def test_in_place_reductions_match_the_step_by_step_schedule(acl, monkeypatch, p, nbytes, cores, sharers):
-    """All-reduce and reduce-scatter with the output over the input; 6 MiB on 2 ranks runs as a
-    reduction every rank shares, 2 MiB on 4 ranks of a 2-core machine as one the last two ranks
-    to enter share -- and each matches too."""
+    """All-reduce and reduce-scatter with the output over the input; 1 MiB on 2 ranks with a
+    core each and 6 MiB on 2 ranks of one core run as a reduction every rank shares, 2 MiB on 4
+    ranks of a 2-core machine as one the last two ranks to enter share -- and each matches too."""
     from mdev.runtime.collectives import whole
     monkeypatch.setattr(whole, "CORES", cores)
     assert whole._sharers(p, "all_reduce", nbytes) == sharers

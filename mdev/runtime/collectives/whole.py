@@ -24,6 +24,7 @@ import os
 
 import numpy as np
 
+from mdev import procfs
 from mdev.runtime import core
 from mdev.runtime.collectives import algorithms as A
 from mdev.runtime.collectives import cost
@@ -37,10 +38,13 @@ REDUCING = ("all_reduce", "reduce_scatter", "reduce", "barrier")
 # from this many input bytes on, every rank takes a share of an all-reduce's or reduce-scatter's
 # chunks (one more meeting) instead of the last to enter reducing alone
 SHARE_BYTES = 4 << 20
+# ... and from this many where the ranks are no more than the cores: their devices run at once
+# and a meeting costs a spin, not a wake (mdev.board.collective_run.SPIN_S)
+SHARE_BYTES_SPINNING = 256 << 10
 # below that, from this much work (bytes reduced), the last ranks to enter share it, as many as
 # the machine has cores: the ranks' devices reduce at once, the others sleep on
 SHARE_WORK = 4 << 20
-CORES = os.cpu_count() or 1
+CORES = procfs.cores()
 
 
 def run(plan: Plan, kind: str, lay: Layout, count: int, item: int, send: Operand | None, recv: Operand | None,
@@ -74,8 +78,13 @@ def run(plan: Plan, kind: str, lay: Layout, count: int, item: int, send: Operand
 
 def _sharers(p: int, kind: str, in_bytes: int) -> int:
     """How many of the last ranks to enter reduce the chunks (1: the last alone): a share
-    costs a wake and the ranks' devices share the machine's cores."""
-    if kind not in ("all_reduce", "reduce_scatter") or (p - 1) * in_bytes < SHARE_WORK:
+    costs a wake -- a spin where every rank has a core -- and the ranks' devices share the
+    machine's cores."""
+    if kind not in ("all_reduce", "reduce_scatter"):
+        return 1
+    if p <= CORES and in_bytes >= SHARE_BYTES_SPINNING:
+        return p
+    if (p - 1) * in_bytes < SHARE_WORK:
         return 1
     return p if in_bytes >= SHARE_BYTES else min(p, CORES)
 
