@@ -94,8 +94,9 @@ def test_operations_issued_on_two_streams_run_in_the_order_issued(acl, monkeypat
                                                       (2, 6 << 20, 1, 2), (4, 2 << 20, 2, 2)],
                          ids=["small", "1M-one-core", "1M-a-core-each", "shared", "last-two-share"])
 def test_in_place_reductions_match_the_step_by_step_schedule(acl, monkeypatch, p, nbytes, cores, sharers):
-    """All-reduce and reduce-scatter with the output over the input; 1 MiB on 2 ranks with a
-    core each and 6 MiB on 2 ranks of one core run as a reduction every rank shares, 2 MiB on 4
+    """All-reduce and reduce-scatter with the output over the input, and an all-reduce into
+    another buffer; 1 MiB on 2 ranks with a core each (straight into the outputs) and 6 MiB on 2
+    ranks of one core (through the OUT area) run as a reduction every rank shares, 2 MiB on 4
     ranks of a 2-core machine as one the last two ranks to enter share -- and each matches too."""
     from mdev.runtime.collectives import whole
     monkeypatch.setattr(whole, "CORES", cores)
@@ -111,9 +112,12 @@ def test_in_place_reductions_match_the_step_by_step_schedule(acl, monkeypatch, p
         to_device(acl, block, xs[r])
         assert hccl.reduce_scatter(block, block + r * nbytes // p, count // p, FP32, H.HCCL_REDUCE_SUM,
                                    comms[r], s) == 0
+        apart = device_alloc(acl, nbytes)                    # and out of place
+        assert hccl.all_reduce(block, apart, count, FP32, H.HCCL_REDUCE_SUM, comms[r], s) == 0
         assert acl.rt.synchronize_stream(s) == 0, acl.get_recent_err_msg()
-        out = (from_device(acl, buf, nbytes, np.float32), from_device(acl, block, nbytes, np.float32))
-        acl.rt.free(buf), acl.rt.free(block)
+        out = tuple(from_device(acl, ptr, nbytes, np.float32) for ptr in (buf, block, apart))
+        for ptr in (buf, block, apart):
+            acl.rt.free(ptr)
         return out
 
     whole, steps = _both_ways(acl, monkeypatch, list(range(p)), body)
@@ -123,6 +127,7 @@ def test_in_place_reductions_match_the_step_by_step_schedule(acl, monkeypatch, p
         assert np.allclose(whole[r][0], expected, rtol=1e-5, atol=1e-5)
         mine = slice(r * count // p, (r + 1) * count // p)
         assert whole[r][1][mine].tobytes() == steps[r][1][mine].tobytes()
+        assert whole[r][2].tobytes() == steps[r][2].tobytes()
 
 
 SHARING_RANK = """

@@ -258,10 +258,9 @@ def coll_run(device: "Device", stream: "DeviceStream", rank: int, peers: tuple, 
                         f"{root!r:.20} is no rank of {p}")
     order = _chunks(order, p, in_bytes)
     sharers = mode >> SHARERS_SHIFT if type(mode) is int and mode >= 0 else -1
-    if not 0 <= sharers <= p or sharers > 1 and not (mode & VIA_OUT and type(data) is tuple and data
-                                                     and data[0] in (ALL_REDUCE, REDUCE_SCATTER)):
+    if not 0 <= sharers <= p or sharers > 1 and not _shareable(mode, data, send, recv, in_bytes):
         raise TaskFault(E.ACL_ERROR_RT_PARAM_INVALID, f"coll_run: mode {mode!r:.20} shares no reduction of "
-                        f"{p} ranks through the OUT area")
+                        f"{p} ranks through the OUT area or straight into their outputs")
     # its scratch buffer stays this communicator's while the task runs, whoever frees it
     pinned = device.memory.pin([peers[rank][1]])
     try:
@@ -335,16 +334,24 @@ def _run(device, stream, meeting: Meeting, rank: int, root: int, word: int, coun
         meeting.announce(first, n)
     else:
         meeting.follow(first if share >= 1 else RUN_DONE, n, "the last rank to enter the operation")
-    if sharers > 1 and share >= 1:       # this rank's share of the chunks, into the hub's OUT area
+    if sharers > 1 and share >= 1:       # this rank's share of the chunks
         meeting.watch_all()
         meeting.intact()
-        result = meeting.out_area(in_bytes, write=True)
         # when every rank shares, each takes the same chunks at every operation: the pages it
         # reads stay mapped in its process (taken by the order of entry, a 64 MiB operation on
         # 8 ranks faulted 4,800 pages in and took 10% longer)
         part = rank if sharers == p else share - 1
-        _reduce(_inputs(memory, stream, meeting, in_bytes, bool(mode & STAGE_IN)), order[part::sharers], data,
-                result, None, out_bytes, aliased=False)
+        rows = order[part::sharers]
+        inputs = _inputs(memory, stream, meeting, in_bytes, bool(mode & STAGE_IN))
+        if mode & VIA_OUT:               # into the hub's OUT area, which every rank copies out of
+            _reduce(inputs, rows, data, meeting.out_area(in_bytes, write=True), None, out_bytes, aliased=False)
+        else:                            # into every rank's output (ranks of one process)
+            _reduce(inputs, rows, data, out, None, out_bytes, aliased=True)
+            for q in range(p):
+                if q != rank:
+                    theirs = _output(memory, stream, meeting, q, out_bytes)
+                    for at, nbytes, *_ in rows:
+                        theirs[at:at + nbytes] = out[at:at + nbytes]
         if meeting.tally(RUN_REDUCED) == sharers:
             meeting.announce(RUN_DONE, n)
         else:
@@ -352,6 +359,23 @@ def _run(device, stream, meeting: Meeting, rank: int, root: int, word: int, coun
     stream.meeting = (float(meeting.floats[HUB][RUN_MET]), (meeting.peers[HUB][0], meeting.peers[HUB][2], n))
     if mode & VIA_OUT and out_bytes:                  # this rank's result, out of the hub's OUT area
         out[:] = meeting.out_area(out_bytes, rank * out_bytes if kind == REDUCE_SCATTER else 0)
+
+
+def _shareable(mode: int, data, send, recv, in_bytes: int) -> bool:
+    """A reduction the ranks may share: an all-reduce or reduce-scatter through the hub's OUT
+    area, or an all-reduce of ranks of one process written straight into their outputs, where
+    this rank's output is its input or lies apart from it (its peers read the parts of its
+    input it does not write)."""
+    kind = data[0] if type(data) is tuple and data else None
+    if mode & VIA_OUT:
+        return kind in (ALL_REDUCE, REDUCE_SCATTER)
+    if mode & STAGE_IN or kind != ALL_REDUCE:
+        return False
+    try:
+        (_, s_dev, s_at), (_, r_dev, r_at) = send, recv
+    except (TypeError, ValueError):
+        return False
+    return s_dev != r_dev or s_at == r_at or s_at + in_bytes <= r_at or r_at + in_bytes <= s_at
 
 
 def _rows(packed, width: int, what: str) -> list[tuple]:

@@ -66,14 +66,28 @@ def run(plan: Plan, kind: str, lay: Layout, count: int, item: int, send: Operand
         return False
     none = comm.nowhere()
     nbytes = plan.size_of(kind, count) if kind != "barrier" else 0
+    send_at, recv_at = (send or none).location(), (recv or none).location()
     plan.whole(kind, count, root, algorithm or lay.algorithm, (
-        comm.rank, comm.places, (send or none).location(), (recv or none).location(), in_bytes, out_bytes,
-        _order(comm, kind, lay, count, item, root),
-        (STAGE_IN if comm.whole != DIRECT else 0) | (VIA_OUT if fits else 0) |
-        _sharers(p, kind, in_bytes if fits else 0) << SHARERS_SHIFT,
+        comm.rank, comm.places, send_at, recv_at, in_bytes, out_bytes,
+        _order(comm, kind, lay, count, item, root), _mode(comm, kind, in_bytes, fits, send_at, recv_at),
         (KINDS.index(kind), item, REDUCE_KINDS[plan.op], ACL_TYPES.get(plan.dtype, 0)), comm.timeout_s,
         _model_ns(comm, lay, "all_reduce" if kind == "barrier" else kind, nbytes)))
     return True
+
+
+def _mode(comm, kind: str, in_bytes: int, fits: bool, send_at: tuple, recv_at: tuple) -> int:
+    """How the ranks' devices run it (mdev.taskspec's mode bits): inputs through the IN areas
+    (ranks of several processes), results through the hub's OUT area where they fit, the
+    reduction shared as _sharers says -- an all-reduce every rank shares, where every rank
+    has a core, of ranks of one process, straight into every rank's output (each rank writes
+    its chunks' sums into every output: no copy out of the OUT area), if each rank's output is
+    its input or apart from it."""
+    p = comm.nranks
+    sharers = _sharers(p, kind, in_bytes if fits else 0)
+    if comm.whole == DIRECT and kind == "all_reduce" and sharers == p <= CORES and (
+            send_at == recv_at or send_at[1] != recv_at[1] or abs(send_at[2] - recv_at[2]) >= in_bytes):
+        return sharers << SHARERS_SHIFT
+    return (STAGE_IN if comm.whole != DIRECT else 0) | (VIA_OUT if fits else 0) | sharers << SHARERS_SHIFT
 
 
 def _sharers(p: int, kind: str, in_bytes: int) -> int:
