@@ -373,6 +373,17 @@ RUN_BYTES = 128
 STAGE_IN, VIA_OUT = 1, 2
 SHARERS_SHIFT = 8
 
+
+def same_or_apart(send, recv, nbytes: int) -> bool:
+    """Whether a rank's output (location ``recv``) is its input (``send``) or lies apart from
+    it, ``nbytes`` each: its peers may then write the parts of its output whose input they
+    read no more (a shared all-reduce straight into the outputs); False for malformed ones."""
+    try:
+        (_, s_dev, s_at), (_, r_dev, r_at) = send, recv
+        return s_dev != r_dev or s_at == r_at or s_at + nbytes <= r_at or r_at + nbytes <= s_at
+    except (TypeError, ValueError):
+        return False
+
 # counting notifies (aclrtCntNotify*): a uint32 counter, its record modes and wait tests
 CNT_MASK = 0xFFFFFFFF
 CNT_RECORD = {

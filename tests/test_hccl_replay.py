@@ -145,7 +145,7 @@ TRACED = """
     sys.path.insert(0, sys.argv[1])
     import mdev.acl as acl
     import mdev.hccl as hccl
-    from hccl_ranks import run_rank_processes, run_ranks
+    from hccl_ranks import run_ranks
     from test_hccl_replay import REPLAYS, replay_rank
     assert acl.init() == 0
     comms, ret = hccl.comm_init_all(2, [0, 1])

@@ -66,7 +66,7 @@ from mdev.board.tasktable import TaskFault, op
 from mdev.memory import futex
 from mdev.taskspec import (COMM_PARA, COMM_REMOTE, FIELDS, KINDS, RUN_ARRIVED, RUN_BYTES, RUN_COUNT,
                            RUN_DONE, RUN_ENTER, RUN_FAILED, RUN_GO, RUN_MET, RUN_RECV, RUN_MODE, RUN_REDUCED, RUN_SEND,
-                           RUN_TALLY, RUN_WORD, SHARERS_SHIFT, STAGE_IN, VIA_OUT)
+                           RUN_TALLY, RUN_WORD, SHARERS_SHIFT, STAGE_IN, VIA_OUT, same_or_apart)
 
 if TYPE_CHECKING:
     from mdev.board.device import Device
@@ -369,13 +369,7 @@ def _shareable(mode: int, data, send, recv, in_bytes: int) -> bool:
     kind = data[0] if type(data) is tuple and data else None
     if mode & VIA_OUT:
         return kind in (ALL_REDUCE, REDUCE_SCATTER)
-    if mode & STAGE_IN or kind != ALL_REDUCE:
-        return False
-    try:
-        (_, s_dev, s_at), (_, r_dev, r_at) = send, recv
-    except (TypeError, ValueError):
-        return False
-    return s_dev != r_dev or s_at == r_at or s_at + in_bytes <= r_at or r_at + in_bytes <= s_at
+    return not mode & STAGE_IN and kind == ALL_REDUCE and same_or_apart(send, recv, in_bytes)
 
 
 def _rows(packed, width: int, what: str) -> list[tuple]:

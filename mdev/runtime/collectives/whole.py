@@ -32,7 +32,7 @@ from mdev.runtime.collectives.plan import ACL_TYPES, REDUCE_KINDS, Plan
 from mdev.runtime.collectives.select import MESH, Layout
 from mdev.runtime.collectives.transport import DIRECT
 from mdev.runtime.memtable import Operand
-from mdev.taskspec import KINDS, SHARERS_SHIFT, STAGE_IN, VIA_OUT
+from mdev.taskspec import KINDS, SHARERS_SHIFT, STAGE_IN, VIA_OUT, same_or_apart
 
 REDUCING = ("all_reduce", "reduce_scatter", "reduce", "barrier")
 # from this many input bytes on, every rank takes a share of an all-reduce's or reduce-scatter's
@@ -84,8 +84,8 @@ def _mode(comm, kind: str, in_bytes: int, fits: bool, send_at: tuple, recv_at: t
     its input or apart from it."""
     p = comm.nranks
     sharers = _sharers(p, kind, in_bytes if fits else 0)
-    if comm.whole == DIRECT and kind == "all_reduce" and sharers == p <= CORES and (
-            send_at == recv_at or send_at[1] != recv_at[1] or abs(send_at[2] - recv_at[2]) >= in_bytes):
+    if comm.whole == DIRECT and kind == "all_reduce" and sharers == p <= CORES and \
+            same_or_apart(send_at, recv_at, in_bytes):
         return sharers << SHARERS_SHIFT
     return (STAGE_IN if comm.whole != DIRECT else 0) | (VIA_OUT if fits else 0) | sharers << SHARERS_SHIFT
 
